@@ -1,0 +1,14 @@
+#pragma once
+// Subcommands of `carma`. Each registers its options on the app and returns the action to run.
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace carma::cli {
+
+using Action = std::function<int()>;
+
+Action add_simulate_command(CLI::App& app);
+
+}  // namespace carma::cli

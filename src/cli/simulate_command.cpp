@@ -1,0 +1,173 @@
+// carma simulate: replays a trace through every requested policy on the simulator and compares.
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/policy.h"
+#include "model/catalog.h"
+#include "model/gpu_type.h"
+#include "sim/output.h"
+#include "sim/report.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+
+namespace carma::cli {
+
+namespace {
+
+struct SimulateOptions {
+    std::string trace = "t1";
+    std::string policies = "all";
+    std::string gpus = "4xA100-40GB";
+    std::string sharing = "mps";
+    std::string estimator = "horus";
+    std::uint64_t seed = 1;
+    double noise = 0;
+    bool json = false;
+    std::string report_dir;
+    bool quiet = false;
+};
+
+[[noreturn]] void die(const std::string& message) { throw std::runtime_error(message); }
+
+template <typename T>
+T or_die(Result<T> r) {
+    if (!r) {
+        die(r.error().message);
+    }
+    return std::move(*r);
+}
+
+sim::Trace load_trace(const std::string& spec, std::uint64_t seed) {
+    if (spec.starts_with("gen:")) {
+        const std::string count = spec.substr(4);
+        std::size_t n = 0;
+        try {
+            n = std::stoul(count);
+        } catch (const std::exception&) {
+            die(fmt::format("trace '{}': write gen:N with N the number of tasks", spec));
+        }
+        return sim::generate_trace(model::Catalog::embedded(), n, 120.0, seed);
+    }
+    for (const std::string& name : sim::builtin_trace_names()) {
+        if (spec == name) {
+            return or_die(sim::builtin_trace(spec));
+        }
+    }
+    std::ifstream in(spec);
+    if (!in) {
+        die(fmt::format("trace '{}' is neither a built-in trace ({}) nor a readable file", spec,
+                        fmt::join(sim::builtin_trace_names(), ", ")));
+    }
+    std::stringstream buf;
+    buf << in.rdbuf();
+    return or_die(sim::parse_trace(buf.str(), spec));
+}
+
+std::vector<PolicySpec> parse_policies(const std::string& list) {
+    std::vector<std::string> names;
+    std::stringstream ss(list);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item == "all") {
+            for (const std::string& n : paper_policy_names()) {
+                names.push_back(n);
+            }
+        } else if (!item.empty()) {
+            names.push_back(item);
+        }
+    }
+    if (names.empty()) {
+        die("--policy needs at least one policy name, or 'all'");
+    }
+    std::vector<PolicySpec> out;
+    for (const std::string& n : names) {
+        out.push_back(or_die(find_policy(n)));
+    }
+    return out;
+}
+
+int run_simulate(const SimulateOptions& o) {
+    const sim::Trace trace = load_trace(o.trace, o.seed);
+    const std::vector<PolicySpec> policies = parse_policies(o.policies);
+    sim::SimConfig base;
+    base.gpus = or_die(model::parse_gpu_set(o.gpus));
+    base.sharing = or_die(model::parse_sharing_mode(o.sharing));
+    base.seed = o.seed;
+    base.metric_noise_sd = o.noise;
+    base.record_timelines = !o.report_dir.empty();
+    base.scheduler.placement.memory.estimator = or_die(parse_estimator(o.estimator));
+    base.scheduler.placement.explain = false;
+
+    const bool show_progress = !o.quiet && isatty(STDERR_FILENO) != 0;
+    sim::Comparison comparison;
+    comparison.trace = trace.name;
+    comparison.gpus = base.gpus.text();
+    comparison.sharing = std::string(model::to_string(base.sharing));
+    for (std::size_t k = 0; k < policies.size(); ++k) {
+        sim::SimConfig config = base;
+        config.scheduler.policy = policies[k];
+        if (show_progress) {
+            config.progress = [&, k](double done) {
+                fmt::print(stderr, "\r[{}/{}] {:<14} {:5.1f}% of {} tasks done", k + 1,
+                           policies.size(), policies[k].name, 100.0 * done, trace.entries.size());
+                std::fflush(stderr);
+            };
+        }
+        comparison.results.push_back(sim::simulate(trace, model::Catalog::embedded(), config));
+    }
+    if (show_progress) {
+        fmt::print(stderr, "\r{:<60}\r", "");
+    }
+    if (o.json) {
+        fmt::print("{}\n", sim::to_json(comparison).dump(2));
+    } else {
+        fmt::print("{}", sim::format_table(comparison));
+    }
+    if (!o.report_dir.empty()) {
+        std::string path = or_die(sim::write_html_report(comparison, o.report_dir));
+        fmt::print(stderr, "report written to {}\n", path);
+    }
+    return 0;
+}
+
+}  // namespace
+
+Action add_simulate_command(CLI::App& app) {
+    auto opts = std::make_shared<SimulateOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "simulate", "Replay a trace on simulated GPUs under each policy and compare them");
+    cmd->add_option("--trace", opts->trace,
+                    "t1, t2, mix-90, heavy-60 (built in), a CSV file, or gen:N (N random tasks)")
+        ->capture_default_str();
+    cmd->add_option("--policy", opts->policies,
+                    "Comma-separated policies (exclusive, oracle-MAGM, OR-RR, EST-LUG, ...) or all")
+        ->capture_default_str();
+    cmd->add_option("--gpus", opts->gpus, "GPUs as COUNTxTYPE, e.g. 4xA100-40GB")
+        ->capture_default_str();
+    cmd->add_option("--sharing", opts->sharing, "How collocated tasks share a GPU: mps|timeslice")
+        ->capture_default_str();
+    cmd->add_option("--estimator", opts->estimator,
+                    "Memory estimator of the EST policies: horus|faketensor|gpumemnet")
+        ->capture_default_str();
+    cmd->add_option("--seed", opts->seed, "Seed for metric noise and generated traces")
+        ->capture_default_str();
+    cmd->add_option("--noise", opts->noise,
+                    "Standard deviation of noise on sampled SMACT/SMOCC/DRAMA (0 = none)")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    cmd->add_flag("--json", opts->json, "Print one JSON object instead of the table");
+    cmd->add_option("--report", opts->report_dir, "Write an HTML report with plots into DIR");
+    cmd->add_flag("--quiet", opts->quiet, "No progress line");
+    return [opts] { return run_simulate(*opts); };
+}
+
+}  // namespace carma::cli

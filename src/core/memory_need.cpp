@@ -1,0 +1,109 @@
+#include "core/memory_need.h"
+
+#include <cmath>
+
+#include "core/metric_window.h"
+#include "core/risk_filter.h"
+
+#include <fmt/format.h>
+
+namespace carma {
+
+std::string_view to_string(MemoryKnowledge k) {
+    switch (k) {
+        case MemoryKnowledge::Oracle: return "oracle";
+        case MemoryKnowledge::None: return "none";
+        case MemoryKnowledge::Estimate: return "estimate";
+    }
+    return "?";
+}
+
+std::string_view to_string(Estimator e) {
+    switch (e) {
+        case Estimator::Horus: return "horus";
+        case Estimator::FakeTensor: return "faketensor";
+        case Estimator::GpuMemNet: return "gpumemnet";
+    }
+    return "?";
+}
+
+Result<Estimator> parse_estimator(std::string_view name) {
+    std::string n;
+    for (char c : name) {
+        n.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    }
+    if (n == "horus") {
+        return Estimator::Horus;
+    }
+    if (n == "faketensor") {
+        return Estimator::FakeTensor;
+    }
+    if (n == "gpumemnet") {
+        return Estimator::GpuMemNet;
+    }
+    return fail(ErrorCode::InvalidArgument,
+                fmt::format("unknown estimator '{}'; use horus, faketensor or gpumemnet", name));
+}
+
+MiB horus_estimate_mib(const ModelDescriptor& m) {
+    const double b = m.batch_size;
+    const double bytes = 4.0 * (b * m.activations_per_sample + m.parameters + b * m.parameters);
+    return static_cast<MiB>(std::llround(bytes / (1024.0 * 1024.0) + 800.0));
+}
+
+std::optional<MiB> known_need_mib(const TaskSpec& task, MemoryKnowledge knowledge,
+                                  Estimator estimator) {
+    const MemoryInfo& mem = task.memory;
+    switch (knowledge) {
+        case MemoryKnowledge::None:
+            return std::nullopt;
+        case MemoryKnowledge::Oracle:
+            if (mem.profiled_mib) {
+                return mem.profiled_mib;
+            }
+            return mem.declared_mib;
+        case MemoryKnowledge::Estimate: {
+            std::optional<MiB> est;
+            switch (estimator) {
+                case Estimator::Horus:
+                    if (mem.model && mem.model->batch_size > 0) {
+                        est = horus_estimate_mib(*mem.model);
+                    } else {
+                        est = mem.horus_mib;
+                    }
+                    break;
+                case Estimator::FakeTensor: est = mem.faketensor_mib; break;
+                case Estimator::GpuMemNet: est = mem.gpumemnet_mib; break;
+            }
+            if (est) {
+                return est;
+            }
+            return mem.declared_mib;
+        }
+    }
+    return std::nullopt;
+}
+
+MemoryRequirement memory_requirement(const TaskSpec& task, MemoryKnowledge knowledge,
+                                     const MemoryNeedConfig& config) {
+    std::optional<MiB> need = known_need_mib(task, knowledge, config.estimator);
+    if (!need) {
+        return {config.no_info_min_free_mib,
+                fmt::format("no memory information: {} free required",
+                            format_mib(config.no_info_min_free_mib))};
+    }
+    std::string source = knowledge == MemoryKnowledge::Estimate
+                             ? std::string(to_string(config.estimator)) + " estimate"
+                             : std::string("need");
+    return {*need + config.margin_mib,
+            fmt::format("{} {} + {} margin", source, format_mib(*need),
+                        format_mib(config.margin_mib))};
+}
+
+std::string describe_risk(const WindowStats& w, const RiskThresholds& t) {
+    return fmt::format("SMACT {:.2f} (>= {:.2f}) with SMOCC {:.2f} (limit {:.2f}) / DRAMA {:.2f} "
+                       "(limit {:.2f})",
+                       w.smact.risk, t.smact, w.smocc.risk, t.smocc, w.drama.risk, t.drama);
+}
+
+}  // namespace carma

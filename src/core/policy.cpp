@@ -1,0 +1,251 @@
+#include "core/policy.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+namespace carma {
+
+namespace {
+
+std::string lower(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (char c : s) {
+        out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    }
+    return out;
+}
+
+struct KnowledgeName {
+    const char* canonical;
+    std::vector<const char*> aliases;
+    MemoryKnowledge knowledge;
+};
+
+struct ScoreName {
+    const char* canonical;
+    std::vector<const char*> aliases;
+    Score score;
+};
+
+const std::vector<KnowledgeName>& knowledge_names() {
+    static const std::vector<KnowledgeName> names = {
+        {"oracle", {"oracle", "profiled"}, MemoryKnowledge::Oracle},
+        {"OR", {"or", "only-recovery", "none", "nomem"}, MemoryKnowledge::None},
+        {"EST", {"est", "estimate", "estimator"}, MemoryKnowledge::Estimate},
+    };
+    return names;
+}
+
+const std::vector<ScoreName>& score_names() {
+    static const std::vector<ScoreName> names = {
+        {"FF", {"ff", "first-fit", "firstfit"}, Score::FirstFit},
+        {"BF", {"bf", "best-fit", "bestfit"}, Score::BestFit},
+        {"MAGM",
+         {"magm", "most-available-memory", "most-available-gpu-memory", "most-gmem-available"},
+         Score::MostAvailableMemory},
+        {"LUG", {"lug", "least-utilised", "least-utilized", "least-utilised-gpu",
+                 "least-utilized-gpu"},
+         Score::LeastUtilised},
+        {"RR", {"rr", "round-robin", "roundrobin"}, Score::RoundRobin},
+    };
+    return names;
+}
+
+PolicySpec make_spec(const KnowledgeName& k, const ScoreName& s, bool risk_filter) {
+    PolicySpec p;
+    p.collocate = true;
+    p.knowledge = k.knowledge;
+    p.score = s.score;
+    // Round robin never looks at utilisation (spec §2.2, OR-RR).
+    p.risk_filter = risk_filter && s.score != Score::RoundRobin;
+    p.name = std::string(k.canonical) + "-" + s.canonical;
+    if (!risk_filter && s.score != Score::RoundRobin) {
+        p.name += "-norisk";
+    }
+    return p;
+}
+
+}  // namespace
+
+std::string_view to_string(Score s) {
+    switch (s) {
+        case Score::FirstFit: return "first-fit";
+        case Score::BestFit: return "best-fit";
+        case Score::MostAvailableMemory: return "most-available-memory";
+        case Score::LeastUtilised: return "least-utilised";
+        case Score::RoundRobin: return "round-robin";
+    }
+    return "?";
+}
+
+Result<PolicySpec> find_policy(std::string_view raw) {
+    std::string name = lower(raw);
+    if (name == "exclusive") {
+        return PolicySpec{"exclusive", false, MemoryKnowledge::None, Score::FirstFit, false};
+    }
+    bool risk = true;
+    for (const char* suffix : {"-norisk", "-no-risk"}) {
+        const std::string sfx = suffix;
+        if (name.size() > sfx.size() && name.ends_with(sfx)) {
+            name.resize(name.size() - sfx.size());
+            risk = false;
+        }
+    }
+    // Bare score names are the [OLD] v1 spellings: round-robin had no memory information.
+    for (const ScoreName& s : score_names()) {
+        for (const char* alias : s.aliases) {
+            if (name == alias && s.score == Score::RoundRobin) {
+                return make_spec(knowledge_names()[1], s, risk);
+            }
+        }
+    }
+    for (const KnowledgeName& k : knowledge_names()) {
+        for (const char* kalias : k.aliases) {
+            const std::string prefix = std::string(kalias) + "-";
+            if (!name.starts_with(prefix)) {
+                continue;
+            }
+            const std::string rest = name.substr(prefix.size());
+            for (const ScoreName& s : score_names()) {
+                for (const char* salias : s.aliases) {
+                    if (rest == salias) {
+                        return make_spec(k, s, risk);
+                    }
+                }
+            }
+        }
+    }
+    return fail(ErrorCode::NotFound,
+                fmt::format("unknown policy '{}'; known: exclusive and <oracle|OR|EST>-<FF|BF|"
+                            "MAGM|LUG|RR>[-norisk], e.g. oracle-MAGM, OR-RR, EST-LUG, or 'all'",
+                            raw));
+}
+
+std::vector<std::string> paper_policy_names() {
+    return {"exclusive", "oracle-FF", "oracle-BF", "oracle-MAGM", "oracle-LUG",
+            "OR-RR",     "OR-MAGM",   "OR-LUG",    "EST-MAGM",    "EST-LUG"};
+}
+
+std::vector<std::string> registered_policy_names() {
+    std::vector<std::string> out = {"exclusive"};
+    for (const KnowledgeName& k : knowledge_names()) {
+        for (const ScoreName& s : score_names()) {
+            out.push_back(std::string(k.canonical) + "-" + s.canonical);
+        }
+    }
+    return out;
+}
+
+FilterOutcome filter_gpu(const PolicySpec& policy, const GpuView& gpu,
+                         const MemoryRequirement& requirement, const RiskThresholds& risk) {
+    if (gpu.locked) {
+        return FilterOutcome::WarmingUp;
+    }
+    const bool screens_memory =
+        !(policy.score == Score::RoundRobin && policy.knowledge == MemoryKnowledge::None);
+    if (screens_memory && gpu.stats.available_mib < requirement.min_available_mib) {
+        return FilterOutcome::NotEnoughMemory;
+    }
+    if (policy.risk_filter && is_high_risk(gpu.stats, risk)) {
+        return FilterOutcome::HighRisk;
+    }
+    return FilterOutcome::Pass;
+}
+
+std::string explain_filter(FilterOutcome outcome, const GpuView& gpu,
+                           const MemoryRequirement& requirement, const RiskThresholds& risk) {
+    switch (outcome) {
+        case FilterOutcome::Pass: return {};
+        case FilterOutcome::WarmingUp:
+            return "warming up (a task placed there has not settled yet)";
+        case FilterOutcome::NotEnoughMemory:
+            return fmt::format("{} available < {} ({})", format_mib(gpu.stats.available_mib),
+                               format_mib(requirement.min_available_mib), requirement.basis);
+        case FilterOutcome::HighRisk:
+            return "high collocation risk: " + describe_risk(gpu.stats, risk);
+    }
+    return {};
+}
+
+Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
+                      std::span<const GpuView> gpus, const PlacementConfig& config,
+                      std::size_t rr_cursor) {
+    Selection sel;
+    sel.rr_cursor = rr_cursor;
+    const auto wanted = static_cast<std::size_t>(std::max(task.gpus, 1));
+    const MemoryRequirement requirement =
+        memory_requirement(task, policy.knowledge, config.memory);
+
+    std::vector<const GpuView*> passing;
+    std::vector<std::string> rejections;
+    auto consider = [&](const GpuView& g) {
+        const FilterOutcome outcome = filter_gpu(policy, g, requirement, config.risk);
+        if (outcome == FilterOutcome::Pass) {
+            passing.push_back(&g);
+        } else if (config.explain) {
+            rejections.push_back(fmt::format(
+                "GPU {}: {}", g.index, explain_filter(outcome, g, requirement, config.risk)));
+        }
+    };
+
+    if (policy.score == Score::RoundRobin) {
+        // One pass of the global cursor at most, taking GPUs that pass, until enough are found.
+        const std::size_t n = gpus.size();
+        std::size_t cursor = rr_cursor;
+        for (std::size_t step = 0; step < n && passing.size() < wanted; ++step) {
+            consider(gpus[cursor % n]);
+            cursor = (cursor + 1) % n;
+        }
+        if (passing.size() >= wanted) {
+            for (const GpuView* g : passing) {
+                sel.gpus.push_back(g->index);
+            }
+            sel.rr_cursor = cursor;
+            return sel;
+        }
+    } else {
+        for (const GpuView& g : gpus) {
+            consider(g);
+        }
+        auto by = [&](auto key) {
+            std::stable_sort(passing.begin(), passing.end(),
+                             [&](const GpuView* a, const GpuView* b) { return key(*a) < key(*b); });
+        };
+        switch (policy.score) {
+            case Score::FirstFit: break;
+            case Score::BestFit:
+                by([](const GpuView& g) { return static_cast<double>(g.stats.available_mib); });
+                break;
+            case Score::MostAvailableMemory:
+                by([](const GpuView& g) { return -static_cast<double>(g.stats.available_mib); });
+                break;
+            case Score::LeastUtilised:
+                by([](const GpuView& g) { return g.stats.smact.risk; });
+                break;
+            case Score::RoundRobin: break;
+        }
+        if (passing.size() >= wanted) {
+            for (std::size_t i = 0; i < wanted; ++i) {
+                sel.gpus.push_back(passing[i]->index);
+            }
+            return sel;
+        }
+    }
+    if (!config.explain) {
+        sel.pending_reason = "no placement";
+        return sel;
+    }
+    std::string joined;
+    for (const std::string& r : rejections) {
+        joined += (joined.empty() ? "" : "; ") + r;
+    }
+    sel.pending_reason = fmt::format("{} needs {} GPU(s), {} pass {}: {}", task.name, wanted,
+                                     passing.size(), policy.name,
+                                     joined.empty() ? "not enough GPUs" : joined);
+    return sel;
+}
+
+}  // namespace carma

@@ -1,0 +1,88 @@
+#include "sim/output.h"
+
+#include <fmt/format.h>
+
+namespace carma::sim {
+
+namespace {
+
+const PolicyResult* find_exclusive(const Comparison& c) {
+    for (const PolicyResult& r : c.results) {
+        if (r.policy == "exclusive") {
+            return &r;
+        }
+    }
+    return nullptr;
+}
+
+std::string ratio(double value, double base) {
+    if (base <= 0) {
+        return "-";
+    }
+    return fmt::format("{:+.1f}%", 100.0 * (value / base - 1.0));
+}
+
+}  // namespace
+
+std::string format_table(const Comparison& c) {
+    const PolicyResult* excl = find_exclusive(c);
+    std::string out = fmt::format("trace {} on {} ({} sharing)\n", c.trace, c.gpus, c.sharing);
+    out += fmt::format("{:<14} {:>10} {:>8} {:>10} {:>8} {:>10} {:>10} {:>9} {:>5} {:>8} {:>6} "
+                       "{:>6} {:>6}\n",
+                       "policy", "makespan_h", "vs_excl", "energy_MJ", "vs_excl", "mean_JCT_h",
+                       "p95_JCT_h", "mean_wait_h", "OOM", "attempts", "SMACT", "SMOCC", "mem");
+    for (const PolicyResult& r : c.results) {
+        out += fmt::format(
+            "{:<14} {:>10.2f} {:>8} {:>10.2f} {:>8} {:>10.2f} {:>10.2f} {:>9.2f} {:>5} {:>8} "
+            "{:>6.3f} {:>6.3f} {:>6.3f}\n",
+            r.policy, r.makespan_s / 3600.0, excl ? ratio(r.makespan_s, excl->makespan_s) : "-",
+            r.energy_j / 1e6, excl ? ratio(r.energy_j, excl->energy_j) : "-",
+            r.mean_jct_s / 3600.0, r.p95_jct_s / 3600.0, r.mean_wait_s / 3600.0, r.oom_crashes,
+            r.attempts, r.mean_smact, r.mean_smocc, r.mean_memory_used_frac);
+    }
+    for (const PolicyResult& r : c.results) {
+        if (r.tasks_rejected > 0) {
+            out += fmt::format("{}: {} task(s) rejected as infeasible\n", r.policy,
+                               r.tasks_rejected);
+        }
+        const int unfinished =
+            static_cast<int>(r.tasks.size()) - r.tasks_completed - r.tasks_rejected;
+        if (unfinished > 0) {
+            out += fmt::format("{}: {} task(s) did not complete (gave up after repeated crashes)\n",
+                               r.policy, unfinished);
+        }
+    }
+    return out;
+}
+
+nlohmann::json to_json(const Comparison& c) {
+    nlohmann::json results = nlohmann::json::array();
+    for (const PolicyResult& r : c.results) {
+        nlohmann::json per_gpu = nlohmann::json::array();
+        for (const GpuSummary& g : r.per_gpu) {
+            per_gpu.push_back({{"gpu", g.gpu},
+                               {"mean_smact", g.mean_smact},
+                               {"mean_smocc", g.mean_smocc},
+                               {"mean_memory_used_frac", g.mean_memory_used_frac},
+                               {"energy_j", g.energy_j}});
+        }
+        results.push_back({{"policy", r.policy},
+                           {"makespan_s", r.makespan_s},
+                           {"energy_j", r.energy_j},
+                           {"mean_jct_s", r.mean_jct_s},
+                           {"p95_jct_s", r.p95_jct_s},
+                           {"mean_wait_s", r.mean_wait_s},
+                           {"p95_wait_s", r.p95_wait_s},
+                           {"oom_crashes", r.oom_crashes},
+                           {"tasks_completed", r.tasks_completed},
+                           {"tasks_rejected", r.tasks_rejected},
+                           {"attempts", r.attempts},
+                           {"mean_smact", r.mean_smact},
+                           {"mean_smocc", r.mean_smocc},
+                           {"mean_memory_used_frac", r.mean_memory_used_frac},
+                           {"per_gpu", per_gpu}});
+    }
+    return {{"trace", c.trace}, {"gpus", c.gpus}, {"sharing", c.sharing}, {"results", results}};
+}
+
+}  // namespace carma::sim

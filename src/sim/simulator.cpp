@@ -1,0 +1,667 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+#include <random>
+
+#include "core/metric_window.h"
+#include "model/constants.h"
+#include "model/memory.h"
+
+namespace carma::sim {
+
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+enum class EventKind { Arrival, Activate, RampEnd, Finish, Oom };
+
+struct Event {
+    double t = 0;
+    long seq = 0;  // FIFO among equal times
+    EventKind kind = EventKind::Arrival;
+    std::size_t index = 0;  // task, or GPU for Oom
+    long version = 0;
+    bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+enum class Phase { NotArrived, Queued, Starting, Active, Done, Rejected, Failed };
+
+struct SimTask {
+    TaskSpec spec;
+    model::WorkloadProfile profile;
+    Phase phase = Phase::NotArrived;
+    std::vector<int> gpus;
+    double queued_at = 0;
+    double active_at = 0;
+    double work_left = 0;    // seconds of solo GPU-active time still to do
+    double speed = 1;
+    double progress_at = 0;  // time work_left was last brought up to date
+    long version = 0;        // invalidates stale Finish events
+    long launch_order = 0;
+    TaskRecord record;
+};
+
+struct SimGpu {
+    std::vector<std::size_t> residents;  // tasks starting or active here, launch order
+    MetricWindow window;
+    long sampled_through = -1;           // last whole second sampled
+    MetricSample last_pushed;
+    std::size_t same_count = 0;          // consecutive identical samples at the window's end
+    bool stats_dirty = true;
+    WindowStats stats;
+    model::GpuActivity activity;
+    double power_w = 0;
+    double integrated_to = 0;
+    double energy_j = 0;
+    double smact_s = 0;
+    double smocc_s = 0;
+    double memory_frac_s = 0;
+    long version = 0;  // invalidates stale Oom events
+    GpuTimeline timeline;
+};
+
+bool same_sample(const MetricSample& a, const MetricSample& b) {
+    return a.free_mib == b.free_mib && a.smact == b.smact && a.smocc == b.smocc &&
+           a.drama == b.drama && a.util == b.util && a.power_w == b.power_w;
+}
+
+class Simulation {
+public:
+    Simulation(const Trace& trace, const model::Catalog& catalog, const SimConfig& config)
+        : config_(config),
+          scheduler_(config.scheduler),
+          slowdown_(model::slowdown_params(config.sharing)),
+          rng_(config.seed) {
+        const int n = config.gpus.count;
+        gpus_.resize(static_cast<std::size_t>(n));
+        for (int g = 0; g < n; ++g) {
+            SimGpu& gpu = gpus_[static_cast<std::size_t>(g)];
+            gpu.window = MetricWindow(config.window_samples);
+            gpu.timeline.gpu = g;
+            gpu.power_w = config.gpus.type.idle_power_w;
+            capacity_.push_back(GpuCapacity{g, config.gpus.type.usable_mib});
+        }
+        views_.resize(gpus_.size());
+        tasks_.reserve(trace.entries.size());
+        for (const TraceEntry& e : trace.entries) {
+            SimTask t;
+            t.profile = resolve_profile(e, catalog);
+            t.spec = model::task_spec_for(t.profile);
+            t.record.name = e.task_name;
+            t.record.gpus = t.profile.gpus;
+            t.record.submit_s = e.submit_s;
+            tasks_.push_back(std::move(t));
+            push_event(e.submit_s, EventKind::Arrival, tasks_.size() - 1, 0);
+        }
+    }
+
+    PolicyResult run() {
+        // The monitor ran before the first submission: windows start full of idle samples.
+        for (std::size_t g = 0; g < gpus_.size(); ++g) {
+            gpus_[g].sampled_through = -1;
+        }
+        while (true) {
+            const double next_event = events_.empty() ? kNever : events_.top().t;
+            if (next_event == kNever && next_tick_ == kNever) {
+                break;
+            }
+            if (next_event <= next_tick_) {
+                Event e = events_.top();
+                events_.pop();
+                handle(e);
+            } else {
+                const double t = next_tick_;
+                next_tick_ = kNever;
+                tick(t);
+            }
+        }
+        give_up_waiting();
+        return finish();
+    }
+
+private:
+    // --- event plumbing ---------------------------------------------------------------------
+    void push_event(double t, EventKind kind, std::size_t index, long version) {
+        events_.push(Event{t, seq_++, kind, index, version});
+    }
+
+    void request_tick(double t) {
+        if (!scheduler_.idle()) {
+            next_tick_ = std::min(next_tick_, std::ceil(t));
+        }
+    }
+
+    void handle(const Event& e) {
+        now_ = e.t;
+        switch (e.kind) {
+            case EventKind::Arrival: arrive(e.index); break;
+            case EventKind::Activate: activate(e.index, e.version); break;
+            case EventKind::RampEnd: ramp_end(e.index, e.version); break;
+            case EventKind::Finish: complete(e.index, e.version); break;
+            case EventKind::Oom: oom(e.index, e.version); break;
+        }
+    }
+
+    // --- monitor ------------------------------------------------------------------------------
+    MetricSample sample_at(const SimGpu& gpu, double t) {
+        MetricSample s;
+        double used = 0;
+        for (std::size_t i : gpu.residents) {
+            used += model::memory_at(resident_memory(i), t);
+        }
+        s.free_mib = std::max<MiB>(0, config_.gpus.type.usable_mib - static_cast<MiB>(used));
+        s.smact = gpu.activity.smact;
+        s.smocc = gpu.activity.smocc;
+        s.drama = gpu.activity.drama;
+        s.util = gpu.activity.util;
+        s.power_w = gpu.power_w;
+        if (config_.metric_noise_sd > 0 && gpu.activity.active) {
+            std::normal_distribution<double> noise(0.0, config_.metric_noise_sd);
+            s.smact = std::clamp(s.smact + noise(rng_), 0.0, 1.0);
+            s.smocc = std::clamp(s.smocc + noise(rng_), 0.0, 1.0);
+            s.drama = std::clamp(s.drama + noise(rng_), 0.0, 1.0);
+        }
+        return s;
+    }
+
+    bool memory_changing(const SimGpu& gpu, double from, double to) const {
+        for (std::size_t i : gpu.residents) {
+            const SimTask& t = tasks_[i];
+            if (t.phase != Phase::Active) {
+                continue;
+            }
+            const double ramp_end = t.active_at + model::kRampSeconds;
+            if (ramp_end > from && t.active_at <= to) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    // Takes the samples of whole seconds up to `upto` (inclusive) with the GPU's current state.
+    void flush_samples(std::size_t g, double upto) {
+        SimGpu& gpu = gpus_[g];
+        const long last = static_cast<long>(std::floor(upto));
+        if (last <= gpu.sampled_through) {
+            return;
+        }
+        const long capacity = static_cast<long>(gpu.window.capacity());
+        const long first = std::max(gpu.sampled_through + 1, last - capacity + 1);
+        gpu.sampled_through = last;
+        const bool noisy = config_.metric_noise_sd > 0 && gpu.activity.active;
+        if (!noisy && !memory_changing(gpu, static_cast<double>(first), static_cast<double>(last))) {
+            const MetricSample s = sample_at(gpu, static_cast<double>(last));
+            if (same_sample(s, gpu.last_pushed) && gpu.same_count >= gpu.window.capacity()) {
+                return;  // the window already holds nothing but this sample
+            }
+            const auto count = static_cast<std::size_t>(last - first + 1);
+            gpu.window.push_repeated(s, count);
+            gpu.same_count = same_sample(s, gpu.last_pushed) ? gpu.same_count + count : count;
+            gpu.last_pushed = s;
+            gpu.stats_dirty = true;
+            return;
+        }
+        for (long k = first; k <= last; ++k) {
+            const MetricSample s = sample_at(gpu, static_cast<double>(k));
+            gpu.window.push(s);
+            gpu.same_count = same_sample(s, gpu.last_pushed) ? gpu.same_count + 1 : 1;
+            gpu.last_pushed = s;
+        }
+        gpu.stats_dirty = true;
+    }
+
+    bool settled(const SimGpu& gpu) const {
+        return config_.metric_noise_sd <= 0 || !gpu.activity.active
+                   ? gpu.same_count >= gpu.window.capacity()
+                   : false;
+    }
+
+    // --- accounting ---------------------------------------------------------------------------
+    double memory_used(const SimGpu& gpu, double t) const {
+        double used = 0;
+        for (std::size_t i : gpu.residents) {
+            used += model::memory_at(resident_memory(i), t);
+        }
+        return used;
+    }
+
+    void integrate(std::size_t g, double t) {
+        SimGpu& gpu = gpus_[g];
+        if (!started_) {
+            gpu.integrated_to = t;
+            return;
+        }
+        const double dt = t - gpu.integrated_to;
+        if (dt <= 0) {
+            return;
+        }
+        const auto cap = static_cast<double>(config_.gpus.type.usable_mib);
+        // Memory is linear between events (ramp ends are events), so the trapezoid is exact.
+        const double mem = 0.5 * (memory_used(gpu, gpu.integrated_to) + memory_used(gpu, t));
+        gpu.energy_j += gpu.power_w * dt;
+        gpu.smact_s += gpu.activity.smact * dt;
+        gpu.smocc_s += gpu.activity.smocc * dt;
+        gpu.memory_frac_s += std::min(1.0, mem / cap) * dt;
+        gpu.integrated_to = t;
+    }
+
+    model::ResidentMemory resident_memory(std::size_t i) const {
+        const SimTask& t = tasks_[i];
+        model::ResidentMemory r;
+        r.task = static_cast<TaskId>(i);
+        r.active_at = t.phase == Phase::Active ? t.active_at : kNever;
+        r.context_mib = model::kContextMiB;
+        r.peak_mib = t.profile.m_peak_mib;
+        r.ramp_s = model::kRampSeconds;
+        r.order = t.launch_order;
+        return r;
+    }
+
+    // --- state changes --------------------------------------------------------------------------
+    // Every GPU whose rates can change when the set `changed` changes: those GPUs, plus the other
+    // GPUs of multi-GPU tasks resident there (their speed is the slowest of their GPUs).
+    std::vector<std::size_t> affected_gpus(const std::vector<int>& changed) const {
+        std::vector<std::size_t> out;
+        auto add = [&](std::size_t g) {
+            if (std::find(out.begin(), out.end(), g) == out.end()) {
+                out.push_back(g);
+            }
+        };
+        for (int g : changed) {
+            add(static_cast<std::size_t>(g));
+            for (std::size_t i : gpus_[static_cast<std::size_t>(g)].residents) {
+                for (int other : tasks_[i].gpus) {
+                    add(static_cast<std::size_t>(other));
+                }
+            }
+        }
+        return out;
+    }
+
+    // Call before changing anything on these GPUs: samples and integrals up to now use the old
+    // state.
+    void before_change(const std::vector<std::size_t>& gpus) {
+        for (std::size_t g : gpus) {
+            flush_samples(g, std::nextafter(now_, -kNever));
+            integrate(g, now_);
+        }
+    }
+
+    double summed_util(const SimGpu& gpu) const {
+        double u = 0;
+        for (std::size_t i : gpu.residents) {
+            if (tasks_[i].phase == Phase::Active) {
+                u += tasks_[i].profile.util;
+            }
+        }
+        return u;
+    }
+
+    // Call after changing residents: new speeds, finish times, GPU activity, power, OOM check.
+    void after_change(const std::vector<std::size_t>& gpus) {
+        std::vector<std::size_t> touched_tasks;
+        for (std::size_t g : gpus) {
+            for (std::size_t i : gpus_[g].residents) {
+                if (tasks_[i].phase == Phase::Active &&
+                    std::find(touched_tasks.begin(), touched_tasks.end(), i) ==
+                        touched_tasks.end()) {
+                    touched_tasks.push_back(i);
+                }
+            }
+        }
+        for (std::size_t i : touched_tasks) {
+            SimTask& t = tasks_[i];
+            t.work_left = std::max(0.0, t.work_left - t.speed * (now_ - t.progress_at));
+            t.progress_at = now_;
+            double speed = 1;
+            for (int g : t.gpus) {
+                speed = std::min(speed, model::task_speed(t.profile.util,
+                                                          summed_util(gpus_[static_cast<std::size_t>(g)]),
+                                                          slowdown_));
+            }
+            t.speed = speed;
+            ++t.version;
+            push_event(now_ + t.work_left / std::max(speed, 1e-9), EventKind::Finish, i, t.version);
+        }
+        for (std::size_t g : gpus) {
+            SimGpu& gpu = gpus_[g];
+            contributions_.clear();
+            for (std::size_t i : gpu.residents) {
+                const SimTask& t = tasks_[i];
+                if (t.phase == Phase::Active) {
+                    contributions_.push_back(model::Contribution{t.profile.util, t.profile.smact,
+                                                                 t.profile.smocc, t.profile.drama,
+                                                                 t.speed});
+                }
+            }
+            gpu.activity = model::aggregate_activity(contributions_);
+            gpu.power_w = model::gpu_power_w(gpu.activity, config_.gpus.type, config_.power_scale);
+            ++gpu.version;
+            record_timeline(g);
+            check_oom(g);
+        }
+        request_tick(now_);
+    }
+
+    void record_timeline(std::size_t g) {
+        if (!config_.record_timelines) {
+            return;
+        }
+        SimGpu& gpu = gpus_[g];
+        TimelinePoint p;
+        p.t_s = now_;
+        p.smact = gpu.activity.smact;
+        p.smocc = gpu.activity.smocc;
+        p.memory_used_frac =
+            memory_used(gpu, now_) / static_cast<double>(config_.gpus.type.usable_mib);
+        p.power_w = gpu.power_w;
+        p.tasks = static_cast<int>(gpu.residents.size());
+        if (!gpu.timeline.points.empty() && gpu.timeline.points.back().t_s == now_) {
+            gpu.timeline.points.back() = p;
+        } else {
+            gpu.timeline.points.push_back(p);
+        }
+    }
+
+    void check_oom(std::size_t g) {
+        SimGpu& gpu = gpus_[g];
+        residents_mem_.clear();
+        for (std::size_t i : gpu.residents) {
+            if (tasks_[i].phase == Phase::Active) {
+                residents_mem_.push_back(resident_memory(i));
+            }
+        }
+        if (auto crash = model::next_oom(residents_mem_, config_.gpus.type.usable_mib, now_)) {
+            push_event(crash->at, EventKind::Oom, g, gpu.version);
+        }
+    }
+
+    void remove_from_gpus(std::size_t i) {
+        for (int g : tasks_[i].gpus) {
+            auto& r = gpus_[static_cast<std::size_t>(g)].residents;
+            r.erase(std::remove(r.begin(), r.end(), i), r.end());
+        }
+    }
+
+    // --- event handlers ---------------------------------------------------------------------------
+    void arrive(std::size_t i) {
+        SimTask& t = tasks_[i];
+        t.queued_at = now_;
+        if (auto ok = check_feasible(t.spec, capacity_); !ok) {
+            t.phase = Phase::Rejected;
+            t.record.rejected = true;
+            t.record.reject_reason = ok.error().message;
+            return;
+        }
+        t.phase = Phase::Queued;
+        scheduler_.enqueue(static_cast<TaskId>(i), t.spec);
+        request_tick(now_);
+    }
+
+    void dispatch(std::size_t i, const std::vector<int>& gpus) {
+        SimTask& t = tasks_[i];
+        if (!started_) {
+            started_ = true;
+            first_dispatch_ = now_;
+            for (std::size_t g = 0; g < gpus_.size(); ++g) {
+                gpus_[g].integrated_to = now_;
+            }
+        }
+        std::vector<std::size_t> touched;
+        for (int g : gpus) {
+            touched.push_back(static_cast<std::size_t>(g));
+        }
+        before_change(touched);
+        t.phase = Phase::Starting;
+        t.gpus = gpus;
+        t.launch_order = next_launch_order_++;
+        t.record.wait_s += now_ - t.queued_at;
+        if (t.record.attempts == 0) {
+            t.record.first_start_s = now_;
+        }
+        ++t.record.attempts;
+        ++t.version;
+        for (int g : gpus) {
+            gpus_[static_cast<std::size_t>(g)].residents.push_back(i);
+            record_timeline(static_cast<std::size_t>(g));
+        }
+        push_event(now_ + t.profile.t_start_s, EventKind::Activate, i, t.version);
+    }
+
+    void activate(std::size_t i, long version) {
+        SimTask& t = tasks_[i];
+        if (t.version != version || t.phase != Phase::Starting) {
+            return;
+        }
+        const auto gpus = affected_gpus(t.gpus);
+        before_change(gpus);
+        t.phase = Phase::Active;
+        t.active_at = now_;
+        t.work_left = std::max(0.0, t.profile.t_solo_s - t.profile.t_start_s);
+        t.speed = 1;
+        t.progress_at = now_;
+        // The monitor sees the process at its next sample; the warm-up lock counts from there.
+        scheduler_.task_seen(static_cast<TaskId>(i), std::ceil(now_));
+        after_change(gpus);
+        push_event(now_ + model::kRampSeconds, EventKind::RampEnd, i, t.version);
+    }
+
+    void ramp_end(std::size_t i, long version) {
+        SimTask& t = tasks_[i];
+        if (t.phase != Phase::Active) {
+            return;
+        }
+        (void)version;
+        std::vector<std::size_t> gpus;
+        for (int g : t.gpus) {
+            gpus.push_back(static_cast<std::size_t>(g));
+        }
+        before_change(gpus);
+        for (std::size_t g : gpus) {
+            record_timeline(g);
+        }
+    }
+
+    void complete(std::size_t i, long version) {
+        SimTask& t = tasks_[i];
+        if (t.version != version || t.phase != Phase::Active) {
+            return;
+        }
+        const auto gpus = affected_gpus(t.gpus);
+        before_change(gpus);
+        remove_from_gpus(i);
+        t.phase = Phase::Done;
+        t.record.finish_s = now_;
+        last_completion_ = std::max(last_completion_, now_);
+        ++completed_;
+        scheduler_.task_exited(static_cast<TaskId>(i));
+        after_change(gpus);
+        report_progress();
+    }
+
+    void oom(std::size_t g, long version) {
+        if (gpus_[g].version != version) {
+            return;
+        }
+        residents_mem_.clear();
+        for (std::size_t i : gpus_[g].residents) {
+            if (tasks_[i].phase == Phase::Active) {
+                residents_mem_.push_back(resident_memory(i));
+            }
+        }
+        auto crash = model::next_oom(residents_mem_, config_.gpus.type.usable_mib, now_);
+        if (!crash || crash->at > now_) {
+            return;
+        }
+        const auto i = static_cast<std::size_t>(crash->victim);
+        SimTask& t = tasks_[i];
+        const auto gpus = affected_gpus(t.gpus);
+        before_change(gpus);
+        remove_from_gpus(i);
+        ++t.version;
+        ++t.record.oom_crashes;
+        ++oom_crashes_;
+        scheduler_.task_exited(static_cast<TaskId>(i));
+        if (t.record.attempts >= config_.max_attempts) {
+            t.phase = Phase::Failed;
+        } else {
+            t.phase = Phase::Queued;
+            t.queued_at = now_;
+            scheduler_.enqueue_recovery(static_cast<TaskId>(i), t.spec);
+        }
+        after_change(gpus);
+    }
+
+    // --- scheduler ---------------------------------------------------------------------------------
+    void tick(double t) {
+        now_ = t;
+        for (std::size_t g = 0; g < gpus_.size(); ++g) {
+            SimGpu& gpu = gpus_[g];
+            flush_samples(g, t);
+            if (gpu.stats_dirty) {
+                gpu.stats = gpu.window.stats();
+                gpu.stats_dirty = false;
+            }
+            GpuView& v = views_[g];
+            v.index = static_cast<int>(g);
+            v.total_mib = config_.gpus.type.usable_mib;
+            v.has_processes = false;
+            for (std::size_t i : gpu.residents) {
+                v.has_processes = v.has_processes || tasks_[i].phase == Phase::Active;
+            }
+            v.stats = gpu.stats;
+        }
+        StepResult step = scheduler_.step(views_, t);
+        for (const Rejection& r : step.rejected) {
+            SimTask& task = tasks_[static_cast<std::size_t>(r.task)];
+            task.phase = Phase::Rejected;
+            task.record.rejected = true;
+            task.record.reject_reason = r.reason;
+        }
+        for (const Placement& p : step.placed) {
+            dispatch(static_cast<std::size_t>(p.task), p.gpus);
+        }
+        if (scheduler_.idle()) {
+            return;
+        }
+        // Something still waits. The next second can decide differently only if a window is
+        // still filling with new samples, a warm-up lock ends, or an event happens (events
+        // request their own tick).
+        bool unsettled = !step.placed.empty();
+        for (const SimGpu& gpu : gpus_) {
+            unsettled = unsettled || !settled(gpu);
+        }
+        if (unsettled) {
+            next_tick_ = std::min(next_tick_, t + 1);
+        } else if (auto unlock = scheduler_.warmup().next_unlock(t)) {
+            next_tick_ = std::min(next_tick_, std::floor(*unlock) + 1);
+        }
+    }
+
+    void give_up_waiting() {
+        for (SimTask& t : tasks_) {
+            if (t.phase == Phase::Queued) {
+                t.phase = Phase::Failed;
+            }
+        }
+    }
+
+    void report_progress() {
+        if (config_.progress && (completed_ % 64 == 0 || completed_ == tasks_.size())) {
+            config_.progress(static_cast<double>(completed_) / static_cast<double>(tasks_.size()));
+        }
+    }
+
+    // --- results ------------------------------------------------------------------------------------
+    PolicyResult finish() {
+        PolicyResult r;
+        r.policy = config_.scheduler.policy.name;
+        const double end = started_ ? std::max(last_completion_, first_dispatch_) : 0;
+        for (std::size_t g = 0; g < gpus_.size(); ++g) {
+            now_ = end;
+            integrate(g, end);
+        }
+        r.makespan_s = started_ ? end - first_dispatch_ : 0;
+        std::vector<double> jct, wait;
+        for (const SimTask& t : tasks_) {
+            r.tasks.push_back(t.record);
+            r.attempts += t.record.attempts;
+            if (t.phase == Phase::Rejected) {
+                ++r.tasks_rejected;
+            }
+            if (t.phase == Phase::Done) {
+                ++r.tasks_completed;
+                jct.push_back(t.record.finish_s - t.record.submit_s);
+                wait.push_back(t.record.wait_s);
+            }
+        }
+        r.oom_crashes = oom_crashes_;
+        auto mean = [](const std::vector<double>& v) {
+            double s = 0;
+            for (double x : v) {
+                s += x;
+            }
+            return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+        };
+        auto p95 = [](std::vector<double> v) {
+            std::sort(v.begin(), v.end());
+            return quantile_sorted(v, 0.95);
+        };
+        r.mean_jct_s = mean(jct);
+        r.p95_jct_s = p95(jct);
+        r.mean_wait_s = mean(wait);
+        r.p95_wait_s = p95(wait);
+        const double span = r.makespan_s > 0 ? r.makespan_s : 1;
+        for (std::size_t g = 0; g < gpus_.size(); ++g) {
+            const SimGpu& gpu = gpus_[g];
+            GpuSummary s;
+            s.gpu = static_cast<int>(g);
+            s.mean_smact = gpu.smact_s / span;
+            s.mean_smocc = gpu.smocc_s / span;
+            s.mean_memory_used_frac = gpu.memory_frac_s / span;
+            s.energy_j = gpu.energy_j;
+            r.energy_j += gpu.energy_j;
+            r.mean_smact += s.mean_smact / static_cast<double>(gpus_.size());
+            r.mean_smocc += s.mean_smocc / static_cast<double>(gpus_.size());
+            r.mean_memory_used_frac += s.mean_memory_used_frac / static_cast<double>(gpus_.size());
+            r.per_gpu.push_back(s);
+            if (config_.record_timelines) {
+                r.timelines.push_back(gpu.timeline);
+            }
+        }
+        return r;
+    }
+
+    const SimConfig& config_;
+    Scheduler scheduler_;
+    model::SlowdownParams slowdown_;
+    std::mt19937_64 rng_;
+    std::vector<SimTask> tasks_;
+    std::vector<SimGpu> gpus_;
+    std::vector<GpuCapacity> capacity_;
+    std::vector<GpuView> views_;
+    std::vector<model::Contribution> contributions_;       // scratch
+    std::vector<model::ResidentMemory> residents_mem_;     // scratch
+    std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+    long seq_ = 0;
+    long next_launch_order_ = 0;
+    double now_ = 0;
+    double next_tick_ = kNever;
+    bool started_ = false;
+    double first_dispatch_ = 0;
+    double last_completion_ = 0;
+    std::size_t completed_ = 0;
+    int oom_crashes_ = 0;
+};
+
+}  // namespace
+
+PolicyResult simulate(const Trace& trace, const model::Catalog& catalog, const SimConfig& config) {
+    Simulation sim(trace, catalog, config);
+    return sim.run();
+}
+
+}  // namespace carma::sim

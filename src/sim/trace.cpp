@@ -1,0 +1,157 @@
+#include "sim/trace.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "core/csv.h"
+#include "data/embedded.h"
+#include "model/constants.h"
+
+namespace carma::sim {
+
+Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
+    auto table = parse_csv(csv_text, name);
+    if (!table) {
+        return tl::unexpected(table.error());
+    }
+    const int c_submit = table->column("submit_offset_s");
+    const int c_task = table->column("task_name");
+    if (c_submit < 0 || c_task < 0) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("trace {}: needs columns submit_offset_s and task_name (header "
+                                "was: {})",
+                                name, fmt::join(table->header, ",")));
+    }
+    const int c_gpus = table->column("gpus");
+    const int c_minutes = table->column("standalone_minutes");
+    const int c_mem = table->column("memory_gb");
+    const int c_class = table->column("class");
+    Trace trace;
+    trace.name = std::string(name);
+    for (std::size_t r = 0; r < table->rows.size(); ++r) {
+        const auto& row = table->rows[r];
+        TraceEntry e;
+        auto submit = csv_number(*table, r, c_submit, name);
+        if (!submit) {
+            return tl::unexpected(submit.error());
+        }
+        if (*submit < 0) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("trace {} line {}: submit_offset_s must be >= 0", name,
+                                    table->line_numbers[r]));
+        }
+        e.submit_s = *submit;
+        e.task_name = row[static_cast<std::size_t>(c_task)];
+        if (e.task_name.empty()) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("trace {} line {}: task_name is empty", name,
+                                    table->line_numbers[r]));
+        }
+        auto optional = [&](int col) -> Result<std::optional<double>> {
+            if (col < 0 || row[static_cast<std::size_t>(col)].empty()) {
+                return std::optional<double>();
+            }
+            auto v = csv_number(*table, r, col, name);
+            if (!v) {
+                return tl::unexpected(v.error());
+            }
+            return std::optional<double>(*v);
+        };
+        auto gpus = optional(c_gpus);
+        auto minutes = optional(c_minutes);
+        auto mem = optional(c_mem);
+        for (const auto* v : {&gpus, &minutes, &mem}) {
+            if (!*v) {
+                return tl::unexpected(v->error());
+            }
+        }
+        if (*gpus) {
+            if (**gpus < 1 || **gpus != std::floor(**gpus)) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("trace {} line {}: gpus must be a whole number >= 1",
+                                        name, table->line_numbers[r]));
+            }
+            e.gpus = static_cast<int>(**gpus);
+        }
+        if (*minutes) {
+            if (**minutes <= 0) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("trace {} line {}: standalone_minutes must be > 0", name,
+                                        table->line_numbers[r]));
+            }
+            e.standalone_s = **minutes * 60.0;
+        }
+        if (*mem) {
+            e.memory_mib = static_cast<MiB>(std::llround(**mem * 1000.0));  // paper GB = MiB/1000
+        }
+        if (c_class >= 0) {
+            e.task_class = row[static_cast<std::size_t>(c_class)];
+        }
+        trace.entries.push_back(std::move(e));
+    }
+    std::stable_sort(trace.entries.begin(), trace.entries.end(),
+                     [](const TraceEntry& a, const TraceEntry& b) { return a.submit_s < b.submit_s; });
+    return trace;
+}
+
+std::vector<std::string> builtin_trace_names() { return {"t1", "t2", "mix-90", "heavy-60"}; }
+
+Result<Trace> builtin_trace(std::string_view name) {
+    for (const std::string& known : builtin_trace_names()) {
+        if (known == name) {
+            auto text = data::embedded(name);
+            if (!text) {
+                return fail(ErrorCode::Internal,
+                            fmt::format("trace {} was not embedded at build time", name));
+            }
+            return parse_trace(*text, name);
+        }
+    }
+    return fail(ErrorCode::NotFound,
+                fmt::format("no built-in trace '{}'; built-in traces: {} (or give a CSV file)",
+                            name, fmt::join(builtin_trace_names(), ", ")));
+}
+
+Trace generate_trace(const model::Catalog& catalog, std::size_t count, double mean_gap_s,
+                     std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::exponential_distribution<double> gap(1.0 / std::max(mean_gap_s, 1e-9));
+    const auto& profiles = catalog.profiles();
+    std::uniform_int_distribution<std::size_t> pick(0, profiles.empty() ? 0 : profiles.size() - 1);
+    Trace trace;
+    trace.name = fmt::format("generated-{}", count);
+    double t = 0;
+    for (std::size_t i = 0; i < count && !profiles.empty(); ++i) {
+        TraceEntry e;
+        e.submit_s = std::floor(t);
+        e.task_name = profiles[pick(rng)].name;
+        trace.entries.push_back(std::move(e));
+        t += gap(rng);
+    }
+    return trace;
+}
+
+model::WorkloadProfile resolve_profile(const TraceEntry& entry, const model::Catalog& catalog) {
+    model::WorkloadProfile p;
+    if (const model::WorkloadProfile* known = catalog.find(entry.task_name)) {
+        // The catalog's measured MiB beats the trace's rounded GB.
+        p = *known;
+    } else {
+        p = model::profile_from_class(entry.task_name, entry.task_class, entry.gpus.value_or(1),
+                                      entry.standalone_s.value_or(600.0),
+                                      entry.memory_mib.value_or(0));
+    }
+    if (entry.gpus) {
+        p.gpus = *entry.gpus;
+    }
+    if (entry.standalone_s) {
+        p.t_solo_s = *entry.standalone_s;
+        p.t_start_s = std::min(p.t_start_s, 0.5 * p.t_solo_s);
+    }
+    return p;
+}
+
+}  // namespace carma::sim

@@ -1,0 +1,48 @@
+#pragma once
+// Traces: when each task is submitted and what it is. The CSV format is the one of data/traces/:
+//   submit_offset_s,task_name,model,batch_size,gpus,standalone_minutes,memory_gb,epochs,class
+// Only submit_offset_s and task_name are required; the other columns describe tasks the workload
+// catalog does not know.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "core/units.h"
+#include "model/catalog.h"
+
+namespace carma::sim {
+
+struct TraceEntry {
+    double submit_s = 0;
+    std::string task_name;
+    std::optional<int> gpus;
+    std::optional<double> standalone_s;
+    std::optional<MiB> memory_mib;
+    std::string task_class;
+};
+
+struct Trace {
+    std::string name;
+    std::vector<TraceEntry> entries;  // sorted by submit time (stable)
+};
+
+Result<Trace> parse_trace(std::string_view csv_text, std::string_view name);
+
+// The four traces shipped in data/traces/: t1, t2, mix-90, heavy-60.
+std::vector<std::string> builtin_trace_names();
+Result<Trace> builtin_trace(std::string_view name);
+
+// A synthetic trace of `count` tasks drawn from the catalog with exponential inter-arrival gaps
+// of the given mean; deterministic for a seed. For benchmarks and scale tests.
+Trace generate_trace(const model::Catalog& catalog, std::size_t count, double mean_gap_s,
+                     std::uint64_t seed);
+
+// The workload profile the simulator runs for an entry: the catalog's, with the entry's duration,
+// GPU count and memory where the trace gives them; a class default when the catalog has none.
+model::WorkloadProfile resolve_profile(const TraceEntry& entry, const model::Catalog& catalog);
+
+}  // namespace carma::sim

@@ -1,0 +1,89 @@
+#pragma once
+// Fluent builders for test fixtures: MakeTask().Gpus(2).Profiled(13236), MakeGpu(0).Free(20000).
+
+#include <string>
+
+#include "core/metric_window.h"
+#include "core/policy.h"
+#include "core/task.h"
+
+namespace carma::testing {
+
+class MakeTask {
+public:
+    explicit MakeTask(std::string name = "task") { spec_.name = std::move(name); }
+    MakeTask& Gpus(int n) {
+        spec_.gpus = n;
+        return *this;
+    }
+    MakeTask& Profiled(MiB mib) {
+        spec_.memory.profiled_mib = mib;
+        return *this;
+    }
+    MakeTask& Declared(MiB mib) {
+        spec_.memory.declared_mib = mib;
+        return *this;
+    }
+    MakeTask& Horus(MiB mib) {
+        spec_.memory.horus_mib = mib;
+        return *this;
+    }
+    MakeTask& FakeTensor(MiB mib) {
+        spec_.memory.faketensor_mib = mib;
+        return *this;
+    }
+    MakeTask& GpuMemNet(MiB mib) {
+        spec_.memory.gpumemnet_mib = mib;
+        return *this;
+    }
+    MakeTask& Model(double params, double acts, int batch) {
+        spec_.memory.model = ModelDescriptor{params, acts, batch};
+        return *this;
+    }
+    TaskSpec Obj() const { return spec_; }
+    operator TaskSpec() const { return spec_; }
+
+private:
+    TaskSpec spec_;
+};
+
+// A GPU whose window statistics are constant (every sample identical), so mean = median = p95
+// = EMA = risk.
+class MakeGpu {
+public:
+    explicit MakeGpu(int index, MiB total = 40441) {
+        view_.index = index;
+        view_.total_mib = total;
+        Free(total);
+    }
+    MakeGpu& Free(MiB free) {
+        view_.stats.last_free_mib = free;
+        view_.stats.available_mib = std::max<MiB>(0, free - kFreeMemoryReserveMiB);
+        view_.stats.samples = 30;
+        return *this;
+    }
+    MakeGpu& Busy() {
+        view_.has_processes = true;
+        return *this;
+    }
+    MakeGpu& Smact(double v) {
+        Set(view_.stats.smact, v);
+        return *this;
+    }
+    MakeGpu& Smocc(double v) {
+        Set(view_.stats.smocc, v);
+        return *this;
+    }
+    MakeGpu& Drama(double v) {
+        Set(view_.stats.drama, v);
+        return *this;
+    }
+    GpuView Obj() const { return view_; }
+    operator GpuView() const { return view_; }
+
+private:
+    static void Set(SeriesStats& s, double v) { s.mean = s.median = s.p95 = s.ema = s.risk = v; }
+    GpuView view_;
+};
+
+}  // namespace carma::testing

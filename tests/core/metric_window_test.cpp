@@ -1,0 +1,71 @@
+#include "core/metric_window.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace carma {
+namespace {
+
+// This test verifies the window statistics against values worked out by hand.
+TEST(MetricWindowTest, SeriesStatsArithmetic) {
+    // values 0.1 0.2 0.3 0.4 (W = 4): mean 0.25; sorted positions 0..3;
+    // median at 1.5 -> 0.25; p95 at 2.85 -> 0.3 + 0.85*0.1 = 0.385;
+    // EMA alpha = 2/5 = 0.4: 0.1 -> 0.14 -> 0.204 -> 0.2824;
+    // risk = 0.2*0.25 + 0.2*0.25 + 0.3*0.385 + 0.1*0.25 + 0.2*0.2824 = 0.29698
+    SeriesStats s = series_stats({0.1, 0.2, 0.3, 0.4});
+    EXPECT_NEAR(s.mean, 0.25, 1e-12);
+    EXPECT_NEAR(s.median, 0.25, 1e-12);
+    EXPECT_NEAR(s.p95, 0.385, 1e-12);
+    EXPECT_NEAR(s.ema, 0.2824, 1e-12);
+    EXPECT_NEAR(s.risk, 0.29698, 1e-12);
+}
+
+// This test verifies that a constant window has every statistic equal to the constant.
+TEST(MetricWindowTest, ConstantSeriesIsItsOwnRisk) {
+    SeriesStats s = series_stats(std::vector<double>(30, 0.7));
+    EXPECT_NEAR(s.risk, 0.7, 1e-12);
+    EXPECT_NEAR(s.ema, 0.7, 1e-12);
+    EXPECT_EQ(series_stats({}).risk, 0.0);
+}
+
+// This test verifies that the window rolls: only the last W samples count, oldest first.
+TEST(MetricWindowTest, RollsOverCapacity) {
+    MetricWindow w(3);
+    for (int i = 1; i <= 5; ++i) {
+        MetricSample s;
+        s.smact = i / 10.0;
+        s.free_mib = 1000 * i;
+        w.push(s);
+    }
+    ASSERT_TRUE(w.full());
+    auto samples = w.samples();
+    ASSERT_EQ(samples.size(), 3u);
+    EXPECT_DOUBLE_EQ(samples[0].smact, 0.3);
+    EXPECT_DOUBLE_EQ(samples[2].smact, 0.5);
+    WindowStats st = w.stats();
+    EXPECT_EQ(st.last_free_mib, 5000);
+    EXPECT_EQ(st.available_mib, 5000 - 512);  // last free - 512 MiB reserve
+    EXPECT_NEAR(st.smact.mean, 0.4, 1e-12);
+}
+
+// This test verifies that pushing a sample k times equals pushing it once k times, and that
+// available memory never goes below zero.
+TEST(MetricWindowTest, PushRepeatedMatchesPushes) {
+    MetricWindow a(30), b(30);
+    MetricSample s1{.free_mib = 100, .smact = 0.2};
+    MetricSample s2{.free_mib = 300, .smact = 0.9};
+    a.push_repeated(s1, 50);
+    a.push_repeated(s2, 7);
+    for (int i = 0; i < 50; ++i) {
+        b.push(s1);
+    }
+    for (int i = 0; i < 7; ++i) {
+        b.push(s2);
+    }
+    EXPECT_NEAR(a.stats().smact.risk, b.stats().smact.risk, 1e-12);
+    EXPECT_EQ(a.stats().available_mib, 0);  // 300 - 512 clamps at 0
+}
+
+}  // namespace
+}  // namespace carma

@@ -1,0 +1,185 @@
+#include "core/policy.h"
+
+#include <gtest/gtest.h>
+
+#include "builders.h"
+
+namespace carma {
+namespace {
+
+using testing::MakeGpu;
+using testing::MakeTask;
+
+// This test verifies that every paper name resolves to the right combination (spec §2.2).
+TEST(PolicyTest, RegistryResolvesPaperNames) {
+    struct Case {
+        const char* name;
+        const char* canonical;
+        bool collocate;
+        MemoryKnowledge knowledge;
+        Score score;
+        bool risk;
+    };
+    const Case cases[] = {
+        {"exclusive", "exclusive", false, MemoryKnowledge::None, Score::FirstFit, false},
+        {"oracle-FF", "oracle-FF", true, MemoryKnowledge::Oracle, Score::FirstFit, true},
+        {"oracle-BF", "oracle-BF", true, MemoryKnowledge::Oracle, Score::BestFit, true},
+        {"oracle-MAGM", "oracle-MAGM", true, MemoryKnowledge::Oracle,
+         Score::MostAvailableMemory, true},
+        {"oracle-LUG", "oracle-LUG", true, MemoryKnowledge::Oracle, Score::LeastUtilised, true},
+        {"OR-RR", "OR-RR", true, MemoryKnowledge::None, Score::RoundRobin, false},
+        {"round-robin", "OR-RR", true, MemoryKnowledge::None, Score::RoundRobin, false},
+        {"OR-MAGM", "OR-MAGM", true, MemoryKnowledge::None, Score::MostAvailableMemory, true},
+        {"or-lug", "OR-LUG", true, MemoryKnowledge::None, Score::LeastUtilised, true},
+        {"EST-MAGM", "EST-MAGM", true, MemoryKnowledge::Estimate, Score::MostAvailableMemory,
+         true},
+        {"EST-LUG", "EST-LUG", true, MemoryKnowledge::Estimate, Score::LeastUtilised, true},
+        {"oracle-BF-norisk", "oracle-BF-norisk", true, MemoryKnowledge::Oracle, Score::BestFit,
+         false},
+        {"oracle-most-available-memory", "oracle-MAGM", true, MemoryKnowledge::Oracle,
+         Score::MostAvailableMemory, true},
+    };
+    for (const Case& c : cases) {
+        auto p = find_policy(c.name);
+        ASSERT_TRUE(p) << c.name << ": " << p.error().message;
+        EXPECT_EQ(p->name, c.canonical) << c.name;
+        EXPECT_EQ(p->collocate, c.collocate) << c.name;
+        EXPECT_EQ(p->knowledge, c.knowledge) << c.name;
+        EXPECT_EQ(p->score, c.score) << c.name;
+        EXPECT_EQ(p->risk_filter, c.risk) << c.name;
+    }
+    for (const std::string& n : paper_policy_names()) {
+        EXPECT_TRUE(find_policy(n)) << n;
+    }
+    for (const std::string& n : registered_policy_names()) {
+        EXPECT_TRUE(find_policy(n)) << n;
+    }
+}
+
+// This test verifies that an unknown policy is refused with the known names as a hint.
+TEST(PolicyTest, UnknownPolicy) {
+    auto p = find_policy("oracle-XYZ");
+    ASSERT_FALSE(p);
+    EXPECT_EQ(p.error().code, ErrorCode::NotFound);
+    EXPECT_NE(p.error().message.find("oracle-MAGM"), std::string::npos);
+}
+
+// Four GPUs with different available memory (= free - 512) and SMACT, all shared and settled.
+//   GPU0: free 30,512 -> avail 30,000, SMACT 0.60
+//   GPU1: free 16,512 -> avail 16,000, SMACT 0.20
+//   GPU2: free 20,512 -> avail 20,000, SMACT 0.40
+//   GPU3: free  8,512 -> avail  8,000, SMACT 0.10
+std::vector<GpuView> four_gpus() {
+    return {MakeGpu(0).Busy().Free(30512).Smact(0.60), MakeGpu(1).Busy().Free(16512).Smact(0.20),
+            MakeGpu(2).Busy().Free(20512).Smact(0.40), MakeGpu(3).Busy().Free(8512).Smact(0.10)};
+}
+
+// This test verifies the order each score produces. Task needs 10,000 MiB profiled, so oracle
+// requires avail >= 12,048: GPU3 (8,000) fails, GPUs 0, 1, 2 pass. OR requires avail >= 5,120:
+// all pass.
+TEST(PolicyTest, ScoresOrderCandidates) {
+    struct Case {
+        const char* policy;
+        int gpus;
+        std::vector<int> want;
+    };
+    const Case cases[] = {
+        {"oracle-FF", 1, {0}},    // index order among 0,1,2
+        {"oracle-BF", 1, {1}},    // tightest: 16,000 < 20,000 < 30,000
+        {"oracle-MAGM", 1, {0}},  // most available: 30,000
+        {"oracle-LUG", 1, {1}},   // lowest SMACT among passing: 0.20 (GPU3's 0.10 fails memory)
+        {"OR-LUG", 1, {3}},       // no memory knowledge: GPU3 passes 5,120 and has SMACT 0.10
+        {"OR-MAGM", 2, {0, 2}},   // 30,000 then 20,000
+        {"oracle-BF", 2, {1, 2}}, // 16,000 then 20,000
+        {"oracle-LUG", 3, {1, 2, 0}},
+    };
+    const auto gpus = four_gpus();
+    for (const Case& c : cases) {
+        PolicySpec p = *find_policy(c.policy);
+        TaskSpec t = MakeTask("t").Gpus(c.gpus).Profiled(10000);
+        Selection s = select_gpus(p, t, gpus, PlacementConfig{}, 0);
+        EXPECT_EQ(s.gpus, c.want) << c.policy << " x" << c.gpus;
+    }
+}
+
+// This test verifies that a multi-GPU task needs n distinct GPUs that each pass: with only three
+// passing GPUs a 4-GPU task waits, and the reason names the failing GPU.
+TEST(PolicyTest, MultiGpuNeedsEnoughPassingGpus) {
+    PolicySpec p = *find_policy("oracle-MAGM");
+    Selection s = select_gpus(p, MakeTask("big").Gpus(4).Profiled(10000), four_gpus(),
+                              PlacementConfig{}, 0);
+    EXPECT_TRUE(s.gpus.empty());
+    EXPECT_NE(s.pending_reason.find("GPU 3: 8,000 MiB available < 12,048 MiB"), std::string::npos)
+        << s.pending_reason;
+}
+
+// This test verifies the risk filter of spec §1.9: dropped iff SMACT >= 0.80 and
+// (SMOCC >= 0.45 or DRAMA >= 0.40); thresholds are configurable.
+TEST(PolicyTest, RiskFilter) {
+    struct Case {
+        double smact, smocc, drama;
+        bool high;
+    };
+    const Case cases[] = {
+        {0.79, 0.90, 0.90, false},  // SMs not busy enough
+        {0.80, 0.45, 0.00, true},   // busy + crowded (both at the threshold)
+        {0.85, 0.10, 0.40, true},   // busy + DRAM saturated
+        {0.95, 0.44, 0.39, false},  // busy alone is not enough
+    };
+    for (const Case& c : cases) {
+        GpuView g = MakeGpu(0).Smact(c.smact).Smocc(c.smocc).Drama(c.drama);
+        EXPECT_EQ(is_high_risk(g.stats, RiskThresholds{}), c.high)
+            << c.smact << " " << c.smocc << " " << c.drama;
+    }
+    GpuView g = MakeGpu(0).Smact(0.70).Smocc(0.50);
+    EXPECT_TRUE(is_high_risk(g.stats, RiskThresholds{.smact = 0.65, .smocc = 0.35, .drama = 0.5}));
+
+    // A high-risk GPU is skipped by risk-filtered policies but not by round robin or -norisk.
+    std::vector<GpuView> gpus = {MakeGpu(0).Busy().Smact(0.9).Smocc(0.5),
+                                 MakeGpu(1).Busy().Smact(0.1)};
+    TaskSpec t = MakeTask().Profiled(1000);
+    EXPECT_EQ(select_gpus(*find_policy("oracle-FF"), t, gpus, {}, 0).gpus, std::vector<int>{1});
+    EXPECT_EQ(select_gpus(*find_policy("oracle-FF-norisk"), t, gpus, {}, 0).gpus,
+              std::vector<int>{0});
+    EXPECT_EQ(select_gpus(*find_policy("OR-RR"), t, gpus, {}, 0).gpus, std::vector<int>{0});
+}
+
+// This test verifies round robin: the cursor moves across decisions, skips locked GPUs, ignores
+// memory when nothing is known, and makes at most one pass.
+TEST(PolicyTest, RoundRobinCursor) {
+    PolicySpec rr = *find_policy("OR-RR");
+    std::vector<GpuView> gpus = {MakeGpu(0).Busy().Free(600), MakeGpu(1).Busy(), MakeGpu(2).Busy()};
+    TaskSpec t = MakeTask().Profiled(30000);
+    Selection a = select_gpus(rr, t, gpus, {}, 0);
+    EXPECT_EQ(a.gpus, std::vector<int>{0});  // memory is not screened: 600 MiB free is fine
+    EXPECT_EQ(a.rr_cursor, 1u);
+    Selection b = select_gpus(rr, t, gpus, {}, a.rr_cursor);
+    EXPECT_EQ(b.gpus, std::vector<int>{1});
+    gpus[2].locked = true;
+    Selection c = select_gpus(rr, t, gpus, {}, b.rr_cursor);  // 2 locked -> wraps to 0
+    EXPECT_EQ(c.gpus, std::vector<int>{0});
+    EXPECT_EQ(c.rr_cursor, 1u);
+    for (GpuView& g : gpus) {
+        g.locked = true;
+    }
+    Selection d = select_gpus(rr, t, gpus, {}, 0);
+    EXPECT_TRUE(d.gpus.empty());
+    EXPECT_NE(d.pending_reason.find("warming up"), std::string::npos);
+    // oracle-RR does screen memory.
+    gpus = {MakeGpu(0).Busy().Free(600), MakeGpu(1).Busy()};
+    EXPECT_EQ(select_gpus(*find_policy("oracle-RR"), t, gpus, {}, 0).gpus, std::vector<int>{1});
+}
+
+// This test verifies that ties keep GPU index order (stable sorts).
+TEST(PolicyTest, TiesKeepIndexOrder) {
+    std::vector<GpuView> gpus = {MakeGpu(0).Busy().Free(20000), MakeGpu(1).Busy().Free(20000),
+                                 MakeGpu(2).Busy().Free(20000)};
+    TaskSpec t = MakeTask().Gpus(2).Profiled(1000);
+    for (const char* name : {"oracle-FF", "oracle-BF", "oracle-MAGM", "oracle-LUG"}) {
+        EXPECT_EQ(select_gpus(*find_policy(name), t, gpus, {}, 0).gpus, (std::vector<int>{0, 1}))
+            << name;
+    }
+}
+
+}  // namespace
+}  // namespace carma

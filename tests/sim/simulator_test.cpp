@@ -1,0 +1,195 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "model/constants.h"
+
+namespace carma::sim {
+namespace {
+
+SimConfig config_for(const char* policy, bool timelines = false) {
+    SimConfig c;
+    c.gpus = *model::parse_gpu_set("4xA100-40GB");
+    c.scheduler.policy = *find_policy(policy);
+    c.scheduler.placement.explain = false;
+    c.record_timelines = timelines;
+    return c;
+}
+
+PolicyResult run(const char* trace, const char* policy, bool timelines = false) {
+    return simulate(*builtin_trace(trace), model::Catalog::embedded(), config_for(policy, timelines));
+}
+
+// Strict FIFO, one task per GPU, each job on the earliest-free GPU(s), no start-up overhead:
+// the reference schedule of spec §4.3, computed independently of the simulator.
+double fifo_exclusive_makespan_s(const Trace& trace, int n_gpus) {
+    std::vector<double> free_at(static_cast<std::size_t>(n_gpus), 0.0);
+    double first = -1, last = 0, prev_start = 0;
+    for (const TraceEntry& e : trace.entries) {
+        const auto p = resolve_profile(e, model::Catalog::embedded());
+        std::vector<double> sorted = free_at;
+        std::sort(sorted.begin(), sorted.end());
+        // strict FIFO: nobody starts before the task ahead of it
+        const double start = std::max({e.submit_s, sorted[static_cast<std::size_t>(p.gpus) - 1],
+                                        prev_start});
+        prev_start = start;
+        for (int k = 0; k < p.gpus; ++k) {
+            auto it = std::min_element(free_at.begin(), free_at.end());
+            *it = start + p.t_solo_s;
+        }
+        if (first < 0) {
+            first = start;
+        }
+        last = std::max(last, start + p.t_solo_s);
+    }
+    return last - first;
+}
+
+// This test verifies that under the exclusive policy the simulator reproduces the strict-FIFO
+// one-task-per-GPU schedule of each paper trace within 1 %: 470.41, 580.21, 733.87 and
+// 594.01 minutes.
+TEST(SimulatorTest, ExclusiveMatchesFifoSchedule) {
+    struct Case {
+        const char* trace;
+        double minutes;
+    };
+    const Case cases[] = {{"t1", 470.41}, {"t2", 580.21}, {"mix-90", 733.87}, {"heavy-60", 594.01}};
+    for (const Case& c : cases) {
+        const double reference = fifo_exclusive_makespan_s(*builtin_trace(c.trace), 4) / 60.0;
+        EXPECT_NEAR(reference, c.minutes, 0.01 * c.minutes) << c.trace << " reference";
+        PolicyResult r = run(c.trace, "exclusive");
+        EXPECT_NEAR(r.makespan_s / 60.0, c.minutes, 0.01 * c.minutes) << c.trace;
+        EXPECT_EQ(r.oom_crashes, 0) << c.trace;
+    }
+}
+
+// This test verifies the simulator's invariants for every paper policy on t1: every task
+// completes exactly once, attempts = tasks + crashes, energy at least idle power x makespan, and
+// utilisation figures within [0, 1].
+TEST(SimulatorTest, InvariantsForEveryPolicy) {
+    for (const std::string& name : paper_policy_names()) {
+        PolicyResult r = run("t1", name.c_str());
+        EXPECT_EQ(r.tasks_completed, 60) << name;
+        EXPECT_EQ(r.tasks_rejected, 0) << name;
+        int finished = 0;
+        for (const TaskRecord& t : r.tasks) {
+            finished += t.finish_s >= 0 ? 1 : 0;
+            EXPECT_EQ(t.attempts, 1 + t.oom_crashes) << name << " " << t.name;
+            EXPECT_GE(t.first_start_s, t.submit_s) << name;
+            EXPECT_GT(t.finish_s, t.first_start_s) << name;
+        }
+        EXPECT_EQ(finished, 60) << name;
+        EXPECT_EQ(r.attempts, 60 + r.oom_crashes) << name;
+        EXPECT_GE(r.energy_j, 4 * model::kA100IdlePowerW * r.makespan_s * (1 - 1e-9)) << name;
+        for (double v : {r.mean_smact, r.mean_smocc, r.mean_memory_used_frac}) {
+            EXPECT_GE(v, 0.0) << name;
+            EXPECT_LE(v, 1.0) << name;
+        }
+    }
+}
+
+// This test verifies the paper's headline pattern: oracle policies never crash, policies without
+// memory knowledge crash some tasks and recover them, and collocation shortens the makespan.
+TEST(SimulatorTest, OracleNeverCrashesAndOnlyRecoveryDoes) {
+    for (const char* trace : {"t1", "t2", "mix-90", "heavy-60"}) {
+        const double exclusive = run(trace, "exclusive").makespan_s;
+        for (const char* p : {"oracle-FF", "oracle-BF", "oracle-MAGM", "oracle-LUG"}) {
+            PolicyResult r = run(trace, p);
+            EXPECT_EQ(r.oom_crashes, 0) << trace << " " << p;
+            EXPECT_LT(r.makespan_s, exclusive) << trace << " " << p;
+        }
+    }
+    int crashes = 0;
+    for (const char* p : {"OR-RR", "OR-MAGM", "OR-LUG"}) {
+        crashes += run("mix-90", p).oom_crashes;
+    }
+    EXPECT_GT(crashes, 0);
+}
+
+// This test verifies from the timelines that memory never exceeds a GPU's capacity, except at
+// the instant of a crash (the crashing task's ramp is cut where it crosses).
+TEST(SimulatorTest, MemoryNeverAboveCapacity) {
+    for (const char* p : {"OR-RR", "OR-MAGM", "oracle-BF"}) {
+        PolicyResult r = run("mix-90", p, /*timelines=*/true);
+        ASSERT_EQ(r.timelines.size(), 4u);
+        for (const GpuTimeline& g : r.timelines) {
+            for (const TimelinePoint& pt : g.points) {
+                EXPECT_LE(pt.memory_used_frac, 1.0 + 1e-9) << p << " GPU " << g.gpu << " t=" << pt.t_s;
+            }
+        }
+    }
+}
+
+// This test verifies the OOM scenario end to end: two tasks of 25,000 and 20,000 MiB forced onto
+// one GPU; the second-started crashes at its ramp, is recovered exclusively, and the first one
+// finishes as if alone.
+TEST(SimulatorTest, OomCrashIsRecovered) {
+    auto trace = parse_trace(
+        "submit_offset_s,task_name,gpus,standalone_minutes,memory_gb,class\n"
+        "0,first,1,20,25,light\n"
+        "60,second,1,20,20,light\n",
+        "oom.csv");
+    ASSERT_TRUE(trace);
+    SimConfig c = config_for("OR-RR");
+    c.gpus = *model::parse_gpu_set("1xA100-40GB");
+    PolicyResult r = simulate(*trace, model::Catalog::embedded(), c);
+    ASSERT_EQ(r.tasks.size(), 2u);
+    EXPECT_EQ(r.oom_crashes, 1);
+    EXPECT_EQ(r.tasks[0].oom_crashes, 0);
+    EXPECT_EQ(r.tasks[1].oom_crashes, 1);
+    EXPECT_EQ(r.tasks[1].attempts, 2);
+    // "first" shares the GPU only for the few seconds of "second"'s ramp (U = 0.7, a speed
+    // barely below 1), so it finishes within a second of running alone: 0 + 1200 s.
+    EXPECT_NEAR(r.tasks[0].finish_s, 1200.0, 1.0);
+    EXPECT_GE(r.tasks[0].finish_s, 1200.0);
+    // "second" restarts only once "first" is gone (recovered tasks run exclusively).
+    EXPECT_GE(r.tasks[1].finish_s, 1200.0 + 1200.0);
+    EXPECT_EQ(r.tasks_completed, 2);
+}
+
+// This test verifies that tasks that cannot fit the server are rejected, not run or lost.
+TEST(SimulatorTest, InfeasibleTasksRejected) {
+    auto trace = parse_trace(
+        "submit_offset_s,task_name,gpus,standalone_minutes,memory_gb\n"
+        "0,too-wide,8,10,1\n"
+        "0,too-big,1,10,50\n"
+        "0,fine,1,10,1\n",
+        "bad.csv");
+    ASSERT_TRUE(trace);
+    PolicyResult r = simulate(*trace, model::Catalog::embedded(), config_for("oracle-MAGM"));
+    EXPECT_EQ(r.tasks_rejected, 2);
+    EXPECT_EQ(r.tasks_completed, 1);
+    EXPECT_NE(r.tasks[0].reject_reason.find("asks for 8 GPUs"), std::string::npos);
+}
+
+// This test verifies determinism, and that metric noise (seeded) changes nothing structural.
+TEST(SimulatorTest, DeterministicAndSeeded) {
+    PolicyResult a = run("t2", "OR-MAGM");
+    PolicyResult b = run("t2", "OR-MAGM");
+    EXPECT_EQ(a.makespan_s, b.makespan_s);
+    EXPECT_EQ(a.energy_j, b.energy_j);
+    SimConfig c = config_for("OR-MAGM");
+    c.metric_noise_sd = 0.05;
+    c.seed = 3;
+    PolicyResult n1 = simulate(*builtin_trace("t2"), model::Catalog::embedded(), c);
+    PolicyResult n2 = simulate(*builtin_trace("t2"), model::Catalog::embedded(), c);
+    EXPECT_EQ(n1.makespan_s, n2.makespan_s);
+    EXPECT_EQ(n1.tasks_completed, 60);
+}
+
+// This test verifies that time-slicing (less absorbing than MPS) slows collocated tasks more.
+TEST(SimulatorTest, TimesliceSlowerThanMps) {
+    SimConfig mps = config_for("oracle-MAGM");
+    SimConfig ts = config_for("oracle-MAGM");
+    ts.sharing = model::SharingMode::Timeslice;
+    const Trace t = *builtin_trace("heavy-60");
+    EXPECT_LT(simulate(t, model::Catalog::embedded(), mps).mean_jct_s,
+              simulate(t, model::Catalog::embedded(), ts).mean_jct_s);
+}
+
+}  // namespace
+}  // namespace carma::sim
