@@ -1,0 +1,166 @@
+// The discrete-event simulator at scale (issue: a generated 100,000-task trace over 64 GPUs in
+// under 10 s on one core), with baselines measured in the same run.
+//
+//   BM_Simulate/gen100k_gap40_64gpu_<policy>  sim::generate_trace(Catalog::embedded(), 100000,
+//                      40 s mean gap, seed 1) on 64xA100-40GB; one iteration per repetition,
+//                      3 repetitions (fixed here, whatever --benchmark_repetitions says);
+//   BM_Simulate/gen1k_gap40_64gpu_<policy>    baseline: the 1,000-task trace of the same kind
+//                      (same gap, GPUs and seed); 100k/1k = 100 for a cost linear in tasks;
+//   BM_Simulate/gen100k_gap34_..., gen1k_gap34_...  the same at a 34 s gap (saturated);
+//   BM_Simulate/t1_4gpu_<policy>              reference: what scripts/run simulates per policy
+//                      (trace t1, 60 tasks, 4xA100-40GB).
+// Policies: exclusive and oracle-MAGM, configured as `carma simulate` does (MPS sharing, no
+// noise, explanations off, no timelines). Trace generation is outside the timed region.
+//
+// Load: the embedded catalog's 51 profiles, drawn uniformly, average 32.3 min of solo run time
+// and 2,155 GPU-seconds per task (48 use 1 GPU, 3 use 2). With a mean gap of 40 s the offered
+// load on 64 GPUs is 2155 / (40 x 64) = 0.84 of exclusive capacity: busy, with queues, but
+// stable. At 34 s it is 0.99: exclusive queues most of the time. Counters say what came of it:
+//   tasks_completed, oom_crashes, rejected, attempts  (from PolicyResult)
+//   makespan_h         first dispatch -> last completion, simulated hours
+//   busy_frac          sum over completed tasks of gpus x t_solo / (GPUs x makespan): the
+//                      exclusive-equivalent utilisation (collocation can push it above the load)
+//   mean_wait_s        mean queueing time of completed tasks, seconds
+//   sim_x_realtime     simulated seconds per wall-clock second
+//   tasks_per_s        trace tasks simulated per wall-clock second
+//   events_per_s_lb    a lower bound of simulator events per wall-clock second: tasks (arrivals)
+//                      + 3 x attempts (activation, ramp end, completion or crash); the simulator
+//                      does not expose its true count (stale completions, OOM checks, ticks)
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include <benchmark/benchmark.h>
+
+#include "core/policy.h"
+#include "model/catalog.h"
+#include "model/gpu_type.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+
+namespace {
+
+using namespace carma;
+
+constexpr std::uint64_t kSeed = 1;
+
+template <typename T>
+T or_throw(Result<T> r) {
+    if (!r) {
+        throw std::runtime_error(r.error().message);
+    }
+    return std::move(*r);
+}
+
+// Traces are built once per process, outside any timed region. "gen<count>@<gap>" is a generated
+// trace; anything else names a built-in trace.
+const sim::Trace& trace_for(const std::string& id) {
+    static std::map<std::string, sim::Trace> cache;
+    auto it = cache.find(id);
+    if (it == cache.end()) {
+        sim::Trace t;
+        if (id.starts_with("gen")) {
+            const std::size_t at = id.find('@');
+            const auto count = static_cast<std::size_t>(std::stoul(id.substr(3, at - 3)));
+            const double gap = std::stod(id.substr(at + 1));
+            t = sim::generate_trace(model::Catalog::embedded(), count, gap, kSeed);
+        } else {
+            t = or_throw(sim::builtin_trace(id));
+        }
+        it = cache.emplace(id, std::move(t)).first;
+    }
+    return it->second;
+}
+
+void BM_Simulate(benchmark::State& state, const char* trace_id, const char* gpus,
+                 const char* policy) {
+    const sim::Trace& trace = trace_for(trace_id);
+    const model::Catalog& catalog = model::Catalog::embedded();
+    sim::SimConfig config;
+    config.gpus = or_throw(model::parse_gpu_set(gpus));
+    config.scheduler.policy = or_throw(find_policy(policy));
+    config.scheduler.placement.explain = false;  // as `carma simulate`
+
+    sim::PolicyResult last;
+    double wall_s = 0;
+    for (auto _ : state) {
+        const auto t0 = std::chrono::steady_clock::now();
+        sim::PolicyResult r = sim::simulate(trace, catalog, config);
+        const auto t1 = std::chrono::steady_clock::now();
+        wall_s += std::chrono::duration<double>(t1 - t0).count();
+        benchmark::DoNotOptimize(r);
+        last = std::move(r);
+    }
+    const auto iterations = static_cast<double>(state.iterations());
+    const double per_run_s = wall_s / iterations;
+
+    double solo_gpu_s = 0;
+    double wait_s = 0;
+    for (std::size_t i = 0; i < last.tasks.size(); ++i) {
+        const sim::TaskRecord& rec = last.tasks[i];
+        if (rec.finish_s < 0) {
+            continue;
+        }
+        const model::WorkloadProfile p = sim::resolve_profile(trace.entries[i], catalog);
+        solo_gpu_s += p.gpus * p.t_solo_s;
+        wait_s += rec.wait_s;
+    }
+    const auto tasks = static_cast<double>(trace.entries.size());
+    state.counters["tasks_completed"] = last.tasks_completed;
+    state.counters["oom_crashes"] = last.oom_crashes;
+    state.counters["rejected"] = last.tasks_rejected;
+    state.counters["attempts"] = last.attempts;
+    state.counters["makespan_h"] = last.makespan_s / 3600.0;
+    state.counters["busy_frac"] =
+        last.makespan_s > 0 ? solo_gpu_s / (config.gpus.count * last.makespan_s) : 0.0;
+    state.counters["mean_wait_s"] = last.tasks_completed > 0 ? wait_s / last.tasks_completed : 0.0;
+    state.counters["sim_x_realtime"] = last.makespan_s / per_run_s;
+    state.counters["tasks_per_s"] = tasks / per_run_s;
+    state.counters["events_per_s_lb"] = (tasks + 3.0 * last.attempts) / per_run_s;
+}
+
+// The 100k runs take seconds each: one iteration per repetition, three repetitions.
+void big(benchmark::internal::Benchmark* b) {
+    b->Iterations(1)->Repetitions(3)->UseRealTime()->Unit(benchmark::kSecond);
+}
+// Baselines: Google Benchmark picks the iterations; repetitions from the command line.
+void small(benchmark::internal::Benchmark* b) {
+    b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+// The issue's case: 100,000 tasks, mean gap 40 s (load 0.84), and its 1,000-task baseline.
+BENCHMARK_CAPTURE(BM_Simulate, gen100k_gap40_64gpu_exclusive, "gen100000@40", "64xA100-40GB",
+                  "exclusive")
+    ->Apply(big);
+BENCHMARK_CAPTURE(BM_Simulate, gen100k_gap40_64gpu_oracle_MAGM, "gen100000@40", "64xA100-40GB",
+                  "oracle-MAGM")
+    ->Apply(big);
+BENCHMARK_CAPTURE(BM_Simulate, gen1k_gap40_64gpu_exclusive, "gen1000@40", "64xA100-40GB",
+                  "exclusive")
+    ->Apply(small);
+BENCHMARK_CAPTURE(BM_Simulate, gen1k_gap40_64gpu_oracle_MAGM, "gen1000@40", "64xA100-40GB",
+                  "oracle-MAGM")
+    ->Apply(small);
+// Saturated: mean gap 34 s (load 0.99), where exclusive keeps a queue most of the time and the
+// simulator runs the scheduler nearly every simulated second.
+BENCHMARK_CAPTURE(BM_Simulate, gen100k_gap34_64gpu_exclusive, "gen100000@34", "64xA100-40GB",
+                  "exclusive")
+    ->Apply(big);
+BENCHMARK_CAPTURE(BM_Simulate, gen100k_gap34_64gpu_oracle_MAGM, "gen100000@34", "64xA100-40GB",
+                  "oracle-MAGM")
+    ->Apply(big);
+BENCHMARK_CAPTURE(BM_Simulate, gen1k_gap34_64gpu_exclusive, "gen1000@34", "64xA100-40GB",
+                  "exclusive")
+    ->Apply(small);
+BENCHMARK_CAPTURE(BM_Simulate, gen1k_gap34_64gpu_oracle_MAGM, "gen1000@34", "64xA100-40GB",
+                  "oracle-MAGM")
+    ->Apply(small);
+// Reference: what scripts/run simulates per policy (trace t1, 60 tasks, 4 GPUs).
+BENCHMARK_CAPTURE(BM_Simulate, t1_4gpu_exclusive, "t1", "4xA100-40GB", "exclusive")->Apply(small);
+BENCHMARK_CAPTURE(BM_Simulate, t1_4gpu_oracle_MAGM, "t1", "4xA100-40GB", "oracle-MAGM")
+    ->Apply(small);
+
+}  // namespace
