@@ -10,5 +10,7 @@ namespace carma::cli {
 using Action = std::function<int()>;
 
 Action add_simulate_command(CLI::App& app);
+Action add_serve_command(CLI::App& app);
+Action add_demo_command(CLI::App& app);
 
 }  // namespace carma::cli

@@ -2,25 +2,37 @@
 
 #include <cstdio>
 #include <exception>
+#include <map>
+#include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/client_commands.h"
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
+    using namespace carma::cli;
     CLI::App app{"CARMA: collocation-aware GPU resource manager for deep-learning training"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "carma 0.1.0");
-    carma::cli::Action simulate = carma::cli::add_simulate_command(app);
+    const std::map<std::string, Action> actions = {
+        {"simulate", add_simulate_command(app)}, {"serve", add_serve_command(app)},
+        {"submit", add_submit_command(app)},     {"queue", add_queue_command(app)},
+        {"show", add_show_command(app)},         {"cancel", add_cancel_command(app)},
+        {"logs", add_logs_command(app)},         {"gpus", add_gpus_command(app)},
+        {"replay", add_replay_command(app)},     {"demo", add_demo_command(app)},
+    };
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     }
     try {
-        if (app.got_subcommand("simulate")) {
-            return simulate();
+        for (const auto& [name, action] : actions) {
+            if (app.got_subcommand(name)) {
+                return action();
+            }
         }
     } catch (const std::exception& e) {
         fmt::print(stderr, "carma: {}\n", e.what());

@@ -57,19 +57,7 @@ sim::Trace load_trace(const std::string& spec, std::uint64_t seed) {
         }
         return sim::generate_trace(model::Catalog::embedded(), n, 120.0, seed);
     }
-    for (const std::string& name : sim::builtin_trace_names()) {
-        if (spec == name) {
-            return or_die(sim::builtin_trace(spec));
-        }
-    }
-    std::ifstream in(spec);
-    if (!in) {
-        die(fmt::format("trace '{}' is neither a built-in trace ({}) nor a readable file", spec,
-                        fmt::join(sim::builtin_trace_names(), ", ")));
-    }
-    std::stringstream buf;
-    buf << in.rdbuf();
-    return or_die(sim::parse_trace(buf.str(), spec));
+    return or_die(sim::load_trace(spec));
 }
 
 std::vector<PolicySpec> parse_policies(const std::string& list) {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -97,7 +99,9 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
     return trace;
 }
 
-std::vector<std::string> builtin_trace_names() { return {"t1", "t2", "mix-90", "heavy-60"}; }
+std::vector<std::string> builtin_trace_names() {
+    return {"t1", "t2", "mix-90", "heavy-60", "demo"};
+}
 
 Result<Trace> builtin_trace(std::string_view name) {
     for (const std::string& known : builtin_trace_names()) {
@@ -113,6 +117,23 @@ Result<Trace> builtin_trace(std::string_view name) {
     return fail(ErrorCode::NotFound,
                 fmt::format("no built-in trace '{}'; built-in traces: {} (or give a CSV file)",
                             name, fmt::join(builtin_trace_names(), ", ")));
+}
+
+Result<Trace> load_trace(const std::string& spec) {
+    for (const std::string& name : builtin_trace_names()) {
+        if (spec == name) {
+            return builtin_trace(spec);
+        }
+    }
+    std::ifstream in(spec);
+    if (!in) {
+        return fail(ErrorCode::NotFound,
+                    fmt::format("trace '{}' is neither a built-in trace ({}) nor a readable file",
+                                spec, fmt::join(builtin_trace_names(), ", ")));
+    }
+    std::stringstream buf;
+    buf << in.rdbuf();
+    return parse_trace(buf.str(), spec);
 }
 
 Trace generate_trace(const model::Catalog& catalog, std::size_t count, double mean_gap_s,

@@ -32,9 +32,13 @@ struct Trace {
 
 Result<Trace> parse_trace(std::string_view csv_text, std::string_view name);
 
-// The four traces shipped in data/traces/: t1, t2, mix-90, heavy-60.
+// The traces shipped in data/traces/: the paper's t1, t2, mix-90, heavy-60, and `demo`, the
+// short trace `carma demo` replays.
 std::vector<std::string> builtin_trace_names();
 Result<Trace> builtin_trace(std::string_view name);
+
+// A built-in trace by name, else the CSV file at that path; the error lists the built-in names.
+Result<Trace> load_trace(const std::string& spec);
 
 // A synthetic trace of `count` tasks drawn from the catalog with exponential inter-arrival gaps
 // of the given mean; deterministic for a seed. For benchmarks and scale tests.

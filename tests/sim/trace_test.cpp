@@ -26,7 +26,7 @@ TEST(TraceTest, BuiltinTraces) {
     }
     auto missing = builtin_trace("t9");
     ASSERT_FALSE(missing);
-    EXPECT_NE(missing.error().message.find("t1, t2, mix-90, heavy-60"), std::string::npos);
+    EXPECT_NE(missing.error().message.find("t1, t2, mix-90, heavy-60, demo"), std::string::npos);
 }
 
 // This test verifies that a minimal custom trace parses, is sorted by submit time, and that an

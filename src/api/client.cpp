@@ -1,0 +1,333 @@
+#include "api/client.h"
+
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <system_error>
+#include <utility>
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+namespace carma::api {
+
+namespace {
+
+constexpr std::string_view kRootSocket = "/var/lib/carma/carma.sock";
+constexpr std::size_t kBodyExcerpt = 200;  // how much of an unexpected answer an error quotes
+
+bool is_set(const char* value) {
+    return value != nullptr && value[0] != '\0';
+}
+
+std::string errno_text(int err) {
+    return std::error_code(err, std::generic_category()).message();
+}
+
+// httplib reports only "Connection" when a Unix socket cannot be reached; look at the path
+// ourselves so the user learns whether the daemon is absent, stopped, or not theirs to talk to.
+std::string connect_failure_reason(const std::string& path) {
+    sockaddr_un addr{};
+    if (path.size() >= sizeof(addr.sun_path)) {
+        return fmt::format("the path is longer than the {} bytes a Unix socket path may have",
+                           sizeof(addr.sun_path) - 1);
+    }
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        return errno_text(errno);
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+        return "that path is not a socket";
+    }
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return errno_text(errno);
+    }
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+    const int err = errno;
+    ::close(fd);
+    if (rc == 0) {
+        return "the connection failed";  // it works now: the daemon was probably starting
+    }
+    if (err == ECONNREFUSED) {
+        return "connection refused (a socket left behind by a daemon that has stopped?)";
+    }
+    if (err == EACCES) {
+        return "permission denied (the socket belongs to another user; ask them or use your own "
+               "daemon)";
+    }
+    return errno_text(err);
+}
+
+std::string unreachable_message(const std::string& path, const std::string& reason) {
+    return fmt::format(
+        "cannot reach the CARMA daemon at {}: {}; is `carma serve` running? (set --socket or "
+        "CARMA_SOCKET)",
+        path, reason);
+}
+
+ErrorCode code_for_status(int status) {
+    switch (status) {
+        case 404:
+            return ErrorCode::NotFound;
+        case 422:
+            return ErrorCode::Infeasible;
+        case 400:
+        case 403:
+        case 409:
+        case 413:
+            return ErrorCode::InvalidArgument;
+        default:
+            return ErrorCode::Internal;
+    }
+}
+
+std::string excerpt(std::string_view body) {
+    if (body.size() <= kBodyExcerpt) {
+        return std::string(body);
+    }
+    return std::string(body.substr(0, kBodyExcerpt)) + "...";
+}
+
+// A non-2xx answer: the daemon's own "error" message when it sent one (docs/api.md promises it
+// names the object and what to do), else enough of the answer to debug a mismatched daemon.
+Error http_error(const ApiClient::Reply& reply, std::string_view method,
+                 const std::string& target) {
+    const nlohmann::json doc = nlohmann::json::parse(reply.body, nullptr, false);
+    if (doc.is_object() && doc.contains("error") && doc["error"].is_string()) {
+        return Error{code_for_status(reply.status), doc["error"].get<std::string>()};
+    }
+    return Error{code_for_status(reply.status),
+                 fmt::format("the CARMA daemon answered HTTP {} to {} {} without an error message: "
+                             "'{}'",
+                             reply.status, method, target, excerpt(reply.body))};
+}
+
+std::uint64_t parse_size(std::string_view text, std::uint64_t fallback) {
+    std::uint64_t value = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) {
+        return fallback;
+    }
+    return value;
+}
+
+std::string_view stream_name(LogStream stream) {
+    return stream == LogStream::Stderr ? "stderr" : "stdout";
+}
+
+// Appends "?k=v" or "&k=v"; values here are numbers and fixed words, so nothing needs escaping.
+void add_query(std::string& target, std::string_view key, std::string_view value) {
+    target += target.find('?') == std::string::npos ? '?' : '&';
+    target += key;
+    target += '=';
+    target += value;
+}
+
+}  // namespace
+
+std::string default_socket_path_for(bool is_root, const char* xdg_state_home, const char* home) {
+    if (is_root) {
+        return std::string(kRootSocket);
+    }
+    // The XDG spec says a relative XDG_STATE_HOME is invalid and must be ignored.
+    if (is_set(xdg_state_home) && xdg_state_home[0] == '/') {
+        return std::string(xdg_state_home) + "/carma/carma.sock";
+    }
+    const std::string base = is_set(home) ? std::string(home) : std::string("/tmp");
+    return base + "/.local/state/carma/carma.sock";
+}
+
+std::string default_socket_path() {
+    const char* home = std::getenv("HOME");
+    if (!is_set(home)) {
+        // Services started without a login environment (cron, systemd --user) may lack HOME.
+        const passwd* pw = ::getpwuid(::geteuid());
+        home = pw != nullptr ? pw->pw_dir : nullptr;
+    }
+    return default_socket_path_for(::geteuid() == 0, std::getenv("XDG_STATE_HOME"), home);
+}
+
+std::string resolve_socket_path(std::string_view flag) {
+    if (!flag.empty()) {
+        return std::string(flag);
+    }
+    const char* env = std::getenv("CARMA_SOCKET");
+    if (is_set(env)) {
+        return env;
+    }
+    return default_socket_path();
+}
+
+bool is_final_state(std::string_view state) {
+    static constexpr std::array<std::string_view, 5> kFinal = {"succeeded", "failed", "cancelled",
+                                                               "lost", "rejected"};
+    for (std::string_view s : kFinal) {
+        if (state == s) {
+            return true;
+        }
+    }
+    return false;
+}
+
+ApiClient::ApiClient(std::string socket_path) : socket_path_(std::move(socket_path)) {}
+
+Result<ApiClient::Reply> ApiClient::exchange(std::string_view method, const std::string& target,
+                                             const std::string* body) const {
+    if (method != "GET" && method != "POST" && method != "DELETE") {
+        return fail(ErrorCode::Internal, fmt::format("ApiClient: unsupported method {}", method));
+    }
+    // The host is the socket path and the port is ignored for AF_UNIX; passing them separately
+    // keeps httplib from parsing the path as a URL.
+    httplib::Client cli(socket_path_, 80);
+    cli.set_address_family(AF_UNIX);
+    cli.set_connection_timeout(5);
+    cli.set_read_timeout(60);
+    cli.set_write_timeout(30);
+    const std::string payload = body != nullptr ? *body : std::string();
+    httplib::Result res = [&] {
+        if (method == "POST") {
+            return cli.Post(target, payload, "application/json");
+        }
+        return method == "DELETE" ? cli.Delete(target) : cli.Get(target);
+    }();
+    if (!res) {
+        const httplib::Error err = res.error();
+        if (err == httplib::Error::Connection || err == httplib::Error::ConnectionTimeout) {
+            return fail(ErrorCode::Io,
+                        unreachable_message(socket_path_, connect_failure_reason(socket_path_)));
+        }
+        return fail(ErrorCode::Io,
+                    fmt::format("lost the connection to the CARMA daemon at {} during {} {} ({}); "
+                                "see the daemon's log",
+                                socket_path_, method, target, httplib::to_string(err)));
+    }
+    Reply reply;
+    reply.status = res->status;
+    reply.body = std::move(res->body);
+    reply.log_size = res->get_header_value("X-Carma-Log-Size");
+    reply.task_state = res->get_header_value("X-Carma-Task-State");
+    return reply;
+}
+
+Result<ApiClient::Reply> ApiClient::exchange_ok(std::string_view method, const std::string& target,
+                                                const std::string* body) const {
+    auto reply = exchange(method, target, body);
+    if (reply && (reply->status < 200 || reply->status > 299)) {
+        return tl::unexpected(http_error(*reply, method, target));
+    }
+    return reply;
+}
+
+Result<nlohmann::json> ApiClient::exchange_json(std::string_view method, const std::string& target,
+                                                const std::string* body) const {
+    auto reply = exchange_ok(method, target, body);
+    if (!reply) {
+        return tl::unexpected(reply.error());
+    }
+    nlohmann::json doc = nlohmann::json::parse(reply->body, nullptr, false);
+    if (doc.is_discarded()) {
+        return fail(ErrorCode::Internal,
+                    fmt::format("the CARMA daemon's answer to {} {} is not JSON: '{}'; is it the "
+                                "same version as this carma?",
+                                method, target, excerpt(reply->body)));
+    }
+    return doc;
+}
+
+Result<std::string> ApiClient::exchange_text(const std::string& target) const {
+    auto reply = exchange_ok("GET", target);
+    if (!reply) {
+        return tl::unexpected(reply.error());
+    }
+    return std::move(reply->body);
+}
+
+Result<nlohmann::json> ApiClient::submit(const nlohmann::json& body) {
+    std::string text;
+    try {
+        text = body.dump();
+    } catch (const nlohmann::json::type_error& e) {
+        // Unix arguments may be any bytes; JSON strings must be UTF-8.
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("the task's command, name, workdir or environment is not valid "
+                                "UTF-8, which the API cannot carry ({})",
+                                e.what()));
+    }
+    return exchange_json("POST", "/v1/tasks", &text);
+}
+
+Result<nlohmann::json> ApiClient::list_tasks(bool all) {
+    return exchange_json("GET", all ? "/v1/tasks?all=1" : "/v1/tasks");
+}
+
+Result<nlohmann::json> ApiClient::task(TaskId id) {
+    return exchange_json("GET", fmt::format("/v1/tasks/{}", id));
+}
+
+Result<nlohmann::json> ApiClient::cancel(TaskId id) {
+    return exchange_json("DELETE", fmt::format("/v1/tasks/{}", id));
+}
+
+Result<LogChunk> ApiClient::logs(TaskId id, const LogRequest& request) {
+    std::string target = fmt::format("/v1/tasks/{}/logs", id);
+    add_query(target, "stream", stream_name(request.stream));
+    if (request.attempt) {
+        add_query(target, "attempt", std::to_string(*request.attempt));
+    }
+    if (request.offset > 0) {
+        add_query(target, "offset", std::to_string(request.offset));
+    }
+    auto reply = exchange_ok("GET", target);
+    if (!reply) {
+        return tl::unexpected(reply.error());
+    }
+    LogChunk chunk;
+    // Without the size header, assume the answer ran to the end of the log.
+    chunk.log_size = parse_size(reply->log_size, request.offset + reply->body.size());
+    chunk.task_state = std::move(reply->task_state);
+    chunk.text = std::move(reply->body);
+    return chunk;
+}
+
+Result<nlohmann::json> ApiClient::gpus() {
+    return exchange_json("GET", "/v1/gpus");
+}
+
+Result<nlohmann::json> ApiClient::events(const EventQuery& query) {
+    std::string target = "/v1/events";
+    if (query.after) {
+        add_query(target, "after", std::to_string(*query.after));
+    }
+    if (query.task) {
+        add_query(target, "task", std::to_string(*query.task));
+    }
+    if (query.limit) {
+        add_query(target, "limit", std::to_string(*query.limit));
+    }
+    return exchange_json("GET", target);
+}
+
+Result<nlohmann::json> ApiClient::status() {
+    return exchange_json("GET", "/v1/status");
+}
+
+Result<std::string> ApiClient::metrics() {
+    return exchange_text("/metrics");
+}
+
+Result<std::string> ApiClient::healthz() {
+    return exchange_text("/healthz");
+}
+
+}  // namespace carma::api

@@ -1,0 +1,94 @@
+#pragma once
+// The client side of the daemon's HTTP+JSON API (docs/api.md) over its Unix socket. One method
+// per endpoint; every failure comes back as an Error whose message a user can act on: either
+// "cannot reach the daemon, here is why and how to point at it" or the daemon's own "error".
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+#include "core/task.h"
+
+namespace carma::api {
+
+// Where the daemon listens unless told otherwise: /var/lib/carma/carma.sock for root, else
+// $XDG_STATE_HOME/carma/carma.sock with XDG_STATE_HOME defaulting to ~/.local/state. The daemon
+// and every client command use this same function, so they agree without configuration.
+std::string default_socket_path();
+
+// The rule behind default_socket_path(), with the environment passed in so it can be tested.
+// `xdg_state_home` and `home` may be null or empty (unset).
+std::string default_socket_path_for(bool is_root, const char* xdg_state_home, const char* home);
+
+// The socket a command uses: its --socket flag if given, else $CARMA_SOCKET, else the default.
+std::string resolve_socket_path(std::string_view flag);
+
+enum class LogStream { Stdout, Stderr };
+
+struct LogRequest {
+    LogStream stream = LogStream::Stdout;
+    std::optional<int> attempt;  // unset: the latest attempt
+    std::uint64_t offset = 0;    // bytes of the log to skip
+};
+
+struct LogChunk {
+    std::string text;            // the log from the requested offset to its current end
+    std::uint64_t log_size = 0;  // X-Carma-Log-Size: the whole file's size when it was read
+    std::string task_state;      // X-Carma-Task-State: the task's state when it was read
+};
+
+struct EventQuery {
+    std::optional<std::int64_t> after;  // only events with a larger id
+    std::optional<TaskId> task;         // only events of this task
+    std::optional<int> limit;           // at most this many (the daemon's default is 100)
+};
+
+class ApiClient {
+public:
+    explicit ApiClient(std::string socket_path);
+
+    const std::string& socket_path() const { return socket_path_; }
+
+    Result<nlohmann::json> submit(const nlohmann::json& body);    // POST /v1/tasks -> task
+    Result<nlohmann::json> list_tasks(bool all);                  // GET /v1/tasks -> {"tasks"}
+    Result<nlohmann::json> task(TaskId id);                       // GET /v1/tasks/{id}
+    Result<nlohmann::json> cancel(TaskId id);                     // DELETE /v1/tasks/{id}
+    Result<LogChunk> logs(TaskId id, const LogRequest& request);  // GET /v1/tasks/{id}/logs
+    Result<nlohmann::json> gpus();                                // GET /v1/gpus
+    Result<nlohmann::json> events(const EventQuery& query);       // GET /v1/events
+    Result<nlohmann::json> status();                              // GET /v1/status
+    Result<std::string> metrics();                                // GET /metrics (Prometheus text)
+    Result<std::string> healthz();                                // GET /healthz
+
+    // One HTTP exchange, whatever the status: only a transport failure (no daemon, a broken
+    // connection) is an error here. The methods above build on it and turn non-2xx answers into
+    // errors; tests and future commands use it to reach any endpoint or check a status.
+    // `body` is sent as application/json when given.
+    struct Reply {
+        int status = 0;
+        std::string body;
+        std::string log_size;    // X-Carma-Log-Size, empty when absent
+        std::string task_state;  // X-Carma-Task-State, empty when absent
+    };
+    Result<Reply> exchange(std::string_view method, const std::string& target,
+                           const std::string* body = nullptr) const;
+
+private:
+    // exchange() with a non-2xx answer turned into the daemon's error.
+    Result<Reply> exchange_ok(std::string_view method, const std::string& target,
+                              const std::string* body = nullptr) const;
+    Result<nlohmann::json> exchange_json(std::string_view method, const std::string& target,
+                                         const std::string* body = nullptr) const;
+    Result<std::string> exchange_text(const std::string& target) const;
+
+    std::string socket_path_;
+};
+
+// The final states of a task (docs/api.md): nothing more happens to it after one of these.
+bool is_final_state(std::string_view state);
+
+}  // namespace carma::api

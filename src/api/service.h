@@ -1,0 +1,59 @@
+#pragma once
+// What the HTTP layer asks of the daemon. The server turns requests into these calls (with the
+// caller's identity) and their results into HTTP answers; it knows nothing about scheduling.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <tl/expected.hpp>
+
+namespace carma::api {
+
+struct Caller {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    pid_t pid = 0;
+    std::string user;
+    bool via_tcp = false;  // authenticated by bearer token; acts as the daemon's own user
+};
+
+struct ApiError {
+    int status = 500;     // HTTP status
+    std::string message;  // names the object and what to do
+};
+
+template <typename T>
+using ApiResult = tl::expected<T, ApiError>;
+
+inline tl::unexpected<ApiError> api_fail(int status, std::string message) {
+    return tl::unexpected<ApiError>(ApiError{status, std::move(message)});
+}
+
+struct LogSlice {
+    std::string text;
+    std::uint64_t size = 0;  // whole file size
+    std::string task_state;
+};
+
+class Service {
+public:
+    virtual ~Service() = default;
+    virtual ApiResult<nlohmann::json> submit(const Caller& caller, const nlohmann::json& body) = 0;
+    virtual ApiResult<nlohmann::json> list_tasks(const Caller& caller, bool include_final) = 0;
+    virtual ApiResult<nlohmann::json> show_task(const Caller& caller, std::int64_t id) = 0;
+    virtual ApiResult<nlohmann::json> cancel_task(const Caller& caller, std::int64_t id) = 0;
+    virtual ApiResult<LogSlice> task_logs(const Caller& caller, std::int64_t id, bool stderr_stream,
+                                          int attempt, std::uint64_t offset) = 0;
+    virtual ApiResult<nlohmann::json> gpus(const Caller& caller) = 0;
+    virtual ApiResult<nlohmann::json> events(const Caller& caller, std::int64_t after,
+                                             std::int64_t task, int limit) = 0;
+    virtual ApiResult<nlohmann::json> status(const Caller& caller) = 0;
+    virtual std::string metrics() = 0;
+    // Whether this caller may talk to the daemon at all (a non-root daemon serves its own user).
+    virtual ApiResult<void> admit(const Caller& caller) = 0;
+};
+
+}  // namespace carma::api

@@ -1,0 +1,79 @@
+#pragma once
+// Task files: what `carma submit FILE` reads and turns into the body of POST /v1/tasks
+// (docs/api.md). Two formats:
+//  - YAML (.yaml/.yml), CARMA's own:
+//        name: resnet3
+//        command: python resnet50.py --batch_size 128   # or a list: [python, resnet50.py, ...]
+//        gpus: 1
+//        memory: 13GiB              # declared need per GPU; a bare number is MiB
+//        profiled_memory: 13236     # peak of a standalone run, per GPU
+//        estimates: {horus: 28923, faketensor: 10666, gpumemnet: 24000}
+//        workdir: exp               # relative: against the file's directory
+//        env: {EPOCHS: "3"}
+//        max_attempts: 3
+//        workload: resnet3          # profile name, for fake jobs and the simulator
+//  - the paper's .rad files (carma-spec.md §1.4), read the way the original server reads them.
+// The parse functions are pure (text in, request out); load_task_file() is the thin I/O layer.
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+#include "core/task.h"
+
+namespace carma::api {
+
+// A task as the client asks for it. Unset fields are left out of the request so the daemon's
+// defaults apply (gpus 1, its own max_attempts, a name derived from the command).
+struct SubmitRequest {
+    std::string name;
+    std::vector<std::string> command;
+    std::optional<int> gpus;
+    MemoryInfo memory;    // `model` is not part of the API and is ignored
+    std::string workdir;  // absolute
+    std::map<std::string, std::string> env;
+    std::optional<int> max_attempts;
+    std::string workload;
+};
+
+// The JSON body of POST /v1/tasks for a request.
+nlohmann::json request_body(const SubmitRequest& request);
+
+// What a parser needs to know about where the text came from; the parsers only use the paths
+// lexically, never touching the file system.
+struct TaskFileContext {
+    std::string source;                     // how errors name the file, e.g. "exp/task.yaml"
+    std::string default_name;               // the task name when the file gives none: its stem
+    std::filesystem::path base_dir;         // relative workdirs resolve against this
+    std::filesystem::path default_workdir;  // the workdir when the file gives none
+};
+
+// Splits a command line into argv on whitespace. Single quotes keep everything literally;
+// double quotes keep whitespace and let \" and \\ through; a backslash outside quotes escapes
+// the next character. No variables, globs or redirections: this is not a shell.
+Result<std::vector<std::string>> split_command(std::string_view line);
+
+Result<SubmitRequest> parse_yaml_task(std::string_view text, const TaskFileContext& context);
+
+// .rad: from 0-based line 2 on, the first line containing "python" is the command (run with
+// /bin/sh -c when it uses shell syntax, as the original ran it through bash); line 7 is the GPU
+// count; lines 8-11, when present, are the oracle MiB (-> memory.profiled_mib) and the Horus,
+// FakeTensor and GPUMemNet estimates; numbers are read as Python's int(float(line)).
+Result<SubmitRequest> parse_rad_task(std::string_view text, const TaskFileContext& context);
+
+// True when `arg` names a task file by its extension (.yaml, .yml, .rad).
+bool is_task_file_name(std::string_view arg);
+
+// Reads `path` (relative: against `cwd`) and parses it by its extension. Relative workdirs in
+// YAML resolve against the file's directory; a file without a workdir runs in `cwd`; the default
+// name is the file's stem.
+Result<SubmitRequest> load_task_file(const std::filesystem::path& path,
+                                     const std::filesystem::path& cwd);
+
+}  // namespace carma::api

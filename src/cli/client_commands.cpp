@@ -1,0 +1,1050 @@
+// The user commands of `carma` that talk to the daemon: submit, queue, show, cancel, logs, gpus
+// and replay. They only format what the API returns (docs/api.md); every decision is the
+// daemon's. Answers are read defensively: a field that is missing or of another type prints as
+// "-" instead of aborting, so a newer daemon never crashes an older client.
+
+#include "cli/client_commands.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "api/client.h"
+#include "api/task_file.h"
+#include "core/units.h"
+#include "model/catalog.h"
+#include "sim/trace.h"
+
+namespace carma::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr auto kLogPollInterval = std::chrono::milliseconds(500);
+constexpr auto kWaitPollInterval = std::chrono::seconds(1);
+constexpr std::size_t kNameWidth = 24;
+constexpr std::size_t kMessageWidth = 48;
+constexpr std::size_t kReasonWidth = 48;
+constexpr int kMaxAttemptsLimit = 100;  // docs/api.md: max_attempts is 1..100
+constexpr double kLongestTime = 1e11;   // seconds; ~3,000 years: beyond it a time is garbage
+constexpr double kLongestReplay = 1e8;  // seconds; ~3 years of submissions is a mistaken scale
+
+// ---- errors -------------------------------------------------------------------------------
+
+[[noreturn]] void die(const std::string& message) {
+    throw std::runtime_error(message);
+}
+
+template <typename T>
+T or_die(Result<T> r) {
+    if (!r) {
+        die(r.error().message);
+    }
+    return std::move(*r);
+}
+
+// ---- reading answers without trusting their shape -----------------------------------------
+
+const json* member(const json& object, const char* key) {
+    if (!object.is_object()) {
+        return nullptr;
+    }
+    auto it = object.find(key);
+    return it == object.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string text_of(const json& object, const char* key, const std::string& fallback = "-") {
+    const json* v = member(object, key);
+    if (v == nullptr) {
+        return fallback;
+    }
+    if (v->is_string()) {
+        return v->get<std::string>();
+    }
+    if (v->is_boolean()) {
+        return v->get<bool>() ? "yes" : "no";
+    }
+    return v->dump();
+}
+
+std::optional<double> number_of(const json& object, const char* key) {
+    const json* v = member(object, key);
+    return v != nullptr && v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
+}
+
+std::optional<std::int64_t> integer_of(const json& object, const char* key) {
+    const json* v = member(object, key);
+    return v != nullptr && v->is_number_integer() ? std::optional(v->get<std::int64_t>())
+                                                  : std::nullopt;
+}
+
+bool flag_of(const json& object, const char* key) {
+    const json* v = member(object, key);
+    return v != nullptr && v->is_boolean() && v->get<bool>();
+}
+
+const json& array_of(const json& object, const char* key) {
+    static const json kEmpty = json::array();
+    const json* v = member(object, key);
+    return v != nullptr && v->is_array() ? *v : kEmpty;
+}
+
+std::string or_dash(const std::string& text) {
+    return text.empty() ? "-" : text;
+}
+
+// "task 12 (resnet3)", the way every command names a task.
+std::string task_label(const json& task) {
+    const std::string name = text_of(task, "name", "");
+    const std::string id = text_of(task, "id", "?");
+    return name.empty() ? fmt::format("task {}", id) : fmt::format("task {} ({})", id, name);
+}
+
+// ---- formatting ---------------------------------------------------------------------------
+
+double now_epoch() {
+    using namespace std::chrono;
+    return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+// Compact like squeue's TIME: 45s, 3m05s, 1h02m, 2d03h.
+std::string format_duration(double seconds) {
+    if (!std::isfinite(seconds) || seconds > kLongestTime) {
+        return "-";  // a nonsense timestamp from the daemon; casting it would be undefined
+    }
+    const auto s = static_cast<long long>(std::max(0.0, std::floor(seconds)));
+    if (s < 60) {
+        return fmt::format("{}s", s);
+    }
+    if (s < 3600) {
+        return fmt::format("{}m{:02}s", s / 60, s % 60);
+    }
+    if (s < 86400) {
+        return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
+    }
+    return fmt::format("{}d{:02}h", s / 86400, s % 86400 / 3600);
+}
+
+std::string format_clock(std::optional<double> epoch) {
+    if (!epoch || !std::isfinite(*epoch) || std::abs(*epoch) > kLongestTime) {
+        return "-";
+    }
+    const auto t = static_cast<std::time_t>(*epoch);
+    std::tm local{};
+    if (::localtime_r(&t, &local) == nullptr) {
+        return "-";
+    }
+    char buf[32];
+    std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &local);
+    return buf;
+}
+
+std::string format_mib_or_dash(std::optional<std::int64_t> mib) {
+    return mib ? format_mib(*mib) : "-";
+}
+
+std::string format_ratio(std::optional<double> value) {
+    return value ? fmt::format("{:.2f}", *value) : "-";
+}
+
+// Columns are measured in code points so names with accents do not shift the table.
+std::size_t display_width(std::string_view s) {
+    std::size_t n = 0;
+    for (char c : s) {
+        n += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+    }
+    return n;
+}
+
+// Cuts at a code point boundary and marks the cut.
+std::string truncate(std::string_view s, std::size_t width) {
+    if (display_width(s) <= width || width < 4) {
+        return std::string(s);
+    }
+    std::size_t kept = 0;
+    std::size_t i = 0;
+    for (; i < s.size(); ++i) {
+        const bool starts_code_point = (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80;
+        if (starts_code_point && kept++ == width - 3) {
+            break;
+        }
+    }
+    return std::string(s.substr(0, i)) + "...";
+}
+
+// Shell-style quoting for showing argv: what a user could paste back into a terminal.
+std::string quote_arg(const std::string& arg) {
+    const bool plain = !arg.empty() && arg.find_first_not_of(
+                                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                           "0123456789-_./=:,+@%") == std::string::npos;
+    if (plain) {
+        return arg;
+    }
+    std::string out = "'";
+    for (char c : arg) {
+        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    }
+    return out + "'";
+}
+
+std::string format_command(const json& argv) {
+    std::vector<std::string> parts;
+    for (const json& a : argv.is_array() ? argv : json::array()) {
+        parts.push_back(quote_arg(a.is_string() ? a.get<std::string>() : a.dump()));
+    }
+    return parts.empty() ? "-" : fmt::format("{}", fmt::join(parts, " "));
+}
+
+// A plain-text table: columns as wide as their widest cell, two spaces apart.
+class TextTable {
+public:
+    explicit TextTable(std::vector<std::string> header) : rows_{std::move(header)} {}
+
+    void add(std::vector<std::string> row) {
+        row.resize(rows_.front().size());
+        rows_.push_back(std::move(row));
+    }
+
+    void print(std::FILE* out = stdout) const {
+        std::vector<std::size_t> width(rows_.front().size(), 0);
+        for (const auto& row : rows_) {
+            for (std::size_t c = 0; c < row.size(); ++c) {
+                width[c] = std::max(width[c], display_width(row[c]));
+            }
+        }
+        for (const auto& row : rows_) {
+            std::string line;
+            for (std::size_t c = 0; c < row.size(); ++c) {
+                const bool last = c + 1 == row.size();
+                line += row[c];
+                if (!last) {
+                    line += std::string(width[c] - display_width(row[c]) + 2, ' ');
+                }
+            }
+            fmt::print(out, "{}\n", line);
+        }
+    }
+
+private:
+    std::vector<std::vector<std::string>> rows_;
+};
+
+void print_json(const json& doc) {
+    fmt::print("{}\n", doc.dump(2));
+}
+
+// ---- shared options -----------------------------------------------------------------------
+
+void add_socket_option(CLI::App* cmd, std::string& socket) {
+    cmd->add_option(
+        "--socket", socket,
+        "The daemon's socket (default: $CARMA_SOCKET, else " + api::default_socket_path() + ")");
+}
+
+api::ApiClient connect(const std::string& socket_flag) {
+    return api::ApiClient(api::resolve_socket_path(socket_flag));
+}
+
+// ---- submit -------------------------------------------------------------------------------
+
+struct SubmitOptions {
+    std::string socket;
+    bool json = false;
+    int gpus = 0;
+    CLI::Option* gpus_option = nullptr;
+    std::string memory;
+    std::string name;
+    std::string workdir;
+    std::vector<std::string> env;
+    int max_attempts = 0;
+    CLI::Option* max_attempts_option = nullptr;
+    std::string workload;
+    std::vector<std::string> args;  // the command, or one task file
+};
+
+// The flags given on the command line override a task file's fields.
+void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest& r) {
+    if (o.gpus_option->count() > 0) {
+        if (o.gpus < 1) {
+            die(fmt::format("--gpus must be at least 1 (got {}); every task gets whole GPUs",
+                            o.gpus));
+        }
+        r.gpus = o.gpus;
+    }
+    if (!o.memory.empty()) {
+        auto mib = parse_memory(o.memory);
+        if (!mib) {
+            die("--mem: " + mib.error().message);
+        }
+        r.memory.declared_mib = *mib;
+    }
+    if (!o.name.empty()) {
+        r.name = o.name;
+    }
+    if (!o.workdir.empty()) {
+        r.workdir = (cwd / o.workdir).lexically_normal().string();  // absolute stays absolute
+    }
+    for (const std::string& pair : o.env) {
+        const std::size_t eq = pair.find('=');
+        if (eq == std::string::npos || eq == 0) {
+            die(fmt::format("--env '{}' must be NAME=VALUE", pair));
+        }
+        r.env[pair.substr(0, eq)] = pair.substr(eq + 1);
+    }
+    if (o.max_attempts_option->count() > 0) {
+        if (o.max_attempts < 1 || o.max_attempts > kMaxAttemptsLimit) {
+            die(fmt::format("--max-attempts must be from 1 to {} (got {})", kMaxAttemptsLimit,
+                            o.max_attempts));
+        }
+        r.max_attempts = o.max_attempts;
+    }
+    if (!o.workload.empty()) {
+        r.workload = o.workload;
+    }
+}
+
+api::SubmitRequest build_submit_request(const SubmitOptions& o) {
+    if (o.args.empty()) {
+        die("nothing to submit; write `carma submit [options] -- COMMAND ARGS...` or "
+            "`carma submit task.yaml`");
+    }
+    const fs::path cwd = fs::current_path();
+    api::SubmitRequest r;
+    if (o.args.size() == 1 && api::is_task_file_name(o.args.front())) {
+        r = or_die(api::load_task_file(o.args.front(), cwd));
+    } else {
+        r.command = o.args;
+        r.workdir = cwd.string();
+    }
+    apply_flags(o, cwd, r);
+    return r;
+}
+
+int run_submit(const SubmitOptions& o) {
+    const api::SubmitRequest request = build_submit_request(o);
+    api::ApiClient client = connect(o.socket);
+    const json task = or_die(client.submit(api::request_body(request)));
+    if (o.json) {
+        print_json(task);
+    } else {
+        fmt::print("submitted {}\n", task_label(task));
+    }
+    return 0;
+}
+
+// ---- queue --------------------------------------------------------------------------------
+
+// Unfinished tasks: time since submission; finished ones: submission to finish.
+std::string task_time(const json& task, double now) {
+    const std::optional<double> submitted = number_of(task, "submitted_at");
+    if (!submitted) {
+        return "-";
+    }
+    const std::optional<double> finished = number_of(task, "finished_at");
+    return format_duration(finished.value_or(now) - *submitted);
+}
+
+std::string attempts_cell(const json& task) {
+    const std::string max = text_of(task, "max_attempts", "");
+    const std::string done = text_of(task, "attempts", "0");
+    return max.empty() ? done : done + "/" + max;
+}
+
+void print_queue(const json& tasks, double now) {
+    TextTable table({"ID", "NAME", "USER", "STATE", "GPUS", "ATTEMPTS", "TIME", "MESSAGE"});
+    for (const json& t : tasks) {
+        table.add({text_of(t, "id"), truncate(text_of(t, "name"), kNameWidth), text_of(t, "user"),
+                   text_of(t, "state"), text_of(t, "gpus"), attempts_cell(t), task_time(t, now),
+                   truncate(text_of(t, "message", ""), kMessageWidth)});
+    }
+    table.print();
+}
+
+struct QueueOptions {
+    std::string socket;
+    bool all = false;
+    bool json = false;
+};
+
+int run_queue(const QueueOptions& o) {
+    api::ApiClient client = connect(o.socket);
+    const json answer = or_die(client.list_tasks(o.all));
+    if (o.json) {
+        print_json(answer);
+    } else {
+        print_queue(array_of(answer, "tasks"), now_epoch());
+    }
+    return 0;
+}
+
+// ---- show ---------------------------------------------------------------------------------
+
+std::string memory_summary(const json& memory) {
+    const std::pair<const char*, const char*> parts[] = {{"declared_mib", "declared"},
+                                                         {"profiled_mib", "profiled"},
+                                                         {"horus_mib", "horus"},
+                                                         {"faketensor_mib", "faketensor"},
+                                                         {"gpumemnet_mib", "gpumemnet"}};
+    std::vector<std::string> given;
+    for (const auto& [key, label] : parts) {
+        if (std::optional<std::int64_t> mib = integer_of(memory, key)) {
+            given.push_back(fmt::format("{} {}", label, format_mib(*mib)));
+        }
+    }
+    return given.empty() ? "not given" : fmt::format("{}", fmt::join(given, ", "));
+}
+
+std::string env_summary(const json& task) {
+    const json* env = member(task, "env");
+    std::vector<std::string> pairs;
+    if (env != nullptr && env->is_object()) {
+        for (const auto& [key, value] : env->items()) {
+            pairs.push_back(key + "=" +
+                            (value.is_string() ? value.get<std::string>() : value.dump()));
+        }
+    }
+    return pairs.empty() ? "-" : fmt::format("{}", fmt::join(pairs, " "));
+}
+
+std::string attempt_exit(const json& attempt) {
+    if (std::optional<std::int64_t> sig = integer_of(attempt, "signal")) {
+        return fmt::format("signal {}", *sig);
+    }
+    return text_of(attempt, "exit_code");
+}
+
+std::string attempt_gpus(const json& attempt) {
+    std::vector<std::string> ids;
+    for (const json& g : array_of(attempt, "gpus")) {
+        ids.push_back(g.dump());
+    }
+    return ids.empty() ? "-" : fmt::format("{}", fmt::join(ids, ","));
+}
+
+void print_attempts(const json& attempts, double now) {
+    if (attempts.empty()) {
+        fmt::print("\nno attempts yet\n");
+        return;
+    }
+    fmt::print("\n");
+    TextTable table(
+        {"ATTEMPT", "GPUS", "STARTED", "ENDED", "TIME", "OUTCOME", "EXIT", "RECOVERED"});
+    for (const json& a : attempts) {
+        const std::optional<double> started = number_of(a, "started_at");
+        const std::optional<double> ended = number_of(a, "ended_at");
+        const std::string time = started ? format_duration(ended.value_or(now) - *started) : "-";
+        const std::string outcome = text_of(a, "outcome", "");
+        table.add({text_of(a, "number"), attempt_gpus(a), format_clock(started),
+                   format_clock(ended), time, outcome.empty() ? "running" : outcome,
+                   attempt_exit(a), flag_of(a, "recovered") ? "yes" : "no"});
+    }
+    table.print();
+}
+
+void print_task(const json& t, double now) {
+    const std::optional<double> submitted = number_of(t, "submitted_at");
+    const json* memory = member(t, "memory");
+    fmt::print("{}\n", task_label(t));
+    fmt::print("  state       {}\n", text_of(t, "state"));
+    fmt::print("  message     {}\n", or_dash(text_of(t, "message")));
+    fmt::print("  user        {} (uid {}, gid {})\n", text_of(t, "user"), text_of(t, "uid"),
+               text_of(t, "gid"));
+    const json* command = member(t, "command");
+    fmt::print("  command     {}\n", format_command(command != nullptr ? *command : json()));
+    fmt::print("  workdir     {}\n", text_of(t, "workdir"));
+    fmt::print("  gpus        {}\n", text_of(t, "gpus"));
+    fmt::print("  memory      {}\n", memory != nullptr ? memory_summary(*memory) : "not given");
+    fmt::print("  env         {}\n", env_summary(t));
+    fmt::print("  workload    {}\n", or_dash(text_of(t, "workload")));
+    fmt::print("  attempts    {} of at most {}\n", text_of(t, "attempts", "0"),
+               text_of(t, "max_attempts"));
+    fmt::print("  submitted   {}{}\n", format_clock(submitted),
+               submitted ? fmt::format(" ({} ago)", format_duration(now - *submitted)) : "");
+    fmt::print("  finished    {}\n", format_clock(number_of(t, "finished_at")));
+    print_attempts(array_of(t, "attempt_list"), now);
+}
+
+struct ShowOptions {
+    std::string socket;
+    TaskId id = 0;
+    bool json = false;
+};
+
+int run_show(const ShowOptions& o) {
+    api::ApiClient client = connect(o.socket);
+    const json task = or_die(client.task(o.id));
+    if (o.json) {
+        print_json(task);
+    } else {
+        print_task(task, now_epoch());
+    }
+    return 0;
+}
+
+// ---- cancel -------------------------------------------------------------------------------
+
+int run_cancel(const ShowOptions& o) {
+    api::ApiClient client = connect(o.socket);
+    const json task = or_die(client.cancel(o.id));
+    if (o.json) {
+        print_json(task);
+    } else if (text_of(task, "state") == "cancelled") {
+        fmt::print("cancelled {}\n", task_label(task));
+    } else {
+        // Running tasks get SIGTERM and keep their state until the daemon sees them exit.
+        fmt::print("stopping {}; it stays {} until its processes have exited\n", task_label(task),
+                   text_of(task, "state"));
+    }
+    return 0;
+}
+
+// ---- logs ---------------------------------------------------------------------------------
+
+struct LogsOptions {
+    std::string socket;
+    TaskId id = 0;
+    bool stderr_stream = false;
+    int attempt = 0;  // 0: the latest
+    bool follow = false;
+};
+
+void write_out(const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+}
+
+api::LogRequest log_request(const LogsOptions& o, int attempt, std::uint64_t offset) {
+    api::LogRequest r;
+    r.stream = o.stderr_stream ? api::LogStream::Stderr : api::LogStream::Stdout;
+    if (attempt > 0) {
+        r.attempt = attempt;
+    }
+    r.offset = offset;
+    return r;
+}
+
+// Reads one log from `offset` to its current end; returns the new offset.
+std::uint64_t drain_log(api::ApiClient& client, const LogsOptions& o, int attempt,
+                        std::uint64_t offset) {
+    for (;;) {
+        const api::LogChunk chunk = or_die(client.logs(o.id, log_request(o, attempt, offset)));
+        write_out(chunk.text);
+        offset += chunk.text.size();
+        if (chunk.text.empty() || offset >= chunk.log_size) {
+            return offset;
+        }
+    }
+}
+
+// Polls the task and its log until the task is final and the log drained. Without --attempt it
+// moves on to each new attempt (after an OOM relaunch) once the previous one is drained.
+int follow_logs(api::ApiClient& client, const LogsOptions& o) {
+    int current = 0;
+    std::uint64_t offset = 0;
+    for (;;) {
+        const json task = or_die(client.task(o.id));
+        const int latest = static_cast<int>(integer_of(task, "attempts").value_or(0));
+        const bool final = api::is_final_state(text_of(task, "state"));
+        const int wanted = o.attempt > 0 ? o.attempt : latest;
+        if (wanted > latest || wanted == 0) {
+            if (final) {
+                die(fmt::format("{} ended with {} attempt(s); there is no log {}", task_label(task),
+                                latest,
+                                wanted == 0 ? "at all" : "for attempt " + std::to_string(wanted)));
+            }
+            std::this_thread::sleep_for(kLogPollInterval);
+            continue;
+        }
+        if (wanted != current) {
+            if (current > 0) {
+                drain_log(client, o, current, offset);
+                fmt::print(stderr, "carma: --- attempt {} of {} ---\n", wanted, task_label(task));
+            }
+            current = wanted;
+            offset = 0;
+        }
+        auto answer = client.logs(o.id, log_request(o, current, offset));
+        if (!answer && answer.error().code == ErrorCode::NotFound && !final) {
+            // A just-launched attempt may not have its log file yet.
+            std::this_thread::sleep_for(kLogPollInterval);
+            continue;
+        }
+        const api::LogChunk chunk = or_die(std::move(answer));
+        write_out(chunk.text);
+        offset += chunk.text.size();
+        const bool drained = offset >= chunk.log_size;
+        // Only the task's state read *before* the log proves the log complete: a final state in
+        // the log's header may hide an attempt started since the task was read.
+        if (final && drained) {
+            return 0;
+        }
+        if (drained && !api::is_final_state(chunk.task_state)) {
+            std::this_thread::sleep_for(kLogPollInterval);
+        }
+    }
+}
+
+int run_logs(const LogsOptions& o) {
+    if (o.attempt < 0) {
+        die(fmt::format("--attempt must be 1 or more (got {})", o.attempt));
+    }
+    api::ApiClient client = connect(o.socket);
+    if (o.follow) {
+        return follow_logs(client, o);
+    }
+    drain_log(client, o, o.attempt, 0);
+    return 0;
+}
+
+// ---- gpus ---------------------------------------------------------------------------------
+
+std::string memory_cell(const json& gpu) {
+    const std::optional<std::int64_t> total = integer_of(gpu, "total_mib");
+    const std::optional<std::int64_t> free = integer_of(gpu, "free_mib");
+    std::optional<std::int64_t> used = integer_of(gpu, "used_mib");
+    if (!used && total && free) {
+        used = *total - *free;
+    }
+    if (!total || !used) {
+        return "-";
+    }
+    return fmt::format("{}/{}", format_mib(*used), format_mib(*total));
+}
+
+std::string risk_cell(const json& window, const char* metric) {
+    const json* stats = member(window, metric);
+    return stats != nullptr ? format_ratio(number_of(*stats, "risk")) : "-";
+}
+
+std::string verdict_cell(const json& gpu) {
+    const json* risk = member(gpu, "risk");
+    if (risk == nullptr) {
+        return "-";
+    }
+    if (!flag_of(*risk, "high")) {
+        return "ok";
+    }
+    const std::string reason = text_of(*risk, "reason", "");
+    return truncate(reason.empty() ? "high" : "high: " + reason, kReasonWidth);
+}
+
+std::string tasks_cell(const json& gpu) {
+    std::vector<std::string> ids;
+    for (const json& id : array_of(gpu, "tasks")) {
+        ids.push_back(id.dump());
+    }
+    return ids.empty() ? "-" : fmt::format("{}", fmt::join(ids, ","));
+}
+
+void print_gpus(const json& answer) {
+    fmt::print("backend: {}\n", text_of(answer, "backend"));
+    TextTable table({"GPU", "NAME", "MEMORY USED/TOTAL", "AVAILABLE", "UTIL", "SAMPLES", "SMACT",
+                     "SMOCC", "DRAMA", "LOCKED", "TASKS", "RISK"});
+    for (const json& g : array_of(answer, "gpus")) {
+        const json empty = json::object();
+        const json* window = member(g, "window");
+        const json& w = window != nullptr ? *window : empty;
+        table.add({text_of(g, "index"), text_of(g, "name"), memory_cell(g),
+                   format_mib_or_dash(integer_of(g, "available_mib")),
+                   format_ratio(number_of(g, "util")), text_of(w, "samples"), risk_cell(w, "smact"),
+                   risk_cell(w, "smocc"), risk_cell(w, "drama"),
+                   flag_of(g, "locked") ? "warm-up" : "-", tasks_cell(g), verdict_cell(g)});
+    }
+    table.print();
+    fmt::print(
+        "SMACT/SMOCC/DRAMA: each one's risk statistic over the window, which the risk "
+        "filter compares\n");
+}
+
+struct GpusOptions {
+    std::string socket;
+    bool json = false;
+};
+
+int run_gpus(const GpusOptions& o) {
+    api::ApiClient client = connect(o.socket);
+    const json answer = or_die(client.gpus());
+    if (o.json) {
+        print_json(answer);
+    } else {
+        print_gpus(answer);
+    }
+    return 0;
+}
+
+// ---- replay -------------------------------------------------------------------------------
+
+struct ReplayOptions {
+    std::string socket;
+    std::string trace;
+    double time_scale = 1;
+    CLI::Option* time_scale_option = nullptr;  // not given: the daemon's time scale
+    bool dry_run = false;
+    bool wait = false;
+};
+
+// carma-fakejob is installed next to carma; the daemon runs it, so it must be an absolute path.
+// $CARMA_FAKEJOB overrides that, for other layouts and for tests.
+fs::path fakejob_path() {
+    if (const char* env = std::getenv("CARMA_FAKEJOB"); env != nullptr && env[0] != '\0') {
+        return fs::absolute(env);
+    }
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) {
+        die(
+            fmt::format("cannot find this program's directory (/proc/self/exe: {}); replay needs "
+                        "carma-fakejob next to carma",
+                        ec.message()));
+    }
+    return self.parent_path() / "carma-fakejob";
+}
+
+std::string format_seconds(double s) {
+    return fmt::format("{:g}", s);
+}
+
+api::SubmitRequest replay_request(const sim::TraceEntry& entry, const model::Catalog& catalog,
+                                  const fs::path& fakejob, const fs::path& cwd) {
+    const model::WorkloadProfile profile = sim::resolve_profile(entry, catalog);
+    const bool known = catalog.find(entry.task_name) != nullptr;
+    api::SubmitRequest r;
+    r.name = entry.task_name;
+    r.command = {fakejob.string(), "--profile", entry.task_name};
+    if (!known) {
+        // The fake job cannot look this task up; give it what the trace row says.
+        r.command.insert(r.command.end(), {"--duration-s", format_seconds(profile.t_solo_s),
+                                           "--memory", fmt::format("{}MiB", profile.m_peak_mib)});
+        if (!entry.task_class.empty()) {
+            r.command.insert(r.command.end(), {"--class", entry.task_class});
+        }
+    } else {
+        r.workload = entry.task_name;
+        const model::WorkloadProfile* catalog_profile = catalog.find(entry.task_name);
+        if (entry.standalone_s && std::abs(*entry.standalone_s - catalog_profile->t_solo_s) > 0.5) {
+            // The trace shortens or lengthens a known workload (the demo trace does).
+            r.command.insert(r.command.end(), {"--duration-s", format_seconds(profile.t_solo_s)});
+        }
+    }
+    r.gpus = profile.gpus;
+    r.memory = model::task_spec_for(profile).memory;
+    r.memory.model.reset();
+    if (profile.m_peak_mib > 0) {
+        r.memory.declared_mib = profile.m_peak_mib;  // so the oracle policies know it
+    } else {
+        r.memory.profiled_mib.reset();  // the row gave no memory: nothing is known
+    }
+    r.workdir = cwd.string();
+    return r;
+}
+
+std::string describe_request(const api::SubmitRequest& r) {
+    const int gpus = r.gpus.value_or(1);
+    return fmt::format(
+        "{} GPU{}, {}", gpus, gpus == 1 ? "" : "s",
+        r.memory.declared_mib ? format_mib(*r.memory.declared_mib) : std::string("memory unknown"));
+}
+
+struct Submitted {
+    TaskId id = 0;
+    std::string name;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Tallies of the final tasks, for the summary line.
+struct ReplaySummary {
+    std::map<std::string, int> by_state;
+    long long attempts = 0;
+    long long oom_attempts = 0;
+    std::optional<double> first_submit;
+    std::optional<double> last_finish;
+};
+
+// core::to_string(AttemptOutcome::OutOfMemory) is "out-of-memory"; "oom" is its short form.
+bool is_oom_outcome(std::string_view outcome) {
+    return outcome == "out-of-memory" || outcome == "oom";
+}
+
+void tally(const json& task, ReplaySummary& s) {
+    ++s.by_state[text_of(task, "state")];
+    s.attempts += integer_of(task, "attempts").value_or(0);
+    for (const json& a : array_of(task, "attempt_list")) {
+        s.oom_attempts += is_oom_outcome(text_of(a, "outcome", "")) ? 1 : 0;
+    }
+    if (std::optional<double> t = number_of(task, "submitted_at")) {
+        s.first_submit = std::min(s.first_submit.value_or(*t), *t);
+    }
+    if (std::optional<double> t = number_of(task, "finished_at")) {
+        s.last_finish = std::max(s.last_finish.value_or(*t), *t);
+    }
+}
+
+void print_summary(const std::string& trace, std::size_t count, double k, const ReplaySummary& s) {
+    auto n = [&](const char* state) {
+        auto it = s.by_state.find(state);
+        return it == s.by_state.end() ? 0 : it->second;
+    };
+    fmt::print(
+        "replay of {} done: {} tasks: {} succeeded, {} failed, {} cancelled, {} lost, {} "
+        "rejected\n",
+        trace, count, n("succeeded"), n("failed"), n("cancelled"), n("lost"), n("rejected"));
+    fmt::print("attempts: {} ({} out of memory)\n", s.attempts, s.oom_attempts);
+    if (s.first_submit && s.last_finish) {
+        // The daemon's clock is the wall clock; the simulator's is trace time, K times longer.
+        const double wall = *s.last_finish - *s.first_submit;
+        fmt::print("makespan: {} (first submission to last finish){}\n", format_duration(wall),
+                   k == 1 ? std::string()
+                          : fmt::format(", {} in trace time at time scale {}",
+                                        format_duration(wall * k), k));
+    }
+}
+
+// Waits until every submitted task is final, reporting each as it finishes.
+void wait_for_tasks(api::ApiClient& client, const std::vector<Submitted>& submitted,
+                    Clock::time_point start) {
+    std::map<TaskId, std::string> pending;
+    for (const Submitted& s : submitted) {
+        pending.emplace(s.id, s.name);
+    }
+    while (!pending.empty()) {
+        const json answer = or_die(client.list_tasks(true));
+        std::map<TaskId, std::string> unseen = pending;
+        for (const json& t : array_of(answer, "tasks")) {
+            const TaskId id = integer_of(t, "id").value_or(-1);
+            unseen.erase(id);
+            auto it = pending.find(id);
+            if (it != pending.end() && api::is_final_state(text_of(t, "state"))) {
+                fmt::print("[{:>9.1f}s] {} {} after {} attempt(s)\n", seconds_since(start),
+                           task_label(t), text_of(t, "state"), text_of(t, "attempts", "0"));
+                pending.erase(it);
+            }
+        }
+        // A task the daemon no longer lists (its state was lost) would be waited for forever.
+        for (const auto& [id, name] : unseen) {
+            fmt::print(stderr, "carma: task {} ({}) is no longer known to the daemon\n", id, name);
+            pending.erase(id);
+        }
+        std::fflush(stdout);
+        if (!pending.empty()) {
+            std::this_thread::sleep_for(kWaitPollInterval);
+        }
+    }
+}
+
+void print_dry_run(const sim::Trace& trace, const std::vector<api::SubmitRequest>& requests,
+                   double time_scale) {
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        fmt::print("[{:>9.1f}s] would submit {}: {}: {}\n", trace.entries[i].submit_s / time_scale,
+                   requests[i].name, describe_request(requests[i]),
+                   format_command(json(requests[i].command)));
+    }
+}
+
+void check_time_scale(double k, const sim::Trace& trace) {
+    if (!(k > 0) || !std::isfinite(k)) {
+        die(fmt::format("--time-scale must be a positive number (got {})", k));
+    }
+    if (!trace.entries.empty() && trace.entries.back().submit_s / k > kLongestReplay) {
+        die(
+            fmt::format("trace {} would take {:.3g} s to submit at time scale {}; raise "
+                        "--time-scale",
+                        trace.name, trace.entries.back().submit_s / k, k));
+    }
+}
+
+// The daemon runs fake jobs K times faster than their profiles (its time_scale). Submitting at
+// the same K keeps the trace's arrivals in step with the jobs' run times, so that is the default.
+double replay_time_scale(const ReplayOptions& o, api::ApiClient& client) {
+    const std::optional<double> daemon_k = number_of(or_die(client.status()), "time_scale");
+    if (o.time_scale_option->count() == 0) {
+        return daemon_k.value_or(1.0);
+    }
+    if (daemon_k && *daemon_k != o.time_scale) {
+        fmt::print(stderr,
+                   "carma: note: submitting at time scale {} while the daemon runs jobs at {}; "
+                   "the trace's load will differ from the simulator's\n",
+                   o.time_scale, *daemon_k);
+    }
+    return o.time_scale;
+}
+
+// Submits each request at its trace time / k after the start; returns the tasks the daemon took.
+std::vector<Submitted> submit_trace(api::ApiClient& client, const sim::Trace& trace,
+                                    const std::vector<api::SubmitRequest>& requests, double k,
+                                    Clock::time_point start) {
+    std::vector<Submitted> submitted;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        // Sleeping until a deadline (not for a gap) lets a late submission catch up at once.
+        std::this_thread::sleep_until(
+            start + std::chrono::duration_cast<Clock::duration>(
+                        std::chrono::duration<double>(trace.entries[i].submit_s / k)));
+        auto task = client.submit(api::request_body(requests[i]));
+        if (!task && task.error().code == ErrorCode::Io) {
+            die(task.error().message);  // the daemon is gone: nothing else will get through
+        }
+        if (!task) {
+            fmt::print(stderr, "carma: [{:>9.1f}s] {} refused: {}\n", seconds_since(start),
+                       requests[i].name, task.error().message);
+            continue;
+        }
+        const std::optional<TaskId> id = integer_of(*task, "id");
+        if (!id) {
+            die(fmt::format("the daemon accepted {} but its answer has no task id: {}",
+                            requests[i].name, task->dump()));
+        }
+        submitted.push_back({*id, requests[i].name});
+        fmt::print("[{:>9.1f}s] submitted {}: {}\n", seconds_since(start), task_label(*task),
+                   describe_request(requests[i]));
+        std::fflush(stdout);
+    }
+    return submitted;
+}
+
+int run_replay(const ReplayOptions& o) {
+    const sim::Trace trace = or_die(sim::load_trace(o.trace));
+    const fs::path fakejob = fakejob_path();
+    const fs::path cwd = fs::current_path();
+    std::vector<api::SubmitRequest> requests;
+    for (const sim::TraceEntry& e : trace.entries) {
+        requests.push_back(replay_request(e, model::Catalog::embedded(), fakejob, cwd));
+    }
+    if (o.dry_run) {
+        check_time_scale(o.time_scale, trace);
+        print_dry_run(trace, requests, o.time_scale);
+        return 0;
+    }
+    if (!fs::exists(fakejob)) {
+        die(fmt::format("{} does not exist; build the carma-fakejob target next to carma",
+                        fakejob.string()));
+    }
+    api::ApiClient client = connect(o.socket);
+    const double k = replay_time_scale(o, client);
+    check_time_scale(k, trace);
+    fmt::print("replaying {} ({} tasks) at time scale {}\n", trace.name, requests.size(), k);
+    const Clock::time_point start = Clock::now();
+    const std::vector<Submitted> submitted = submit_trace(client, trace, requests, k, start);
+    fmt::print("submitted {} of {} tasks of trace {}\n", submitted.size(), requests.size(),
+               trace.name);
+    if (o.wait && !submitted.empty()) {
+        wait_for_tasks(client, submitted, start);
+        ReplaySummary summary;
+        for (const Submitted& s : submitted) {
+            tally(or_die(client.task(s.id)), summary);
+        }
+        print_summary(trace.name, submitted.size(), k, summary);
+    }
+    return submitted.size() == requests.size() ? 0 : 1;
+}
+
+}  // namespace
+
+Action add_submit_command(CLI::App& app) {
+    auto o = std::make_shared<SubmitOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "submit",
+        "Queue a task: `carma submit [options] -- COMMAND ARGS...` or a task file "
+        "(.yaml, .rad)");
+    o->gpus_option = cmd->add_option("-g,--gpus", o->gpus, "Number of GPUs (default 1)");
+    cmd->add_option("--mem", o->memory, "Memory the task needs per GPU, e.g. 12GiB or 12000MiB");
+    cmd->add_option("--name", o->name, "Task name (default: the daemon derives one)");
+    cmd->add_option("--workdir", o->workdir, "Directory to run in (default: the current one)");
+    cmd->add_option("--env", o->env, "Environment variable NAME=VALUE for the task (repeatable)")
+        ->allow_extra_args(false);  // `--env A=1 python x` must not swallow the command
+    o->max_attempts_option = cmd->add_option("--max-attempts", o->max_attempts,
+                                             "Launches at most, counting out-of-memory retries");
+    cmd->add_option("--workload", o->workload, "Workload profile name (for fake jobs)");
+    cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
+    add_socket_option(cmd, o->socket);
+    cmd->add_option("args", o->args, "The command and its arguments (after --), or a task file");
+    return [o] { return run_submit(*o); };
+}
+
+Action add_queue_command(CLI::App& app) {
+    auto o = std::make_shared<QueueOptions>();
+    CLI::App* cmd = app.add_subcommand("queue", "List queued and running tasks");
+    cmd->add_flag("-a,--all", o->all, "Include finished tasks");
+    cmd->add_flag("--json", o->json, "Print {\"tasks\": [...]} as the daemon returns it");
+    add_socket_option(cmd, o->socket);
+    return [o] { return run_queue(*o); };
+}
+
+Action add_show_command(CLI::App& app) {
+    auto o = std::make_shared<ShowOptions>();
+    CLI::App* cmd = app.add_subcommand("show", "Show one task with its attempts");
+    cmd->add_option("id", o->id, "Task ID")->required();
+    cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
+    add_socket_option(cmd, o->socket);
+    return [o] { return run_show(*o); };
+}
+
+Action add_cancel_command(CLI::App& app) {
+    auto o = std::make_shared<ShowOptions>();
+    CLI::App* cmd = app.add_subcommand("cancel", "Cancel a queued task or stop a running one");
+    cmd->add_option("id", o->id, "Task ID")->required();
+    cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
+    add_socket_option(cmd, o->socket);
+    return [o] { return run_cancel(*o); };
+}
+
+Action add_logs_command(CLI::App& app) {
+    auto o = std::make_shared<LogsOptions>();
+    CLI::App* cmd = app.add_subcommand("logs", "Print a task's output");
+    cmd->add_option("id", o->id, "Task ID")->required();
+    cmd->add_flag("--stderr", o->stderr_stream, "The standard error log instead of stdout");
+    cmd->add_option("--attempt", o->attempt, "Attempt number (default: the latest)");
+    cmd->add_flag("-f,--follow", o->follow, "Keep printing until the task has finished");
+    add_socket_option(cmd, o->socket);
+    return [o] { return run_logs(*o); };
+}
+
+Action add_gpus_command(CLI::App& app) {
+    auto o = std::make_shared<GpusOptions>();
+    CLI::App* cmd = app.add_subcommand("gpus", "Show the GPUs: memory, activity, risk, tasks");
+    cmd->add_flag("--json", o->json, "Print the daemon's answer as JSON");
+    add_socket_option(cmd, o->socket);
+    return [o] { return run_gpus(*o); };
+}
+
+Action add_replay_command(CLI::App& app) {
+    auto o = std::make_shared<ReplayOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "replay", "Submit a trace's tasks as fake jobs to the daemon, at the trace's times");
+    cmd->add_option(
+           "trace", o->trace,
+           fmt::format("{} (built in) or a CSV file", fmt::join(sim::builtin_trace_names(), ", ")))
+        ->required();
+    o->time_scale_option = cmd->add_option(
+        "--time-scale", o->time_scale,
+        "Submit K times faster than the trace (default: the daemon's time scale, which also "
+        "speeds up its fake jobs; 1 for --dry-run)");
+    cmd->add_flag("--dry-run", o->dry_run, "Print what would be submitted, submit nothing");
+    cmd->add_flag("--wait", o->wait, "Wait until every task has finished and print a summary");
+    add_socket_option(cmd, o->socket);
+    return [o] { return run_replay(*o); };
+}
+
+}  // namespace carma::cli

@@ -1,0 +1,18 @@
+#pragma once
+// The user commands of `carma` that talk to the daemon over its API (docs/api.md). Each takes
+// --socket PATH (else $CARMA_SOCKET, else api::default_socket_path()). Register them in main.cpp
+// like add_simulate_command; their actions throw std::runtime_error with a user-facing message.
+
+#include "cli/commands.h"
+
+namespace carma::cli {
+
+Action add_submit_command(CLI::App& app);  // carma submit [opts] -- CMD... | FILE.yaml | FILE.rad
+Action add_queue_command(CLI::App& app);   // carma queue [--all] [--json]
+Action add_show_command(CLI::App& app);    // carma show ID [--json]
+Action add_cancel_command(CLI::App& app);  // carma cancel ID [--json]
+Action add_logs_command(CLI::App& app);    // carma logs ID [--stderr] [--attempt N] [--follow]
+Action add_gpus_command(CLI::App& app);    // carma gpus [--json]
+Action add_replay_command(CLI::App& app);  // carma replay TRACE [--time-scale K] [--dry-run]
+
+}  // namespace carma::cli

@@ -1,0 +1,160 @@
+// carma serve: the daemon. Options come from --config (YAML) and flags; flags win.
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "api/server.h"
+#include "cli/commands.h"
+#include "daemon/daemon.h"
+
+namespace carma::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+struct ServeFlags {
+    std::string config_file;
+    daemon::DaemonConfig values;
+    double smact = 0, smocc = 0, drama = 0;
+    std::string margin, no_info;
+};
+
+int run_serve(CLI::App* cmd, ServeFlags& f) {
+    daemon::DaemonConfig config;
+    if (!f.config_file.empty()) {
+        auto loaded = daemon::load_config(f.config_file, config);
+        if (!loaded) {
+            throw std::runtime_error(loaded.error().message);
+        }
+        config = *loaded;
+    }
+    auto given = [&](const char* name) { return cmd->count(name) > 0; };
+    const daemon::DaemonConfig& v = f.values;
+    if (given("--policy")) config.policy = v.policy;
+    if (given("--window")) config.window = v.window;
+    if (given("--warmup")) config.warmup_s = v.warmup_s;
+    if (given("--estimator")) config.estimator = v.estimator;
+    if (given("--gpus")) config.gpus = v.gpus;
+    if (given("--sharing")) config.sharing = v.sharing;
+    if (given("--state-dir")) config.state_dir = v.state_dir;
+    if (given("--socket")) config.socket = v.socket;
+    if (given("--max-attempts")) config.max_attempts = v.max_attempts;
+    if (given("--retry-failures")) config.retry_failures = v.retry_failures;
+    if (given("--time-scale")) config.time_scale = v.time_scale;
+    if (given("--kill-grace")) config.kill_grace_s = v.kill_grace_s;
+    if (given("--tcp")) config.tcp = v.tcp;
+    if (given("--token-file")) config.token_file = v.token_file;
+    if (given("--shim")) config.shim_path = v.shim_path;
+    if (given("--risk-smact")) config.risk.smact = f.smact;
+    if (given("--risk-smocc")) config.risk.smocc = f.smocc;
+    if (given("--risk-drama")) config.risk.drama = f.drama;
+    auto mem = [](const std::string& text, MiB& out) {
+        auto m = parse_memory(text);
+        if (!m) {
+            throw std::runtime_error(m.error().message);
+        }
+        out = *m;
+    };
+    if (given("--memory-margin")) mem(f.margin, config.memory_margin_mib);
+    if (given("--no-info-min-free")) mem(f.no_info, config.no_info_min_free_mib);
+    if (const char* env_socket = std::getenv("CARMA_SOCKET"); env_socket && !given("--socket") &&
+                                                              config.socket.empty()) {
+        config.socket = env_socket;
+    }
+
+    auto d = daemon::Daemon::create(config);
+    if (!d) {
+        throw std::runtime_error(d.error().message);
+    }
+    daemon::Daemon& daemon = **d;
+    const daemon::DaemonConfig& c = daemon.config();
+
+    api::ServerOptions options;
+    options.socket_path = c.socket;
+    if (!c.tcp.empty()) {
+        const auto colon = c.tcp.rfind(':');
+        if (colon == std::string::npos) {
+            throw std::runtime_error("--tcp must be HOST:PORT, e.g. 127.0.0.1:8787");
+        }
+        options.tcp_host = c.tcp.substr(0, colon);
+        options.tcp_port = std::stoi(c.tcp.substr(colon + 1));
+        std::ifstream token(c.token_file);
+        if (!token || !std::getline(token, options.token) || options.token.size() < 16) {
+            throw std::runtime_error(fmt::format("--tcp needs --token-file with a token of at "
+                                                 "least 16 characters (cannot use '{}')",
+                                                 c.token_file));
+        }
+    }
+    api::ApiServer server(daemon, options);
+    if (auto r = server.bind(); !r) {
+        throw std::runtime_error(r.error().message);
+    }
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    spdlog::info("carma serve: policy {}, GPUs {}, state {}, socket {}{}", c.policy,
+                 daemon.backend_name(), c.state_dir, c.socket,
+                 c.time_scale != 1 ? fmt::format(", time scale {}", c.time_scale) : "");
+    std::thread api_thread([&] { server.serve(); });
+    daemon.run(g_stop);
+    server.stop();
+    api_thread.join();
+    spdlog::info("carma serve stopped; running tasks continue under their supervisors");
+    return 0;
+}
+
+}  // namespace
+
+Action add_serve_command(CLI::App& app) {
+    auto f = std::make_shared<ServeFlags>();
+    CLI::App* cmd = app.add_subcommand("serve", "Run the CARMA daemon");
+    daemon::DaemonConfig& v = f->values;
+    cmd->add_option("--config", f->config_file, "YAML config file (flags override it)");
+    cmd->add_option("--policy", v.policy, "Placement policy, e.g. oracle-MAGM, OR-RR, exclusive")
+        ->capture_default_str();
+    cmd->add_option("--gpus", v.gpus, "auto | nvml | emulated:COUNTxTYPE (e.g. emulated:4xA100-40GB)")
+        ->capture_default_str();
+    cmd->add_option("--sharing", v.sharing, "Emulated GPUs: mps | timeslice")->capture_default_str();
+    cmd->add_option("--state-dir", v.state_dir,
+                    "State directory (default /var/lib/carma as root, else $XDG_STATE_HOME/carma)");
+    cmd->add_option("--socket", v.socket, "API socket (default <state-dir>/carma.sock)");
+    cmd->add_option("--window", v.window, "Monitor window in samples")->capture_default_str();
+    cmd->add_option("--warmup", v.warmup_s, "Warm-up lock in seconds")->capture_default_str();
+    cmd->add_option("--memory-margin", f->margin, "Margin over a known memory need (e.g. 2GiB)");
+    cmd->add_option("--no-info-min-free", f->no_info,
+                    "Free memory required when nothing is known (e.g. 5GiB)");
+    cmd->add_option("--estimator", v.estimator, "horus | faketensor | gpumemnet")
+        ->capture_default_str();
+    cmd->add_option("--risk-smact", f->smact, "Risk threshold on SMACT (default 0.80)");
+    cmd->add_option("--risk-smocc", f->smocc, "Risk threshold on SMOCC (default 0.45)");
+    cmd->add_option("--risk-drama", f->drama, "Risk threshold on DRAMA (default 0.40)");
+    cmd->add_option("--max-attempts", v.max_attempts, "Attempts per task (out-of-memory retries)")
+        ->capture_default_str();
+    cmd->add_flag("--retry-failures", v.retry_failures,
+                  "Also relaunch tasks that fail for other reasons (the paper's behaviour)");
+    cmd->add_option("--time-scale", v.time_scale,
+                    "Make periods (sampling, warm-up) and fake jobs K times shorter")
+        ->capture_default_str();
+    cmd->add_option("--kill-grace", v.kill_grace_s, "Seconds between SIGTERM and SIGKILL on cancel")
+        ->capture_default_str();
+    cmd->add_option("--tcp", v.tcp, "Also listen on loopback HOST:PORT (needs --token-file)");
+    cmd->add_option("--token-file", v.token_file, "Bearer token for --tcp");
+    cmd->add_option("--shim", v.shim_path, "Path of carma-shim (default: next to carma)");
+    return [cmd, f] { return run_serve(cmd, *f); };
+}
+
+}  // namespace carma::cli

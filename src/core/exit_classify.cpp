@@ -1,0 +1,72 @@
+#include "core/exit_classify.h"
+
+#include <array>
+
+namespace carma {
+
+namespace {
+
+// Case-sensitive on purpose: the frameworks print these exact spellings, and a case-insensitive
+// "oom" or "memory" would also match ordinary log lines ("zoom", "memory usage: ...").
+constexpr std::array<std::string_view, 6> kOutOfMemoryMarkers = {
+    "OutOfMemoryError",            // PyTorch torch.OutOfMemoryError / torch.cuda.OutOfMemoryError
+    "out of memory",               // "CUDA out of memory", "CUDA error: out of memory"
+    "CUBLAS_STATUS_ALLOC_FAILED",  // cuBLAS could not allocate its workspace
+    "cudaErrorMemoryAllocation",   // CUDA runtime error name
+    "RESOURCE_EXHAUSTED",          // TensorFlow / XLA / JAX status code
+    "OOM when allocating",         // TensorFlow "Resource exhausted: OOM when allocating tensor"
+};
+
+bool failed(const AttemptEnd& end) {
+    return end.signal.has_value() || (end.exit_code.has_value() && *end.exit_code != 0);
+}
+
+}  // namespace
+
+std::string_view to_string(AttemptOutcome o) {
+    switch (o) {
+        case AttemptOutcome::Succeeded:
+            return "succeeded";
+        case AttemptOutcome::Failed:
+            return "failed";
+        case AttemptOutcome::Cancelled:
+            return "cancelled";
+        case AttemptOutcome::Lost:
+            return "lost";
+        case AttemptOutcome::OutOfMemory:
+            return "out-of-memory";
+    }
+    return "unknown";
+}
+
+bool mentions_out_of_memory(std::string_view stderr_tail) {
+    for (std::string_view marker : kOutOfMemoryMarkers) {
+        if (stderr_tail.find(marker) != std::string_view::npos) {
+            return true;
+        }
+    }
+    return false;
+}
+
+AttemptOutcome classify_attempt(const AttemptEnd& end, std::string_view stderr_tail) {
+    if (end.record_missing) {
+        return AttemptOutcome::Lost;
+    }
+    if (!end.started) {
+        return AttemptOutcome::Failed;
+    }
+    // A task that finished its work before the stop took effect did succeed: keep its result.
+    if (!end.signal && end.exit_code == 0) {
+        return AttemptOutcome::Succeeded;
+    }
+    if (end.cancel_requested && failed(end)) {
+        return AttemptOutcome::Cancelled;
+    }
+    if (failed(end) && mentions_out_of_memory(stderr_tail)) {
+        return AttemptOutcome::OutOfMemory;
+    }
+    // Also a record with neither exit code nor signal: nothing says it worked.
+    return AttemptOutcome::Failed;
+}
+
+}  // namespace carma

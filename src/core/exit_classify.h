@@ -1,0 +1,28 @@
+#pragma once
+// How an attempt ended, from its exit and the tail of its stderr. Pure.
+
+#include <optional>
+#include <string_view>
+
+namespace carma {
+
+enum class AttemptOutcome { Succeeded, Failed, Cancelled, Lost, OutOfMemory };
+
+std::string_view to_string(AttemptOutcome o);
+
+struct AttemptEnd {
+    bool started = true;             // false: the command could not be executed
+    std::optional<int> exit_code;    // set when the task exited
+    std::optional<int> signal;       // set when a signal ended it
+    bool cancel_requested = false;   // someone asked for it to stop
+    bool record_missing = false;     // its supervisor vanished without writing an exit record
+};
+
+// Out-of-memory markers of the frameworks: PyTorch `torch.OutOfMemoryError` / `CUDA out of
+// memory`, `CUBLAS_STATUS_ALLOC_FAILED`, `cudaErrorMemoryAllocation`, TensorFlow
+// `RESOURCE_EXHAUSTED`, JAX `RESOURCE_EXHAUSTED: Out of memory`.
+bool mentions_out_of_memory(std::string_view stderr_tail);
+
+AttemptOutcome classify_attempt(const AttemptEnd& end, std::string_view stderr_tail);
+
+}  // namespace carma

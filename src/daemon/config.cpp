@@ -1,0 +1,219 @@
+#include "daemon/config.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "api/client.h"
+#include "core/memory_need.h"
+#include "core/policy.h"
+
+namespace carma::daemon {
+
+std::string default_state_dir() {
+    // The directory of the default socket, so a daemon and its clients agree without flags.
+    return std::filesystem::path(api::default_socket_path()).parent_path().string();
+}
+
+namespace {
+
+template <typename T>
+Result<T> scalar(const YAML::Node& node, const std::string& key, const std::string& source) {
+    try {
+        return node.as<T>();
+    } catch (const YAML::Exception&) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("{} line {}: '{}' has the wrong type", source,
+                                node.Mark().line + 1, key));
+    }
+}
+
+}  // namespace
+
+Result<DaemonConfig> parse_config(const std::string& text, const std::string& source,
+                                  DaemonConfig c) {
+    YAML::Node root;
+    try {
+        root = YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("{} line {}: {}", source, e.mark.line + 1, e.msg));
+    }
+    if (root.IsNull()) {
+        return c;
+    }
+    if (!root.IsMap()) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("{}: the config must be a mapping of keys to values", source));
+    }
+    static const std::set<std::string> known = {
+        "policy",  "risk",     "window",       "warmup_s",       "memory_margin",
+        "no_info_min_free", "estimator", "gpus", "sharing", "state_dir", "socket",
+        "max_attempts", "retry_failures", "time_scale", "kill_grace_s", "tcp", "token_file",
+        "shim_path"};
+    for (const auto& kv : root) {
+        const std::string key = kv.first.as<std::string>();
+        const YAML::Node& v = kv.second;
+        if (!known.contains(key)) {
+            std::string list;
+            for (const std::string& k : known) {
+                list += (list.empty() ? "" : ", ") + k;
+            }
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("{} line {}: unknown key '{}'; known keys: {}", source,
+                                    kv.first.Mark().line + 1, key, list));
+        }
+        auto str = [&]() { return scalar<std::string>(v, key, source); };
+        auto set_str = [&](std::string& out) -> Result<void> {
+            auto s = str();
+            if (!s) {
+                return tl::unexpected(s.error());
+            }
+            out = *s;
+            return {};
+        };
+        auto set_mem = [&](MiB& out) -> Result<void> {
+            auto s = str();
+            if (!s) {
+                return tl::unexpected(s.error());
+            }
+            auto m = parse_memory(*s);
+            if (!m) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("{}: {}: {}", source, key, m.error().message));
+            }
+            out = *m;
+            return {};
+        };
+        Result<void> r;
+        if (key == "policy") {
+            r = set_str(c.policy);
+        } else if (key == "estimator") {
+            r = set_str(c.estimator);
+        } else if (key == "gpus") {
+            r = set_str(c.gpus);
+        } else if (key == "sharing") {
+            r = set_str(c.sharing);
+        } else if (key == "state_dir") {
+            r = set_str(c.state_dir);
+        } else if (key == "socket") {
+            r = set_str(c.socket);
+        } else if (key == "tcp") {
+            r = set_str(c.tcp);
+        } else if (key == "token_file") {
+            r = set_str(c.token_file);
+        } else if (key == "shim_path") {
+            r = set_str(c.shim_path);
+        } else if (key == "memory_margin") {
+            r = set_mem(c.memory_margin_mib);
+        } else if (key == "no_info_min_free") {
+            r = set_mem(c.no_info_min_free_mib);
+        } else if (key == "window") {
+            auto n = scalar<int>(v, key, source);
+            if (!n) {
+                return tl::unexpected(n.error());
+            }
+            c.window = static_cast<std::size_t>(std::max(*n, 0));
+        } else if (key == "max_attempts") {
+            auto n = scalar<int>(v, key, source);
+            if (!n) {
+                return tl::unexpected(n.error());
+            }
+            c.max_attempts = *n;
+        } else if (key == "retry_failures") {
+            auto b = scalar<bool>(v, key, source);
+            if (!b) {
+                return tl::unexpected(b.error());
+            }
+            c.retry_failures = *b;
+        } else if (key == "warmup_s" || key == "time_scale" || key == "kill_grace_s") {
+            auto d = scalar<double>(v, key, source);
+            if (!d) {
+                return tl::unexpected(d.error());
+            }
+            (key == "warmup_s" ? c.warmup_s : key == "time_scale" ? c.time_scale : c.kill_grace_s) =
+                *d;
+        } else if (key == "risk") {
+            if (!v.IsMap()) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("{}: risk must map smact/smocc/drama to thresholds",
+                                        source));
+            }
+            for (const auto& t : v) {
+                const std::string name = t.first.as<std::string>();
+                auto d = scalar<double>(t.second, "risk." + name, source);
+                if (!d) {
+                    return tl::unexpected(d.error());
+                }
+                if (name == "smact") {
+                    c.risk.smact = *d;
+                } else if (name == "smocc") {
+                    c.risk.smocc = *d;
+                } else if (name == "drama") {
+                    c.risk.drama = *d;
+                } else {
+                    return fail(ErrorCode::InvalidArgument,
+                                fmt::format("{}: unknown risk threshold '{}'; use smact, smocc, "
+                                            "drama",
+                                            source, name));
+                }
+            }
+        }
+        if (!r) {
+            return tl::unexpected(r.error());
+        }
+    }
+    return c;
+}
+
+Result<DaemonConfig> load_config(const std::string& path, DaemonConfig base) {
+    std::ifstream in(path);
+    if (!in) {
+        return fail(ErrorCode::Io, fmt::format("cannot read config file {}", path));
+    }
+    std::stringstream buf;
+    buf << in.rdbuf();
+    return parse_config(buf.str(), path, std::move(base));
+}
+
+Result<DaemonConfig> finalize(DaemonConfig c) {
+    if (auto p = find_policy(c.policy); !p) {
+        return tl::unexpected(p.error());
+    }
+    if (auto e = parse_estimator(c.estimator); !e) {
+        return tl::unexpected(e.error());
+    }
+    if (c.window < 1 || c.window > 3600) {
+        return fail(ErrorCode::InvalidArgument, "window must be 1..3600 samples");
+    }
+    if (c.max_attempts < 1 || c.max_attempts > 100) {
+        return fail(ErrorCode::InvalidArgument, "max_attempts must be 1..100");
+    }
+    if (!(c.time_scale > 0) || c.time_scale > 10000) {
+        return fail(ErrorCode::InvalidArgument, "time_scale must be > 0 and <= 10000");
+    }
+    if (c.warmup_s < 0 || c.kill_grace_s < 0) {
+        return fail(ErrorCode::InvalidArgument, "warmup_s and kill_grace_s must be >= 0");
+    }
+    if (c.state_dir.empty()) {
+        c.state_dir = default_state_dir();
+    }
+    // Attempt directories are found again after a restart by the path the store recorded.
+    c.state_dir = std::filesystem::absolute(c.state_dir).lexically_normal().string();
+    if (c.state_dir.size() > 1 && c.state_dir.back() == '/') {
+        c.state_dir.pop_back();
+    }
+    if (c.socket.empty()) {
+        c.socket = c.state_dir + "/carma.sock";
+    }
+    return c;
+}
+
+}  // namespace carma::daemon

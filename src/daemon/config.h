@@ -1,0 +1,46 @@
+#pragma once
+// Everything `carma serve` can be told, from a YAML file (--config) and flags (flags win).
+
+#include <string>
+
+#include "core/result.h"
+#include "core/risk_filter.h"
+#include "core/units.h"
+
+namespace carma::daemon {
+
+struct DaemonConfig {
+    std::string policy = "oracle-MAGM";
+    RiskThresholds risk;
+    std::size_t window = 30;         // samples per GPU
+    double warmup_s = 30;
+    MiB memory_margin_mib = 2048;
+    MiB no_info_min_free_mib = 5120;
+    std::string estimator = "horus";
+    std::string gpus = "auto";       // auto | emulated:4xA100-40GB | nvml
+    std::string sharing = "mps";     // emulated GPUs only
+    std::string state_dir;           // default: default_state_dir()
+    std::string socket;              // default: <state_dir>/carma.sock
+    int max_attempts = 3;
+    bool retry_failures = false;     // relaunch any non-zero exit, as the paper's code does
+    double time_scale = 1;           // periods (sampling, warm-up) and fake jobs K times shorter
+    double kill_grace_s = 10;
+    std::string tcp;                 // "127.0.0.1:PORT", empty = off
+    std::string token_file;
+    std::string shim_path;           // default: carma-shim next to the carma executable
+};
+
+// /var/lib/carma as root, $XDG_STATE_HOME/carma (~/.local/state/carma) otherwise: the directory
+// of api::default_socket_path().
+std::string default_state_dir();
+
+// Reads a YAML config; unknown keys are errors that name the key and the file.
+Result<DaemonConfig> load_config(const std::string& path, DaemonConfig base);
+// Parses YAML text (for tests); `source` names it in errors.
+Result<DaemonConfig> parse_config(const std::string& text, const std::string& source,
+                                  DaemonConfig base);
+
+// Checks values and fills defaults that depend on others (socket from state dir).
+Result<DaemonConfig> finalize(DaemonConfig config);
+
+}  // namespace carma::daemon

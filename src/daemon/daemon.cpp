@@ -1,0 +1,609 @@
+#include "daemon/daemon.h"
+
+#include <grp.h>
+#include <signal.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/exit_classify.h"
+#include "daemon/backend.h"
+#include "daemon/task_json.h"
+
+namespace carma::daemon {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double wall_now() {
+    using namespace std::chrono;
+    return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+double steady_now() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// Variables a task gets besides what its submitter declared. Never the daemon's environment.
+constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
+
+std::string read_tail(const std::string& path, std::size_t max_bytes) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return {};
+    }
+    in.seekg(0, std::ios::end);
+    const auto size = static_cast<std::size_t>(std::max<std::streamoff>(0, in.tellg()));
+    const std::size_t start = size > max_bytes ? size - max_bytes : 0;
+    in.seekg(static_cast<std::streamoff>(start));
+    std::string out(size - start, '\0');
+    in.read(out.data(), static_cast<std::streamsize>(out.size()));
+    return out;
+}
+
+// The process group of a process, from /proc/<pid>/stat (field 5).
+std::optional<pid_t> process_group(int pid) {
+    std::ifstream in(fmt::format("/proc/{}/stat", pid));
+    std::string stat;
+    if (!std::getline(in, stat)) {
+        return std::nullopt;
+    }
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) {
+        return std::nullopt;
+    }
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (!(rest >> state >> ppid >> pgrp)) {
+        return std::nullopt;
+    }
+    return static_cast<pid_t>(pgrp);
+}
+
+std::vector<gid_t> supplementary_groups(const std::string& user, gid_t gid) {
+    int n = 64;
+    std::vector<gid_t> groups(static_cast<std::size_t>(n));
+    if (getgrouplist(user.c_str(), gid, groups.data(), &n) < 0) {
+        groups.resize(static_cast<std::size_t>(n));
+        getgrouplist(user.c_str(), gid, groups.data(), &n);
+    }
+    groups.resize(static_cast<std::size_t>(std::max(n, 0)));
+    return groups;
+}
+
+std::string self_dir() {
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? std::string(".") : exe.parent_path().string();
+}
+
+}  // namespace
+
+// --- construction and restore -----------------------------------------------------------------
+
+Daemon::Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
+               std::unique_ptr<store::Store> store, SchedulerConfig scheduler_config)
+    : config_(std::move(config)),
+      backend_(std::move(backend)),
+      store_(std::move(store)),
+      scheduler_(std::move(scheduler_config)),
+      started_steady_(steady_now()) {
+    for (std::size_t i = 0; i < backend_->gpus().size(); ++i) {
+        windows_.emplace_back(config_.window);
+    }
+}
+
+Daemon::~Daemon() = default;
+
+Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
+    auto finalized = finalize(raw);
+    if (!finalized) {
+        return tl::unexpected(finalized.error());
+    }
+    DaemonConfig config = *finalized;
+    std::error_code ec;
+    fs::create_directories(config.state_dir, ec);
+    if (ec) {
+        return fail(ErrorCode::Io, fmt::format("cannot create state directory {}: {}; choose "
+                                               "another with --state-dir",
+                                               config.state_dir, ec.message()));
+    }
+    ::chmod(config.state_dir.c_str(), 0755);
+    fs::create_directories(fs::path(config.state_dir) / "attempts", ec);
+    ::chmod((fs::path(config.state_dir) / "attempts").c_str(), 0700);
+    if (config.shim_path.empty()) {
+        config.shim_path = self_dir() + "/carma-shim";
+    }
+    if (::access(config.shim_path.c_str(), X_OK) != 0) {
+        return fail(ErrorCode::NotFound,
+                    fmt::format("the supervisor binary {} is missing; install carma-shim next to "
+                                "carma or set shim_path",
+                                config.shim_path));
+    }
+
+    auto backend = open_backend(config);
+    if (!backend) {
+        return tl::unexpected(backend.error());
+    }
+    auto store = store::Store::open(config.state_dir + "/carma.db");
+    if (!store) {
+        return tl::unexpected(store.error());
+    }
+
+    SchedulerConfig sc;
+    sc.policy = *find_policy(config.policy);
+    sc.placement.memory.margin_mib = config.memory_margin_mib;
+    sc.placement.memory.no_info_min_free_mib = config.no_info_min_free_mib;
+    sc.placement.memory.estimator = *parse_estimator(config.estimator);
+    sc.placement.risk = config.risk;
+    sc.warmup.settle_s = config.warmup_s;
+
+    std::unique_ptr<Daemon> d(
+        new Daemon(config, std::move(*backend), std::move(*store), std::move(sc)));
+    if (auto r = d->restore(); !r) {
+        return tl::unexpected(r.error());
+    }
+    return d;
+}
+
+Result<void> Daemon::restore() {
+    std::lock_guard lock(mu_);
+    auto tasks = store_->tasks(/*include_final=*/false);
+    if (!tasks) {
+        return tl::unexpected(tasks.error());
+    }
+    auto open = store_->open_attempts();
+    if (!open) {
+        return tl::unexpected(open.error());
+    }
+    std::map<TaskId, store::AttemptRow> open_by_task;
+    for (const store::AttemptRow& a : *open) {
+        open_by_task[a.task] = a;
+    }
+    int requeued = 0, reattached = 0;
+    for (store::TaskRow& t : *tasks) {
+        switch (t.state) {
+            case store::TaskState::Queued:
+                scheduler_.enqueue(t.id, t.spec);
+                ++requeued;
+                break;
+            case store::TaskState::Recovering:
+                scheduler_.enqueue_recovery(t.id, t.spec);
+                ++requeued;
+                break;
+            case store::TaskState::Running: {
+                auto it = open_by_task.find(t.id);
+                if (it == open_by_task.end()) {
+                    // The daemon stopped between the decision and the launch: nothing ran.
+                    t.state = store::TaskState::Queued;
+                    t.message = "re-queued after a daemon restart (it had not started)";
+                    (void)store_->update_task(t);
+                    scheduler_.enqueue(t.id, t.spec);
+                    ++requeued;
+                    break;
+                }
+                store::AttemptRow& a = it->second;
+                LiveAttempt live;
+                live.task = t.id;
+                live.number = a.number;
+                live.gpus = a.gpus;
+                live.handle = exec::LaunchHandle{a.shim_pid, a.dir};
+                live.seen = true;  // it has been running for a while; no warm-up lock
+                if (live.handle.shim_pid == 0) {
+                    std::ifstream pidfile(a.dir + "/shim.pid");
+                    pidfile >> live.handle.shim_pid;
+                }
+                if (!fs::exists(a.dir)) {
+                    // Recorded but never launched: put it back, it has not run.
+                    a.ended_at = wall_now();
+                    a.outcome = "lost";
+                    (void)store_->update_attempt(a);
+                    t.state = store::TaskState::Queued;
+                    t.message = "re-queued after a daemon restart (its launch had not happened)";
+                    (void)store_->update_task(t);
+                    scheduler_.enqueue(t.id, t.spec);
+                    ++requeued;
+                    break;
+                }
+                live_[t.id] = live;
+                ++reattached;
+                break;
+            }
+            default:
+                break;
+        }
+    }
+    event(0, "daemon-started",
+          fmt::format("policy {} on {}; {} waiting task(s) re-queued, {} running attempt(s) "
+                      "re-attached",
+                      config_.policy, backend_->name(), requeued, reattached));
+    spdlog::info("restored state: {} waiting task(s), {} running attempt(s)", requeued,
+                 reattached);
+    return {};
+}
+
+double Daemon::now() const { return (steady_now() - started_steady_) * config_.time_scale; }
+
+void Daemon::event(TaskId task, const std::string& kind, const std::string& message) {
+    store::EventRow e;
+    e.time = wall_now();
+    e.task = task;
+    e.kind = kind;
+    e.message = message;
+    if (auto r = store_->add_event(e); !r) {
+        spdlog::warn("cannot record event {} of task {}: {}", kind, task, r.error().message);
+    }
+    if (task != 0) {
+        spdlog::info("task={} {}: {}", task, kind, message);
+    }
+}
+
+// --- the loop ---------------------------------------------------------------------------------
+
+void Daemon::run(const std::atomic<bool>& stop) {
+    const auto period = std::chrono::duration<double>(1.0 / config_.time_scale);
+    auto next = std::chrono::steady_clock::now();
+    while (!stop.load()) {
+        tick();
+        next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(period);
+        const auto now_tp = std::chrono::steady_clock::now();
+        if (next < now_tp) {
+            next = now_tp;  // fell behind: do not try to catch up with a burst of ticks
+        }
+        // Sleep in short slices so a stop request is honoured promptly.
+        while (!stop.load() && std::chrono::steady_clock::now() < next) {
+            std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+                next - std::chrono::steady_clock::now(), std::chrono::milliseconds(100)));
+        }
+    }
+    std::lock_guard lock(mu_);
+    event(0, "daemon-stopped",
+          fmt::format("{} attempt(s) left running under their supervisors", live_.size()));
+}
+
+void Daemon::tick() {
+    std::lock_guard lock(mu_);
+    ++ticks_;
+    sample_gpus();
+    notice_sightings();
+    collect_exits();
+    decide();
+}
+
+void Daemon::sample_gpus() {
+    auto samples = backend_->sample();
+    if (!samples) {
+        spdlog::warn("cannot sample GPUs: {}", samples.error().message);
+        return;
+    }
+    last_samples_ = *samples;
+    for (const device::GpuSample& s : last_samples_) {
+        if (s.index < 0 || static_cast<std::size_t>(s.index) >= windows_.size() ||
+            !s.error.empty()) {
+            continue;
+        }
+        MetricSample m;
+        m.free_mib = s.free_mib;
+        m.smact = s.smact;
+        m.smocc = s.smocc;
+        m.drama = s.drama;
+        m.util = s.util;
+        m.power_w = s.power_w;
+        windows_[static_cast<std::size_t>(s.index)].push(m);
+    }
+    // Downsampled history: one row per GPU every 10 samples.
+    if (ticks_ % 10 == 1) {
+        std::vector<store::GpuSampleRow> rows;
+        const double t = wall_now();
+        for (const device::GpuSample& s : last_samples_) {
+            rows.push_back(store::GpuSampleRow{t, s.index, s.free_mib, s.used_mib, s.util,
+                                               s.smact, s.smocc, s.drama, s.power_w, s.energy_j});
+        }
+        if (auto r = store_->add_gpu_samples(rows); !r) {
+            spdlog::warn("cannot store GPU samples: {}", r.error().message);
+        }
+    }
+}
+
+void Daemon::notice_sightings() {
+    for (auto& [id, live] : live_) {
+        if (live.seen) {
+            continue;
+        }
+        auto pgid = exec::task_pgid(live.handle.attempt_dir);
+        if (!pgid) {
+            continue;
+        }
+        for (const device::GpuSample& s : last_samples_) {
+            if (std::find(live.gpus.begin(), live.gpus.end(), s.index) == live.gpus.end()) {
+                continue;
+            }
+            for (const device::GpuProcess& p : s.processes) {
+                if (p.pid == *pgid || process_group(p.pid) == *pgid) {
+                    live.seen = true;
+                }
+            }
+        }
+        if (live.seen) {
+            scheduler_.task_seen(id, now());
+        }
+    }
+}
+
+void Daemon::collect_exits() {
+    std::vector<TaskId> ended;
+    for (auto& [id, live] : live_) {
+        if (exec::read_exit(live.handle.attempt_dir) || !exec::shim_alive(live.handle)) {
+            ended.push_back(id);
+        }
+    }
+    for (TaskId id : ended) {
+        LiveAttempt live = live_.at(id);
+        live_.erase(id);
+        // Read again: the shim may have written its record between the two checks above.
+        auto record = exec::read_exit(live.handle.attempt_dir);
+        finish_attempt(std::move(live), record ? &*record : nullptr);
+    }
+}
+
+void Daemon::finish_attempt(LiveAttempt live, const exec::ExitRecord* record) {
+    scheduler_.task_exited(live.task);
+    auto task_r = store_->task(live.task);
+    if (!task_r || !*task_r) {
+        spdlog::error("task={} ended but is not in the store", live.task);
+        return;
+    }
+    store::TaskRow task = **task_r;
+    AttemptEnd end;
+    if (record) {
+        end.started = record->started;
+        end.exit_code = record->exit_code;
+        end.signal = record->signal;
+        end.cancel_requested = record->cancel_requested || live.stop_requested;
+    } else {
+        end.record_missing = true;
+    }
+    if (end.record_missing) {
+        // The supervisor died without a record (e.g. SIGKILL); its task may still run unwatched.
+        if (auto pgid = exec::task_pgid(live.handle.attempt_dir); pgid && *pgid > 1) {
+            ::kill(-*pgid, SIGKILL);
+        }
+    }
+    const std::string tail = read_tail(live.handle.attempt_dir + "/stderr.log", 64 * 1024);
+    const AttemptOutcome outcome = classify_attempt(end, tail);
+
+    auto attempts = store_->attempts(task.id);
+    if (attempts) {
+        for (store::AttemptRow& a : *attempts) {
+            if (a.number == live.number) {
+                a.ended_at = record && record->ended_at > 0 ? record->ended_at : wall_now();
+                a.outcome = std::string(to_string(outcome));
+                a.exit_code = end.exit_code;
+                a.signal = end.signal;
+                (void)store_->update_attempt(a);
+            }
+        }
+    }
+
+    std::string how;
+    if (!end.started) {
+        how = record && !record->error.empty() ? record->error : "could not start";
+    } else if (end.exit_code) {
+        how = fmt::format("exit code {}", *end.exit_code);
+    } else if (end.signal) {
+        how = fmt::format("killed by signal {}", *end.signal);
+    } else {
+        how = "its supervisor vanished without an exit record";
+    }
+    const bool retryable =
+        outcome == AttemptOutcome::OutOfMemory ||
+        (outcome == AttemptOutcome::Failed && config_.retry_failures && end.started);
+    if (retryable && task.attempts < task.max_attempts) {
+        task.state = store::TaskState::Recovering;
+        task.message = fmt::format("attempt {} {} ({}); relaunching on idle GPUs",
+                                   live.number,
+                                   outcome == AttemptOutcome::OutOfMemory ? "ran out of GPU memory"
+                                                                         : "failed",
+                                   how);
+        scheduler_.enqueue_recovery(task.id, task.spec);
+    } else {
+        switch (outcome) {
+            case AttemptOutcome::Succeeded: task.state = store::TaskState::Succeeded; break;
+            case AttemptOutcome::Cancelled: task.state = store::TaskState::Cancelled; break;
+            case AttemptOutcome::Lost: task.state = store::TaskState::Lost; break;
+            default: task.state = store::TaskState::Failed; break;
+        }
+        task.finished_at = wall_now();
+        task.message = outcome == AttemptOutcome::Succeeded
+                           ? "succeeded"
+                           : fmt::format("{} after {} attempt(s): {}", to_string(outcome),
+                                         task.attempts, how);
+    }
+    if (outcome == AttemptOutcome::OutOfMemory) {
+        ++oom_total_;
+    }
+    (void)store_->update_task(task);
+    event(task.id, outcome == AttemptOutcome::OutOfMemory ? "oom" : "exited",
+          fmt::format("attempt {}: {} ({})", live.number, to_string(outcome), how));
+}
+
+std::vector<std::pair<std::string, std::string>> Daemon::task_environment(
+    const store::TaskRow& task, const LiveAttempt& live, const std::string& devices) {
+    std::vector<std::pair<std::string, std::string>> env;
+    std::set<std::string> declared;
+    for (const auto& [k, v] : task.env) {
+        env.emplace_back(k, v);
+        declared.insert(k);
+    }
+    auto add_default = [&](const std::string& k, const std::string& v) {
+        if (!declared.contains(k)) {
+            env.emplace_back(k, v);
+        }
+    };
+    struct passwd pw {};
+    struct passwd* found = nullptr;
+    char buf[4096];
+    if (getpwuid_r(task.uid, &pw, buf, sizeof buf, &found) == 0 && found) {
+        add_default("HOME", found->pw_dir);
+        add_default("SHELL", found->pw_shell);
+    }
+    add_default("PATH", kDefaultPath);
+    add_default("USER", task.user);
+    add_default("LOGNAME", task.user);
+    // Set by CARMA whatever the submitter declared: where the task may run.
+    std::erase_if(env, [](const auto& kv) {
+        return kv.first == "CUDA_VISIBLE_DEVICES" || kv.first.starts_with("CARMA_");
+    });
+    env.emplace_back("CUDA_VISIBLE_DEVICES", devices);
+    env.emplace_back("CARMA_TASK_ID", std::to_string(task.id));
+    env.emplace_back("CARMA_ATTEMPT", std::to_string(live.number));
+    if (config_.time_scale != 1) {
+        env.emplace_back("CARMA_TIME_SCALE", fmt::format("{}", config_.time_scale));
+    }
+    for (const auto& kv : backend_->task_environment()) {
+        env.push_back(kv);
+    }
+    return env;
+}
+
+void Daemon::decide() {
+    std::vector<GpuView> views;
+    for (const device::GpuInfo& g : backend_->gpus()) {
+        GpuView v;
+        v.index = g.index;
+        v.total_mib = g.total_mib;
+        const auto idx = static_cast<std::size_t>(g.index);
+        v.stats = windows_[idx].stats();
+        for (const device::GpuSample& s : last_samples_) {
+            if (s.index == g.index) {
+                v.has_processes = !s.processes.empty();
+            }
+        }
+        // A GPU running one of our attempts is never idle, even before (or without) its process
+        // showing up there: the exclusive path must not stack tasks on it.
+        for (const auto& [id, live] : live_) {
+            if (std::find(live.gpus.begin(), live.gpus.end(), g.index) != live.gpus.end()) {
+                v.has_processes = true;
+            }
+        }
+        views.push_back(v);
+    }
+    // Decisions block until every window has filled once, as the paper's monitor does.
+    for (const MetricWindow& w : windows_) {
+        if (!w.full()) {
+            pending_reason_ = "the GPU monitor is filling its first window";
+            return;
+        }
+    }
+    StepResult step = scheduler_.step(views, now());
+    pending_reason_ = step.pending_reason;
+    for (const Rejection& r : step.rejected) {
+        auto t = store_->task(r.task);
+        if (t && *t) {
+            store::TaskRow row = **t;
+            row.state = store::TaskState::Rejected;
+            row.finished_at = wall_now();
+            row.message = r.reason;
+            (void)store_->update_task(row);
+            event(row.id, "rejected", r.reason);
+        }
+    }
+    for (const Placement& p : step.placed) {
+        launch(p);
+    }
+    if (step.pending_task) {
+        auto t = store_->task(*step.pending_task);
+        if (t && *t && (*t)->message != step.pending_reason) {
+            store::TaskRow row = **t;
+            row.message = step.pending_reason;
+            (void)store_->update_task(row);
+        }
+    }
+}
+
+void Daemon::launch(const Placement& p) {
+    auto t = store_->task(p.task);
+    if (!t || !*t) {
+        spdlog::error("task={} was placed but is not in the store", p.task);
+        return;
+    }
+    store::TaskRow task = **t;
+    task.attempts += 1;
+    LiveAttempt live;
+    live.task = task.id;
+    live.number = task.attempts;
+    live.gpus = p.gpus;
+    const std::string dir = fmt::format("{}/attempts/{}/{}", config_.state_dir, task.id,
+                                        live.number);
+    std::error_code ec;
+    fs::create_directories(fs::path(dir).parent_path(), ec);
+
+    std::string devices;
+    for (int g : p.gpus) {
+        devices += (devices.empty() ? "" : ",") + backend_->gpus()[static_cast<std::size_t>(g)].uuid;
+    }
+    store::AttemptRow attempt;
+    attempt.task = task.id;
+    attempt.number = live.number;
+    attempt.gpus = p.gpus;
+    attempt.dir = dir;
+    attempt.started_at = wall_now();
+    attempt.recovered = p.recovered;
+    // Recorded before the launch: a restart then knows an attempt may exist (see restore()).
+    task.state = store::TaskState::Running;
+    task.message = fmt::format("running on GPU {}{}", fmt::join(p.gpus, ","),
+                               p.exclusive ? "" : " (shared)");
+    (void)store_->insert_attempt(attempt);
+    (void)store_->update_task(task);
+
+    exec::LaunchRequest req;
+    req.argv = task.spec.command;
+    req.workdir = task.workdir;
+    req.env = task_environment(task, live, devices);
+    req.uid = task.uid;
+    req.gid = task.gid;
+    req.switch_user = ::geteuid() == 0 && task.uid != 0;
+    if (req.switch_user) {
+        req.groups = supplementary_groups(task.user, task.gid);
+    }
+    req.attempt_dir = dir;
+    req.kill_grace_s = config_.kill_grace_s;
+    auto handle = exec::launch(req, config_.shim_path);
+    if (!handle) {
+        attempt.ended_at = wall_now();
+        attempt.outcome = "failed";
+        (void)store_->update_attempt(attempt);
+        task.state = store::TaskState::Failed;
+        task.finished_at = wall_now();
+        task.message = "could not launch: " + handle.error().message;
+        (void)store_->update_task(task);
+        scheduler_.task_exited(task.id);
+        event(task.id, "failed", task.message);
+        return;
+    }
+    live.handle = *handle;
+    attempt.shim_pid = handle->shim_pid;
+    (void)store_->update_attempt(attempt);
+    live_[task.id] = live;
+    event(task.id, "placed",
+          fmt::format("attempt {} on GPU {}{}{}", live.number, fmt::join(p.gpus, ","),
+                      p.exclusive ? " (idle)" : " (collocated)",
+                      p.recovered ? ", recovered from out-of-memory" : ""));
+}
+
+}  // namespace carma::daemon

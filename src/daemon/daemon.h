@@ -1,0 +1,105 @@
+#pragma once
+// The composition root of `carma serve`: wires the GPU backend, the store, the launcher and the
+// API to the same Scheduler::step the simulator runs, on the real clock.
+//
+// Threads: the API server's handler threads and the scheduler loop share one mutex around the
+// daemon's mutable state (scheduler queues, metric windows, live attempts); the store has its own.
+// Restart safety: every state change is written to the store before it is acted on, attempts run
+// under detached supervisors (exec/launch.h), and on start the daemon re-queues waiting tasks and
+// re-attaches to live attempts, recording exits that happened while it was away.
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/service.h"
+#include "core/metric_window.h"
+#include "core/scheduler.h"
+#include "daemon/config.h"
+#include "device/gpu_backend.h"
+#include "exec/launch.h"
+#include "store/store.h"
+
+namespace carma::daemon {
+
+class Daemon final : public api::Service {
+public:
+    // Opens the state directory, the store and the GPU backend, and restores what the store
+    // holds. Errors name what failed and how to fix it.
+    static Result<std::unique_ptr<Daemon>> create(const DaemonConfig& config);
+    ~Daemon() override;
+
+    // Runs the scheduler loop until `stop` becomes true.
+    void run(const std::atomic<bool>& stop);
+    // One loop iteration (sampling, exits, decisions, launches); public for tests.
+    void tick();
+
+    const DaemonConfig& config() const { return config_; }
+    std::string backend_name() const { return backend_->name(); }
+
+    // api::Service
+    api::ApiResult<nlohmann::json> submit(const api::Caller& caller,
+                                          const nlohmann::json& body) override;
+    api::ApiResult<nlohmann::json> list_tasks(const api::Caller& caller,
+                                              bool include_final) override;
+    api::ApiResult<nlohmann::json> show_task(const api::Caller& caller, std::int64_t id) override;
+    api::ApiResult<nlohmann::json> cancel_task(const api::Caller& caller, std::int64_t id) override;
+    api::ApiResult<api::LogSlice> task_logs(const api::Caller& caller, std::int64_t id,
+                                            bool stderr_stream, int attempt,
+                                            std::uint64_t offset) override;
+    api::ApiResult<nlohmann::json> gpus(const api::Caller& caller) override;
+    api::ApiResult<nlohmann::json> events(const api::Caller& caller, std::int64_t after,
+                                          std::int64_t task, int limit) override;
+    api::ApiResult<nlohmann::json> status(const api::Caller& caller) override;
+    std::string metrics() override;
+    api::ApiResult<void> admit(const api::Caller& caller) override;
+
+private:
+    struct LiveAttempt {
+        TaskId task = 0;
+        int number = 0;
+        std::vector<int> gpus;
+        exec::LaunchHandle handle;
+        bool seen = false;
+        bool stop_requested = false;
+    };
+
+    Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
+           std::unique_ptr<store::Store> store, SchedulerConfig scheduler_config);
+
+    Result<void> restore();
+    double now() const;  // scheduler clock: seconds since start x time_scale
+    void sample_gpus();
+    void notice_sightings();
+    void collect_exits();
+    void finish_attempt(LiveAttempt live, const exec::ExitRecord* record);
+    void decide();
+    void launch(const Placement& placement);
+    void event(TaskId task, const std::string& kind, const std::string& message);
+    api::ApiResult<store::TaskRow> load_task(std::int64_t id);
+    api::ApiResult<store::TaskRow> parse_submission(const api::Caller& caller,
+                                                    const nlohmann::json& body);
+    nlohmann::json task_json(const store::TaskRow& task, bool with_attempts);
+    std::vector<std::pair<std::string, std::string>> task_environment(const store::TaskRow& task,
+                                                                      const LiveAttempt& live,
+                                                                      const std::string& devices);
+
+    DaemonConfig config_;
+    std::unique_ptr<device::GpuBackend> backend_;
+    std::unique_ptr<store::Store> store_;
+    std::mutex mu_;  // guards everything below
+    Scheduler scheduler_;
+    std::vector<MetricWindow> windows_;
+    std::vector<device::GpuSample> last_samples_;
+    std::map<TaskId, LiveAttempt> live_;
+    std::string pending_reason_;
+    std::uint64_t ticks_ = 0;
+    std::uint64_t oom_total_ = 0;
+    double started_steady_ = 0;
+};
+
+}  // namespace carma::daemon

@@ -1,0 +1,385 @@
+// The daemon's answers to API requests (api::Service). Each takes the daemon's lock only for the
+// short time it reads or changes shared state.
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "daemon/daemon.h"
+#include "daemon/task_json.h"
+
+namespace carma::daemon {
+
+namespace {
+
+double wall_now() {
+    using namespace std::chrono;
+    return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+bool may_manage(const api::Caller& caller, const store::TaskRow& task) {
+    return caller.uid == 0 || caller.uid == task.uid;
+}
+
+bool is_directory(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool command_exists(const std::string& command, const std::string& path_list,
+                    const std::string& workdir) {
+    if (command.find('/') != std::string::npos) {
+        const std::string full = command.front() == '/' ? command : workdir + "/" + command;
+        struct stat st {};
+        return ::stat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
+    }
+    std::size_t start = 0;
+    while (start <= path_list.size()) {
+        std::size_t colon = path_list.find(':', start);
+        const std::string dir = path_list.substr(start, colon == std::string::npos
+                                                            ? std::string::npos
+                                                            : colon - start);
+        struct stat st {};
+        if (!dir.empty() && ::stat((dir + "/" + command).c_str(), &st) == 0 &&
+            S_ISREG(st.st_mode) && (st.st_mode & 0111)) {
+            return true;
+        }
+        if (colon == std::string::npos) {
+            break;
+        }
+        start = colon + 1;
+    }
+    return false;
+}
+
+api::ApiError store_error(const Error& e) { return api::ApiError{500, e.message}; }
+
+}  // namespace
+
+api::ApiResult<void> Daemon::admit(const api::Caller& caller) {
+    if (caller.via_tcp || ::geteuid() == 0 || caller.uid == ::geteuid()) {
+        return {};
+    }
+    return api::api_fail(403, fmt::format("this CARMA daemon runs as uid {} and serves only that "
+                                          "user; ask its owner or use a daemon running as root",
+                                          ::geteuid()));
+}
+
+api::ApiResult<store::TaskRow> Daemon::load_task(std::int64_t id) {
+    auto t = store_->task(id);
+    if (!t) {
+        return tl::unexpected(store_error(t.error()));
+    }
+    if (!*t) {
+        return api::api_fail(404, fmt::format("no task with id {}; `carma queue --all` lists "
+                                              "tasks",
+                                              id));
+    }
+    return **t;
+}
+
+api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& caller,
+                                                        const nlohmann::json& body) {
+    auto parsed = task_from_submission(body);
+    if (!parsed) {
+        return parsed;
+    }
+    store::TaskRow t = std::move(*parsed);
+    t.uid = caller.uid;
+    t.gid = caller.gid;
+    t.user = caller.user;
+    t.submitted_at = wall_now();
+    t.state = store::TaskState::Queued;
+    if (t.max_attempts == 0) {
+        t.max_attempts = config_.max_attempts;
+    }
+    std::vector<GpuCapacity> caps;
+    for (const device::GpuInfo& g : backend_->gpus()) {
+        caps.push_back(GpuCapacity{g.index, g.total_mib});
+    }
+    if (auto ok = check_feasible(t.spec, caps); !ok) {
+        return api::api_fail(ok.error().code == ErrorCode::Infeasible ? 422 : 400,
+                             ok.error().message);
+    }
+    if (!is_directory(t.workdir)) {
+        return api::api_fail(400, fmt::format("working directory {} does not exist or is not a "
+                                              "directory",
+                                              t.workdir));
+    }
+    std::string path = "/usr/local/bin:/usr/bin:/bin";
+    for (const auto& [k, v] : t.env) {
+        if (k == "PATH") {
+            path = v;
+        }
+    }
+    if (!command_exists(t.spec.command.front(), path, t.workdir)) {
+        return api::api_fail(400, fmt::format("command '{}' not found (searched {}); give an "
+                                              "absolute path or declare PATH with --env",
+                                              t.spec.command.front(),
+                                              t.spec.command.front().find('/') != std::string::npos
+                                                  ? "that path"
+                                                  : path));
+    }
+    return t;
+}
+
+api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
+                                              const nlohmann::json& body) {
+    auto task = parse_submission(caller, body);
+    if (!task) {
+        return tl::unexpected(task.error());
+    }
+    std::lock_guard lock(mu_);
+    auto id = store_->insert_task(*task);
+    if (!id) {
+        return tl::unexpected(store_error(id.error()));
+    }
+    task->id = *id;
+    scheduler_.enqueue(task->id, task->spec);
+    event(task->id, "submitted",
+          fmt::format("by {} (uid {}): {} GPU(s), {}", task->user, task->uid, task->spec.gpus,
+                      fmt::join(task->spec.command, " ")));
+    return task_to_json(*task);
+}
+
+api::ApiResult<nlohmann::json> Daemon::list_tasks(const api::Caller&, bool include_final) {
+    auto tasks = store_->tasks(include_final);
+    if (!tasks) {
+        return tl::unexpected(store_error(tasks.error()));
+    }
+    nlohmann::json out = nlohmann::json::array();
+    for (const store::TaskRow& t : *tasks) {
+        out.push_back(task_to_json(t));
+    }
+    return nlohmann::json{{"tasks", out}};
+}
+
+api::ApiResult<nlohmann::json> Daemon::show_task(const api::Caller&, std::int64_t id) {
+    auto task = load_task(id);
+    if (!task) {
+        return tl::unexpected(task.error());
+    }
+    nlohmann::json j = task_to_json(*task);
+    auto attempts = store_->attempts(id);
+    if (!attempts) {
+        return tl::unexpected(store_error(attempts.error()));
+    }
+    nlohmann::json list = nlohmann::json::array();
+    for (const store::AttemptRow& a : *attempts) {
+        list.push_back(attempt_to_json(a));
+    }
+    j["attempt_list"] = list;
+    return j;
+}
+
+api::ApiResult<nlohmann::json> Daemon::cancel_task(const api::Caller& caller, std::int64_t id) {
+    std::lock_guard lock(mu_);
+    auto task = load_task(id);
+    if (!task) {
+        return tl::unexpected(task.error());
+    }
+    if (!may_manage(caller, *task)) {
+        return api::api_fail(403, fmt::format("task {} belongs to {}; only its owner or root may "
+                                              "cancel it",
+                                              id, task->user));
+    }
+    if (store::is_final(task->state)) {
+        return api::api_fail(409, fmt::format("task {} has already ended ({})", id,
+                                              store::to_string(task->state)));
+    }
+    if (task->state == store::TaskState::Running) {
+        auto it = live_.find(id);
+        if (it != live_.end()) {
+            if (auto r = exec::request_stop(it->second.handle); !r) {
+                return api::api_fail(500, "cannot stop task: " + r.error().message);
+            }
+            it->second.stop_requested = true;
+        }
+        task->message = fmt::format("stop requested by {}", caller.user);
+        (void)store_->update_task(*task);
+        event(id, "cancel-requested", task->message);
+        return task_to_json(*task);
+    }
+    scheduler_.cancel(id);
+    task->state = store::TaskState::Cancelled;
+    task->finished_at = wall_now();
+    task->message = fmt::format("cancelled by {} before it started", caller.user);
+    if (auto r = store_->update_task(*task); !r) {
+        return tl::unexpected(store_error(r.error()));
+    }
+    event(id, "cancelled", task->message);
+    return task_to_json(*task);
+}
+
+api::ApiResult<api::LogSlice> Daemon::task_logs(const api::Caller& caller, std::int64_t id,
+                                                bool stderr_stream, int attempt,
+                                                std::uint64_t offset) {
+    auto task = load_task(id);
+    if (!task) {
+        return tl::unexpected(task.error());
+    }
+    if (!may_manage(caller, *task)) {
+        return api::api_fail(403, fmt::format("task {} belongs to {}; only its owner or root may "
+                                              "read its logs",
+                                              id, task->user));
+    }
+    api::LogSlice chunk;
+    chunk.task_state = std::string(store::to_string(task->state));
+    auto attempts = store_->attempts(id);
+    if (!attempts) {
+        return tl::unexpected(store_error(attempts.error()));
+    }
+    if (attempts->empty()) {
+        return chunk;  // not started yet: no log
+    }
+    const store::AttemptRow* chosen = &attempts->back();
+    if (attempt > 0) {
+        chosen = nullptr;
+        for (const store::AttemptRow& a : *attempts) {
+            if (a.number == attempt) {
+                chosen = &a;
+            }
+        }
+        if (!chosen) {
+            return api::api_fail(404, fmt::format("task {} has no attempt {} (it has {})", id,
+                                                  attempt, attempts->size()));
+        }
+    }
+    const std::string path = chosen->dir + (stderr_stream ? "/stderr.log" : "/stdout.log");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return chunk;
+    }
+    in.seekg(0, std::ios::end);
+    chunk.size = static_cast<std::uint64_t>(std::max<std::streamoff>(0, in.tellg()));
+    if (offset < chunk.size) {
+        const std::uint64_t n = std::min<std::uint64_t>(chunk.size - offset, 1 << 20);
+        chunk.text.resize(n);
+        in.seekg(static_cast<std::streamoff>(offset));
+        in.read(chunk.text.data(), static_cast<std::streamsize>(n));
+    }
+    return chunk;
+}
+
+api::ApiResult<nlohmann::json> Daemon::gpus(const api::Caller&) {
+    std::lock_guard lock(mu_);
+    nlohmann::json list = nlohmann::json::array();
+    const double t = now();
+    for (const device::GpuInfo& g : backend_->gpus()) {
+        const auto idx = static_cast<std::size_t>(g.index);
+        const WindowStats w = windows_[idx].stats();
+        auto stat = [](const SeriesStats& s) {
+            return nlohmann::json{{"mean", s.mean}, {"median", s.median}, {"p95", s.p95},
+                                  {"ema", s.ema},   {"risk", s.risk}};
+        };
+        nlohmann::json gj = {{"index", g.index},
+                             {"uuid", g.uuid},
+                             {"name", g.name},
+                             {"total_mib", g.total_mib}};
+        for (const device::GpuSample& s : last_samples_) {
+            if (s.index == g.index) {
+                gj["free_mib"] = s.free_mib;
+                gj["used_mib"] = s.used_mib;
+                gj["util"] = s.util;
+                gj["smact"] = s.smact;
+                gj["smocc"] = s.smocc;
+                gj["drama"] = s.drama;
+                gj["power_w"] = s.power_w;
+                gj["energy_j"] = s.energy_j;
+                gj["error"] = s.error;
+            }
+        }
+        gj["available_mib"] = w.available_mib;
+        gj["window"] = {{"samples", w.samples},
+                        {"capacity", windows_[idx].capacity()},
+                        {"smact", stat(w.smact)},
+                        {"smocc", stat(w.smocc)},
+                        {"drama", stat(w.drama)}};
+        const bool high = is_high_risk(w, config_.risk);
+        gj["risk"] = {{"high", high},
+                      {"reason", high ? describe_risk(w, config_.risk) : std::string()}};
+        gj["locked"] = scheduler_.warmup().locked(g.index, t);
+        nlohmann::json tasks = nlohmann::json::array();
+        for (const auto& [id, live] : live_) {
+            if (std::find(live.gpus.begin(), live.gpus.end(), g.index) != live.gpus.end()) {
+                tasks.push_back(id);
+            }
+        }
+        gj["tasks"] = tasks;
+        list.push_back(gj);
+    }
+    return nlohmann::json{{"backend", backend_->name()}, {"gpus", list}};
+}
+
+api::ApiResult<nlohmann::json> Daemon::events(const api::Caller&, std::int64_t after,
+                                              std::int64_t task, int limit) {
+    auto rows = store_->events(after, task, std::clamp(limit, 1, 10000));
+    if (!rows) {
+        return tl::unexpected(store_error(rows.error()));
+    }
+    nlohmann::json list = nlohmann::json::array();
+    for (const store::EventRow& e : *rows) {
+        list.push_back({{"id", e.id},
+                        {"time", e.time},
+                        {"task", e.task},
+                        {"kind", e.kind},
+                        {"message", e.message}});
+    }
+    return nlohmann::json{{"events", list}};
+}
+
+api::ApiResult<nlohmann::json> Daemon::status(const api::Caller&) {
+    std::lock_guard lock(mu_);
+    return nlohmann::json{{"version", "0.1.0"},
+                          {"policy", config_.policy},
+                          {"backend", backend_->name()},
+                          {"time_scale", config_.time_scale},
+                          {"queued", scheduler_.main_queue().size()},
+                          {"recovering", scheduler_.recovery_queue().size()},
+                          {"running", live_.size()},
+                          {"pending_reason", pending_reason_}};
+}
+
+std::string Daemon::metrics() {
+    std::map<std::string, int> by_state;
+    if (auto tasks = store_->tasks(true); tasks) {
+        for (const store::TaskRow& t : *tasks) {
+            ++by_state[std::string(store::to_string(t.state))];
+        }
+    }
+    std::lock_guard lock(mu_);
+    std::string out;
+    out += "# HELP carma_tasks Tasks known to the daemon by state.\n# TYPE carma_tasks gauge\n";
+    for (const char* s : {"queued", "recovering", "running", "succeeded", "failed", "cancelled",
+                          "lost", "rejected"}) {
+        out += fmt::format("carma_tasks{{state=\"{}\"}} {}\n", s, by_state[s]);
+    }
+    out += "# HELP carma_oom_crashes_total Attempts that ended out of GPU memory since start.\n"
+           "# TYPE carma_oom_crashes_total counter\n";
+    out += fmt::format("carma_oom_crashes_total {}\n", oom_total_);
+    auto gauge = [&](const char* name, const char* help, auto value) {
+        out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
+        for (const device::GpuSample& s : last_samples_) {
+            out += fmt::format("{}{{gpu=\"{}\"}} {}\n", name, s.index, value(s));
+        }
+    };
+    gauge("carma_gpu_memory_used_bytes", "GPU memory in use.",
+          [](const device::GpuSample& s) { return static_cast<double>(s.used_mib) * 1048576.0; });
+    gauge("carma_gpu_smact", "SM active ratio (last sample).",
+          [](const device::GpuSample& s) { return s.smact; });
+    gauge("carma_gpu_power_watts", "Board power (last sample).",
+          [](const device::GpuSample& s) { return s.power_w; });
+    out += "# HELP carma_gpu_energy_joules_total Energy since the backend started counting.\n"
+           "# TYPE carma_gpu_energy_joules_total counter\n";
+    for (const device::GpuSample& s : last_samples_) {
+        out += fmt::format("carma_gpu_energy_joules_total{{gpu=\"{}\"}} {}\n", s.index, s.energy_j);
+    }
+    return out;
+}
+
+}  // namespace carma::daemon

@@ -1,0 +1,206 @@
+#include "daemon/task_json.h"
+
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace carma::daemon {
+
+namespace {
+
+nlohmann::json optional_mib(const std::optional<MiB>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+api::ApiResult<std::optional<MiB>> read_mib(const nlohmann::json& obj, const char* key) {
+    if (!obj.contains(key) || obj.at(key).is_null()) {
+        return std::optional<MiB>();
+    }
+    const nlohmann::json& v = obj.at(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
+        return api::api_fail(400, fmt::format("'{}' must be a whole number of MiB >= 0", key));
+    }
+    return std::optional<MiB>(v.get<std::int64_t>());
+}
+
+}  // namespace
+
+nlohmann::json task_to_json(const store::TaskRow& t) {
+    nlohmann::json env = nlohmann::json::object();
+    for (const auto& [k, v] : t.env) {
+        env[k] = v;
+    }
+    return {{"id", t.id},
+            {"name", t.spec.name},
+            {"user", t.user},
+            {"uid", t.uid},
+            {"gid", t.gid},
+            {"state", std::string(store::to_string(t.state))},
+            {"command", t.spec.command},
+            {"workdir", t.workdir},
+            {"gpus", t.spec.gpus},
+            {"memory",
+             {{"declared_mib", optional_mib(t.spec.memory.declared_mib)},
+              {"profiled_mib", optional_mib(t.spec.memory.profiled_mib)},
+              {"horus_mib", optional_mib(t.spec.memory.horus_mib)},
+              {"faketensor_mib", optional_mib(t.spec.memory.faketensor_mib)},
+              {"gpumemnet_mib", optional_mib(t.spec.memory.gpumemnet_mib)}}},
+            {"workload", t.spec.workload},
+            {"env", env},
+            {"attempts", t.attempts},
+            {"max_attempts", t.max_attempts},
+            {"submitted_at", t.submitted_at},
+            {"finished_at", t.finished_at ? nlohmann::json(*t.finished_at) : nlohmann::json(nullptr)},
+            {"message", t.message}};
+}
+
+nlohmann::json attempt_to_json(const store::AttemptRow& a) {
+    auto opt_int = [](const std::optional<int>& v) {
+        return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+    };
+    return {{"number", a.number},
+            {"gpus", a.gpus},
+            {"started_at", a.started_at},
+            {"ended_at", a.ended_at ? nlohmann::json(*a.ended_at) : nlohmann::json(nullptr)},
+            {"outcome", a.outcome},
+            {"exit_code", opt_int(a.exit_code)},
+            {"signal", opt_int(a.signal)},
+            {"recovered", a.recovered}};
+}
+
+api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) {
+    if (!body.is_object()) {
+        return api::api_fail(400, "the request body must be a JSON object describing the task");
+    }
+    static const std::set<std::string> known = {"name", "command", "gpus",  "memory_mib",
+                                                "memory", "workdir", "env", "max_attempts",
+                                                "workload"};
+    for (const auto& [key, value] : body.items()) {
+        if (!known.contains(key)) {
+            return api::api_fail(400, fmt::format("unknown field '{}'; known fields: name, "
+                                                  "command, gpus, memory_mib, memory, workdir, "
+                                                  "env, max_attempts, workload",
+                                                  key));
+        }
+    }
+    store::TaskRow t;
+    if (!body.contains("command") || !body["command"].is_array() || body["command"].empty()) {
+        return api::api_fail(400, "'command' must be a non-empty list of strings (argv)");
+    }
+    for (const nlohmann::json& arg : body["command"]) {
+        if (!arg.is_string()) {
+            return api::api_fail(400, "every element of 'command' must be a string");
+        }
+        const std::string s = arg.get<std::string>();
+        if (s.find('\0') != std::string::npos) {
+            return api::api_fail(400, "'command' must not contain NUL characters");
+        }
+        t.spec.command.push_back(s);
+    }
+    if (t.spec.command.front().empty()) {
+        return api::api_fail(400, "the command's first element (the program) is empty");
+    }
+    if (body.contains("gpus")) {
+        const nlohmann::json& g = body["gpus"];
+        if (!g.is_number_integer()) {
+            return api::api_fail(400, "'gpus' must be a whole number >= 1");
+        }
+        const auto n = g.get<std::int64_t>();
+        if (n < 1) {
+            return api::api_fail(400, fmt::format("'gpus' is {}; a task needs at least 1 GPU", n));
+        }
+        if (n > 1024) {
+            return api::api_fail(422, fmt::format("'gpus' is {}; no server has that many", n));
+        }
+        t.spec.gpus = static_cast<int>(n);
+    }
+    if (body.contains("name")) {
+        if (!body["name"].is_string() || body["name"].get<std::string>().size() > 200) {
+            return api::api_fail(400, "'name' must be a string of at most 200 characters");
+        }
+        t.spec.name = body["name"].get<std::string>();
+    }
+    if (t.spec.name.empty()) {
+        const std::string& prog = t.spec.command.front();
+        t.spec.name = prog.substr(prog.find_last_of('/') + 1);
+    }
+    auto declared = read_mib(body, "memory_mib");
+    if (!declared) {
+        return tl::unexpected(declared.error());
+    }
+    t.spec.memory.declared_mib = *declared;
+    if (body.contains("memory") && !body["memory"].is_null()) {
+        const nlohmann::json& m = body["memory"];
+        if (!m.is_object()) {
+            return api::api_fail(400, "'memory' must be an object of *_mib fields");
+        }
+        static const std::set<std::string> mem_keys = {"declared_mib", "profiled_mib", "horus_mib",
+                                                       "faketensor_mib", "gpumemnet_mib"};
+        for (const auto& [key, value] : m.items()) {
+            if (!mem_keys.contains(key)) {
+                return api::api_fail(400, fmt::format("unknown field 'memory.{}'; known: "
+                                                      "declared_mib, profiled_mib, horus_mib, "
+                                                      "faketensor_mib, gpumemnet_mib",
+                                                      key));
+            }
+        }
+        MemoryInfo& mem = t.spec.memory;
+        for (auto [key, slot] : {std::pair{"declared_mib", &mem.declared_mib},
+                                 std::pair{"profiled_mib", &mem.profiled_mib},
+                                 std::pair{"horus_mib", &mem.horus_mib},
+                                 std::pair{"faketensor_mib", &mem.faketensor_mib},
+                                 std::pair{"gpumemnet_mib", &mem.gpumemnet_mib}}) {
+            auto v = read_mib(m, key);
+            if (!v) {
+                return tl::unexpected(v.error());
+            }
+            if (*v) {
+                *slot = *v;
+            }
+        }
+    }
+    if (!body.contains("workdir") || !body["workdir"].is_string() ||
+        body["workdir"].get<std::string>().empty() ||
+        body["workdir"].get<std::string>().front() != '/') {
+        return api::api_fail(400, "'workdir' must be an absolute path");
+    }
+    t.workdir = body["workdir"].get<std::string>();
+    if (body.contains("env")) {
+        if (!body["env"].is_object()) {
+            return api::api_fail(400, "'env' must be an object of NAME: value strings");
+        }
+        static const std::regex name_re("[A-Za-z_][A-Za-z0-9_]*");
+        for (const auto& [k, v] : body["env"].items()) {
+            if (!std::regex_match(k, name_re)) {
+                return api::api_fail(400, fmt::format("environment variable name '{}' is not "
+                                                      "valid (letters, digits, _)",
+                                                      k));
+            }
+            if (!v.is_string() || v.get<std::string>().find('\0') != std::string::npos) {
+                return api::api_fail(400, fmt::format("environment variable {} must be a string "
+                                                      "without NUL",
+                                                      k));
+            }
+            t.env.emplace_back(k, v.get<std::string>());
+        }
+    }
+    if (body.contains("max_attempts")) {
+        const nlohmann::json& a = body["max_attempts"];
+        if (!a.is_number_integer() || a.get<std::int64_t>() < 1 || a.get<std::int64_t>() > 100) {
+            return api::api_fail(400, "'max_attempts' must be a whole number 1..100");
+        }
+        t.max_attempts = static_cast<int>(a.get<std::int64_t>());
+    } else {
+        t.max_attempts = 0;  // the daemon's default
+    }
+    if (body.contains("workload")) {
+        if (!body["workload"].is_string()) {
+            return api::api_fail(400, "'workload' must be a string");
+        }
+        t.spec.workload = body["workload"].get<std::string>();
+    }
+    return t;
+}
+
+}  // namespace carma::daemon

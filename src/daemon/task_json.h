@@ -1,0 +1,18 @@
+#pragma once
+// Task records as the API shows them (docs/api.md) and submissions as the API accepts them.
+
+#include <nlohmann/json.hpp>
+
+#include "api/service.h"
+#include "store/records.h"
+
+namespace carma::daemon {
+
+nlohmann::json task_to_json(const store::TaskRow& task);
+nlohmann::json attempt_to_json(const store::AttemptRow& attempt);
+
+// The fields of a POST /v1/tasks body, checked for shape only (types, ranges, unknown fields);
+// what needs the server (GPU limits, paths, the command) is checked by the daemon.
+api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body);
+
+}  // namespace carma::daemon

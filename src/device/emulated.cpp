@@ -1,0 +1,110 @@
+#include "device/emulated.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "device/emulator_file.h"
+
+namespace carma::device {
+
+namespace {
+
+// Reads the GPUs' state from the emulator file; the device model does the rest (emulator_file.h).
+class EmulatedBackend final : public GpuBackend {
+  public:
+    explicit EmulatedBackend(std::unique_ptr<emu::EmulatorFile> file) : file_(std::move(file)) {
+        const model::GpuType& type = file_->gpu_type();
+        for (int i = 0; i < file_->gpu_count(); ++i) {
+            gpus_.push_back(
+                GpuInfo{i, emulated_gpu_uuid(i), type.name + " (emulated)", type.usable_mib});
+        }
+        name_ = fmt::format("emulated:{}x{}", file_->gpu_count(), type.name);
+    }
+
+    std::string name() const override { return name_; }
+    const std::vector<GpuInfo>& gpus() const override { return gpus_; }
+
+    // Taking the lock frees dead jobs' memory and integrates energy up to now.
+    Result<std::vector<GpuSample>> sample() override {
+        auto locked = file_->lock(emu::Reap::Now);
+        if (!locked) {
+            return tl::unexpected(locked.error());
+        }
+        const emu::State& s = locked->state();
+        std::vector<GpuSample> out;
+        out.reserve(gpus_.size());
+        for (const GpuInfo& gpu : gpus_) {
+            out.push_back(sample_gpu(s, gpu.index));
+        }
+        return out;
+    }
+
+    std::vector<std::pair<std::string, std::string>> task_environment() const override {
+        return {{kEmulatorFileEnv, file_->path()}};
+    }
+
+  private:
+    static GpuSample sample_gpu(const emu::State& s, int g) {
+        GpuSample out;
+        out.index = g;
+        out.used_mib = emu::used_mib(s, g);
+        out.free_mib = std::max<MiB>(0, s.header.usable_mib - out.used_mib);
+        const model::GpuActivity activity = emu::gpu_activity(s, g);
+        out.util = activity.util;
+        out.smact = activity.smact;
+        out.smocc = activity.smocc;
+        out.drama = activity.drama;
+        out.power_w = s.gpus[g].power_w;
+        out.energy_j = s.gpus[g].energy_j;
+        out.processes = processes_on(s, g);
+        return out;
+    }
+
+    // Like the driver: a process with memory on the GPU, once, however many handles it holds.
+    static std::vector<GpuProcess> processes_on(const emu::State& s, int g) {
+        std::map<int, MiB> by_pid;
+        for (const emu::Slot& slot : s.slots) {
+            if (emu::on_gpu(slot, g) && slot.memory_mib > 0) {
+                by_pid[slot.pid] += slot.memory_mib;
+            }
+        }
+        std::vector<GpuProcess> out;
+        for (const auto& [pid, mib] : by_pid) {
+            out.push_back(GpuProcess{pid, mib});
+        }
+        return out;
+    }
+
+    std::unique_ptr<emu::EmulatorFile> file_;
+    std::vector<GpuInfo> gpus_;
+    std::string name_;
+};
+
+}  // namespace
+
+std::string emulated_gpu_uuid(int index) {
+    return fmt::format("GPU-emu00000-0000-4000-8000-{:012d}", index);
+}
+
+Result<std::unique_ptr<GpuBackend>> open_emulated(const EmulatorOptions& options) {
+    // Jobs start in other working directories: they must get a path that works from anywhere.
+    EmulatorOptions absolute = options;
+    if (!absolute.file.empty()) {
+        std::error_code ec;
+        const auto path = std::filesystem::absolute(options.file, ec);
+        if (!ec) {
+            absolute.file = path.lexically_normal().string();
+        }
+    }
+    auto file = emu::EmulatorFile::open_for_backend(absolute);
+    if (!file) {
+        return tl::unexpected(file.error());
+    }
+    return std::unique_ptr<GpuBackend>(std::make_unique<EmulatedBackend>(std::move(*file)));
+}
+
+}  // namespace carma::device

@@ -1,0 +1,90 @@
+#pragma once
+// The job side of the emulated GPUs: what carma-fakejob (and tests) use to be a process on them.
+//
+// A job attaches to the GPUs named in CUDA_VISIBLE_DEVICES with its solo profile, says when it
+// becomes GPU-active, asks for memory as it ramps up (refused when the GPU would pass its
+// capacity: the allocation that crosses fails, the others go on), and reads the speed the device
+// model gives it among its co-runners. Its memory is freed when it detaches, and by the backend
+// when the process dies without detaching (as the driver does).
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "core/units.h"
+
+namespace carma::device {
+
+namespace emu {
+class EmulatorFile;
+}
+
+// The job's solo activity (fractions 0..1): the model's interference demand and GPU metrics.
+struct JobProfile {
+    double util = 0;
+    double smact = 0;
+    double smocc = 0;
+    double drama = 0;
+};
+
+// What set_memory did. On refusal nothing changed; the numbers are those PyTorch reports.
+struct Allocation {
+    bool ok = true;
+    int device = 0;         // the CUDA ordinal (position in CUDA_VISIBLE_DEVICES) that ran out
+    MiB requested_mib = 0;  // what the request would have added there
+    MiB total_mib = 0;      // that GPU's capacity
+    MiB free_mib = 0;       // free on it before the request
+    MiB held_mib = 0;       // what this job holds on it
+};
+
+// Emulator GPU indices in CUDA ordinal order, from a CUDA_VISIBLE_DEVICES value: comma-separated
+// indices ("0,2") or emulated UUIDs ("GPU-emu00000-0000-4000-8000-000000000002").
+Result<std::vector<int>> parse_visible_devices(std::string_view text, int gpu_count);
+
+// One attached job. Move-only; detaches when destroyed (only in the process that attached, so a
+// forked child does not take its parent's slot with it).
+class JobHandle {
+  public:
+    static Result<JobHandle> attach(const std::string& file, std::string_view visible_devices,
+                                    const JobProfile& profile);
+
+    JobHandle(JobHandle&& other) noexcept;
+    JobHandle& operator=(JobHandle&& other) noexcept;
+    JobHandle(const JobHandle&) = delete;
+    JobHandle& operator=(const JobHandle&) = delete;
+    ~JobHandle();
+
+    // Sets the memory held on each of its GPUs. Refused (ok == false) when any of them would
+    // pass its capacity; errors only when the emulator file cannot be used.
+    Result<Allocation> set_memory(MiB mib);
+    // GPU-active jobs contribute to their GPUs' activity and slow their co-runners down.
+    Result<void> set_active(bool active);
+    // Its progress rate now: 1 alone, less when sharing, 0 while not GPU-active.
+    Result<double> current_speed();
+    // 0..1, for whoever inspects the emulator.
+    Result<void> set_progress(double fraction);
+    // Frees its slot and memory; safe to call twice.
+    void detach();
+
+    const std::vector<int>& gpus() const { return gpus_; }
+    MiB capacity_mib() const { return capacity_mib_; }
+    MiB memory_mib() const { return memory_mib_; }
+
+  private:
+    JobHandle() = default;
+
+    std::unique_ptr<emu::EmulatorFile> file_;
+    std::vector<int> gpus_;
+    int slot_ = -1;
+    std::uint64_t serial_ = 0;
+    pid_t pid_ = 0;
+    MiB capacity_mib_ = 0;
+    MiB memory_mib_ = 0;
+};
+
+}  // namespace carma::device

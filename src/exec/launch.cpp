@@ -1,0 +1,708 @@
+#include "exec/launch.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace carma::exec {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// How long launch() waits for the shim to report that the task started. Generous: on a loaded
+// machine exec of the shim and then of the task (perhaps from a network file system) can take
+// seconds, and giving up early would leave a task running that nobody tracks.
+constexpr auto kStartDeadline = std::chrono::seconds(30);
+constexpr auto kPollInterval = std::chrono::milliseconds(5);
+
+std::string errno_text(int err) {
+    const char* text = strerrordesc_np(err);  // unlike strerror, safe with other threads
+    return text != nullptr ? std::string(text) : fmt::format("unknown error {}", err);
+}
+
+tl::unexpected<Error> sys_fail(std::string_view what, int err) {
+    return fail(ErrorCode::Io, fmt::format("{}: {}", what, errno_text(err)));
+}
+
+std::string attempt_file(const std::string& dir, std::string_view name) {
+    return dir + "/" + std::string(name);
+}
+
+// Closes on scope exit, so that every early return in launch() releases its descriptors.
+class Fd {
+public:
+    explicit Fd(int fd = -1) : fd_(fd) {}
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    ~Fd() { reset(); }
+    int get() const { return fd_; }
+    void reset() {
+        if (fd_ >= 0) {
+            ::close(fd_);
+        }
+        fd_ = -1;
+    }
+
+private:
+    int fd_;
+};
+
+// --- small file helpers ----------------------------------------------------------------------
+
+std::optional<std::string> read_small_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return std::nullopt;
+    }
+    std::ostringstream out;
+    out << in.rdbuf();
+    return out.str();
+}
+
+bool exists(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+std::optional<pid_t> parse_pid(std::string_view text) {
+    long value = 0;
+    size_t i = 0;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+        value = value * 10 + (text[i] - '0');
+        if (value > INT_MAX) {
+            return std::nullopt;
+        }
+    }
+    // A pid file is "<digits>\n"; anything else is a torn or foreign file, not a pid.
+    if (i == 0 || value <= 1 || text.substr(i).find_first_not_of("\n") != std::string_view::npos) {
+        return std::nullopt;
+    }
+    return static_cast<pid_t>(value);
+}
+
+std::optional<pid_t> read_pid_file(const std::string& path) {
+    auto text = read_small_file(path);
+    return text ? parse_pid(*text) : std::nullopt;
+}
+
+// The last lines of the shim's own log, for error messages.
+std::string shim_log_tail(const std::string& dir) {
+    auto text = read_small_file(attempt_file(dir, kShimLogFile)).value_or("");
+    constexpr size_t kTail = 1000;
+    if (text.size() > kTail) {
+        text = "..." + text.substr(text.size() - kTail);
+    }
+    while (!text.empty() && text.back() == '\n') {
+        text.pop_back();
+    }
+    return text.empty() ? "shim.log is empty" : "shim.log: " + text;
+}
+
+// --- process inspection ----------------------------------------------------------------------
+
+// Absolute and without "." / ".." / trailing "/", so that the shim's command line (and with it
+// shim_alive()) does not depend on how the caller spelled the directory.
+std::string normalized_path(const std::string& path) {
+    std::error_code ec;
+    fs::path p = fs::absolute(path, ec);
+    if (ec) {
+        p = path;
+    }
+    p = p.lexically_normal();
+    if (!p.has_filename() && p.has_relative_path()) {
+        p = p.parent_path();
+    }
+    return p.string();
+}
+
+std::optional<std::vector<std::string>> proc_cmdline(pid_t pid) {
+    auto text = read_small_file(fmt::format("/proc/{}/cmdline", pid));
+    if (!text) {
+        return std::nullopt;
+    }
+    std::vector<std::string> args;
+    size_t start = 0;
+    while (start < text->size()) {
+        size_t end = text->find('\0', start);
+        if (end == std::string::npos) {
+            end = text->size();
+        }
+        args.push_back(text->substr(start, end - start));
+        start = end + 1;
+    }
+    return args;
+}
+
+// Gone also when it is a zombie: a daemon that made itself a child subreaper would inherit the
+// shim and, until it reaps it, kill(pid, 0) still succeeds.
+bool process_gone(pid_t pid) {
+    if (::kill(pid, 0) != 0 && errno == ESRCH) {
+        return true;
+    }
+    auto stat = read_small_file(fmt::format("/proc/{}/stat", pid));
+    if (!stat) {
+        return true;
+    }
+    size_t paren = stat->rfind(')');  // the command name may itself contain ')'
+    if (paren == std::string::npos || paren + 2 >= stat->size()) {
+        return false;
+    }
+    char state = (*stat)[paren + 2];
+    return state == 'Z' || state == 'X';
+}
+
+bool is_our_shim(pid_t pid, const std::string& attempt_dir) {
+    auto args = proc_cmdline(pid);
+    std::string request = attempt_file(normalized_path(attempt_dir), kRequestFile);
+    return args && args->size() == 3 && (*args)[1] == "--request" && (*args)[2] == request;
+}
+
+// --- validation ------------------------------------------------------------------------------
+
+bool has_nul(std::string_view s) {
+    return s.find('\0') != std::string_view::npos;
+}
+
+Result<void> validate_strings(const LaunchRequest& r) {
+    if (r.argv.empty() || r.argv[0].empty()) {
+        return fail(ErrorCode::InvalidArgument, "the command is empty; give at least argv[0]");
+    }
+    for (const auto& arg : r.argv) {
+        if (has_nul(arg)) {
+            return fail(ErrorCode::InvalidArgument, "a command argument contains a NUL byte");
+        }
+    }
+    for (const auto& [key, value] : r.env) {
+        if (key.empty() || key.find('=') != std::string::npos || has_nul(key) || has_nul(value)) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("environment variable name '{}' is invalid: it must be "
+                                    "non-empty and contain neither '=' nor NUL",
+                                    key));
+        }
+    }
+    if (r.workdir.empty() || has_nul(r.workdir)) {
+        return fail(ErrorCode::InvalidArgument, "the working directory is empty or contains NUL");
+    }
+    if (r.attempt_dir.empty() || has_nul(r.attempt_dir)) {
+        return fail(ErrorCode::InvalidArgument, "the attempt directory is empty or contains NUL");
+    }
+    return {};
+}
+
+Result<void> validate(const LaunchRequest& r, const std::string& shim_path) {
+    if (auto ok = validate_strings(r); !ok) {
+        return ok;
+    }
+    if (!std::isfinite(r.kill_grace_s) || r.kill_grace_s < 0) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("kill grace {} s must be a finite number >= 0", r.kill_grace_s));
+    }
+    if (r.switch_user && ::geteuid() != 0) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("running a task as uid {} needs root; this process is uid {}",
+                                r.uid, ::geteuid()));
+    }
+    if (shim_path.empty()) {
+        return fail(ErrorCode::InvalidArgument, "the path of carma-shim is empty");
+    }
+    if (::access(shim_path.c_str(), X_OK) != 0) {
+        return sys_fail(fmt::format("carma-shim {} is not executable", shim_path), errno);
+    }
+    return {};
+}
+
+Result<void> make_attempt_dir(const std::string& dir) {
+    // 0700: the directory holds the task's output and its environment (which may carry secrets).
+    // The shim runs as the daemon's user and opens the logs before switching to the task's user,
+    // so neither the task's user nor anyone else needs access.
+    if (::mkdir(dir.c_str(), 0700) == 0) {
+        return {};
+    }
+    int err = errno;
+    if (err == EEXIST) {
+        return fail(
+            ErrorCode::InvalidArgument,
+            fmt::format("attempt directory {} already exists; each attempt needs a new one", dir));
+    }
+    return sys_fail(fmt::format("cannot create attempt directory {}", dir), err);
+}
+
+// --- starting the shim -----------------------------------------------------------------------
+
+// What the shim's grandparent learns through the report pipe. One write() each, which a pipe
+// keeps whole.
+struct Report {
+    char kind = 0;  // one of report_kind
+    int value = 0;  // a pid or an errno
+};
+
+namespace report_kind {
+constexpr char kPid = 'P';     // the shim's pid, before its exec
+constexpr char kFork = 'F';    // the second fork failed
+constexpr char kSetsid = 'S';  // setsid failed
+constexpr char kStdio = 'D';   // redirecting stdin/stdout/stderr failed
+constexpr char kExec = 'E';    // exec of the shim failed
+}  // namespace report_kind
+
+// Everything the forked children need, prepared before fork: after fork() in a possibly
+// multi-threaded daemon only async-signal-safe calls are allowed (no malloc, no locks).
+struct ShimExec {
+    const char* path = nullptr;
+    char* const* argv = nullptr;
+    int null_fd = -1;
+    int log_fd = -1;
+    int report_fd = -1;
+    int max_fd = 0;  // for closing inherited descriptors where close_range is missing
+};
+
+void report(int fd, char kind, int value) {
+    Report r{kind, value};
+    ssize_t ignored = ::write(fd, &r, sizeof r);
+    (void)ignored;  // nothing else to do: the parent then sees a short or missing report
+}
+
+[[noreturn]] void report_and_exit(int fd, char kind, int value) {
+    report(fd, kind, value);
+    ::_exit(127);
+}
+
+// The daemon's sockets, lock files and pipes must not live on in the shim (nor in the task).
+void close_inherited_fds(int keep, int max_fd) {
+    auto k = static_cast<unsigned>(keep);
+    bool below_closed = k == 3 || ::close_range(3, k - 1, 0) == 0;
+    if (below_closed && ::close_range(k + 1, ~0U, 0) == 0) {
+        return;
+    }
+    for (int fd = 3; fd < max_fd; ++fd) {
+        if (fd != keep) {
+            ::close(fd);
+        }
+    }
+}
+
+// In the grandchild: becomes the shim.
+[[noreturn]] void exec_shim(const ShimExec& x) {
+    report(x.report_fd, report_kind::kPid, ::getpid());
+    if (::setsid() < 0) {
+        report_and_exit(x.report_fd, report_kind::kSetsid, errno);
+    }
+    if (::dup2(x.null_fd, 0) < 0 || ::dup2(x.log_fd, 1) < 0 || ::dup2(x.log_fd, 2) < 0) {
+        report_and_exit(x.report_fd, report_kind::kStdio, errno);
+    }
+    close_inherited_fds(x.report_fd, x.max_fd);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the daemon may block signals for a signalfd
+    ::execv(x.path, x.argv);
+    report_and_exit(x.report_fd, report_kind::kExec, errno);  // report_fd is O_CLOEXEC
+}
+
+// In the intermediate child: forks the shim and exits at once, so that the shim is re-parented
+// to init (or the nearest subreaper) and is never the daemon's child.
+[[noreturn]] void intermediate(const ShimExec& x) {
+    pid_t pid = ::_Fork();  // async-signal-safe, unlike fork()
+    if (pid < 0) {
+        report_and_exit(x.report_fd, report_kind::kFork, errno);
+    }
+    if (pid == 0) {
+        exec_shim(x);
+    }
+    ::_exit(0);
+}
+
+// Descriptors 0-2 are about to be replaced with dup2(); a source among them would be lost.
+Result<int> open_high(const std::string& path, int flags, mode_t mode) {
+    int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+    if (fd < 0) {
+        return sys_fail(fmt::format("cannot open {}", path), errno);
+    }
+    if (fd > 2) {
+        return fd;
+    }
+    int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    int err = errno;
+    ::close(fd);
+    if (high < 0) {
+        return sys_fail(fmt::format("cannot duplicate descriptor of {}", path), err);
+    }
+    return high;
+}
+
+int max_fd_limit() {
+    struct rlimit lim {};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) {
+        return 65536;
+    }
+    return static_cast<int>(std::min<rlim_t>(lim.rlim_cur, 1 << 20));
+}
+
+void reap(pid_t pid) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    // ECHILD is fine: a daemon with SIGCHLD ignored, or a reaper thread, collected it already.
+}
+
+// Reads the reports until EOF (the shim's exec closed the O_CLOEXEC write end).
+Result<pid_t> read_reports(int fd, const std::string& shim_path) {
+    pid_t shim_pid = 0;
+    Report r;
+    for (;;) {
+        ssize_t n = ::read(fd, &r, sizeof r);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            return sys_fail("cannot read the shim's start report", errno);
+        }
+        if (n == 0) {
+            break;
+        }
+        if (n != sizeof r) {
+            return fail(ErrorCode::Internal, "short start report from the shim");
+        }
+        switch (r.kind) {
+            case report_kind::kPid:
+                shim_pid = r.value;
+                break;
+            case report_kind::kFork:
+                return sys_fail("cannot fork the shim", r.value);
+            case report_kind::kSetsid:
+                return sys_fail("the shim cannot start a new session", r.value);
+            case report_kind::kStdio:
+                return sys_fail("the shim cannot redirect its standard streams", r.value);
+            case report_kind::kExec:
+                return sys_fail(fmt::format("cannot execute carma-shim {}", shim_path), r.value);
+            default:
+                return fail(ErrorCode::Internal, "unknown start report from the shim");
+        }
+    }
+    if (shim_pid <= 0) {
+        return fail(ErrorCode::Internal, "the shim's intermediate process died before forking");
+    }
+    return shim_pid;
+}
+
+Result<pid_t> spawn_shim(const std::string& shim_path, const std::string& dir) {
+    std::string request_path = attempt_file(dir, kRequestFile);
+    std::vector<std::string> args = {shim_path, "--request", request_path};
+    std::vector<char*> argv;
+    for (auto& arg : args) {
+        argv.push_back(arg.data());
+    }
+    argv.push_back(nullptr);
+
+    auto null_fd = open_high("/dev/null", O_RDWR, 0);
+    if (!null_fd) {
+        return tl::unexpected(null_fd.error());
+    }
+    Fd null_guard(*null_fd);
+    auto log_fd = open_high(attempt_file(dir, kShimLogFile), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (!log_fd) {
+        return tl::unexpected(log_fd.error());
+    }
+    Fd log_guard(*log_fd);
+    int pipe_fds[2];
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+        return sys_fail("cannot create a pipe for starting the shim", errno);
+    }
+    Fd read_end(pipe_fds[0]);
+    Fd write_end(pipe_fds[1]);
+
+    ShimExec x{shim_path.c_str(), argv.data(), *null_fd, *log_fd, pipe_fds[1], max_fd_limit()};
+    pid_t mid = ::fork();
+    if (mid < 0) {
+        return sys_fail("cannot fork to start the shim", errno);
+    }
+    if (mid == 0) {
+        intermediate(x);
+    }
+    write_end.reset();  // so that read() sees EOF once the shim has exec'd
+    reap(mid);
+    return read_reports(read_end.get(), shim_path);
+}
+
+// Waits for shim.pid and then task.pid or exit.json. The files are checked after the liveness
+// test, so that a shim that wrote exit.json and exited in between is not mistaken for a crash.
+Result<void> wait_for_start(pid_t shim_pid, const std::string& dir) {
+    auto deadline = std::chrono::steady_clock::now() + kStartDeadline;
+    for (;;) {
+        bool gone = process_gone(shim_pid);
+        if (auto pid = read_pid_file(attempt_file(dir, kShimPidFile))) {
+            if (*pid != shim_pid) {
+                return fail(
+                    ErrorCode::Internal,
+                    fmt::format("{}/shim.pid says {} but the shim is {}", dir, *pid, shim_pid));
+            }
+            if (exists(attempt_file(dir, kTaskPidFile)) || exists(attempt_file(dir, kExitFile))) {
+                return {};
+            }
+        }
+        if (gone) {
+            return fail(ErrorCode::Internal,
+                        fmt::format("carma-shim {} for {} exited before starting the task ({})",
+                                    shim_pid, dir, shim_log_tail(dir)));
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+            ::kill(shim_pid, SIGKILL);  // not leave a shim running that nobody tracks
+            return fail(ErrorCode::Internal,
+                        fmt::format("carma-shim {} for {} did not start the task within {} s and "
+                                    "was killed ({})",
+                                    shim_pid, dir, kStartDeadline.count(), shim_log_tail(dir)));
+        }
+        std::this_thread::sleep_for(kPollInterval);
+    }
+}
+
+// --- JSON ------------------------------------------------------------------------------------
+
+Result<json> parse_json(std::string_view text, std::string_view what) {
+    try {
+        return json::parse(text);
+    } catch (const json::exception& e) {
+        return fail(ErrorCode::InvalidArgument, fmt::format("{} is not JSON: {}", what, e.what()));
+    }
+}
+
+// A raw syscall: glibc 2.36's <sys/pidfd.h> lacks extern "C", so its wrappers do not link from
+// C++.
+int pidfd_open(pid_t pid) {
+    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0U));
+}
+
+// Returns 0 or the errno. Falls back to kill() only on kernels without pidfds (before 5.3).
+int send_sigterm(int pidfd, int pidfd_open_errno, pid_t pid) {
+    int rc = -1;
+    if (pidfd >= 0) {
+        rc = static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, nullptr, 0U));
+    } else if (pidfd_open_errno == ENOSYS) {
+        rc = ::kill(pid, SIGTERM);
+    } else {
+        return pidfd_open_errno;
+    }
+    return rc == 0 ? 0 : errno;
+}
+
+}  // namespace
+
+// --- public ----------------------------------------------------------------------------------
+
+Result<std::string> request_to_json(const LaunchRequest& r) {
+    json j = {{"argv", r.argv},
+              {"workdir", r.workdir},
+              {"env", r.env},
+              {"uid", r.uid},
+              {"gid", r.gid},
+              {"groups", r.groups},
+              {"switch_user", r.switch_user},
+              {"attempt_dir", r.attempt_dir},
+              {"kill_grace_s", r.kill_grace_s}};
+    try {
+        return j.dump(2) + "\n";
+    } catch (const json::exception& e) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("the command, environment and directories must be valid UTF-8: {}",
+                                e.what()));
+    }
+}
+
+Result<LaunchRequest> request_from_json(std::string_view text) {
+    auto j = parse_json(text, "the launch request");
+    if (!j) {
+        return tl::unexpected(j.error());
+    }
+    try {
+        LaunchRequest r;
+        j->at("argv").get_to(r.argv);
+        j->at("workdir").get_to(r.workdir);
+        j->at("env").get_to(r.env);
+        j->at("uid").get_to(r.uid);
+        j->at("gid").get_to(r.gid);
+        j->at("groups").get_to(r.groups);
+        j->at("switch_user").get_to(r.switch_user);
+        j->at("attempt_dir").get_to(r.attempt_dir);
+        j->at("kill_grace_s").get_to(r.kill_grace_s);
+        return r;
+    } catch (const json::exception& e) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("the launch request is malformed: {}", e.what()));
+    }
+}
+
+std::string exit_to_json(const ExitRecord& record) {
+    json j = {{"started", record.started},
+              {"cancel_requested", record.cancel_requested},
+              {"ended_at", record.ended_at}};
+    if (record.exit_code) {
+        j["exit_code"] = *record.exit_code;
+    }
+    if (record.signal) {
+        j["signal"] = *record.signal;
+    }
+    if (!record.error.empty()) {
+        j["error"] = record.error;
+    }
+    // An error text may quote a path in another encoding: replace rather than lose the record.
+    return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+Result<ExitRecord> exit_from_json(std::string_view text) {
+    auto j = parse_json(text, "exit.json");
+    if (!j) {
+        return tl::unexpected(j.error());
+    }
+    try {
+        ExitRecord r;
+        j->at("started").get_to(r.started);
+        r.cancel_requested = j->value("cancel_requested", false);
+        r.ended_at = j->value("ended_at", 0.0);
+        if (j->contains("exit_code")) {
+            r.exit_code = j->at("exit_code").get<int>();
+        }
+        if (j->contains("signal")) {
+            r.signal = j->at("signal").get<int>();
+        }
+        r.error = j->value("error", "");
+        return r;
+    } catch (const json::exception& e) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("exit.json is malformed: {}", e.what()));
+    }
+}
+
+Result<void> write_file_atomic(const std::string& path, std::string_view content) {
+    std::string tmp = path + ".tmp";
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (fd.get() < 0) {
+        return sys_fail(fmt::format("cannot create {}", tmp), errno);
+    }
+    for (size_t done = 0; done < content.size();) {
+        ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            return sys_fail(fmt::format("cannot write {}", tmp), errno);
+        }
+        done += static_cast<size_t>(n);
+    }
+    if (::fsync(fd.get()) != 0) {
+        return sys_fail(fmt::format("cannot fsync {}", tmp), errno);
+    }
+    fd.reset();
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        return sys_fail(fmt::format("cannot rename {} to {}", tmp, path), errno);
+    }
+    // The rename itself survives a crash only once the directory is on disk.
+    std::string dir = fs::path(path).parent_path().string();
+    Fd dir_fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir_fd.get() < 0 || ::fsync(dir_fd.get()) != 0) {
+        return sys_fail(fmt::format("cannot fsync directory {}", dir), errno);
+    }
+    return {};
+}
+
+Result<LaunchHandle> launch(const LaunchRequest& request, const std::string& shim_path) {
+    if (auto ok = validate(request, shim_path); !ok) {
+        return tl::unexpected(ok.error());
+    }
+    // The shim runs in "/" and must not depend on the daemon's working directory.
+    LaunchRequest req = request;
+    req.attempt_dir = normalized_path(request.attempt_dir);
+    req.workdir = normalized_path(request.workdir);
+    std::string shim = normalized_path(shim_path);
+
+    auto json_text = request_to_json(req);
+    if (!json_text) {
+        return tl::unexpected(json_text.error());
+    }
+    if (auto ok = make_attempt_dir(req.attempt_dir); !ok) {
+        return tl::unexpected(ok.error());
+    }
+    if (auto ok = write_file_atomic(attempt_file(req.attempt_dir, kRequestFile), *json_text); !ok) {
+        return tl::unexpected(ok.error());
+    }
+    auto shim_pid = spawn_shim(shim, req.attempt_dir);
+    if (!shim_pid) {
+        return tl::unexpected(shim_pid.error());
+    }
+    if (auto ok = wait_for_start(*shim_pid, req.attempt_dir); !ok) {
+        return tl::unexpected(ok.error());
+    }
+    return LaunchHandle{*shim_pid, req.attempt_dir};
+}
+
+std::optional<ExitRecord> read_exit(const std::string& attempt_dir) {
+    auto text = read_small_file(attempt_file(attempt_dir, kExitFile));
+    if (!text) {
+        return std::nullopt;
+    }
+    // Written with rename, so a present file is complete; a malformed one counts as missing.
+    auto record = exit_from_json(*text);
+    return record ? std::optional<ExitRecord>(*record) : std::nullopt;
+}
+
+bool shim_alive(const LaunchHandle& handle) {
+    if (handle.shim_pid <= 1) {
+        return false;
+    }
+    // EPERM means another user's process: the shim runs as the daemon's user, so not ours.
+    if (::kill(handle.shim_pid, 0) != 0) {
+        return false;
+    }
+    // The pid may have been reused since; only our shim has this attempt's request on its
+    // command line. A zombie has an empty command line.
+    return is_our_shim(handle.shim_pid, handle.attempt_dir);
+}
+
+Result<void> request_stop(const LaunchHandle& handle) {
+    if (exists(attempt_file(handle.attempt_dir, kExitFile))) {
+        return {};  // already ended: nothing to stop
+    }
+    // A pidfd pins the process: once it is verified to be our shim, the signal cannot hit a
+    // process that reused the pid in between.
+    Fd pidfd(handle.shim_pid > 1 ? pidfd_open(handle.shim_pid) : -1);
+    int open_err = errno;
+    if (!shim_alive(handle)) {
+        if (exists(attempt_file(handle.attempt_dir, kExitFile))) {
+            return {};  // it ended while we looked
+        }
+        return fail(ErrorCode::NotFound,
+                    fmt::format("carma-shim {} of {} is not running and left no exit.json; the "
+                                "attempt is lost",
+                                handle.shim_pid, handle.attempt_dir));
+    }
+    int err = send_sigterm(pidfd.get(), open_err, handle.shim_pid);
+    if (err != 0 && err != ESRCH) {  // ESRCH: it ended in between, exit.json tells how
+        return sys_fail(fmt::format("cannot send SIGTERM to carma-shim {} of {}", handle.shim_pid,
+                                    handle.attempt_dir),
+                        err);
+    }
+    return {};
+}
+
+std::optional<pid_t> task_pgid(const std::string& attempt_dir) {
+    return read_pid_file(attempt_file(attempt_dir, kTaskPidFile));
+}
+
+}  // namespace carma::exec

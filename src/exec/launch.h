@@ -1,0 +1,86 @@
+#pragma once
+// Launching one attempt of a task under a small per-attempt supervisor process (the "shim",
+// binary carma-shim, in the spirit of slurmstepd and containerd-shim). The shim:
+//   - is detached from the daemon (its own session, re-parented away from the daemon), so tasks
+//     keep running when the daemon stops or is killed;
+//   - starts the task in its own session and process group, as the given user (supplementary
+//     groups, gid, uid switched before exec when running as root), in its working directory, with
+//     exactly the given environment, stdout and stderr in files of the attempt directory;
+//   - on SIGTERM sends SIGTERM to the task's process group and SIGKILL after the grace period;
+//   - writes the attempt's end into `<attempt_dir>/exit.json` atomically (write + rename), so a
+//     daemon that was away finds it on restart.
+// Files of an attempt directory:
+//   shim.pid, task.pid (= the task's process group id), stdout.log, stderr.log, exit.json
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/result.h"
+
+namespace carma::exec {
+
+struct LaunchRequest {
+    std::vector<std::string> argv;  // argv[0] is looked up in the environment's PATH
+    std::string workdir;
+    std::vector<std::pair<std::string, std::string>> env;  // the task's whole environment
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;  // supplementary groups
+    bool switch_user = false;   // only as root
+    std::string attempt_dir;    // created by launch(); must not exist yet
+    double kill_grace_s = 10;
+};
+
+struct LaunchHandle {
+    pid_t shim_pid = 0;
+    std::string attempt_dir;
+};
+
+// Starts the shim and returns once it has written shim.pid (and task.pid, or exit.json if the
+// command could not be started). `shim_path` is the carma-shim executable.
+Result<LaunchHandle> launch(const LaunchRequest& request, const std::string& shim_path);
+
+struct ExitRecord {
+    bool started = false;        // false: the command could not be executed (see error)
+    std::optional<int> exit_code;
+    std::optional<int> signal;
+    bool cancel_requested = false;  // the shim received SIGTERM before the task ended
+    double ended_at = 0;            // unix time
+    std::string error;              // why it could not start ("No such file or directory")
+};
+
+// The attempt's exit.json, if the shim wrote it.
+std::optional<ExitRecord> read_exit(const std::string& attempt_dir);
+// Whether the shim of this handle is still running (pid alive and really our shim).
+bool shim_alive(const LaunchHandle& handle);
+// Asks the shim to stop the task (SIGTERM now, SIGKILL after the grace period).
+Result<void> request_stop(const LaunchHandle& handle);
+// The task's process group id from task.pid, once known.
+std::optional<pid_t> task_pgid(const std::string& attempt_dir);
+
+// --- The attempt directory's files, shared by launch() and carma-shim ------------------------
+// carma-shim is started as `carma-shim --request <attempt_dir>/request.json`.
+
+inline constexpr std::string_view kRequestFile = "request.json";
+inline constexpr std::string_view kShimPidFile = "shim.pid";
+inline constexpr std::string_view kTaskPidFile = "task.pid";
+inline constexpr std::string_view kStdoutFile = "stdout.log";
+inline constexpr std::string_view kStderrFile = "stderr.log";
+inline constexpr std::string_view kExitFile = "exit.json";
+inline constexpr std::string_view kShimLogFile = "shim.log";  // the shim's own stderr
+
+// Fails (InvalidArgument) when a string is not valid UTF-8, which JSON cannot carry.
+Result<std::string> request_to_json(const LaunchRequest& request);
+Result<LaunchRequest> request_from_json(std::string_view text);
+std::string exit_to_json(const ExitRecord& record);
+Result<ExitRecord> exit_from_json(std::string_view text);
+// Writes `path` so that readers see the old content or the whole new one, never a part: writes
+// `<path>.tmp`, fsyncs it, renames it over `path` and fsyncs the directory.
+Result<void> write_file_atomic(const std::string& path, std::string_view content);
+
+}  // namespace carma::exec

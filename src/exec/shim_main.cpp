@@ -1,0 +1,472 @@
+// carma-shim: supervises one attempt of a task; see exec/launch.h for the design.
+// Usage: carma-shim --request <attempt_dir>/request.json
+//
+// Single-threaded on purpose: the forked task child may then use any function (malloc included)
+// before exec, and all signals are taken synchronously from a signalfd, so there are no handlers
+// and no races between a signal and the state it changes.
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "exec/launch.h"
+
+namespace carma::exec {
+
+namespace {
+
+std::string errno_text(int err) {
+    const char* text = strerrordesc_np(err);
+    return text != nullptr ? std::string(text) : fmt::format("unknown error {}", err);
+}
+
+// stderr is <attempt_dir>/shim.log (set up by launch()).
+template <typename... Args>
+void shim_log(fmt::format_string<Args...> format, Args&&... args) {
+    std::string line = fmt::format("carma-shim[{}]: ", ::getpid()) +
+                       fmt::format(format, std::forward<Args>(args)...) + "\n";
+    std::fputs(line.c_str(), stderr);
+}
+
+double unix_now() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+std::string attempt_file(const std::string& dir, std::string_view name) {
+    return dir + "/" + std::string(name);
+}
+
+// Started by hand with a closed standard stream, a later open() would land on 0-2 and dup2()
+// in the task child would clobber it.
+void ensure_std_fds() {
+    for (int fd = 0; fd <= 2; ++fd) {
+        if (::fcntl(fd, F_GETFD) < 0) {
+            ::open("/dev/null", O_RDWR);  // takes the lowest free number, i.e. fd
+        }
+    }
+}
+
+// --- signals ---------------------------------------------------------------------------------
+
+// Returns a signalfd for SIGTERM and SIGCHLD. Dispositions are reset first because ignored ones
+// survive exec: with SIGCHLD ignored (as some daemons do) the kernel would reap the task itself
+// and its exit status would be lost.
+int setup_signals() {
+    ::signal(SIGHUP, SIG_IGN);  // the daemon's session ending is no reason to stop
+    ::signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGCHLD);
+    if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) {
+        shim_log("cannot block SIGTERM and SIGCHLD: {}", errno_text(errno));
+        return -1;
+    }
+    ::signal(SIGCHLD, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    int fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (fd < 0) {
+        shim_log("cannot create a signalfd: {}", errno_text(errno));
+    }
+    return fd;
+}
+
+// The task starts with default dispositions and nothing blocked, not with the shim's setup.
+void reset_signals_for_task() {
+    for (int sig = 1; sig < NSIG; ++sig) {
+        if (sig != SIGKILL && sig != SIGSTOP) {
+            ::signal(sig, SIG_DFL);  // fails harmlessly for glibc's reserved real-time signals
+        }
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+bool sigterm_pending() {
+    sigset_t pending;
+    sigemptyset(&pending);
+    return ::sigpending(&pending) == 0 && sigismember(&pending, SIGTERM) == 1;
+}
+
+// --- the task child --------------------------------------------------------------------------
+
+// The request turned into what execvp needs, built before fork.
+struct TaskExec {
+    std::vector<char*> argv;
+    std::vector<std::string> env_storage;
+    std::vector<char*> envp;
+    std::string stdout_path;
+    std::string stderr_path;
+};
+
+TaskExec prepare_exec(LaunchRequest& request, const std::string& dir) {
+    TaskExec x;
+    for (auto& arg : request.argv) {
+        x.argv.push_back(arg.data());
+    }
+    x.argv.push_back(nullptr);
+    for (const auto& [key, value] : request.env) {
+        x.env_storage.push_back(key + "=" + value);
+    }
+    for (auto& entry : x.env_storage) {
+        x.envp.push_back(entry.data());
+    }
+    x.envp.push_back(nullptr);
+    x.stdout_path = attempt_file(dir, kStdoutFile);
+    x.stderr_path = attempt_file(dir, kStderrFile);
+    return x;
+}
+
+// Sends the reason to the shim through the O_CLOEXEC pipe and exits; the shim writes it into
+// exit.json as the attempt's error.
+[[noreturn]] void child_fail(int err_fd, const std::string& message) {
+    std::string text = message.substr(0, 4000);
+    ssize_t ignored = ::write(err_fd, text.data(), text.size());
+    (void)ignored;
+    ::_exit(127);
+}
+
+void redirect_output(int err_fd, const std::string& path, int target) {
+    // Opened before switching user: the attempt directory is the daemon's and stays closed to
+    // the task's user, who only receives the open descriptor.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        child_fail(err_fd, fmt::format("cannot open {}: {}", path, errno_text(errno)));
+    }
+    if (::dup2(fd, target) < 0) {
+        child_fail(err_fd, fmt::format("cannot redirect to {}: {}", path, errno_text(errno)));
+    }
+    ::close(fd);
+}
+
+// Groups first, then gid, then uid: after setuid the process may no longer change the others.
+void switch_user(int err_fd, const LaunchRequest& r) {
+    if (::setgroups(r.groups.size(), r.groups.data()) != 0) {
+        child_fail(err_fd, fmt::format("cannot set the supplementary groups of uid {}: {}", r.uid,
+                                       errno_text(errno)));
+    }
+    if (::setgid(r.gid) != 0) {
+        child_fail(err_fd, fmt::format("cannot set gid {}: {}", r.gid, errno_text(errno)));
+    }
+    if (::setuid(r.uid) != 0) {
+        child_fail(err_fd, fmt::format("cannot set uid {}: {}", r.uid, errno_text(errno)));
+    }
+    if (::getuid() != r.uid || ::geteuid() != r.uid || ::getgid() != r.gid ||
+        ::getegid() != r.gid) {
+        child_fail(err_fd,
+                   fmt::format("switching to uid {} gid {} did not take effect", r.uid, r.gid));
+    }
+}
+
+[[noreturn]] void run_task_child(int err_fd, const LaunchRequest& r, const TaskExec& x) {
+    if (::setsid() < 0) {  // its own session and process group: pgid = its pid
+        child_fail(err_fd, fmt::format("setsid: {}", errno_text(errno)));
+    }
+    reset_signals_for_task();
+    redirect_output(err_fd, x.stdout_path, 1);
+    redirect_output(err_fd, x.stderr_path, 2);
+    if (r.switch_user) {
+        switch_user(err_fd, r);
+    }
+    // After the switch, so that the kernel checks the user's permissions, not root's.
+    if (::chdir(r.workdir.c_str()) != 0) {
+        int err = errno;
+        child_fail(err_fd, fmt::format("cannot enter working directory {} as uid {}: {}", r.workdir,
+                                       ::getuid(), errno_text(err)));
+    }
+    // execvp searches getenv("PATH"): with environ replaced that is the task's own PATH.
+    ::environ = const_cast<char**>(x.envp.data());
+    ::execvp(x.argv[0], x.argv.data());
+    child_fail(err_fd, fmt::format("{}: {}", r.argv[0], errno_text(errno)));
+}
+
+// --- starting and supervising ----------------------------------------------------------------
+
+struct Started {
+    pid_t pid = -1;     // > 0: the task runs; its process group id is the same
+    std::string error;  // otherwise why it could not be started
+};
+
+// Reads the child's error pipe until EOF: empty means exec succeeded (the pipe closed on exec).
+std::string read_child_error(int fd) {
+    std::string text;
+    char buf[512];
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return text;
+        }
+        text.append(buf, static_cast<size_t>(n));
+    }
+}
+
+Started start_task(LaunchRequest& request, const std::string& dir) {
+    TaskExec x = prepare_exec(request, dir);
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+        return {-1, fmt::format("cannot create a pipe: {}", errno_text(errno))};
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+        int err = errno;
+        ::close(fds[0]);
+        ::close(fds[1]);
+        return {-1, fmt::format("cannot fork the task: {}", errno_text(err))};
+    }
+    if (pid == 0) {
+        ::close(fds[0]);
+        run_task_child(fds[1], request, x);
+    }
+    ::close(fds[1]);
+    std::string error = read_child_error(fds[0]);
+    ::close(fds[0]);
+    if (error.empty()) {
+        return {pid, ""};
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return {-1, error};
+}
+
+class Supervisor {
+public:
+    Supervisor(pid_t pid, int signal_fd, int timer_fd, double grace_s)
+        : pid_(pid), signal_fd_(signal_fd), timer_fd_(timer_fd), grace_s_(grace_s) {}
+
+    // Returns once the task (the group leader) has exited; it is not reaped yet.
+    bool wait_for_exit() {
+        while (!leader_exited()) {
+            if (failed_) {
+                return false;
+            }
+            pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {timer_fd_, POLLIN, 0}};
+            if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
+                shim_log("poll: {}", errno_text(errno));
+                return false;
+            }
+            if ((fds[0].revents & POLLIN) != 0) {
+                drain_signals();
+            }
+            if ((fds[1].revents & POLLIN) != 0) {
+                on_grace_expired();
+            }
+        }
+        return true;
+    }
+
+    bool cancel_requested() const { return cancel_requested_; }
+
+private:
+    // WNOWAIT leaves the leader a zombie, which keeps its pid from being reused, so that the
+    // group can still be signalled safely until the shim reaps it.
+    bool leader_exited() {
+        siginfo_t info{};
+        if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+            if (errno != EINTR) {
+                shim_log("waitid {}: {}", pid_, errno_text(errno));
+                failed_ = true;
+            }
+            return false;
+        }
+        return info.si_pid == pid_;
+    }
+
+    // The signalfd is non-blocking: read until it is empty.
+    void drain_signals() {
+        signalfd_siginfo si{};
+        while (::read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+            if (si.ssi_signo == SIGTERM) {
+                on_stop_requested();
+            }
+            // SIGCHLD needs nothing: the loop checks the leader on every wake-up.
+        }
+    }
+
+    void on_stop_requested() {
+        if (cancel_requested_) {
+            return;  // the grace period already runs
+        }
+        cancel_requested_ = true;
+        shim_log("stop requested: SIGTERM to process group {}, SIGKILL in {} s", pid_, grace_s_);
+        signal_group(SIGTERM);
+        signal_group(SIGCONT);  // a stopped task would otherwise not see SIGTERM until SIGKILL
+        if (grace_s_ <= 0) {
+            signal_group(SIGKILL);
+            return;
+        }
+        itimerspec when{};
+        when.it_value.tv_sec = static_cast<time_t>(grace_s_);
+        when.it_value.tv_nsec = static_cast<long>((grace_s_ - std::floor(grace_s_)) * 1e9);
+        if (when.it_value.tv_sec == 0 && when.it_value.tv_nsec == 0) {
+            when.it_value.tv_nsec = 1;  // all zero would disarm the timer
+        }
+        if (::timerfd_settime(timer_fd_, 0, &when, nullptr) != 0) {
+            shim_log("cannot arm the grace timer: {}; killing now", errno_text(errno));
+            signal_group(SIGKILL);
+        }
+    }
+
+    void on_grace_expired() {
+        uint64_t expirations = 0;
+        ssize_t ignored = ::read(timer_fd_, &expirations, sizeof expirations);
+        (void)ignored;
+        shim_log("grace period over: SIGKILL to process group {}", pid_);
+        signal_group(SIGKILL);
+    }
+
+    void signal_group(int sig) {
+        if (::kill(-pid_, sig) != 0 && errno != ESRCH) {
+            shim_log("cannot send signal {} to process group {}: {}", sig, pid_, errno_text(errno));
+        }
+    }
+
+    pid_t pid_;
+    int signal_fd_;
+    int timer_fd_;
+    double grace_s_;
+    bool cancel_requested_ = false;
+    bool failed_ = false;
+};
+
+// Kills what is left of the task's process group, reaps the leader and records its end.
+ExitRecord finish_task(pid_t pid, bool cancel_requested) {
+    if (::kill(-pid, SIGKILL) != 0 && errno != ESRCH) {
+        shim_log("cannot kill the rest of process group {}: {}", pid, errno_text(errno));
+    }
+    ExitRecord record;
+    record.started = true;
+    record.cancel_requested = cancel_requested;
+    int status = 0;
+    pid_t got = 0;
+    while ((got = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    record.ended_at = unix_now();
+    if (got != pid) {
+        record.error =
+            fmt::format("cannot collect the exit status of pid {}: {}", pid, errno_text(errno));
+    } else if (WIFEXITED(status)) {
+        record.exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+        record.signal = WTERMSIG(status);
+    }
+    return record;
+}
+
+ExitRecord not_started(std::string error) {
+    ExitRecord record;
+    record.started = false;
+    record.error = std::move(error);
+    record.cancel_requested = sigterm_pending();
+    record.ended_at = unix_now();
+    return record;
+}
+
+int write_exit(const std::string& dir, const ExitRecord& record) {
+    auto ok = write_file_atomic(attempt_file(dir, kExitFile), exit_to_json(record));
+    if (!ok) {
+        shim_log("{}", ok.error().message);
+        return 1;
+    }
+    return 0;
+}
+
+Result<LaunchRequest> load_request(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return fail(ErrorCode::Io, fmt::format("cannot read {}: {}", path, errno_text(errno)));
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    return request_from_json(text.str());
+}
+
+int supervise(pid_t pid, int signal_fd, double grace_s, const std::string& dir) {
+    int timer_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (timer_fd < 0) {
+        shim_log("cannot create a timerfd: {}; a stop will kill at once", errno_text(errno));
+        grace_s = 0;
+    }
+    Supervisor supervisor(pid, signal_fd, timer_fd, grace_s);
+    bool exited = supervisor.wait_for_exit();
+    ExitRecord record = finish_task(pid, supervisor.cancel_requested());
+    if (!exited && record.error.empty()) {
+        record.error = "the shim lost track of the task and killed it";
+    }
+    shim_log("task {} ended: exit code {}, signal {}, cancel requested {}", pid,
+             record.exit_code.value_or(-1), record.signal.value_or(0), record.cancel_requested);
+    return write_exit(dir, record);
+}
+
+int run(const std::string& request_path) {
+    std::string dir = request_path.substr(0, request_path.rfind('/'));
+    ensure_std_fds();
+    int signal_fd = setup_signals();
+    if (signal_fd < 0) {
+        return 1;  // cannot be stopped safely: better not start (launch() reports shim.log)
+    }
+    if (::chdir("/") != 0) {  // not keep the daemon's working directory busy
+        shim_log("chdir /: {}", errno_text(errno));
+    }
+    // After the signal setup: a SIGTERM sent by a caller who read shim.pid is never lost.
+    if (auto ok =
+            write_file_atomic(attempt_file(dir, kShimPidFile), fmt::format("{}\n", ::getpid()));
+        !ok) {
+        shim_log("{}", ok.error().message);
+        return 1;
+    }
+    auto request = load_request(request_path);
+    if (!request) {
+        return write_exit(dir, not_started(request.error().message));
+    }
+    Started started = start_task(*request, dir);
+    if (started.pid < 0) {
+        shim_log("task not started: {}", started.error);
+        return write_exit(dir, not_started(started.error));
+    }
+    if (auto ok =
+            write_file_atomic(attempt_file(dir, kTaskPidFile), fmt::format("{}\n", started.pid));
+        !ok) {
+        ::kill(-started.pid, SIGKILL);  // a task whose group nobody can find must not run
+        finish_task(started.pid, false);
+        return write_exit(dir, not_started(ok.error().message));
+    }
+    return supervise(started.pid, signal_fd, request->kill_grace_s, dir);
+}
+
+}  // namespace
+
+}  // namespace carma::exec
+
+int main(int argc, char** argv) {
+    if (argc != 3 || std::string_view(argv[1]) != "--request" || argv[2][0] != '/') {
+        std::fputs("usage: carma-shim --request /absolute/attempt_dir/request.json\n", stderr);
+        return 2;
+    }
+    return carma::exec::run(argv[2]);
+}

@@ -1,0 +1,82 @@
+#pragma once
+// What the daemon keeps about tasks, attempts and events. Stored in SQLite (store.h); times are
+// unix seconds (UTC) as doubles.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/task.h"
+
+namespace carma::store {
+
+enum class TaskState {
+    Queued,      // waiting in the main queue
+    Recovering,  // waiting in the recovery queue after an out-of-memory attempt
+    Running,     // an attempt is live (starting or running)
+    Succeeded,
+    Failed,
+    Cancelled,
+    Lost,        // the attempt vanished (supervisor gone, no exit record)
+    Rejected,    // could never fit (kept for the record; rejected submissions get an error)
+};
+
+std::string_view to_string(TaskState s);
+std::optional<TaskState> parse_task_state(std::string_view s);
+bool is_final(TaskState s);
+// Every state in declaration order (for queries that must name all final or all live states).
+std::span<const TaskState> all_task_states();
+
+struct TaskRow {
+    TaskId id = 0;
+    TaskSpec spec;               // name, command, gpus, memory, workload
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::string user;            // login name at submit time
+    std::string workdir;
+    std::vector<std::pair<std::string, std::string>> env;  // submitter-declared variables only
+    TaskState state = TaskState::Queued;
+    int attempts = 0;
+    int max_attempts = 3;
+    double submitted_at = 0;
+    std::optional<double> finished_at;
+    std::string message;         // last human-readable status ("waits for 1 idle GPU", exit text)
+};
+
+struct AttemptRow {
+    TaskId task = 0;
+    int number = 0;              // 1-based
+    std::vector<int> gpus;
+    std::string dir;             // attempt directory (logs, exit.json)
+    pid_t shim_pid = 0;
+    double started_at = 0;
+    std::optional<double> ended_at;
+    std::string outcome;         // "", or to_string(AttemptOutcome)
+    std::optional<int> exit_code;
+    std::optional<int> signal;
+    bool recovered = false;      // placed from the recovery queue
+};
+
+struct EventRow {
+    std::int64_t id = 0;
+    double time = 0;
+    TaskId task = 0;             // 0 for daemon-wide events
+    std::string kind;            // "submitted", "placed", "started", "exited", "oom", ...
+    std::string message;
+};
+
+struct GpuSampleRow {
+    double time = 0;
+    int gpu = 0;
+    MiB free_mib = 0;
+    MiB used_mib = 0;
+    double util = 0, smact = 0, smocc = 0, drama = 0, power_w = 0, energy_j = 0;
+};
+
+}  // namespace carma::store

@@ -1,0 +1,765 @@
+#include "store/store.h"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <system_error>
+#include <type_traits>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace carma::store {
+
+namespace {
+
+using nlohmann::json;
+
+// Long enough to ride out another process (sqlite3 shell, a backup) holding the write lock for a
+// moment; short enough that a wedged one surfaces as an error instead of a hung daemon.
+constexpr int kBusyTimeoutMs = 5000;
+
+// ---- schema -----------------------------------------------------------------------------------
+
+// One forward-only step. Opening a database applies, in order and in one transaction, every step
+// whose version is above the file's PRAGMA user_version. Steps are never edited once released:
+// a change to the schema is a new step.
+struct Migration {
+    int version;  // the user_version once this step has run
+    const char* sql;
+};
+
+constexpr Migration kMigrations[] = {
+    {1, R"sql(
+-- AUTOINCREMENT: ids are shown to users and written in logs, so a deleted newest task must
+-- never hand its id to the next submission.
+CREATE TABLE tasks (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    name         TEXT    NOT NULL,  -- copy of spec.name for people reading the file with sqlite3
+    spec_json    TEXT    NOT NULL,
+    uid          INTEGER NOT NULL,
+    gid          INTEGER NOT NULL,
+    user         TEXT    NOT NULL,
+    workdir      TEXT    NOT NULL,
+    env_json     TEXT    NOT NULL,
+    state        TEXT    NOT NULL,
+    attempts     INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    submitted_at REAL    NOT NULL,
+    finished_at  REAL,
+    message      TEXT    NOT NULL
+);
+-- Listing live tasks must not scan the whole history.
+CREATE INDEX tasks_state ON tasks(state);
+
+CREATE TABLE attempts (
+    task_id    INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+    number     INTEGER NOT NULL,
+    gpus_json  TEXT    NOT NULL,
+    dir        TEXT    NOT NULL,
+    shim_pid   INTEGER NOT NULL,
+    started_at REAL    NOT NULL,
+    ended_at   REAL,
+    outcome    TEXT    NOT NULL,
+    exit_code  INTEGER,
+    signal     INTEGER,
+    recovered  INTEGER NOT NULL,
+    PRIMARY KEY (task_id, number)
+);
+
+-- task_id 0 marks daemon-wide events, so it cannot be a foreign key.
+CREATE TABLE events (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    time    REAL    NOT NULL,
+    task_id INTEGER NOT NULL,
+    kind    TEXT    NOT NULL,
+    message TEXT    NOT NULL
+);
+CREATE INDEX events_task ON events(task_id);
+
+-- The metrics may be NULL: a backend without a reading reports NaN, which SQLite stores as NULL.
+CREATE TABLE gpu_samples (
+    time     REAL    NOT NULL,
+    gpu      INTEGER NOT NULL,
+    free_mib INTEGER NOT NULL,
+    used_mib INTEGER NOT NULL,
+    util     REAL,
+    smact    REAL,
+    smocc    REAL,
+    drama    REAL,
+    power_w  REAL,
+    energy_j REAL
+);
+CREATE INDEX gpu_samples_time ON gpu_samples(time);
+)sql"},
+};
+
+constexpr bool migrations_are_consecutive() {
+    int expected = 1;
+    for (const Migration& m : kMigrations) {
+        if (m.version != expected) {
+            return false;
+        }
+        ++expected;
+    }
+    return expected - 1 == kSchemaVersion;
+}
+static_assert(migrations_are_consecutive(), "kMigrations must be steps 1, 2, ..., kSchemaVersion");
+
+// ---- JSON columns -----------------------------------------------------------------------------
+
+// Absent optionals are left out of the JSON (not written as null), so "unknown" stays unknown.
+template <typename T>
+void put_optional(json& j, const char* key, const std::optional<T>& value) {
+    if (value) {
+        j[key] = *value;
+    }
+}
+
+template <typename T>
+void get_optional(const json& j, const char* key, std::optional<T>& out) {
+    if (auto it = j.find(key); it != j.end() && !it->is_null()) {
+        out = it->get<T>();
+    }
+}
+
+json memory_to_json(const MemoryInfo& m) {
+    json j = json::object();
+    put_optional(j, "declared_mib", m.declared_mib);
+    put_optional(j, "profiled_mib", m.profiled_mib);
+    put_optional(j, "horus_mib", m.horus_mib);
+    put_optional(j, "faketensor_mib", m.faketensor_mib);
+    put_optional(j, "gpumemnet_mib", m.gpumemnet_mib);
+    if (m.model) {
+        j["model"] = {{"parameters", m.model->parameters},
+                      {"activations_per_sample", m.model->activations_per_sample},
+                      {"batch_size", m.model->batch_size}};
+    }
+    return j;
+}
+
+MemoryInfo memory_from_json(const json& j) {
+    MemoryInfo m;
+    get_optional(j, "declared_mib", m.declared_mib);
+    get_optional(j, "profiled_mib", m.profiled_mib);
+    get_optional(j, "horus_mib", m.horus_mib);
+    get_optional(j, "faketensor_mib", m.faketensor_mib);
+    get_optional(j, "gpumemnet_mib", m.gpumemnet_mib);
+    if (auto it = j.find("model"); it != j.end() && !it->is_null()) {
+        m.model = ModelDescriptor{it->at("parameters").get<double>(),
+                                  it->at("activations_per_sample").get<double>(),
+                                  it->at("batch_size").get<int>()};
+    }
+    return m;
+}
+
+json spec_to_json(const TaskSpec& s) {
+    return {{"name", s.name},
+            {"command", s.command},
+            {"gpus", s.gpus},
+            {"memory", memory_to_json(s.memory)},
+            {"workload", s.workload}};
+}
+
+TaskSpec spec_from_json(const json& j) {
+    TaskSpec s;
+    s.name = j.at("name").get<std::string>();
+    s.command = j.at("command").get<std::vector<std::string>>();
+    s.gpus = j.at("gpus").get<int>();
+    s.memory = memory_from_json(j.at("memory"));
+    s.workload = j.at("workload").get<std::string>();
+    return s;
+}
+
+// JSON has no NaN or infinity (nlohmann writes null), and a null where a number belongs would
+// make the stored row unreadable, so such a spec is refused before it is written.
+Result<void> check_finite(const TaskSpec& spec) {
+    const std::optional<ModelDescriptor>& model = spec.memory.model;
+    if (model &&
+        !(std::isfinite(model->parameters) && std::isfinite(model->activations_per_sample))) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("task '{}': the model's parameters and activations must be finite "
+                                "numbers",
+                                spec.name));
+    }
+    return {};
+}
+
+struct EncodedTask {
+    std::string spec_json;
+    std::string env_json;
+};
+
+Result<EncodedTask> encode_task(const TaskRow& task) {
+    if (auto finite = check_finite(task.spec); !finite) {
+        return tl::unexpected(finite.error());
+    }
+    try {
+        // env is a list of pairs, not an object: it keeps the submitter's order and duplicates.
+        return EncodedTask{spec_to_json(task.spec).dump(), json(task.env).dump()};
+    } catch (const json::exception& e) {
+        // dump() refuses strings that are not UTF-8; argv and environment bytes may be anything.
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("task '{}': the command and environment must be valid UTF-8 ({})",
+                                task.spec.name, e.what()));
+    }
+}
+
+// ---- binding and reading columns --------------------------------------------------------------
+
+template <typename T>
+void bind_optional(SQLite::Statement& st, int index, const std::optional<T>& value) {
+    if (value) {
+        st.bind(index, *value);
+    } else {
+        st.bind(index);
+    }
+}
+
+std::optional<double> optional_double(const SQLite::Column& c) {
+    return c.isNull() ? std::nullopt : std::optional<double>(c.getDouble());
+}
+
+std::optional<int> optional_int(const SQLite::Column& c) {
+    return c.isNull() ? std::nullopt : std::optional<int>(c.getInt());
+}
+
+// SQLite stores a bound NaN as NULL; reading it back as NaN makes the round trip exact.
+double nullable_double(const SQLite::Column& c) {
+    return c.isNull() ? std::numeric_limits<double>::quiet_NaN() : c.getDouble();
+}
+
+constexpr const char* kTaskColumns =
+    "id, name, spec_json, uid, gid, user, workdir, env_json, state, attempts, max_attempts, "
+    "submitted_at, finished_at, message";
+
+constexpr const char* kInsertTask =
+    "INSERT INTO tasks (name, spec_json, uid, gid, user, workdir, env_json, state, attempts, "
+    "max_attempts, submitted_at, finished_at, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "?, ?)";
+
+constexpr const char* kUpdateTask =
+    "UPDATE tasks SET name = ?, spec_json = ?, uid = ?, gid = ?, user = ?, workdir = ?, "
+    "env_json = ?, state = ?, attempts = ?, max_attempts = ?, submitted_at = ?, finished_at = ?, "
+    "message = ? WHERE id = ?";
+
+// Binds every column but the id, in kInsertTask order; returns the next parameter index.
+int bind_task(SQLite::Statement& st, const TaskRow& t, const EncodedTask& encoded) {
+    st.bind(1, t.spec.name);
+    st.bind(2, encoded.spec_json);
+    st.bind(3, static_cast<std::int64_t>(t.uid));
+    st.bind(4, static_cast<std::int64_t>(t.gid));
+    st.bind(5, t.user);
+    st.bind(6, t.workdir);
+    st.bind(7, encoded.env_json);
+    st.bind(8, std::string(to_string(t.state)));
+    st.bind(9, t.attempts);
+    st.bind(10, t.max_attempts);
+    st.bind(11, t.submitted_at);
+    bind_optional(st, 12, t.finished_at);
+    st.bind(13, t.message);
+    return 14;
+}
+
+// A row the store cannot decode is corruption or a bug; the message names the task so the row
+// can be found with sqlite3.
+TaskState decode_state(TaskId id, const std::string& text) {
+    if (auto state = parse_task_state(text)) {
+        return *state;
+    }
+    throw std::runtime_error(fmt::format("task {} has unknown state '{}'", id, text));
+}
+
+template <typename Decode>
+auto decode_json(TaskId id, const char* column, const std::string& text, Decode decode) {
+    try {
+        return decode(json::parse(text));
+    } catch (const json::exception& e) {
+        throw std::runtime_error(fmt::format("task {}: bad {}: {}", id, column, e.what()));
+    }
+}
+
+// Reads a row selected with kTaskColumns.
+TaskRow read_task(const SQLite::Statement& st) {
+    TaskRow t;
+    t.id = st.getColumn(0).getInt64();
+    // Column 1 (name) duplicates spec.name; the JSON is the truth.
+    t.spec = decode_json(t.id, "spec_json", st.getColumn(2).getString(), spec_from_json);
+    t.uid = static_cast<uid_t>(st.getColumn(3).getInt64());
+    t.gid = static_cast<gid_t>(st.getColumn(4).getInt64());
+    t.user = st.getColumn(5).getString();
+    t.workdir = st.getColumn(6).getString();
+    t.env = decode_json(t.id, "env_json", st.getColumn(7).getString(), [](const json& j) {
+        return j.get<std::vector<std::pair<std::string, std::string>>>();
+    });
+    t.state = decode_state(t.id, st.getColumn(8).getString());
+    t.attempts = st.getColumn(9).getInt();
+    t.max_attempts = st.getColumn(10).getInt();
+    t.submitted_at = st.getColumn(11).getDouble();
+    t.finished_at = optional_double(st.getColumn(12));
+    t.message = st.getColumn(13).getString();
+    return t;
+}
+
+std::vector<TaskRow> read_tasks(SQLite::Statement& st) {
+    std::vector<TaskRow> rows;
+    while (st.executeStep()) {
+        rows.push_back(read_task(st));
+    }
+    return rows;
+}
+
+// The live states, quoted for an IN list. Built from the enum so a new state lands on the right
+// side of the filter without touching this file; the names are constants, not user input.
+std::string live_states_sql() {
+    std::string out;
+    for (TaskState s : all_task_states()) {
+        if (!is_final(s)) {
+            out += fmt::format("{}'{}'", out.empty() ? "" : ", ", to_string(s));
+        }
+    }
+    return out;
+}
+
+constexpr const char* kAttemptColumns =
+    "task_id, number, gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, signal, "
+    "recovered";
+
+constexpr const char* kInsertAttempt =
+    "INSERT INTO attempts (gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, "
+    "signal, recovered, task_id, number) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+constexpr const char* kUpdateAttempt =
+    "UPDATE attempts SET gpus_json = ?, dir = ?, shim_pid = ?, started_at = ?, ended_at = ?, "
+    "outcome = ?, exit_code = ?, signal = ?, recovered = ? WHERE task_id = ? AND number = ?";
+
+// Insert and update share the parameter order: the mutable fields, then the key.
+void bind_attempt(SQLite::Statement& st, const AttemptRow& a) {
+    st.bind(1, json(a.gpus).dump());
+    st.bind(2, a.dir);
+    st.bind(3, static_cast<std::int64_t>(a.shim_pid));
+    st.bind(4, a.started_at);
+    bind_optional(st, 5, a.ended_at);
+    st.bind(6, a.outcome);
+    bind_optional(st, 7, a.exit_code);
+    bind_optional(st, 8, a.signal);
+    st.bind(9, a.recovered ? 1 : 0);
+    st.bind(10, a.task);
+    st.bind(11, a.number);
+}
+
+AttemptRow read_attempt(const SQLite::Statement& st) {
+    AttemptRow a;
+    a.task = st.getColumn(0).getInt64();
+    a.number = st.getColumn(1).getInt();
+    a.gpus = decode_json(a.task, "gpus_json", st.getColumn(2).getString(),
+                         [](const json& j) { return j.get<std::vector<int>>(); });
+    a.dir = st.getColumn(3).getString();
+    a.shim_pid = static_cast<pid_t>(st.getColumn(4).getInt64());
+    a.started_at = st.getColumn(5).getDouble();
+    a.ended_at = optional_double(st.getColumn(6));
+    a.outcome = st.getColumn(7).getString();
+    a.exit_code = optional_int(st.getColumn(8));
+    a.signal = optional_int(st.getColumn(9));
+    a.recovered = st.getColumn(10).getInt() != 0;
+    return a;
+}
+
+std::vector<AttemptRow> read_attempts(SQLite::Statement& st) {
+    std::vector<AttemptRow> rows;
+    while (st.executeStep()) {
+        rows.push_back(read_attempt(st));
+    }
+    return rows;
+}
+
+EventRow read_event(const SQLite::Statement& st) {
+    EventRow e;
+    e.id = st.getColumn(0).getInt64();
+    e.time = st.getColumn(1).getDouble();
+    e.task = st.getColumn(2).getInt64();
+    e.kind = st.getColumn(3).getString();
+    e.message = st.getColumn(4).getString();
+    return e;
+}
+
+void bind_sample(SQLite::Statement& st, const GpuSampleRow& s) {
+    st.bind(1, s.time);
+    st.bind(2, s.gpu);
+    st.bind(3, s.free_mib);
+    st.bind(4, s.used_mib);
+    st.bind(5, s.util);
+    st.bind(6, s.smact);
+    st.bind(7, s.smocc);
+    st.bind(8, s.drama);
+    st.bind(9, s.power_w);
+    st.bind(10, s.energy_j);
+}
+
+GpuSampleRow read_sample(const SQLite::Statement& st) {
+    GpuSampleRow s;
+    s.time = st.getColumn(0).getDouble();
+    s.gpu = st.getColumn(1).getInt();
+    s.free_mib = st.getColumn(2).getInt64();
+    s.used_mib = st.getColumn(3).getInt64();
+    s.util = nullable_double(st.getColumn(4));
+    s.smact = nullable_double(st.getColumn(5));
+    s.smocc = nullable_double(st.getColumn(6));
+    s.drama = nullable_double(st.getColumn(7));
+    s.power_w = nullable_double(st.getColumn(8));
+    s.energy_j = nullable_double(st.getColumn(9));
+    return s;
+}
+
+// ---- opening ----------------------------------------------------------------------------------
+
+// The daemon creates the state directory. A missing or read-only one is a deployment mistake
+// that SQLite would only report as "unable to open database file", so it is named here.
+Result<void> check_directory(const std::string& path) {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::path(path).parent_path();
+    if (dir.empty()) {
+        dir = ".";
+    }
+    std::error_code ec;
+    const fs::file_status status = fs::status(dir, ec);
+    const auto refuse = [&](const std::string& why) {
+        return fail(ErrorCode::Io, fmt::format("cannot open the database {}: {}", path, why));
+    };
+    if (status.type() == fs::file_type::not_found) {
+        return refuse(
+            fmt::format("directory {} does not exist (the daemon creates its state "
+                        "directory; check --state-dir)",
+                        dir.string()));
+    }
+    if (ec) {
+        return refuse(fmt::format("cannot inspect directory {}: {}", dir.string(), ec.message()));
+    }
+    if (!fs::is_directory(status)) {
+        return refuse(fmt::format("{} is not a directory", dir.string()));
+    }
+    // SQLite creates the -wal and -shm files next to the database, so the directory itself, not
+    // only the file, must be writable.
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+        return refuse(fmt::format("directory {} is not writable by this user: {}", dir.string(),
+                                  std::strerror(errno)));
+    }
+    return {};
+}
+
+// Throws SQLite::Exception or std::runtime_error; Store::open adds the path.
+void configure(SQLite::Database& db) {
+    // SQLite silently falls back to read-only when the file is not writable; the daemon would
+    // then fail on its first write instead of at startup.
+    if (sqlite3_db_readonly(db.getHandle(), "main") == 1) {
+        throw std::runtime_error("the file is not writable by this user");
+    }
+    // WAL: readers in other processes (sqlite3, backups) do not block the daemon's writes, and
+    // a commit appends its pages to the log instead of first copying the old ones to a journal.
+    const std::string mode = db.execAndGet("PRAGMA journal_mode = WAL").getString();
+    if (mode != "wal") {
+        throw std::runtime_error(
+            fmt::format("cannot use WAL journal mode (got '{}'); put the "
+                        "state directory on a local filesystem",
+                        mode));
+    }
+    // With WAL, NORMAL can lose the last commits on power failure but never corrupts the file,
+    // and it saves an fsync per transaction.
+    db.exec("PRAGMA synchronous = NORMAL");
+    db.exec("PRAGMA foreign_keys = ON");
+}
+
+std::string too_new_message(const std::string& path, int found) {
+    return fmt::format(
+        "database {} has schema version {}, but this build of carma knows only up to "
+        "version {}; upgrade carma or point --state-dir elsewhere",
+        path, found, kSchemaVersion);
+}
+
+// Brings the file to kSchemaVersion. IMMEDIATE: two daemons starting at once must not both
+// decide to run the same step; the second waits, then sees the new user_version.
+Result<int> migrate(SQLite::Database& db, const std::string& path) {
+    int found = 0;
+    try {
+        SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
+        found = db.execAndGet("PRAGMA user_version").getInt();
+        if (found > kSchemaVersion) {
+            return fail(ErrorCode::InvalidArgument, too_new_message(path, found));
+        }
+        for (const Migration& m : kMigrations) {
+            if (m.version > found) {
+                db.exec(m.sql);
+            }
+        }
+        if (found < kSchemaVersion) {
+            // user_version lives in the file header and is part of the transaction.
+            db.exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion));
+        }
+        tx.commit();
+    } catch (const std::exception& e) {
+        return fail(ErrorCode::Io, fmt::format("cannot migrate the database {} from schema "
+                                               "version {} to {}: {}",
+                                               path, found, kSchemaVersion, e.what()));
+    }
+    return kSchemaVersion;
+}
+
+}  // namespace
+
+// ---- Store ------------------------------------------------------------------------------------
+
+struct Store::Impl {
+    explicit Impl(const std::string& file)
+        : path(file), db(file, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, kBusyTimeoutMs) {}
+
+    // Runs `body` (which returns a Result) holding the connection's lock: the daemon's API and
+    // scheduler threads share this one connection. SQLiteCpp reports errors by throwing; they
+    // become an error naming the operation, the file and SQLite's message.
+    template <typename F>
+    std::invoke_result_t<F&, SQLite::Database&> locked(std::string_view op, F&& body) {
+        std::lock_guard lock(mutex);
+        try {
+            return body(db);
+        } catch (const std::exception& e) {
+            return fail(ErrorCode::Io, fmt::format("{} in {}: {}", op, path, e.what()));
+        }
+    }
+
+    // As locked(), inside one transaction that commits only when `body` succeeds, so a failed
+    // write leaves nothing behind. IMMEDIATE takes the write lock at BEGIN: a deferred
+    // transaction that upgrades later can get SQLITE_BUSY without the busy timeout applying.
+    template <typename F>
+    std::invoke_result_t<F&, SQLite::Database&> write(std::string_view op, F&& body) {
+        return locked(op, [&](SQLite::Database& d) {
+            SQLite::Transaction tx(d, SQLite::TransactionBehavior::IMMEDIATE);
+            auto result = body(d);
+            if (result) {
+                tx.commit();
+            }
+            return result;
+        });
+    }
+
+    std::string path;
+    SQLite::Database db;
+    std::mutex mutex;
+    int version = 0;
+};
+
+Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Store::~Store() = default;
+
+Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
+    if (auto dir = check_directory(path); !dir) {
+        return tl::unexpected(dir.error());
+    }
+    std::unique_ptr<Impl> impl;
+    try {
+        impl = std::make_unique<Impl>(path);
+        configure(impl->db);
+    } catch (const std::exception& e) {
+        return fail(ErrorCode::Io, fmt::format("cannot open the database {}: {}", path, e.what()));
+    }
+    auto version = migrate(impl->db, path);
+    if (!version) {
+        return tl::unexpected(version.error());
+    }
+    impl->version = *version;
+    // make_unique cannot reach the private constructor.
+    return std::unique_ptr<Store>(new Store(std::move(impl)));
+}
+
+int Store::schema_version() const {
+    return impl_->version;
+}
+
+Result<TaskId> Store::insert_task(const TaskRow& task) {
+    auto encoded = encode_task(task);
+    if (!encoded) {
+        return tl::unexpected(encoded.error());
+    }
+    return impl_->write(fmt::format("insert task '{}'", task.spec.name),
+                        [&](SQLite::Database& db) -> Result<TaskId> {
+                            SQLite::Statement st(db, kInsertTask);
+                            bind_task(st, task, *encoded);
+                            st.exec();
+                            return db.getLastInsertRowid();
+                        });
+}
+
+// Writes every column but the id: which fields change is the caller's business.
+Result<void> Store::update_task(const TaskRow& task) {
+    auto encoded = encode_task(task);
+    if (!encoded) {
+        return tl::unexpected(encoded.error());
+    }
+    const std::string op = fmt::format("update task {}", task.id);
+    return impl_->write(op, [&](SQLite::Database& db) -> Result<void> {
+        SQLite::Statement st(db, kUpdateTask);
+        st.bind(bind_task(st, task, *encoded), task.id);
+        if (st.exec() == 0) {
+            return fail(ErrorCode::NotFound,
+                        fmt::format("{} in {}: no such task", op, impl_->path));
+        }
+        return {};
+    });
+}
+
+Result<std::optional<TaskRow>> Store::task(TaskId id) {
+    const std::string sql = fmt::format("SELECT {} FROM tasks WHERE id = ?", kTaskColumns);
+    const auto body = [&](SQLite::Database& db) -> Result<std::optional<TaskRow>> {
+        SQLite::Statement st(db, sql);
+        st.bind(1, id);
+        if (!st.executeStep()) {
+            return std::optional<TaskRow>();
+        }
+        return read_task(st);
+    };
+    return impl_->locked(fmt::format("read task {}", id), body);
+}
+
+Result<std::vector<TaskRow>> Store::tasks(bool include_final) {
+    const std::string where =
+        include_final ? "" : fmt::format(" WHERE state IN ({})", live_states_sql());
+    return impl_->locked("list tasks", [&](SQLite::Database& db) -> Result<std::vector<TaskRow>> {
+        SQLite::Statement st(
+            db, fmt::format("SELECT {} FROM tasks{} ORDER BY id", kTaskColumns, where));
+        return read_tasks(st);
+    });
+}
+
+Result<void> Store::insert_attempt(const AttemptRow& attempt) {
+    const std::string op =
+        fmt::format("insert attempt {} of task {}", attempt.number, attempt.task);
+    return impl_->write(op, [&](SQLite::Database& db) -> Result<void> {
+        SQLite::Statement st(db, kInsertAttempt);
+        bind_attempt(st, attempt);
+        st.exec();
+        return {};
+    });
+}
+
+Result<void> Store::update_attempt(const AttemptRow& attempt) {
+    const std::string op =
+        fmt::format("update attempt {} of task {}", attempt.number, attempt.task);
+    return impl_->write(op, [&](SQLite::Database& db) -> Result<void> {
+        SQLite::Statement st(db, kUpdateAttempt);
+        bind_attempt(st, attempt);
+        if (st.exec() == 0) {
+            return fail(ErrorCode::NotFound,
+                        fmt::format("{} in {}: no such attempt", op, impl_->path));
+        }
+        return {};
+    });
+}
+
+Result<std::vector<AttemptRow>> Store::attempts(TaskId task) {
+    const std::string sql =
+        fmt::format("SELECT {} FROM attempts WHERE task_id = ? ORDER BY number", kAttemptColumns);
+    const auto body = [&](SQLite::Database& db) -> Result<std::vector<AttemptRow>> {
+        SQLite::Statement st(db, sql);
+        st.bind(1, task);
+        return read_attempts(st);
+    };
+    return impl_->locked(fmt::format("list attempts of task {}", task), body);
+}
+
+Result<std::vector<AttemptRow>> Store::open_attempts() {
+    const std::string sql = fmt::format(
+        "SELECT {} FROM attempts WHERE ended_at IS NULL ORDER BY task_id, number", kAttemptColumns);
+    const auto body = [&](SQLite::Database& db) -> Result<std::vector<AttemptRow>> {
+        SQLite::Statement st(db, sql);
+        return read_attempts(st);
+    };
+    return impl_->locked("list open attempts", body);
+}
+
+Result<std::int64_t> Store::add_event(const EventRow& event) {
+    return impl_->write(
+        fmt::format("add event '{}' of task {}", event.kind, event.task),
+        [&](SQLite::Database& db) -> Result<std::int64_t> {
+            SQLite::Statement st(
+                db, "INSERT INTO events (time, task_id, kind, message) VALUES (?, ?, ?, ?)");
+            st.bind(1, event.time);
+            st.bind(2, event.task);
+            st.bind(3, event.kind);
+            st.bind(4, event.message);
+            st.exec();
+            return db.getLastInsertRowid();
+        });
+}
+
+// A negative limit means no limit (SQLite's LIMIT semantics).
+Result<std::vector<EventRow>> Store::events(std::int64_t after_id, TaskId task, int limit) {
+    // Two statements rather than "(? = 0 OR task_id = ?)", which would keep SQLite from using
+    // the task_id index.
+    const std::string sql = fmt::format(
+        "SELECT id, time, task_id, kind, message FROM events WHERE id > ?{} ORDER BY id LIMIT ?",
+        task == 0 ? "" : " AND task_id = ?");
+    return impl_->locked("list events", [&](SQLite::Database& db) -> Result<std::vector<EventRow>> {
+        SQLite::Statement st(db, sql);
+        int index = 1;
+        st.bind(index++, after_id);
+        if (task != 0) {
+            st.bind(index++, task);
+        }
+        st.bind(index, limit);
+        std::vector<EventRow> rows;
+        while (st.executeStep()) {
+            rows.push_back(read_event(st));
+        }
+        return rows;
+    });
+}
+
+Result<void> Store::add_gpu_samples(const std::vector<GpuSampleRow>& samples) {
+    if (samples.empty()) {
+        return {};
+    }
+    return impl_->write(fmt::format("add {} GPU samples", samples.size()),
+                        [&](SQLite::Database& db) -> Result<void> {
+                            SQLite::Statement st(
+                                db,
+                                "INSERT INTO gpu_samples (time, gpu, free_mib, used_mib, util, "
+                                "smact, smocc, drama, power_w, energy_j) VALUES (?, ?, ?, ?, ?, "
+                                "?, ?, ?, ?, ?)");
+                            for (const GpuSampleRow& s : samples) {
+                                bind_sample(st, s);
+                                st.exec();
+                                st.reset();
+                            }
+                            return {};
+                        });
+}
+
+// Samples with time >= since, oldest first (GPU index breaks ties).
+Result<std::vector<GpuSampleRow>> Store::gpu_samples(double since, int gpu) {
+    const std::string sql = fmt::format(
+        "SELECT time, gpu, free_mib, used_mib, util, smact, smocc, drama, power_w, energy_j "
+        "FROM gpu_samples WHERE time >= ?{} ORDER BY time, gpu",
+        gpu < 0 ? "" : " AND gpu = ?");
+    return impl_->locked("list GPU samples",
+                         [&](SQLite::Database& db) -> Result<std::vector<GpuSampleRow>> {
+                             SQLite::Statement st(db, sql);
+                             st.bind(1, since);
+                             if (gpu >= 0) {
+                                 st.bind(2, gpu);
+                             }
+                             std::vector<GpuSampleRow> rows;
+                             while (st.executeStep()) {
+                                 rows.push_back(read_sample(st));
+                             }
+                             return rows;
+                         });
+}
+
+}  // namespace carma::store

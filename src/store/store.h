@@ -1,0 +1,54 @@
+#pragma once
+// SQLite persistence of the daemon (WAL mode): tasks, attempts, events and downsampled GPU
+// samples. The schema carries PRAGMA user_version; opening a database with a newer schema than
+// this build knows is refused, older ones are migrated forward. Every write is one transaction,
+// so a crash never leaves half a submission.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "store/records.h"
+
+namespace carma::store {
+
+inline constexpr int kSchemaVersion = 1;
+
+class Store {
+public:
+    // Opens (creating if needed) the database file; errors name the path.
+    static Result<std::unique_ptr<Store>> open(const std::string& path);
+    ~Store();
+    Store(const Store&) = delete;
+    Store& operator=(const Store&) = delete;
+
+    // Assigns the id (monotonic, never reused) and stores the row; returns the id.
+    Result<TaskId> insert_task(const TaskRow& task);
+    Result<void> update_task(const TaskRow& task);  // every mutable field by id
+    Result<std::optional<TaskRow>> task(TaskId id);
+    // Tasks in id order; `include_final` false leaves out succeeded/failed/cancelled/lost/rejected.
+    Result<std::vector<TaskRow>> tasks(bool include_final);
+
+    Result<void> insert_attempt(const AttemptRow& attempt);
+    Result<void> update_attempt(const AttemptRow& attempt);  // by (task, number)
+    Result<std::vector<AttemptRow>> attempts(TaskId task);
+    // Attempts without an end: what a restarted daemon must find again.
+    Result<std::vector<AttemptRow>> open_attempts();
+
+    Result<std::int64_t> add_event(const EventRow& event);  // assigns id
+    // Events with id > after_id, oldest first, at most `limit`; task 0 = all tasks.
+    Result<std::vector<EventRow>> events(std::int64_t after_id, TaskId task, int limit);
+
+    Result<void> add_gpu_samples(const std::vector<GpuSampleRow>& samples);
+    Result<std::vector<GpuSampleRow>> gpu_samples(double since, int gpu /* -1 = all */);
+
+    int schema_version() const;
+
+private:
+    struct Impl;
+    explicit Store(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace carma::store

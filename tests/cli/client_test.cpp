@@ -1,0 +1,586 @@
+// The API client and the client commands against a small fake daemon: an httplib server on a
+// temporary Unix socket that records every request and answers what each test scripts.
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "api/client.h"
+#include "cli/client_commands.h"
+
+namespace carma {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+fs::path make_temp_dir() {
+    char tmpl[] = "/tmp/carma-client-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) {
+        throw std::runtime_error("mkdtemp failed");
+    }
+    return tmpl;
+}
+
+struct Seen {
+    std::string method;
+    std::string target;  // path, then the query parameters in order
+    std::string body;
+};
+
+using Responder = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+// A fake daemon: records each request, then lets the test's responder answer it.
+class FakeDaemon {
+public:
+    FakeDaemon() : dir_(make_temp_dir()), socket_((dir_ / "carma.sock").string()) {
+        server_.set_address_family(AF_UNIX);
+        auto handler = [this](const httplib::Request& req, httplib::Response& res) {
+            handle(req, res);
+        };
+        server_.Get(".*", handler);
+        server_.Post(".*", handler);
+        server_.Delete(".*", handler);
+        if (!server_.bind_to_port(socket_, 80)) {
+            throw std::runtime_error("cannot bind " + socket_);
+        }
+        thread_ = std::thread([this] { server_.listen_after_bind(); });
+        for (int i = 0; i < 500 && !server_.is_running(); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+
+    ~FakeDaemon() {
+        server_.stop();
+        thread_.join();
+        fs::remove_all(dir_);
+    }
+
+    const std::string& socket() const { return socket_; }
+
+    void respond(Responder r) {
+        std::lock_guard lock(mutex_);
+        responder_ = std::move(r);
+    }
+
+    std::vector<Seen> seen() const {
+        std::lock_guard lock(mutex_);
+        return seen_;
+    }
+
+    std::vector<std::string> targets() const {
+        std::vector<std::string> out;
+        for (const Seen& s : seen()) {
+            out.push_back(s.method + " " + s.target);
+        }
+        return out;
+    }
+
+private:
+    void handle(const httplib::Request& req, httplib::Response& res) {
+        Responder responder;
+        {
+            std::lock_guard lock(mutex_);
+            std::string target = req.path;
+            char sep = '?';
+            for (const auto& [key, value] : req.params) {
+                target += sep + key + "=" + value;
+                sep = '&';
+            }
+            seen_.push_back({req.method, target, req.body});
+            responder = responder_;
+        }
+        if (responder) {
+            responder(req, res);
+        } else {
+            res.status = 200;
+            res.set_content("{}", "application/json");
+        }
+    }
+
+    fs::path dir_;
+    std::string socket_;
+    httplib::Server server_;
+    std::thread thread_;
+    mutable std::mutex mutex_;
+    Responder responder_;
+    std::vector<Seen> seen_;
+};
+
+// ---- ApiClient ----------------------------------------------------------------------------
+
+// This test verifies that a client pointed at a socket nobody listens on fails with the
+// promised message: the path, why, and how to point it elsewhere.
+TEST(ApiClientTest, MissingSocketSaysWhereAndWhat) {
+    api::ApiClient client("/tmp/carma-no-such-dir/carma.sock");
+    auto r = client.list_tasks(false);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::Io);
+    EXPECT_EQ(r.error().message,
+              "cannot reach the CARMA daemon at /tmp/carma-no-such-dir/carma.sock: No such file "
+              "or directory; is `carma serve` running? (set --socket or CARMA_SOCKET)");
+}
+
+// This test verifies that a socket left behind by a stopped daemon and a path that is not a
+// socket are told apart.
+TEST(ApiClientTest, StaleSocketAndNotASocket) {
+    const fs::path dir = make_temp_dir();
+    const std::string stale = (dir / "stale.sock").string();
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strcpy(addr.sun_path, stale.c_str());
+    ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+    ::close(fd);  // bound, never listening: connecting is refused
+
+    auto r = api::ApiClient(stale).gpus();
+    ASSERT_FALSE(r);
+    EXPECT_THAT(r.error().message, HasSubstr("cannot reach the CARMA daemon at " + stale));
+    EXPECT_THAT(r.error().message, HasSubstr("connection refused"));
+
+    std::ofstream(dir / "plain") << "x";
+    auto plain = api::ApiClient((dir / "plain").string()).status();
+    ASSERT_FALSE(plain);
+    EXPECT_THAT(plain.error().message, HasSubstr("that path is not a socket"));
+    fs::remove_all(dir);
+}
+
+// This test verifies that each client method sends its endpoint's method, path and query.
+TEST(ApiClientTest, EachMethodHitsItsRoute) {
+    FakeDaemon daemon;
+    api::ApiClient client(daemon.socket());
+    ASSERT_TRUE(client.submit(json{{"command", {"true"}}, {"workdir", "/"}}));
+    ASSERT_TRUE(client.list_tasks(false));
+    ASSERT_TRUE(client.list_tasks(true));
+    ASSERT_TRUE(client.task(12));
+    ASSERT_TRUE(client.cancel(12));
+    ASSERT_TRUE(client.logs(12, {}));
+    ASSERT_TRUE(client.logs(12, {api::LogStream::Stderr, 2, 100}));
+    ASSERT_TRUE(client.gpus());
+    ASSERT_TRUE(client.events({}));
+    ASSERT_TRUE(client.events({5, 12, 10}));
+    ASSERT_TRUE(client.status());
+    ASSERT_TRUE(client.metrics());
+    ASSERT_TRUE(client.healthz());
+    EXPECT_THAT(
+        daemon.targets(),
+        ElementsAre("POST /v1/tasks", "GET /v1/tasks", "GET /v1/tasks?all=1", "GET /v1/tasks/12",
+                    "DELETE /v1/tasks/12", "GET /v1/tasks/12/logs?stream=stdout",
+                    "GET /v1/tasks/12/logs?attempt=2&offset=100&stream=stderr", "GET /v1/gpus",
+                    "GET /v1/events", "GET /v1/events?after=5&limit=10&task=12", "GET /v1/status",
+                    "GET /metrics", "GET /healthz"));
+    EXPECT_EQ(json::parse(daemon.seen().front().body),
+              json::parse(R"({"command": ["true"], "workdir": "/"})"));
+
+    auto latin1 = client.submit(json{{"command", {"echo", "caf\xe9"}}, {"workdir", "/"}});
+    ASSERT_FALSE(latin1);
+    EXPECT_THAT(latin1.error().message, HasSubstr("is not valid UTF-8"));
+}
+
+// This test verifies that a daemon's error answer reaches the user as its own message, with an
+// error code matching the status, that answers without one still say what happened, and that
+// exchange() hands back any status as it came.
+TEST(ApiClientTest, ServerErrorsSurface) {
+    FakeDaemon daemon;
+    api::ApiClient client(daemon.socket());
+    struct Case {
+        int status;
+        std::string body;
+        ErrorCode code;
+        std::string want;
+    };
+    const Case cases[] = {
+        {404, R"({"error": "task 99 does not exist; see carma queue --all"})", ErrorCode::NotFound,
+         "task 99 does not exist; see carma queue --all"},
+        {422, R"({"error": "task needs 9 GPUs; this server has 4"})", ErrorCode::Infeasible,
+         "task needs 9 GPUs; this server has 4"},
+        {409, R"({"error": "task 3 has finished"})", ErrorCode::InvalidArgument,
+         "task 3 has finished"},
+        {502, "<html>bad gateway</html>", ErrorCode::Internal,
+         "the CARMA daemon answered HTTP 502 to GET /v1/tasks/99 without an error message: "
+         "'<html>bad gateway</html>'"},
+    };
+    for (const Case& c : cases) {
+        daemon.respond([&](const httplib::Request&, httplib::Response& res) {
+            res.status = c.status;
+            res.set_content(c.body, "application/json");
+        });
+        auto r = client.task(99);
+        ASSERT_FALSE(r) << c.status;
+        EXPECT_EQ(r.error().code, c.code) << c.status;
+        EXPECT_EQ(r.error().message, c.want);
+        auto raw = client.exchange("GET", "/v1/tasks/99");  // raw: any status is an answer
+        ASSERT_TRUE(raw) << raw.error().message;
+        EXPECT_EQ(raw->status, c.status);
+        EXPECT_EQ(raw->body, c.body);
+    }
+    daemon.respond([](const httplib::Request&, httplib::Response& res) {
+        res.set_content("not json", "text/plain");
+    });
+    auto r = client.gpus();
+    ASSERT_FALSE(r);
+    EXPECT_THAT(r.error().message, HasSubstr("answer to GET /v1/gpus is not JSON"));
+}
+
+// This test verifies that a log answer carries the log's size and the task's state.
+TEST(ApiClientTest, LogsReadTheirHeaders) {
+    FakeDaemon daemon;
+    daemon.respond([](const httplib::Request&, httplib::Response& res) {
+        res.set_content("epoch 1\n", "text/plain");
+        res.set_header("X-Carma-Log-Size", "108");
+        res.set_header("X-Carma-Task-State", "running");
+    });
+    auto chunk = api::ApiClient(daemon.socket()).logs(4, {api::LogStream::Stdout, {}, 100});
+    ASSERT_TRUE(chunk) << chunk.error().message;
+    EXPECT_EQ(chunk->text, "epoch 1\n");
+    EXPECT_EQ(chunk->log_size, 108u);
+    EXPECT_EQ(chunk->task_state, "running");
+}
+
+// This test verifies where the socket is when nothing is set: root's is system-wide, a user's
+// lives in their XDG state directory.
+TEST(ApiClientTest, DefaultSocketPath) {
+    EXPECT_EQ(api::default_socket_path_for(true, "/x", "/root"), "/var/lib/carma/carma.sock");
+    EXPECT_EQ(api::default_socket_path_for(false, "/state", "/home/a"), "/state/carma/carma.sock");
+    EXPECT_EQ(api::default_socket_path_for(false, nullptr, "/home/a"),
+              "/home/a/.local/state/carma/carma.sock");
+    EXPECT_EQ(api::default_socket_path_for(false, "", "/home/a"),
+              "/home/a/.local/state/carma/carma.sock");
+    // The XDG spec: a relative XDG_STATE_HOME is invalid and ignored.
+    EXPECT_EQ(api::default_socket_path_for(false, "rel", "/home/a"),
+              "/home/a/.local/state/carma/carma.sock");
+
+    ::setenv("CARMA_SOCKET", "/env.sock", 1);
+    EXPECT_EQ(api::resolve_socket_path("/flag.sock"), "/flag.sock");
+    EXPECT_EQ(api::resolve_socket_path(""), "/env.sock");
+    ::unsetenv("CARMA_SOCKET");
+    EXPECT_EQ(api::resolve_socket_path(""), api::default_socket_path());
+}
+
+// ---- the commands -------------------------------------------------------------------------
+// These need src/cli/client_commands.cpp in the test executable (tests/CMakeLists.txt adds it).
+
+void answer_json(httplib::Response& res, int status, const json& body) {
+    res.status = status;
+    res.set_content(body.dump(), "application/json");
+}
+
+using AddCommand = cli::Action (*)(CLI::App&);
+
+// Parses `args` as `carma <args>` with one command registered and runs it, returning stdout.
+std::string run_command(AddCommand add, std::vector<std::string> args) {
+    CLI::App app;
+    cli::Action action = add(app);
+    args.insert(args.begin(), "carma");
+    std::vector<const char*> argv;
+    for (const std::string& a : args) {
+        argv.push_back(a.c_str());
+    }
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    ::testing::internal::CaptureStdout();
+    try {
+        action();
+    } catch (...) {
+        ::testing::internal::GetCapturedStdout();
+        throw;
+    }
+    return ::testing::internal::GetCapturedStdout();
+}
+
+std::string command_error(AddCommand add, std::vector<std::string> args) {
+    try {
+        run_command(add, std::move(args));
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+const json kTask = json::parse(R"({
+    "id": 12, "name": "resnet3", "user": "alice", "uid": 1001, "gid": 1001, "state": "running",
+    "command": ["carma-fakejob", "--profile", "resnet3"], "workdir": "/home/alice/exp",
+    "gpus": 1, "memory": {"declared_mib": 13236, "profiled_mib": null, "horus_mib": null,
+                          "faketensor_mib": null, "gpumemnet_mib": null},
+    "env": {"EPOCHS": "3"}, "attempts": 2, "max_attempts": 3,
+    "submitted_at": 1764441600.5, "finished_at": null, "message": "running on GPU 2",
+    "attempt_list": [
+        {"number": 1, "gpus": [0], "started_at": 1764441601.0, "ended_at": 1764441700.0,
+         "outcome": "out-of-memory", "exit_code": 1, "signal": null, "recovered": false},
+        {"number": 2, "gpus": [2], "started_at": 1764441710.0, "ended_at": null,
+         "outcome": "", "exit_code": null, "signal": null, "recovered": true}]
+})");
+
+// This test verifies that `carma submit` turns its flags into the request body and prints the
+// new task's id and name.
+TEST(ClientCommandsTest, SubmitSendsFlags) {
+    FakeDaemon daemon;
+    daemon.respond(
+        [](const httplib::Request&, httplib::Response& res) { answer_json(res, 201, kTask); });
+    const std::string out = run_command(cli::add_submit_command,
+                                        {"submit",  "--socket",  daemon.socket(), "-g",
+                                         "2",       "--mem",     "12GiB",         "--name",
+                                         "resnet3", "--workdir", "/data",         "--env",
+                                         "A=1",     "--env",     "B=x=y",         "--max-attempts",
+                                         "4",       "--",        "python",        "train.py",
+                                         "--lr",    "0.1"});
+    EXPECT_EQ(out, "submitted task 12 (resnet3)\n");
+    ASSERT_EQ(daemon.seen().size(), 1u);
+    EXPECT_EQ(json::parse(daemon.seen()[0].body), json::parse(R"({
+        "command": ["python", "train.py", "--lr", "0.1"], "workdir": "/data", "name": "resnet3",
+        "gpus": 2, "memory": {"declared_mib": 12288}, "env": {"A": "1", "B": "x=y"},
+        "max_attempts": 4})"));
+}
+
+// This test verifies that a task file given to `carma submit` is read, with flags overriding it.
+TEST(ClientCommandsTest, SubmitTaskFile) {
+    FakeDaemon daemon;
+    const fs::path dir = make_temp_dir();
+    std::ofstream(dir / "job.yaml") << "command: python t.py\ngpus: 1\nworkdir: run\n";
+    const std::string out = run_command(
+        cli::add_submit_command,
+        {"submit", "--socket", daemon.socket(), "-g", "2", "--json", (dir / "job.yaml").string()});
+    const json body = json::parse(daemon.seen().at(0).body);
+    EXPECT_EQ(body["gpus"], 2);
+    EXPECT_EQ(body["name"], "job");
+    EXPECT_EQ(body["workdir"], (dir / "run").string());
+    EXPECT_EQ(json::parse(out), json::object());  // --json prints the daemon's answer
+    fs::remove_all(dir);
+}
+
+// This test verifies that impossible submissions are refused before anything is sent.
+TEST(ClientCommandsTest, SubmitRefusesBadInput) {
+    const std::string s = "/tmp/carma-no-such-dir/carma.sock";
+    EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s, "-g", "0", "x"}),
+                HasSubstr("--gpus must be at least 1 (got 0)"));
+    EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s, "-g", "-1", "x"}),
+                HasSubstr("--gpus must be at least 1 (got -1)"));
+    EXPECT_THAT(
+        command_error(cli::add_submit_command, {"submit", "--socket", s, "--mem", "lots", "x"}),
+        HasSubstr("memory 'lots' does not start with a number"));
+    EXPECT_THAT(
+        command_error(cli::add_submit_command, {"submit", "--socket", s, "--env", "A", "x"}),
+        HasSubstr("--env 'A' must be NAME=VALUE"));
+    EXPECT_THAT(command_error(cli::add_submit_command,
+                              {"submit", "--socket", s, "--max-attempts", "0", "x"}),
+                HasSubstr("--max-attempts must be from 1 to 100"));
+    EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s}),
+                HasSubstr("nothing to submit"));
+    EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s, "x"}),
+                HasSubstr("cannot reach the CARMA daemon"));
+}
+
+// This test verifies the queue table's columns and that --json passes the answer through.
+TEST(ClientCommandsTest, QueueTableAndJson) {
+    FakeDaemon daemon;
+    json list = {{"tasks", json::array({kTask})}};
+    list["tasks"][0]["message"] = std::string(100, 'm');
+    daemon.respond(
+        [&](const httplib::Request&, httplib::Response& res) { answer_json(res, 200, list); });
+    const std::string out =
+        run_command(cli::add_queue_command, {"queue", "--all", "--socket", daemon.socket()});
+    EXPECT_THAT(out, HasSubstr("ID  NAME     USER   STATE    GPUS  ATTEMPTS  TIME"));
+    EXPECT_THAT(out, HasSubstr("12  resnet3  alice  running  1     2/3"));
+    EXPECT_THAT(out, HasSubstr(std::string(45, 'm') + "...\n"));  // the message is cut at 48
+    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks?all=1");
+    const std::string js =
+        run_command(cli::add_queue_command, {"queue", "--json", "--socket", daemon.socket()});
+    EXPECT_EQ(json::parse(js), list);
+}
+
+// This test verifies that `carma show` prints the fields and one row per attempt.
+TEST(ClientCommandsTest, ShowPrintsFieldsAndAttempts) {
+    FakeDaemon daemon;
+    daemon.respond(
+        [](const httplib::Request&, httplib::Response& res) { answer_json(res, 200, kTask); });
+    const std::string out =
+        run_command(cli::add_show_command, {"show", "12", "--socket", daemon.socket()});
+    EXPECT_THAT(out, HasSubstr("task 12 (resnet3)\n"));
+    EXPECT_THAT(out, HasSubstr("command     carma-fakejob --profile resnet3\n"));
+    EXPECT_THAT(out, HasSubstr("memory      declared 13,236 MiB\n"));
+    EXPECT_THAT(out, HasSubstr("env         EPOCHS=3\n"));
+    EXPECT_THAT(out, HasSubstr("attempts    2 of at most 3\n"));
+    EXPECT_THAT(out, HasSubstr("ATTEMPT  GPUS  STARTED"));
+    EXPECT_THAT(out, ::testing::ContainsRegex("1 +0 +.* 1m39s +out-of-memory +1 +no"));
+    EXPECT_THAT(out, ::testing::ContainsRegex("2 +2 +.* - .* running +- +yes"));
+    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks/12");
+}
+
+// This test verifies that cancel says whether the task is gone or still stopping, and that an
+// unknown task's error is the daemon's.
+TEST(ClientCommandsTest, Cancel) {
+    FakeDaemon daemon;
+    daemon.respond(
+        [](const httplib::Request&, httplib::Response& res) { answer_json(res, 200, kTask); });
+    EXPECT_EQ(run_command(cli::add_cancel_command, {"cancel", "12", "--socket", daemon.socket()}),
+              "stopping task 12 (resnet3); it stays running until its processes have exited\n");
+    EXPECT_EQ(daemon.targets().back(), "DELETE /v1/tasks/12");
+    daemon.respond([](const httplib::Request&, httplib::Response& res) {
+        answer_json(res, 404, {{"error", "task 13 does not exist"}});
+    });
+    EXPECT_EQ(command_error(cli::add_cancel_command, {"cancel", "13", "--socket", daemon.socket()}),
+              "task 13 does not exist");
+}
+
+// This test verifies that `carma logs --follow` prints the first attempt's log, moves on to the
+// relaunched attempt, and stops once the task is final and its log drained.
+TEST(ClientCommandsTest, LogsFollowAcrossAttempts) {
+    FakeDaemon daemon;
+    int task_reads = 0;
+    // The first read of the task finds attempt 1 running; later ones attempt 2 finished.
+    daemon.respond([&](const httplib::Request& req, httplib::Response& res) {
+        if (req.path == "/v1/tasks/5") {
+            const bool second = ++task_reads >= 2;
+            answer_json(res, 200,
+                        {{"id", 5},
+                         {"attempts", second ? 2 : 1},
+                         {"state", second ? "succeeded" : "running"}});
+            return;
+        }
+        const bool second = task_reads >= 2;
+        const std::string log = req.get_param_value("attempt") == "2" ? "two\n" : "one\n";
+        const std::size_t offset = std::stoul("0" + req.get_param_value("offset"));
+        res.set_content(log.substr(std::min(offset, log.size())), "text/plain");
+        res.set_header("X-Carma-Log-Size", std::to_string(log.size()));
+        res.set_header("X-Carma-Task-State", second ? "succeeded" : "running");
+    });
+    const std::string out =
+        run_command(cli::add_logs_command, {"logs", "5", "-f", "--socket", daemon.socket()});
+    EXPECT_EQ(out, "one\ntwo\n");
+    EXPECT_THAT(daemon.targets(),
+                ::testing::Contains("GET /v1/tasks/5/logs?attempt=2&stream=stdout"));
+}
+
+// This test verifies plain `carma logs --stderr --attempt N`.
+TEST(ClientCommandsTest, LogsOnce) {
+    FakeDaemon daemon;
+    daemon.respond([](const httplib::Request&, httplib::Response& res) {
+        res.set_content("Traceback\nCUDA out of memory\n", "text/plain");
+    });
+    EXPECT_EQ(run_command(cli::add_logs_command,
+                          {"logs", "5", "--stderr", "--attempt", "1", "--socket", daemon.socket()}),
+              "Traceback\nCUDA out of memory\n");
+    EXPECT_THAT(daemon.targets(), ElementsAre("GET /v1/tasks/5/logs?attempt=1&stream=stderr"));
+}
+
+// This test verifies the GPU table: memory used of total, the window risk statistics, the
+// verdict, the warm-up lock and the tasks.
+TEST(ClientCommandsTest, Gpus) {
+    FakeDaemon daemon;
+    const json gpus = json::parse(R"({"backend": "emulated", "gpus": [
+        {"index": 0, "uuid": "GPU-0", "name": "A100-SXM4-40GB", "total_mib": 40960,
+         "free_mib": 27724, "available_mib": 27212, "util": 0.97, "smact": 0.9, "smocc": 0.5,
+         "drama": 0.3, "power_w": 250, "energy_j": 1000,
+         "window": {"samples": 30, "smact": {"mean": 0.9, "risk": 0.91},
+                    "smocc": {"risk": 0.52}, "drama": {"risk": 0.3}},
+         "risk": {"high": true, "reason": "SMACT 0.91 >= 0.80 and SMOCC 0.52 >= 0.45"},
+         "locked": true, "tasks": [12, 14]},
+        {"index": 1, "name": "A100-SXM4-40GB", "total_mib": 40960, "free_mib": 40960,
+         "risk": {"high": false}, "locked": false, "tasks": []}]})");
+    daemon.respond(
+        [&](const httplib::Request&, httplib::Response& res) { answer_json(res, 200, gpus); });
+    const std::string out =
+        run_command(cli::add_gpus_command, {"gpus", "--socket", daemon.socket()});
+    EXPECT_THAT(out, HasSubstr("backend: emulated\n"));
+    EXPECT_THAT(out, ::testing::ContainsRegex(
+                         "0 +A100-SXM4-40GB +13,236 MiB/40,960 MiB +27,212 MiB +0.97 +30 +0.91 "
+                         "+0.52 +0.30 +warm-up +12,14 +high: SMACT 0.91"));
+    EXPECT_THAT(out, ::testing::ContainsRegex("1 +A100-SXM4-40GB +0 MiB/40,960 MiB +- +- +- +- "
+                                              "+- +- +- +- +ok"));
+    EXPECT_EQ(json::parse(run_command(cli::add_gpus_command,
+                                      {"gpus", "--json", "--socket", daemon.socket()})),
+              gpus);
+}
+
+// This test verifies that a dry run prints one line per trace entry and contacts no daemon.
+TEST(ClientCommandsTest, ReplayDryRun) {
+    const std::string out =
+        run_command(cli::add_replay_command, {"replay", "t1", "--dry-run", "--time-scale", "10",
+                                              "--socket", "/tmp/carma-no-such-dir/x.sock"});
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 60);
+    EXPECT_THAT(out, HasSubstr("[      0.0s] would submit Xception: 1 GPU, 5,918 MiB: "));
+    EXPECT_THAT(out, HasSubstr("[     18.1s] would submit resnet18_cifar100_50e_3"));  // 181 s / 10
+    EXPECT_THAT(out, HasSubstr("carma-fakejob --profile Xception\n"));
+}
+
+// This test verifies that replay submits each entry as a fake job with the profile's GPUs and
+// memory, gives unknown tasks their trace row's duration and memory, and with --wait sums up.
+TEST(ClientCommandsTest, ReplaySubmitsAndWaits) {
+    FakeDaemon daemon;
+    const fs::path dir = make_temp_dir();
+    std::ofstream(dir / "carma-fakejob") << "#!/bin/sh\n";
+    std::ofstream(dir / "trace.csv") << "submit_offset_s,task_name,gpus,standalone_minutes,"
+                                        "memory_gb,class\n"
+                                        "0,resnet3,,,,\n"
+                                        "0.5,mystery,2,10,12.5,heavy\n";
+    ::setenv("CARMA_FAKEJOB", (dir / "carma-fakejob").c_str(), 1);
+    std::mutex m;
+    std::vector<json> tasks;
+    daemon.respond([&](const httplib::Request& req, httplib::Response& res) {
+        std::lock_guard lock(m);
+        if (req.method == "POST") {
+            json t = json::parse(req.body);
+            t["id"] = static_cast<int>(tasks.size()) + 1;
+            t["state"] = "succeeded";
+            t["attempts"] = 2;
+            t["submitted_at"] = 1000.0;
+            t["finished_at"] = 1000.0 + 60.0 * static_cast<double>(tasks.size() + 1);
+            t["attempt_list"] = {{{"number", 1}, {"outcome", "out-of-memory"}},
+                                 {{"number", 2}, {"outcome", "succeeded"}}};
+            tasks.push_back(t);
+            answer_json(res, 201, t);
+        } else if (req.path == "/v1/status") {
+            answer_json(res, 200, {{"time_scale", 1000}});
+        } else if (req.path == "/v1/tasks") {
+            answer_json(res, 200, {{"tasks", tasks}});
+        } else {
+            answer_json(res, 200, tasks.at(std::stoul(req.path.substr(10)) - 1));
+        }
+    });
+    const std::string out = run_command(
+        cli::add_replay_command,
+        {"replay", (dir / "trace.csv").string(), "--wait", "--socket", daemon.socket()});
+    ::unsetenv("CARMA_FAKEJOB");
+    const std::string fakejob = (dir / "carma-fakejob").string();
+    ASSERT_EQ(tasks.size(), 2u);
+    EXPECT_EQ(tasks[0]["command"], json({fakejob, "--profile", "resnet3"}));
+    EXPECT_EQ(tasks[0]["workload"], "resnet3");
+    EXPECT_EQ(tasks[0]["gpus"], 1);
+    EXPECT_EQ(tasks[0]["memory"]["declared_mib"], 13236);
+    EXPECT_EQ(tasks[0]["memory"]["horus_mib"], 28923);
+    EXPECT_EQ(tasks[1]["command"], json({fakejob, "--profile", "mystery", "--duration-s", "600",
+                                         "--memory", "12500MiB", "--class", "heavy"}));
+    EXPECT_EQ(tasks[1]["gpus"], 2);
+    EXPECT_FALSE(tasks[1].contains("workload"));
+    EXPECT_THAT(out, HasSubstr("at time scale 1000\n"));  // the daemon's, as none was given
+    EXPECT_THAT(out, HasSubstr("submitted task 2 (mystery): 2 GPUs, 12,500 MiB\n"));
+    EXPECT_THAT(out, HasSubstr("trace.csv done: 2 tasks: 2 succeeded, 0 failed"));
+    EXPECT_THAT(out, HasSubstr("attempts: 4 (2 out of memory)\n"));
+    EXPECT_THAT(out, HasSubstr("makespan: 2m00s (first submission to last finish), 1d09h in "
+                               "trace time at time scale 1000\n"));  // 120 s x 1000 = 33h20m
+    fs::remove_all(dir);
+}
+
+
+
+}  // namespace
+}  // namespace carma

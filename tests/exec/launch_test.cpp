@@ -1,0 +1,622 @@
+// Launching attempts under carma-shim, against real processes. Every wait polls with a generous
+// deadline (CI machines are slow, sanitizer builds slower); nothing asserts how long things took.
+
+#include "exec/launch.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#ifndef CARMA_SHIM_PATH
+#error "CARMA_SHIM_PATH must name the carma-shim executable"
+#endif
+
+namespace carma::exec {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr auto kDeadline = std::chrono::seconds(60);
+
+bool wait_until(const std::function<bool()>& done) {
+    auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+}
+
+std::string read_file(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream out;
+    out << in.rdbuf();
+    return out.str();
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary) << text;
+}
+
+std::optional<ExitRecord> wait_for_exit(const std::string& attempt_dir) {
+    std::optional<ExitRecord> record;
+    wait_until([&] { return (record = read_exit(attempt_dir)).has_value(); });
+    return record;
+}
+
+bool wait_for_output(const std::string& attempt_dir, const std::string& text) {
+    return wait_until([&] {
+        return read_file(fs::path(attempt_dir) / kStdoutFile).find(text) != std::string::npos;
+    });
+}
+
+// Gone, or a zombie nobody has reaped yet (which no longer runs).
+bool process_gone(pid_t pid) {
+    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    size_t paren = stat.rfind(')');
+    return stat.empty() ||
+           (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z');
+}
+
+class LaunchTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char pattern[] = "/tmp/carma-launch-test-XXXXXX";
+        ASSERT_NE(::mkdtemp(pattern), nullptr) << "mkdtemp: " << std::strerror(errno);
+        root_ = pattern;
+    }
+    void TearDown() override {
+        if (HasFailure()) {  // the shim's own log says what it saw
+            std::cerr << "shim.log:\n" << read_file(root_ / "attempt" / kShimLogFile);
+        }
+        std::error_code ec;
+        fs::remove_all(root_, ec);
+    }
+
+    LaunchRequest request(std::vector<std::string> argv) const {
+        LaunchRequest r;
+        r.argv = std::move(argv);
+        r.workdir = root_.string();
+        r.env = {{"PATH", "/usr/bin:/bin"}};
+        r.attempt_dir = (root_ / "attempt").string();
+        r.kill_grace_s = 10;
+        return r;
+    }
+
+    // Launches and waits for the end; fails the test if either does not happen.
+    std::optional<ExitRecord> run(const LaunchRequest& r) {
+        auto handle = launch(r, CARMA_SHIM_PATH);
+        if (!handle) {
+            ADD_FAILURE() << "launch: " << handle.error().message;
+            return std::nullopt;
+        }
+        auto record = wait_for_exit(handle->attempt_dir);
+        if (!record) {
+            ADD_FAILURE() << "no exit.json in " << handle->attempt_dir;
+        }
+        return record;
+    }
+
+    std::string attempt_file(std::string_view name) const {
+        return (root_ / "attempt" / name).string();
+    }
+
+    fs::path root_;
+};
+
+// --- exit status ------------------------------------------------------------------------------
+
+// This test verifies that a task exiting 0 is recorded as started with exit code 0, and that
+// launch() returns only after shim.pid and task.pid exist.
+TEST_F(LaunchTest, RecordsExitZero) {
+    auto handle = launch(request({"true"}), CARMA_SHIM_PATH);
+    ASSERT_TRUE(handle) << handle.error().message;
+    EXPECT_GT(handle->shim_pid, 1);
+    EXPECT_TRUE(fs::exists(attempt_file(kShimPidFile)));
+    EXPECT_TRUE(task_pgid(handle->attempt_dir).has_value());
+    auto record = wait_for_exit(handle->attempt_dir);
+    ASSERT_TRUE(record);
+    EXPECT_TRUE(record->started);
+    EXPECT_EQ(record->exit_code, 0);
+    EXPECT_FALSE(record->signal);
+    EXPECT_FALSE(record->cancel_requested);
+    EXPECT_GT(record->ended_at, 1.6e9);
+    EXPECT_EQ(record->error, "");
+}
+
+// This test verifies that a non-zero exit code is recorded as it is.
+TEST_F(LaunchTest, RecordsExitThree) {
+    auto record = run(request({"sh", "-c", "exit 3"}));
+    ASSERT_TRUE(record);
+    EXPECT_TRUE(record->started);
+    EXPECT_EQ(record->exit_code, 3);
+    EXPECT_FALSE(record->signal);
+}
+
+// This test verifies that a task killed by a signal is recorded with that signal, and that
+// task.pid names the task's process group.
+TEST_F(LaunchTest, RecordsDeathBySignal) {
+    auto handle = launch(request({"sh", "-c", "echo ready; sleep 60"}), CARMA_SHIM_PATH);
+    ASSERT_TRUE(handle) << handle.error().message;
+    ASSERT_TRUE(wait_for_output(handle->attempt_dir, "ready"));
+    auto pgid = task_pgid(handle->attempt_dir);
+    ASSERT_TRUE(pgid);
+    EXPECT_EQ(::getpgid(*pgid), *pgid);  // the task leads its own group
+    ASSERT_EQ(::kill(-*pgid, SIGUSR2), 0) << std::strerror(errno);
+    auto record = wait_for_exit(handle->attempt_dir);
+    ASSERT_TRUE(record);
+    EXPECT_TRUE(record->started);
+    EXPECT_EQ(record->signal, SIGUSR2);
+    EXPECT_FALSE(record->exit_code);
+    EXPECT_FALSE(record->cancel_requested);
+}
+
+// --- output, environment, working directory ---------------------------------------------------
+
+// This test verifies that stdout and stderr land in their log files.
+TEST_F(LaunchTest, OutputLandsInLogFiles) {
+    auto record = run(request({"sh", "-c", "echo out; echo err >&2; echo more"}));
+    ASSERT_TRUE(record);
+    EXPECT_EQ(record->exit_code, 0);
+    EXPECT_EQ(read_file(attempt_file(kStdoutFile)), "out\nmore\n");
+    EXPECT_EQ(read_file(attempt_file(kStderrFile)), "err\n");
+}
+
+// This test verifies that the task's environment is exactly the given one: nothing of the
+// test's (or the shim's) environment leaks in, and order and empty values are kept.
+TEST_F(LaunchTest, EnvironmentIsExactlyTheGivenOne) {
+    LaunchRequest r = request({"/usr/bin/env"});
+    r.env = {{"PATH", "/usr/bin:/bin"}, {"FOO", "bar baz"}, {"EMPTY", ""}, {"A", "x=y"}};
+    auto record = run(r);
+    ASSERT_TRUE(record);
+    EXPECT_EQ(record->exit_code, 0);
+    EXPECT_EQ(read_file(attempt_file(kStdoutFile)),
+              "PATH=/usr/bin:/bin\nFOO=bar baz\nEMPTY=\nA=x=y\n");
+}
+
+// This test verifies that argv[0] is looked up in the task's PATH, not the shim's.
+TEST_F(LaunchTest, LooksUpCommandInTasksPath) {
+    fs::create_directory(root_ / "bin");
+    write_file(root_ / "bin" / "carma-test-tool", "#!/bin/sh\necho tool ran\n");
+    fs::permissions(root_ / "bin" / "carma-test-tool", fs::perms::owner_all);
+    LaunchRequest r = request({"carma-test-tool"});
+    r.env = {{"PATH", (root_ / "bin").string() + ":/usr/bin:/bin"}};
+    auto record = run(r);
+    ASSERT_TRUE(record);
+    EXPECT_TRUE(record->started) << record->error;
+    EXPECT_EQ(record->exit_code, 0);
+    EXPECT_EQ(read_file(attempt_file(kStdoutFile)), "tool ran\n");
+}
+
+// This test verifies that the task runs in its working directory.
+TEST_F(LaunchTest, HonoursWorkdir) {
+    fs::create_directory(root_ / "work");
+    LaunchRequest r = request({"pwd"});
+    r.workdir = (root_ / "work").string();
+    auto record = run(r);
+    ASSERT_TRUE(record);
+    EXPECT_EQ(record->exit_code, 0);
+    EXPECT_EQ(read_file(attempt_file(kStdoutFile)), fs::canonical(root_ / "work").string() + "\n");
+}
+
+// This test verifies that a command that does not exist is recorded as not started, with the
+// reason, rather than as an ordinary exit 127.
+TEST_F(LaunchTest, MissingCommandIsNotStarted) {
+    auto handle = launch(request({"carma-no-such-command", "x"}), CARMA_SHIM_PATH);
+    ASSERT_TRUE(handle) << handle.error().message;
+    auto record = wait_for_exit(handle->attempt_dir);
+    ASSERT_TRUE(record);
+    EXPECT_FALSE(record->started);
+    EXPECT_EQ(record->error, "carma-no-such-command: No such file or directory");
+    EXPECT_FALSE(record->exit_code);
+    EXPECT_FALSE(task_pgid(handle->attempt_dir));
+}
+
+// This test verifies that a working directory that does not exist fails the attempt instead of
+// running the task somewhere else.
+TEST_F(LaunchTest, MissingWorkdirIsNotStarted) {
+    LaunchRequest r = request({"pwd"});
+    r.workdir = (root_ / "nowhere").string();
+    auto record = run(r);
+    ASSERT_TRUE(record);
+    EXPECT_FALSE(record->started);
+    EXPECT_NE(record->error.find("cannot enter working directory " + r.workdir), std::string::npos)
+        << record->error;
+    EXPECT_NE(record->error.find("No such file or directory"), std::string::npos);
+    EXPECT_EQ(read_file(attempt_file(kStdoutFile)), "");
+}
+
+// --- stopping ---------------------------------------------------------------------------------
+
+// This test verifies that a stop request ends a task that ignores SIGTERM with SIGKILL after the
+// grace period, and records that the stop was requested.
+TEST_F(LaunchTest, StopKillsTaskIgnoringSigtermAfterGrace) {
+    LaunchRequest r = request({"sh", "-c", "trap '' TERM; echo ready; sleep 60"});
+    r.kill_grace_s = 1;
+    auto handle = launch(r, CARMA_SHIM_PATH);
+    ASSERT_TRUE(handle) << handle.error().message;
+    ASSERT_TRUE(wait_for_output(handle->attempt_dir, "ready"));  // the trap is in place
+    auto stopped = request_stop(*handle);
+    ASSERT_TRUE(stopped) << stopped.error().message;
+    auto record = wait_for_exit(handle->attempt_dir);
+    ASSERT_TRUE(record);
+    EXPECT_TRUE(record->started);
+    EXPECT_EQ(record->signal, SIGKILL);
+    EXPECT_TRUE(record->cancel_requested);
+}
+
+// This test verifies that a task that honours SIGTERM ends by it, with the stop recorded.
+TEST_F(LaunchTest, StopEndsCooperativeTask) {
+    auto handle = launch(request({"sh", "-c", "echo ready; exec sleep 60"}), CARMA_SHIM_PATH);
+    ASSERT_TRUE(handle) << handle.error().message;
+    ASSERT_TRUE(wait_for_output(handle->attempt_dir, "ready"));
+    ASSERT_TRUE(request_stop(*handle));
+    auto record = wait_for_exit(handle->attempt_dir);
+    ASSERT_TRUE(record);
+    EXPECT_EQ(record->signal, SIGTERM);
+    EXPECT_TRUE(record->cancel_requested);
+    // Once it has ended, another stop request is harmless.
+    EXPECT_TRUE(request_stop(*handle));
+}
+
+// This test verifies that processes the task left behind in its group are killed when it ends.
+TEST_F(LaunchTest, KillsLeftoverProcessesOfTheGroup) {
+    auto record = run(request({"sh", "-c", "sleep 60 & echo $! > bg.pid"}));
+    ASSERT_TRUE(record);
+    EXPECT_EQ(record->exit_code, 0);
+    pid_t bg = std::atoi(read_file(root_ / "bg.pid").c_str());
+    ASSERT_GT(bg, 1);
+    EXPECT_TRUE(wait_until([&] { return process_gone(bg); })) << "pid " << bg;
+}
+
+// --- detachment and liveness ------------------------------------------------------------------
+
+// Runs launch() in a child process, first applying `prepare` to that process, and returns once
+// that launcher has exited: the shim's pid, or -1.
+pid_t launch_in_child(const LaunchRequest& r, const std::function<void()>& prepare) {
+    int fds[2];
+    if (::pipe(fds) != 0) {
+        return -1;
+    }
+    pid_t launcher = ::fork();
+    if (launcher == 0) {
+        prepare();
+        auto handle = launch(r, CARMA_SHIM_PATH);
+        pid_t shim = handle ? handle->shim_pid : -1;
+        ssize_t n = ::write(fds[1], &shim, sizeof shim);
+        ::_exit(n == sizeof shim ? 0 : 1);
+    }
+    ::close(fds[1]);
+    pid_t shim = -1;
+    if (launcher < 0 || ::read(fds[0], &shim, sizeof shim) != static_cast<ssize_t>(sizeof shim)) {
+        shim = -1;
+    }
+    ::close(fds[0]);
+    int status = 0;
+    if (launcher > 0) {
+        ::waitpid(launcher, &status, 0);
+    }
+    return shim;
+}
+
+// This test verifies that the task keeps running when the process that launched it dies, and
+// that its shim still writes exit.json afterwards.
+TEST_F(LaunchTest, TaskSurvivesDeathOfLauncher) {
+    LaunchRequest r =
+        request({"sh", "-c", "while [ ! -e go ]; do sleep 0.05; done; echo survived"});
+    pid_t shim = launch_in_child(r, [] {});
+    ASSERT_GT(shim, 1) << "launch failed in the launcher";
+
+    LaunchHandle handle{shim, r.attempt_dir};
+    EXPECT_TRUE(shim_alive(handle));
+    EXPECT_FALSE(read_exit(r.attempt_dir));
+    auto pgid = task_pgid(r.attempt_dir);
+    ASSERT_TRUE(pgid);
+    EXPECT_EQ(::kill(-*pgid, 0), 0) << "the task is gone with its launcher";
+    write_file(root_ / "go", "");
+    auto record = wait_for_exit(r.attempt_dir);
+    ASSERT_TRUE(record);
+    EXPECT_EQ(record->exit_code, 0);
+    EXPECT_EQ(read_file(attempt_file(kStdoutFile)), "survived\n");
+}
+
+// This test verifies that the launcher's process state does not reach the task: a daemon may
+// ignore SIGCHLD, block signals for a signalfd and hold descriptors without O_CLOEXEC, yet the
+// task starts with default dispositions, nothing blocked and only stdin, stdout and stderr, and
+// its exit status is still recorded.
+TEST_F(LaunchTest, LauncherStateDoesNotLeakIntoTask) {
+    // /proc/self of the commands themselves: a waiting sh blocks signals of its own.
+    LaunchRequest r = request(
+        {"sh", "-c", "grep -E '^Sig(Blk|Ign)' /proc/self/status; ls /proc/self/fd; exit 5"});
+    pid_t shim = launch_in_child(r, [] {
+        ::signal(SIGCHLD, SIG_IGN);
+        ::signal(SIGHUP, SIG_IGN);
+        ::signal(SIGPIPE, SIG_IGN);
+        sigset_t set;
+        sigfillset(&set);
+        ::sigprocmask(SIG_BLOCK, &set, nullptr);
+        int leaked[2];
+        if (::pipe(leaked) != 0) {  // deliberately without O_CLOEXEC
+            ::_exit(1);
+        }
+    });
+    ASSERT_GT(shim, 1) << "launch failed in the launcher";
+    auto record = wait_for_exit(r.attempt_dir);
+    ASSERT_TRUE(record);
+    EXPECT_EQ(record->exit_code, 5);
+    EXPECT_EQ(read_file(attempt_file(kStdoutFile)),
+              "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n0\n1\n2\n3\n");  // 3: ls's
+}
+
+// This test verifies that shim_alive() is true for a running shim, false once it has exited, and
+// false for a live process that is not this attempt's shim (a reused pid).
+TEST_F(LaunchTest, ShimAliveSurvivesPidReuse) {
+    auto handle =
+        launch(request({"sh", "-c", "while [ ! -e go ]; do sleep 0.05; done"}), CARMA_SHIM_PATH);
+    ASSERT_TRUE(handle) << handle.error().message;
+    EXPECT_TRUE(shim_alive(*handle));
+    EXPECT_TRUE(shim_alive({handle->shim_pid, handle->attempt_dir + "/"}));  // same directory
+    EXPECT_FALSE(shim_alive({::getpid(), handle->attempt_dir}));  // alive, but not a shim
+    EXPECT_FALSE(shim_alive({handle->shim_pid, (root_ / "other").string()}));
+    write_file(root_ / "go", "");
+    ASSERT_TRUE(wait_for_exit(handle->attempt_dir));
+    EXPECT_TRUE(wait_until([&] { return !shim_alive(*handle); }));
+}
+
+// --- launch errors ----------------------------------------------------------------------------
+
+// This test verifies that an attempt directory is never reused.
+TEST_F(LaunchTest, RejectsExistingAttemptDir) {
+    LaunchRequest r = request({"true"});
+    fs::create_directory(r.attempt_dir);
+    auto handle = launch(r, CARMA_SHIM_PATH);
+    ASSERT_FALSE(handle);
+    EXPECT_EQ(handle.error().code, ErrorCode::InvalidArgument);
+    EXPECT_NE(handle.error().message.find(r.attempt_dir), std::string::npos);
+}
+
+// This test verifies malformed requests are refused before anything starts.
+TEST_F(LaunchTest, RejectsMalformedRequests) {
+    std::vector<LaunchRequest> bad(4, request({"true"}));
+    bad[0].argv.clear();
+    bad[1].env.push_back({"A=B", "c"});
+    bad[2].kill_grace_s = -1;
+    bad[3].workdir.clear();
+    for (const auto& r : bad) {
+        auto handle = launch(r, CARMA_SHIM_PATH);
+        ASSERT_FALSE(handle);
+        EXPECT_EQ(handle.error().code, ErrorCode::InvalidArgument) << handle.error().message;
+    }
+    EXPECT_FALSE(fs::exists(bad[0].attempt_dir));
+    if (::geteuid() != 0) {
+        LaunchRequest other_user = request({"true"});
+        other_user.switch_user = true;
+        other_user.uid = ::geteuid() + 1;
+        auto handle = launch(other_user, CARMA_SHIM_PATH);
+        ASSERT_FALSE(handle);
+        EXPECT_EQ(handle.error().code, ErrorCode::InvalidArgument);
+    }
+}
+
+// This test verifies clear errors when the shim cannot be run or exits without starting.
+TEST_F(LaunchTest, ReportsShimThatNeverStarts) {
+    auto missing = launch(request({"true"}), "/nonexistent/carma-shim");
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().message.find("/nonexistent/carma-shim"), std::string::npos);
+    EXPECT_NE(missing.error().message.find("No such file or directory"), std::string::npos);
+
+    auto wrong = launch(request({"true"}), "/bin/true");  // runs, but writes no shim.pid
+    ASSERT_FALSE(wrong);
+    EXPECT_NE(wrong.error().message.find("exited before starting the task"), std::string::npos)
+        << wrong.error().message;
+}
+
+// This test verifies the on-disk formats read back what was written.
+TEST(LaunchFormatTest, RoundTrips) {
+    LaunchRequest r;
+    r.argv = {"python3", "train.py", "--lr", "0.1"};
+    r.workdir = "/home/u";
+    r.env = {{"PATH", "/usr/bin"}, {"X", ""}};
+    r.uid = 1001;
+    r.gid = 100;
+    r.groups = {100, 27};
+    r.switch_user = true;
+    r.attempt_dir = "/var/lib/carma/attempts/7-1";
+    r.kill_grace_s = 2.5;
+    auto text = request_to_json(r);
+    ASSERT_TRUE(text);
+    auto back = request_from_json(*text);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->argv, r.argv);
+    EXPECT_EQ(back->env, r.env);
+    EXPECT_EQ(back->groups, r.groups);
+    EXPECT_EQ(back->uid, r.uid);
+    EXPECT_TRUE(back->switch_user);
+    EXPECT_EQ(back->kill_grace_s, 2.5);
+    EXPECT_FALSE(request_from_json("{\"argv\": 3}"));
+
+    r.argv = {"\xff\xfe"};
+    EXPECT_FALSE(request_to_json(r));  // JSON cannot carry it: refused, not mangled
+
+    ExitRecord e{.started = true,
+                 .exit_code = std::nullopt,
+                 .signal = 9,
+                 .cancel_requested = true,
+                 .ended_at = 1.7e9,
+                 .error = ""};
+    auto exit_back = exit_from_json(exit_to_json(e));
+    ASSERT_TRUE(exit_back);
+    EXPECT_EQ(exit_back->signal, 9);
+    EXPECT_FALSE(exit_back->exit_code);
+    EXPECT_TRUE(exit_back->cancel_requested);
+    EXPECT_EQ(exit_back->ended_at, 1.7e9);
+}
+
+// --- running as another user ------------------------------------------------------------------
+
+// A user (with a group of its own as supplementary group) that exists for one test. useradd
+// takes a lock on /etc/passwd and fails at once when another test holds it: retry.
+class ThrowawayUser {
+public:
+    ~ThrowawayUser() {
+        if (!name_.empty()) {
+            retry("userdel " + name_);
+            retry("groupdel " + group_);
+        }
+    }
+
+    // Empty on success, else why not.
+    std::string create() {
+        std::mt19937 rng(std::random_device{}());
+        for (int attempt = 0; attempt < 20; ++attempt) {
+            std::string suffix = std::to_string(::getpid()) + "x" + std::to_string(rng() % 10000);
+            group_ = "carmag" + suffix;
+            std::string name = "carmau" + suffix;
+            std::string out = (fs::temp_directory_path() / ("useradd-" + suffix)).string();
+            if (shell("groupadd " + group_ + " >" + out + " 2>&1") == 0) {
+                if (shell("useradd -M -N -s /usr/sbin/nologin -G " + group_ + " " + name + " >" +
+                          out + " 2>&1") == 0) {
+                    std::remove(out.c_str());
+                    name_ = name;
+                    return "";
+                }
+                retry("groupdel " + group_);
+            }
+            last_error_ = read_file(out);
+            std::remove(out.c_str());
+            std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
+        }
+        return "useradd kept failing: " + last_error_;
+    }
+
+    const std::string& name() const { return name_; }
+
+private:
+    static int shell(const std::string& command) {
+        int status = std::system(command.c_str());
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+
+    static void retry(const std::string& command) {
+        for (int i = 0; i < 20 && shell(command + " >/dev/null 2>&1") != 0; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+    }
+
+    std::string name_;
+    std::string group_;
+    std::string last_error_;
+};
+
+class RunAsUserTest : public LaunchTest {
+protected:
+    void SetUp() override {
+        if (::geteuid() != 0) {
+            GTEST_SKIP() << "running a task as another user needs root";
+        }
+        if (::access("/usr/sbin/useradd", X_OK) != 0 && ::access("/sbin/useradd", X_OK) != 0) {
+            GTEST_SKIP() << "useradd is not installed";
+        }
+        LaunchTest::SetUp();
+        std::string why = user_.create();
+        if (!why.empty()) {
+            GTEST_SKIP() << why;
+        }
+        const passwd* pw = ::getpwnam(user_.name().c_str());
+        ASSERT_NE(pw, nullptr) << user_.name();
+        uid_ = pw->pw_uid;
+        gid_ = pw->pw_gid;
+        int count = 64;
+        groups_.resize(static_cast<size_t>(count));
+        ASSERT_GE(::getgrouplist(user_.name().c_str(), gid_, groups_.data(), &count), 0);
+        groups_.resize(static_cast<size_t>(count));
+        ASSERT_GE(groups_.size(), 2u);  // its primary group and the throwaway one
+    }
+
+    LaunchRequest as_user(std::vector<std::string> argv) const {
+        LaunchRequest r = request(std::move(argv));
+        r.switch_user = true;
+        r.uid = uid_;
+        r.gid = gid_;
+        r.groups = groups_;
+        r.workdir = "/";
+        return r;
+    }
+
+    ThrowawayUser user_;
+    uid_t uid_ = 0;
+    gid_t gid_ = 0;
+    std::vector<gid_t> groups_;
+};
+
+std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        out.push_back(line);
+    }
+    return out;
+}
+
+// This test verifies that the task runs with the user's uid, gid and supplementary groups.
+TEST_F(RunAsUserTest, RunsAsTheUserWithItsGroups) {
+    auto record = run(as_user({"sh", "-c", "id -u; id -g; id -G"}));
+    ASSERT_TRUE(record);
+    ASSERT_TRUE(record->started) << record->error;
+    EXPECT_EQ(record->exit_code, 0) << read_file(attempt_file(kStderrFile));
+    auto out = lines(read_file(attempt_file(kStdoutFile)));
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_EQ(out[0], std::to_string(uid_));
+    EXPECT_EQ(out[1], std::to_string(gid_));
+    std::set<std::string> want;
+    for (gid_t g : groups_) {
+        want.insert(std::to_string(g));
+    }
+    std::set<std::string> got;
+    std::istringstream ids(out[2]);
+    for (std::string id; ids >> id;) {
+        got.insert(id);
+    }
+    EXPECT_EQ(got, want);
+}
+
+// This test verifies that a working directory the user may not enter fails the attempt with a
+// clear error (the check is the user's, not root's) instead of running the task elsewhere.
+TEST_F(RunAsUserTest, WorkdirTheUserCannotEnterFails) {
+    fs::path private_dir = root_ / "private";  // root_ is 0700 root
+    fs::create_directory(private_dir);
+    LaunchRequest r = as_user({"pwd"});
+    r.workdir = private_dir.string();
+    auto record = run(r);
+    ASSERT_TRUE(record);
+    EXPECT_FALSE(record->started);
+    EXPECT_EQ(record->error, "cannot enter working directory " + private_dir.string() + " as uid " +
+                                 std::to_string(uid_) + ": Permission denied");
+    EXPECT_EQ(read_file(attempt_file(kStdoutFile)), "");
+}
+
+}  // namespace
+}  // namespace carma::exec

@@ -1,0 +1,633 @@
+#include "store/store.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+namespace carma::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+// A task with every field set to something a sloppy encoder would get wrong: non-ASCII text,
+// empty and spaced arguments, a uid above INT32_MAX, a double that is not short in decimal,
+// duplicate environment names in a deliberate order.
+TaskRow full_task() {
+    TaskRow t;
+    t.spec.name = "resnet50 \xc3\xa9t\xc3\xa9";
+    t.spec.command = {"python", "train.py", "--lr=0.1", "with space", "", "quote\"d"};
+    t.spec.gpus = 2;
+    t.spec.memory.declared_mib = 12000;
+    t.spec.memory.profiled_mib = 13236;
+    t.spec.memory.horus_mib = 14001;
+    t.spec.memory.faketensor_mib = 15002;
+    t.spec.memory.gpumemnet_mib = 16003;
+    t.spec.memory.model = ModelDescriptor{25.6e6, 0.1 + 0.2, 64};
+    t.spec.workload = "resnet50";
+    t.uid = 4000000000u;
+    t.gid = 1001;
+    t.user = "alice";
+    t.workdir = "/home/alice/run 1";
+    t.env = {{"B", "2"}, {"A", "1"}, {"A", "dup"}, {"EMPTY", ""}};
+    t.state = TaskState::Recovering;
+    t.attempts = 2;
+    t.max_attempts = 5;
+    t.submitted_at = 1700000000.123456789;
+    t.finished_at = 1700003600.5;
+    t.message = "waits for 1 idle GPU";
+    return t;
+}
+
+TaskRow named_task(const std::string& name, TaskState state = TaskState::Queued) {
+    TaskRow t;
+    t.spec.name = name;
+    t.state = state;
+    t.submitted_at = 100;
+    return t;
+}
+
+void expect_same_model(const std::optional<ModelDescriptor>& a,
+                       const std::optional<ModelDescriptor>& b) {
+    ASSERT_EQ(a.has_value(), b.has_value());
+    if (a) {
+        EXPECT_EQ(a->parameters, b->parameters);
+        EXPECT_EQ(a->activations_per_sample, b->activations_per_sample);
+        EXPECT_EQ(a->batch_size, b->batch_size);
+    }
+}
+
+void expect_same_task(const TaskRow& a, const TaskRow& b) {
+    EXPECT_EQ(a.id, b.id);
+    EXPECT_EQ(a.spec.name, b.spec.name);
+    EXPECT_EQ(a.spec.command, b.spec.command);
+    EXPECT_EQ(a.spec.gpus, b.spec.gpus);
+    EXPECT_EQ(a.spec.memory.declared_mib, b.spec.memory.declared_mib);
+    EXPECT_EQ(a.spec.memory.profiled_mib, b.spec.memory.profiled_mib);
+    EXPECT_EQ(a.spec.memory.horus_mib, b.spec.memory.horus_mib);
+    EXPECT_EQ(a.spec.memory.faketensor_mib, b.spec.memory.faketensor_mib);
+    EXPECT_EQ(a.spec.memory.gpumemnet_mib, b.spec.memory.gpumemnet_mib);
+    expect_same_model(a.spec.memory.model, b.spec.memory.model);
+    EXPECT_EQ(a.spec.workload, b.spec.workload);
+    EXPECT_EQ(a.uid, b.uid);
+    EXPECT_EQ(a.gid, b.gid);
+    EXPECT_EQ(a.user, b.user);
+    EXPECT_EQ(a.workdir, b.workdir);
+    EXPECT_EQ(a.env, b.env);
+    EXPECT_EQ(a.state, b.state);
+    EXPECT_EQ(a.attempts, b.attempts);
+    EXPECT_EQ(a.max_attempts, b.max_attempts);
+    EXPECT_EQ(a.submitted_at, b.submitted_at);
+    EXPECT_EQ(a.finished_at, b.finished_at);
+    EXPECT_EQ(a.message, b.message);
+}
+
+void expect_same_attempt(const AttemptRow& a, const AttemptRow& b) {
+    EXPECT_EQ(a.task, b.task);
+    EXPECT_EQ(a.number, b.number);
+    EXPECT_EQ(a.gpus, b.gpus);
+    EXPECT_EQ(a.dir, b.dir);
+    EXPECT_EQ(a.shim_pid, b.shim_pid);
+    EXPECT_EQ(a.started_at, b.started_at);
+    EXPECT_EQ(a.ended_at, b.ended_at);
+    EXPECT_EQ(a.outcome, b.outcome);
+    EXPECT_EQ(a.exit_code, b.exit_code);
+    EXPECT_EQ(a.signal, b.signal);
+    EXPECT_EQ(a.recovered, b.recovered);
+}
+
+AttemptRow attempt(TaskId task, int number) {
+    AttemptRow a;
+    a.task = task;
+    a.number = number;
+    a.gpus = {number, number + 1};
+    a.dir = "/var/lib/carma/attempts/" + std::to_string(task) + "-" + std::to_string(number);
+    a.shim_pid = 4242 + number;
+    a.started_at = 200.25 + number;
+    return a;
+}
+
+EventRow event(TaskId task, const std::string& kind, double time) {
+    return EventRow{0, time, task, kind, kind + " message"};
+}
+
+GpuSampleRow sample(double time, int gpu) {
+    return GpuSampleRow{time, gpu, 30000 + gpu, 10441 - gpu, 0.5, 0.25, 0.125, 0.0625, 250.5,
+                        1e6 + time};
+}
+
+class StoreTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string pattern = (fs::temp_directory_path() / "carma-store-test-XXXXXX").string();
+        ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+        dir_ = pattern;
+        path_ = (dir_ / "carma.db").string();
+    }
+
+    void TearDown() override {
+        std::error_code ec;
+        fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add, ec);
+        fs::remove_all(dir_, ec);
+    }
+
+    // Tests ASSERT_NE(store, nullptr) on the result; the failure message is reported here.
+    std::unique_ptr<Store> open_store() {
+        auto store = Store::open(path_);
+        if (!store) {
+            ADD_FAILURE() << store.error().message;
+            return nullptr;
+        }
+        return std::move(*store);
+    }
+
+    fs::path dir_;
+    std::string path_;
+};
+
+// This test verifies that a task with every field set comes back exactly as it was written.
+TEST_F(StoreTest, RoundTripsATaskWithEveryField) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    TaskRow written = full_task();
+    auto id = store->insert_task(written);
+    ASSERT_TRUE(id) << id.error().message;
+    written.id = *id;
+
+    auto read = store->task(*id);
+    ASSERT_TRUE(read) << read.error().message;
+    ASSERT_TRUE(read->has_value());
+    expect_same_task(**read, written);
+}
+
+// This test verifies that empty optionals, lists and strings stay empty rather than turning into
+// zeros or defaults.
+TEST_F(StoreTest, RoundTripsATaskWithOptionalsEmpty) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    TaskRow written = named_task("");
+    auto id = store->insert_task(written);
+    ASSERT_TRUE(id) << id.error().message;
+    written.id = *id;
+
+    auto read = store->task(*id);
+    ASSERT_TRUE(read) << read.error().message;
+    ASSERT_TRUE(read->has_value());
+    expect_same_task(**read, written);
+    const MemoryInfo& memory = (*read)->spec.memory;
+    EXPECT_FALSE(memory.declared_mib || memory.profiled_mib || memory.horus_mib ||
+                 memory.faketensor_mib || memory.gpumemnet_mib || memory.model);
+    EXPECT_FALSE((*read)->finished_at);
+}
+
+// This test verifies that an unknown id reads as "no such task", not as an error.
+TEST_F(StoreTest, UnknownTaskIsEmpty) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    auto read = store->task(12345);
+    ASSERT_TRUE(read) << read.error().message;
+    EXPECT_FALSE(read->has_value());
+}
+
+// This test verifies that ids grow and that the id of a deleted newest task is not handed out
+// again (AUTOINCREMENT), even after reopening the file.
+TEST_F(StoreTest, IdsAreMonotonicAndNeverReused) {
+    TaskId last = 0;
+    {
+        auto store = open_store();
+        ASSERT_NE(store, nullptr);
+        for (int i = 0; i < 3; ++i) {
+            auto id = store->insert_task(named_task("t" + std::to_string(i)));
+            ASSERT_TRUE(id) << id.error().message;
+            EXPECT_GT(*id, last);
+            last = *id;
+        }
+    }
+    {
+        SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
+        raw.exec("DELETE FROM tasks WHERE id = " + std::to_string(last));
+    }
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    auto id = store->insert_task(named_task("after delete"));
+    ASSERT_TRUE(id) << id.error().message;
+    EXPECT_GT(*id, last);
+}
+
+// This test verifies that update_task rewrites the row and reports an unknown id as NotFound.
+TEST_F(StoreTest, UpdatesATask) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    auto id = store->insert_task(named_task("job"));
+    ASSERT_TRUE(id) << id.error().message;
+
+    TaskRow changed = full_task();
+    changed.id = *id;
+    changed.state = TaskState::Failed;
+    ASSERT_TRUE(store->update_task(changed));
+    auto read = store->task(*id);
+    ASSERT_TRUE(read && read->has_value());
+    expect_same_task(**read, changed);
+
+    // And back to empty optionals: an update must clear, not only set.
+    TaskRow cleared = named_task("job");
+    cleared.id = *id;
+    ASSERT_TRUE(store->update_task(cleared));
+    read = store->task(*id);
+    ASSERT_TRUE(read && read->has_value());
+    expect_same_task(**read, cleared);
+
+    TaskRow missing = named_task("ghost");
+    missing.id = *id + 100;
+    auto result = store->update_task(missing);
+    ASSERT_FALSE(result);
+    EXPECT_EQ(result.error().code, ErrorCode::NotFound);
+    EXPECT_TRUE(contains(result.error().message, "task " + std::to_string(missing.id)))
+        << result.error().message;
+}
+
+// This test verifies that what JSON cannot hold (NaN, bytes that are not UTF-8) is refused as
+// invalid input before anything is written.
+TEST_F(StoreTest, RefusesWhatJsonCannotHold) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    TaskRow nan_model = full_task();
+    nan_model.spec.memory.model->parameters = std::nan("");
+    auto id = store->insert_task(nan_model);
+    ASSERT_FALSE(id);
+    EXPECT_EQ(id.error().code, ErrorCode::InvalidArgument);
+
+    TaskRow binary = full_task();
+    binary.spec.command.push_back("\xff\xfe");
+    id = store->insert_task(binary);
+    ASSERT_FALSE(id);
+    EXPECT_EQ(id.error().code, ErrorCode::InvalidArgument);
+    EXPECT_TRUE(contains(id.error().message, "UTF-8")) << id.error().message;
+
+    auto all = store->tasks(true);
+    ASSERT_TRUE(all);
+    EXPECT_TRUE(all->empty());
+}
+
+// This test verifies that every state survives the database by name, and that unknown names
+// are rejected.
+TEST(TaskStateTest, NamesRoundTrip) {
+    ASSERT_EQ(all_task_states().size(), 8u);
+    for (TaskState s : all_task_states()) {
+        EXPECT_EQ(parse_task_state(to_string(s)), s) << to_string(s);
+    }
+    EXPECT_EQ(to_string(TaskState::Recovering), "recovering");
+    EXPECT_FALSE(parse_task_state("Queued"));
+    EXPECT_FALSE(parse_task_state(""));
+    EXPECT_FALSE(is_final(TaskState::Queued));
+    EXPECT_FALSE(is_final(TaskState::Recovering));
+    EXPECT_FALSE(is_final(TaskState::Running));
+    EXPECT_TRUE(is_final(TaskState::Succeeded));
+    EXPECT_TRUE(is_final(TaskState::Failed));
+    EXPECT_TRUE(is_final(TaskState::Cancelled));
+    EXPECT_TRUE(is_final(TaskState::Lost));
+    EXPECT_TRUE(is_final(TaskState::Rejected));
+}
+
+// This test verifies that tasks(false) leaves out every final state and keeps id order.
+TEST_F(StoreTest, ListsTasksWithAndWithoutFinalOnes) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    std::vector<TaskId> live;
+    for (TaskState s : all_task_states()) {
+        auto id = store->insert_task(named_task(std::string(to_string(s)), s));
+        ASSERT_TRUE(id) << id.error().message;
+        if (!is_final(s)) {
+            live.push_back(*id);
+        }
+    }
+
+    auto all = store->tasks(true);
+    ASSERT_TRUE(all) << all.error().message;
+    ASSERT_EQ(all->size(), all_task_states().size());
+    for (size_t i = 1; i < all->size(); ++i) {
+        EXPECT_LT((*all)[i - 1].id, (*all)[i].id);
+    }
+
+    auto active = store->tasks(false);
+    ASSERT_TRUE(active) << active.error().message;
+    std::vector<TaskId> ids;
+    for (const TaskRow& t : *active) {
+        EXPECT_FALSE(is_final(t.state)) << to_string(t.state);
+        ids.push_back(t.id);
+    }
+    EXPECT_EQ(ids, live);
+}
+
+// This test verifies attempts: insert, update by (task, number), listing per task in number
+// order, and open_attempts finding only those without an end.
+TEST_F(StoreTest, StoresAttempts) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    auto t1 = store->insert_task(named_task("a"));
+    auto t2 = store->insert_task(named_task("b"));
+    ASSERT_TRUE(t1 && t2);
+
+    AttemptRow first = attempt(*t1, 1);
+    first.ended_at = 300.5;
+    first.outcome = "oom";
+    first.exit_code = 1;
+    first.signal = 9;
+    AttemptRow second = attempt(*t1, 2);
+    second.recovered = true;
+    AttemptRow other = attempt(*t2, 1);
+    ASSERT_TRUE(store->insert_attempt(second));  // out of order on purpose
+    ASSERT_TRUE(store->insert_attempt(first));
+    ASSERT_TRUE(store->insert_attempt(other));
+
+    auto listed = store->attempts(*t1);
+    ASSERT_TRUE(listed) << listed.error().message;
+    ASSERT_EQ(listed->size(), 2u);
+    expect_same_attempt((*listed)[0], first);
+    expect_same_attempt((*listed)[1], second);
+
+    auto open = store->open_attempts();
+    ASSERT_TRUE(open) << open.error().message;
+    ASSERT_EQ(open->size(), 2u);
+    expect_same_attempt((*open)[0], second);
+    expect_same_attempt((*open)[1], other);
+
+    second.ended_at = 400;
+    second.outcome = "succeeded";
+    second.exit_code = 0;
+    ASSERT_TRUE(store->update_attempt(second));
+    listed = store->attempts(*t1);
+    ASSERT_TRUE(listed && listed->size() == 2u);
+    expect_same_attempt((*listed)[1], second);
+    open = store->open_attempts();
+    ASSERT_TRUE(open && open->size() == 1u);
+    expect_same_attempt((*open)[0], other);
+
+    auto missing = store->update_attempt(attempt(*t1, 7));
+    ASSERT_FALSE(missing);
+    EXPECT_EQ(missing.error().code, ErrorCode::NotFound);
+}
+
+// This test verifies that attempt writes the schema forbids fail with the operation, the task,
+// the file and SQLite's reason, and leave nothing behind.
+TEST_F(StoreTest, RejectedAttemptWritesSayWhy) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    auto orphan = store->insert_attempt(attempt(777, 1));
+    ASSERT_FALSE(orphan);
+    const std::string& message = orphan.error().message;
+    EXPECT_TRUE(contains(message, "insert attempt 1 of task 777")) << message;
+    EXPECT_TRUE(contains(message, path_)) << message;
+    EXPECT_TRUE(contains(message, "FOREIGN KEY")) << message;
+
+    auto id = store->insert_task(named_task("a"));
+    ASSERT_TRUE(id);
+    ASSERT_TRUE(store->insert_attempt(attempt(*id, 1)));
+    auto duplicate = store->insert_attempt(attempt(*id, 1));
+    ASSERT_FALSE(duplicate);
+    EXPECT_TRUE(contains(duplicate.error().message, "UNIQUE")) << duplicate.error().message;
+    auto listed = store->attempts(*id);
+    ASSERT_TRUE(listed);
+    EXPECT_EQ(listed->size(), 1u);
+}
+
+// This test verifies event ids, and listing after an id, with a limit and for one task.
+TEST_F(StoreTest, ListsEvents) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    std::vector<std::int64_t> ids;
+    const std::vector<EventRow> written = {event(1, "submitted", 10), event(0, "started", 11),
+                                           event(2, "submitted", 12), event(1, "placed", 13),
+                                           event(1, "exited", 14)};
+    for (const EventRow& e : written) {
+        auto id = store->add_event(e);
+        ASSERT_TRUE(id) << id.error().message;
+        if (!ids.empty()) {
+            EXPECT_GT(*id, ids.back());
+        }
+        ids.push_back(*id);
+    }
+
+    auto all = store->events(0, 0, 100);
+    ASSERT_TRUE(all) << all.error().message;
+    ASSERT_EQ(all->size(), written.size());
+    for (size_t i = 0; i < written.size(); ++i) {
+        EXPECT_EQ((*all)[i].id, ids[i]);
+        EXPECT_EQ((*all)[i].time, written[i].time);
+        EXPECT_EQ((*all)[i].task, written[i].task);
+        EXPECT_EQ((*all)[i].kind, written[i].kind);
+        EXPECT_EQ((*all)[i].message, written[i].message);
+    }
+
+    auto after = store->events(ids[1], 0, 2);
+    ASSERT_TRUE(after);
+    ASSERT_EQ(after->size(), 2u);
+    EXPECT_EQ((*after)[0].id, ids[2]);
+    EXPECT_EQ((*after)[1].id, ids[3]);
+
+    auto task1 = store->events(ids[0], 1, 100);
+    ASSERT_TRUE(task1);
+    ASSERT_EQ(task1->size(), 2u);
+    EXPECT_EQ((*task1)[0].kind, "placed");
+    EXPECT_EQ((*task1)[1].kind, "exited");
+
+    auto none = store->events(ids.back(), 0, 100);
+    ASSERT_TRUE(none);
+    EXPECT_TRUE(none->empty());
+}
+
+// This test verifies GPU samples: since is inclusive, the GPU filter, oldest first, and a
+// missing reading (NaN) coming back as NaN.
+TEST_F(StoreTest, ListsGpuSamples) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    GpuSampleRow unread = sample(30, 1);
+    unread.power_w = std::nan("");
+    ASSERT_TRUE(store->add_gpu_samples({sample(10, 0), sample(10, 1), sample(20, 1), sample(20, 0),
+                                        sample(30, 0), unread}));
+    ASSERT_TRUE(store->add_gpu_samples({}));
+
+    auto since20 = store->gpu_samples(20, -1);
+    ASSERT_TRUE(since20) << since20.error().message;
+    ASSERT_EQ(since20->size(), 4u);
+    EXPECT_EQ((*since20)[0].time, 20);
+    EXPECT_EQ((*since20)[0].gpu, 0);
+    EXPECT_EQ((*since20)[1].gpu, 1);
+    EXPECT_EQ((*since20)[3].time, 30);
+    EXPECT_TRUE(std::isnan((*since20)[3].power_w));
+
+    auto gpu0 = store->gpu_samples(0, 0);
+    ASSERT_TRUE(gpu0);
+    ASSERT_EQ(gpu0->size(), 3u);
+    const GpuSampleRow expected = sample(20, 0);
+    const GpuSampleRow& got = (*gpu0)[1];
+    EXPECT_EQ(got.time, expected.time);
+    EXPECT_EQ(got.free_mib, expected.free_mib);
+    EXPECT_EQ(got.used_mib, expected.used_mib);
+    EXPECT_EQ(got.util, expected.util);
+    EXPECT_EQ(got.smact, expected.smact);
+    EXPECT_EQ(got.smocc, expected.smocc);
+    EXPECT_EQ(got.drama, expected.drama);
+    EXPECT_EQ(got.power_w, expected.power_w);
+    EXPECT_EQ(got.energy_j, expected.energy_j);
+}
+
+// This test verifies that everything written is found again after closing and reopening the
+// file, and that the file is in WAL mode at the current schema version.
+TEST_F(StoreTest, PersistsAcrossReopen) {
+    TaskRow task = full_task();
+    AttemptRow live;
+    {
+        auto store = open_store();
+        ASSERT_NE(store, nullptr);
+        EXPECT_EQ(store->schema_version(), kSchemaVersion);
+        auto id = store->insert_task(task);
+        ASSERT_TRUE(id);
+        task.id = *id;
+        live = attempt(*id, 1);
+        ASSERT_TRUE(store->insert_attempt(live));
+        ASSERT_TRUE(store->add_event(event(*id, "placed", 5)));
+        ASSERT_TRUE(store->add_gpu_samples({sample(5, 0)}));
+    }
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->schema_version(), kSchemaVersion);
+    auto read = store->task(task.id);
+    ASSERT_TRUE(read && read->has_value());
+    expect_same_task(**read, task);
+    auto open = store->open_attempts();
+    ASSERT_TRUE(open && open->size() == 1u);
+    expect_same_attempt((*open)[0], live);
+    auto events = store->events(0, task.id, 10);
+    ASSERT_TRUE(events && events->size() == 1u);
+    EXPECT_EQ((*events)[0].kind, "placed");
+    auto samples = store->gpu_samples(0, -1);
+    ASSERT_TRUE(samples);
+    EXPECT_EQ(samples->size(), 1u);
+
+    SQLite::Database raw(path_, SQLite::OPEN_READONLY);
+    EXPECT_EQ(raw.execAndGet("PRAGMA journal_mode").getString(), "wal");
+    EXPECT_EQ(raw.execAndGet("PRAGMA user_version").getInt(), kSchemaVersion);
+}
+
+// This test verifies that a database from a newer carma is refused with the file, both versions
+// and what to do, and is left untouched.
+TEST_F(StoreTest, RefusesANewerSchema) {
+    {
+        SQLite::Database raw(path_, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+        raw.exec("PRAGMA user_version = 99");
+    }
+    auto store = Store::open(path_);
+    ASSERT_FALSE(store);
+    const std::string& message = store.error().message;
+    EXPECT_TRUE(contains(message, path_)) << message;
+    EXPECT_TRUE(contains(message, "99")) << message;
+    EXPECT_TRUE(contains(message, "version " + std::to_string(kSchemaVersion))) << message;
+    EXPECT_TRUE(contains(message, "upgrade carma or point --state-dir elsewhere")) << message;
+
+    SQLite::Database raw(path_, SQLite::OPEN_READONLY);
+    EXPECT_EQ(raw.execAndGet("PRAGMA user_version").getInt(), 99);
+    EXPECT_FALSE(raw.tableExists("tasks"));
+}
+
+// This test verifies that a file that is not a database is reported with its path.
+TEST_F(StoreTest, RefusesAFileThatIsNotADatabase) {
+    std::ofstream(path_) << std::string(4096, 'x');
+    auto store = Store::open(path_);
+    ASSERT_FALSE(store);
+    EXPECT_TRUE(contains(store.error().message, path_)) << store.error().message;
+}
+
+// This test verifies that writers on two threads, sharing one Store or each with their own
+// connection to the same file, lose no rows.
+TEST_F(StoreTest, ConcurrentWritersLoseNoRows) {
+    auto shared = open_store();
+    auto second = open_store();
+    ASSERT_NE(shared, nullptr);
+    ASSERT_NE(second, nullptr);
+    constexpr int kPerThread = 150;
+    const auto writer = [](Store* store, const std::string& prefix) {
+        for (int i = 0; i < kPerThread; ++i) {
+            auto id = store->insert_task(named_task(prefix + std::to_string(i)));
+            ASSERT_TRUE(id) << id.error().message;
+            ASSERT_TRUE(store->add_event(event(*id, "submitted", i)));
+        }
+    };
+    std::thread a(writer, shared.get(), "a");
+    std::thread b(writer, shared.get(), "b");
+    std::thread c(writer, second.get(), "c");
+    a.join();
+    b.join();
+    c.join();
+
+    auto all = shared->tasks(true);
+    ASSERT_TRUE(all) << all.error().message;
+    ASSERT_EQ(all->size(), 3u * kPerThread);
+    std::set<std::string> names;
+    for (const TaskRow& t : *all) {
+        names.insert(t.spec.name);
+    }
+    EXPECT_EQ(names.size(), 3u * kPerThread);
+    auto events = second->events(0, 0, -1);
+    ASSERT_TRUE(events);
+    EXPECT_EQ(events->size(), 3u * kPerThread);
+}
+
+// This test verifies that a missing state directory, or a file where the directory should be,
+// is named in the error instead of SQLite's "unable to open database file".
+TEST_F(StoreTest, MissingDirectoryIsAClearError) {
+    const fs::path missing = dir_ / "no-such-dir";
+    auto store = Store::open((missing / "carma.db").string());
+    ASSERT_FALSE(store);
+    EXPECT_EQ(store.error().code, ErrorCode::Io);
+    EXPECT_TRUE(contains(store.error().message, missing.string() + " does not exist"))
+        << store.error().message;
+
+    const fs::path file = dir_ / "plain-file";
+    std::ofstream(file) << "x";
+    store = Store::open((file / "carma.db").string());
+    ASSERT_FALSE(store);
+    EXPECT_TRUE(contains(store.error().message, file.string() + " is not a directory"))
+        << store.error().message;
+}
+
+// This test verifies that a directory this user cannot write is refused up front. Root writes
+// anywhere, so there the test has nothing to check.
+TEST_F(StoreTest, UnwritableDirectoryIsAClearError) {
+    if (::geteuid() == 0) {
+        GTEST_SKIP() << "root can write to any directory";
+    }
+    fs::permissions(dir_, fs::perms::owner_read | fs::perms::owner_exec);
+    auto store = Store::open(path_);
+    ASSERT_FALSE(store);
+    EXPECT_TRUE(contains(store.error().message, dir_.string() + " is not writable"))
+        << store.error().message;
+}
+
+// This test verifies that a database file this user cannot write is refused at open, where
+// SQLite would otherwise fall back to read-only and fail on the first write.
+TEST_F(StoreTest, ReadOnlyFileIsAClearError) {
+    if (::geteuid() == 0) {
+        GTEST_SKIP() << "root can write to any file";
+    }
+    ASSERT_NE(open_store(), nullptr);
+    fs::permissions(path_, fs::perms::owner_read);
+    auto store = Store::open(path_);
+    ASSERT_FALSE(store);
+    EXPECT_TRUE(contains(store.error().message, path_)) << store.error().message;
+    EXPECT_TRUE(contains(store.error().message, "not writable")) << store.error().message;
+}
+
+}  // namespace
+}  // namespace carma::store
