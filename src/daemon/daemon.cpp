@@ -28,11 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-double wall_now() {
-    using namespace std::chrono;
-    return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
 double steady_now() {
     using namespace std::chrono;
     return duration<double>(steady_clock::now().time_since_epoch()).count();
@@ -93,6 +88,11 @@ std::string self_dir() {
 }
 
 }  // namespace
+
+double unix_now() {
+    using namespace std::chrono;
+    return duration<double>(system_clock::now().time_since_epoch()).count();
+}
 
 // --- construction and restore -----------------------------------------------------------------
 
@@ -210,7 +210,7 @@ Result<void> Daemon::restore() {
                 }
                 if (!fs::exists(a.dir)) {
                     // Recorded but never launched: put it back, it has not run.
-                    a.ended_at = wall_now();
+                    a.ended_at = unix_now();
                     a.outcome = "lost";
                     (void)store_->update_attempt(a);
                     t.state = store::TaskState::Queued;
@@ -241,7 +241,7 @@ double Daemon::now() const { return (steady_now() - started_steady_) * config_.t
 
 void Daemon::event(TaskId task, const std::string& kind, const std::string& message) {
     store::EventRow e;
-    e.time = wall_now();
+    e.time = unix_now();
     e.task = task;
     e.kind = kind;
     e.message = message;
@@ -309,7 +309,7 @@ void Daemon::sample_gpus() {
     // Downsampled history: one row per GPU every 10 samples.
     if (ticks_ % 10 == 1) {
         std::vector<store::GpuSampleRow> rows;
-        const double t = wall_now();
+        const double t = unix_now();
         for (const device::GpuSample& s : last_samples_) {
             rows.push_back(store::GpuSampleRow{t, s.index, s.free_mib, s.used_mib, s.util,
                                                s.smact, s.smocc, s.drama, s.power_w, s.energy_j});
@@ -391,7 +391,7 @@ void Daemon::finish_attempt(LiveAttempt live, const exec::ExitRecord* record) {
     if (attempts) {
         for (store::AttemptRow& a : *attempts) {
             if (a.number == live.number) {
-                a.ended_at = record && record->ended_at > 0 ? record->ended_at : wall_now();
+                a.ended_at = record && record->ended_at > 0 ? record->ended_at : unix_now();
                 a.outcome = std::string(to_string(outcome));
                 a.exit_code = end.exit_code;
                 a.signal = end.signal;
@@ -428,7 +428,7 @@ void Daemon::finish_attempt(LiveAttempt live, const exec::ExitRecord* record) {
             case AttemptOutcome::Lost: task.state = store::TaskState::Lost; break;
             default: task.state = store::TaskState::Failed; break;
         }
-        task.finished_at = wall_now();
+        task.finished_at = unix_now();
         task.message = outcome == AttemptOutcome::Succeeded
                            ? "succeeded"
                            : fmt::format("{} after {} attempt(s): {}", to_string(outcome),
@@ -517,7 +517,7 @@ void Daemon::decide() {
         if (t && *t) {
             store::TaskRow row = **t;
             row.state = store::TaskState::Rejected;
-            row.finished_at = wall_now();
+            row.finished_at = unix_now();
             row.message = r.reason;
             (void)store_->update_task(row);
             event(row.id, "rejected", r.reason);
@@ -562,7 +562,7 @@ void Daemon::launch(const Placement& p) {
     attempt.number = live.number;
     attempt.gpus = p.gpus;
     attempt.dir = dir;
-    attempt.started_at = wall_now();
+    attempt.started_at = unix_now();
     attempt.recovered = p.recovered;
     // Recorded before the launch: a restart then knows an attempt may exist (see restore()).
     task.state = store::TaskState::Running;
@@ -585,11 +585,11 @@ void Daemon::launch(const Placement& p) {
     req.kill_grace_s = config_.kill_grace_s;
     auto handle = exec::launch(req, config_.shim_path);
     if (!handle) {
-        attempt.ended_at = wall_now();
+        attempt.ended_at = unix_now();
         attempt.outcome = "failed";
         (void)store_->update_attempt(attempt);
         task.state = store::TaskState::Failed;
-        task.finished_at = wall_now();
+        task.finished_at = unix_now();
         task.message = "could not launch: " + handle.error().message;
         (void)store_->update_task(task);
         scheduler_.task_exited(task.id);

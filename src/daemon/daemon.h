@@ -26,6 +26,9 @@
 
 namespace carma::daemon {
 
+// Unix time now, in seconds: what the store records.
+double unix_now();
+
 class Daemon final : public api::Service {
 public:
     // Opens the state directory, the store and the GPU backend, and restores what the store

@@ -17,11 +17,6 @@ namespace carma::daemon {
 
 namespace {
 
-double wall_now() {
-    using namespace std::chrono;
-    return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
 bool may_manage(const api::Caller& caller, const store::TaskRow& task) {
     return caller.uid == 0 || caller.uid == task.uid;
 }
@@ -93,7 +88,7 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
     t.uid = caller.uid;
     t.gid = caller.gid;
     t.user = caller.user;
-    t.submitted_at = wall_now();
+    t.submitted_at = unix_now();
     t.state = store::TaskState::Queued;
     if (t.max_attempts == 0) {
         t.max_attempts = config_.max_attempts;
@@ -207,7 +202,7 @@ api::ApiResult<nlohmann::json> Daemon::cancel_task(const api::Caller& caller, st
     }
     scheduler_.cancel(id);
     task->state = store::TaskState::Cancelled;
-    task->finished_at = wall_now();
+    task->finished_at = unix_now();
     task->message = fmt::format("cancelled by {} before it started", caller.user);
     if (auto r = store_->update_task(*task); !r) {
         return tl::unexpected(store_error(r.error()));

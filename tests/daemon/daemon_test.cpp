@@ -116,7 +116,18 @@ protected:
         const std::string log = dir_ + "/daemon.log";
         posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
         posix_spawn_file_actions_adddup2(&fa, 1, 2);
-        ASSERT_EQ(posix_spawn(&daemon_, argv[0], &fa, nullptr, argv.data(), environ), 0);
+        // A variable of the daemon's own environment, which no task may see.
+        std::vector<std::string> env_strings;
+        std::vector<char*> envp;
+        for (char** e = environ; *e != nullptr; ++e) {
+            env_strings.emplace_back(*e);
+        }
+        env_strings.emplace_back("CARMA_DAEMON_ONLY_SECRET=hush");
+        for (std::string& e : env_strings) {
+            envp.push_back(e.data());
+        }
+        envp.push_back(nullptr);
+        ASSERT_EQ(posix_spawn(&daemon_, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
         posix_spawn_file_actions_destroy(&fa);
         api::ApiClient c(socket_);
         ASSERT_TRUE(eventually([&] { return c.healthz().has_value(); }, 30s)) << daemon_log();
@@ -247,6 +258,41 @@ TEST_F(DaemonTest, SubmitQueueShowLogsCancel) {
     auto again = client().cancel(sleepers[0]);
     ASSERT_FALSE(again);
     EXPECT_NE(again.error().message.find("already ended"), std::string::npos);
+}
+
+// This test verifies that a task's environment is what its submitter declared plus the
+// allow-list and CARMA's own variables, never the daemon's.
+TEST_F(DaemonTest, TaskEnvironmentIsDeclaredOnly) {
+    start("exclusive");
+    const TaskId id = submit({{"command", {"/usr/bin/env"}},
+                              {"workdir", "/tmp"},
+                              {"env", {{"EPOCHS", "3"}}}});
+    ASSERT_EQ(wait_final(id)["state"], "succeeded");
+    auto out = client().logs(id, {});
+    ASSERT_TRUE(out);
+    EXPECT_NE(out->text.find("EPOCHS=3\n"), std::string::npos) << out->text;
+    EXPECT_NE(out->text.find("CUDA_VISIBLE_DEVICES=GPU-"), std::string::npos) << out->text;
+    EXPECT_NE(out->text.find("CARMA_TASK_ID=" + std::to_string(id)), std::string::npos);
+    EXPECT_NE(out->text.find("PATH="), std::string::npos);
+    EXPECT_EQ(out->text.find("CARMA_DAEMON_ONLY_SECRET"), std::string::npos) << out->text;
+}
+
+// This test verifies the optional loopback TCP listener: requests need the bearer token.
+TEST_F(DaemonTest, TcpNeedsBearerToken) {
+    const std::string token_file = dir_ + "/token";
+    std::ofstream(token_file) << "0123456789abcdef0123456789abcdef\n";
+    const int port = 20000 + static_cast<int>(::getpid() % 20000);
+    start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(port), "--token-file", token_file});
+    httplib::Client tcp("127.0.0.1", port);
+    auto anonymous = tcp.Get("/v1/tasks");
+    ASSERT_TRUE(anonymous);
+    EXPECT_EQ(anonymous->status, 401);
+    EXPECT_NE(anonymous->body.find("bearer token"), std::string::npos);
+    httplib::Headers auth = {{"Authorization", "Bearer 0123456789abcdef0123456789abcdef"}};
+    auto listed = tcp.Get("/v1/tasks", auth);
+    ASSERT_TRUE(listed);
+    EXPECT_EQ(listed->status, 200);
+    EXPECT_TRUE(json::parse(listed->body).contains("tasks"));
 }
 
 // This test verifies that under oracle-MAGM a fifth task shares a busy GPU once the warm-up lock
