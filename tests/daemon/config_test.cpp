@@ -1,0 +1,67 @@
+#include "daemon/config.h"
+
+#include <gtest/gtest.h>
+
+namespace carma::daemon {
+namespace {
+
+// This test verifies that the shipped example configuration parses to the documented values.
+TEST(ConfigTest, ExampleConfigParses) {
+    auto c = load_config(CARMA_SOURCE_DIR "/examples/carma.yaml", DaemonConfig{});
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->policy, "oracle-MAGM");
+    EXPECT_EQ(c->memory_margin_mib, 2048);
+    EXPECT_EQ(c->no_info_min_free_mib, 5120);
+    EXPECT_DOUBLE_EQ(c->risk.smocc, 0.45);
+    EXPECT_EQ(c->max_attempts, 3);
+    auto f = finalize(*c);
+    ASSERT_TRUE(f) << f.error().message;
+    EXPECT_EQ(f->socket, f->state_dir + "/carma.sock");
+}
+
+// This test verifies that config mistakes are errors naming the key, the file and the fix.
+TEST(ConfigTest, MistakesAreNamed) {
+    struct Case {
+        const char* text;
+        const char* says;
+    };
+    const Case cases[] = {
+        {"polcy: exclusive\n", "unknown key 'polcy'"},
+        {"window: many\n", "'window' has the wrong type"},
+        {"risk: {smact: 0.8, heat: 3}\n", "unknown risk threshold 'heat'"},
+        {"memory_margin: lots\n", "memory_margin"},
+        {"policy: [a\n", "line"},
+        {"- just\n- a list\n", "must be a mapping"},
+    };
+    for (const Case& c : cases) {
+        auto r = parse_config(c.text, "test.yaml", DaemonConfig{});
+        ASSERT_FALSE(r) << c.text;
+        EXPECT_NE(r.error().message.find(c.says), std::string::npos) << r.error().message;
+        EXPECT_NE(r.error().message.find("test.yaml"), std::string::npos) << r.error().message;
+    }
+}
+
+// This test verifies the value checks done once flags and file are merged.
+TEST(ConfigTest, FinalizeChecksValues) {
+    auto bad = [](auto mutate) {
+        DaemonConfig c;
+        c.state_dir = "/tmp/carma-config-test";
+        mutate(c);
+        return !finalize(c).has_value();
+    };
+    EXPECT_TRUE(bad([](DaemonConfig& c) { c.policy = "fastest"; }));
+    EXPECT_TRUE(bad([](DaemonConfig& c) { c.estimator = "guess"; }));
+    EXPECT_TRUE(bad([](DaemonConfig& c) { c.window = 0; }));
+    EXPECT_TRUE(bad([](DaemonConfig& c) { c.max_attempts = 0; }));
+    EXPECT_TRUE(bad([](DaemonConfig& c) { c.time_scale = 0; }));
+    EXPECT_FALSE(bad([](DaemonConfig&) {}));
+    DaemonConfig rel;
+    rel.state_dir = "relative/dir/";
+    auto f = finalize(rel);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->state_dir.front(), '/');  // made absolute: attempts are found by path later
+    EXPECT_NE(f->state_dir.back(), '/');
+}
+
+}  // namespace
+}  // namespace carma::daemon
