@@ -222,7 +222,12 @@ struct ApiServer::Impl {
         s.Get("/v1/tasks", guarded(tcp, [this](const Caller& c, const httplib::Request& req,
                                                httplib::Response& res) {
                   const bool all = req.has_param("all") && req.get_param_value("all") != "0";
-                  send_result(res, service.list_tasks(c, all));
+                  auto listed = service.list_tasks(c, all);
+                  if (!listed) {
+                      send_error(res, listed.error());
+                      return;
+                  }
+                  res.set_content(*listed, "application/json");
               }));
         s.Get(R"(/v1/tasks/(-?\d+))",
               guarded(tcp, [this](const Caller& c, const httplib::Request& req,

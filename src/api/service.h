@@ -42,7 +42,9 @@ class Service {
 public:
     virtual ~Service() = default;
     virtual ApiResult<nlohmann::json> submit(const Caller& caller, const nlohmann::json& body) = 0;
-    virtual ApiResult<nlohmann::json> list_tasks(const Caller& caller, bool include_final) = 0;
+    // Already serialized: a queue of 10,000 tasks as one JSON tree would cost tens of MiB per
+    // request, which malloc keeps per handler thread.
+    virtual ApiResult<std::string> list_tasks(const Caller& caller, bool include_final) = 0;
     virtual ApiResult<nlohmann::json> show_task(const Caller& caller, std::int64_t id) = 0;
     virtual ApiResult<nlohmann::json> cancel_task(const Caller& caller, std::int64_t id) = 0;
     virtual ApiResult<LogSlice> task_logs(const Caller& caller, std::int64_t id, bool stderr_stream,

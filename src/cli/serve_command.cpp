@@ -1,5 +1,6 @@
 // carma serve: the daemon. Options come from --config (YAML) and flags; flags win.
 
+#include <malloc.h>
 #include <signal.h>
 
 #include <atomic>
@@ -72,6 +73,8 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
         config.socket = env_socket;
     }
 
+    // Each API handler thread would otherwise keep its own malloc arena of freed answers.
+    mallopt(M_ARENA_MAX, 2);
     auto d = daemon::Daemon::create(config);
     if (!d) {
         throw std::runtime_error(d.error().message);

@@ -47,7 +47,7 @@ public:
     // api::Service
     api::ApiResult<nlohmann::json> submit(const api::Caller& caller,
                                           const nlohmann::json& body) override;
-    api::ApiResult<nlohmann::json> list_tasks(const api::Caller& caller,
+    api::ApiResult<std::string> list_tasks(const api::Caller& caller,
                                               bool include_final) override;
     api::ApiResult<nlohmann::json> show_task(const api::Caller& caller, std::int64_t id) override;
     api::ApiResult<nlohmann::json> cancel_task(const api::Caller& caller, std::int64_t id) override;

@@ -142,16 +142,22 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
     return task_to_json(*task);
 }
 
-api::ApiResult<nlohmann::json> Daemon::list_tasks(const api::Caller&, bool include_final) {
+api::ApiResult<std::string> Daemon::list_tasks(const api::Caller&, bool include_final) {
     auto tasks = store_->tasks(include_final);
     if (!tasks) {
         return tl::unexpected(store_error(tasks.error()));
     }
-    nlohmann::json out = nlohmann::json::array();
-    for (const store::TaskRow& t : *tasks) {
-        out.push_back(task_to_json(t));
+    // One task's JSON tree at a time, appended as text: the peak stays one task plus the answer.
+    std::string out = "{\"tasks\":[";
+    for (std::size_t i = 0; i < tasks->size(); ++i) {
+        if (i > 0) {
+            out += ',';
+        }
+        out += task_to_json((*tasks)[i]).dump(-1, ' ', false,
+                                              nlohmann::json::error_handler_t::replace);
     }
-    return nlohmann::json{{"tasks", out}};
+    out += "]}";
+    return out;
 }
 
 api::ApiResult<nlohmann::json> Daemon::show_task(const api::Caller&, std::int64_t id) {
