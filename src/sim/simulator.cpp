@@ -521,7 +521,8 @@ private:
         for (std::size_t g = 0; g < gpus_.size(); ++g) {
             SimGpu& gpu = gpus_[g];
             flush_samples(g, t);
-            if (gpu.stats_dirty) {
+            // Only the collocation path reads window statistics; exclusive never does.
+            if (gpu.stats_dirty && config_.scheduler.policy.collocate) {
                 gpu.stats = gpu.window.stats();
                 gpu.stats_dirty = false;
             }
