@@ -1,6 +1,8 @@
 #include "daemon/daemon.h"
 
+#include <fcntl.h>
 #include <grp.h>
+#include <sys/file.h>
 #include <signal.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -9,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -97,18 +100,23 @@ double unix_now() {
 // --- construction and restore -----------------------------------------------------------------
 
 Daemon::Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
-               std::unique_ptr<store::Store> store, SchedulerConfig scheduler_config)
+               std::unique_ptr<store::Store> store, SchedulerConfig scheduler_config, int lock_fd)
     : config_(std::move(config)),
       backend_(std::move(backend)),
       store_(std::move(store)),
       scheduler_(std::move(scheduler_config)),
-      started_steady_(steady_now()) {
+      started_steady_(steady_now()),
+      lock_fd_(lock_fd) {
     for (std::size_t i = 0; i < backend_->gpus().size(); ++i) {
         windows_.emplace_back(config_.window);
     }
 }
 
-Daemon::~Daemon() = default;
+Daemon::~Daemon() {
+    if (lock_fd_ >= 0) {
+        ::close(lock_fd_);
+    }
+}
 
 Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     auto finalized = finalize(raw);
@@ -124,6 +132,36 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
                                                config.state_dir, ec.message()));
     }
     ::chmod(config.state_dir.c_str(), 0755);
+    // Two daemons on one state directory would launch the same queued tasks twice.
+    const std::string lock_path = config.state_dir + "/daemon.lock";
+    const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd < 0) {
+        return fail(ErrorCode::Io, fmt::format("cannot open {}: {}", lock_path,
+                                               std::strerror(errno)));
+    }
+    if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        std::string holder;
+        std::ifstream(lock_path) >> holder;
+        ::close(lock_fd);
+        return fail(ErrorCode::Io,
+                    fmt::format("another carma daemon{} already uses the state directory {}; stop "
+                                "it or choose another --state-dir",
+                                holder.empty() ? "" : " (pid " + holder + ")", config.state_dir));
+    }
+    if (::ftruncate(lock_fd, 0) == 0) {
+        const std::string pid = std::to_string(::getpid()) + "\n";
+        (void)!::write(lock_fd, pid.data(), pid.size());
+    }
+    // Closed on every early return below, kept by the daemon otherwise.
+    struct LockGuard {
+        int fd;
+        bool keep = false;
+        ~LockGuard() {
+            if (!keep) {
+                ::close(fd);
+            }
+        }
+    } lock_guard{lock_fd};
     fs::create_directories(fs::path(config.state_dir) / "attempts", ec);
     ::chmod((fs::path(config.state_dir) / "attempts").c_str(), 0700);
     if (config.shim_path.empty()) {
@@ -154,7 +192,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     sc.warmup.settle_s = config.warmup_s;
 
     std::unique_ptr<Daemon> d(
-        new Daemon(config, std::move(*backend), std::move(*store), std::move(sc)));
+        new Daemon(config, std::move(*backend), std::move(*store), std::move(sc), lock_fd));
+    lock_guard.keep = true;
     if (auto r = d->restore(); !r) {
         return tl::unexpected(r.error());
     }

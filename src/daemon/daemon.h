@@ -72,7 +72,7 @@ private:
     };
 
     Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
-           std::unique_ptr<store::Store> store, SchedulerConfig scheduler_config);
+           std::unique_ptr<store::Store> store, SchedulerConfig scheduler_config, int lock_fd);
 
     Result<void> restore();
     double now() const;  // scheduler clock: seconds since start x time_scale
@@ -103,6 +103,7 @@ private:
     std::uint64_t ticks_ = 0;
     std::uint64_t oom_total_ = 0;
     double started_steady_ = 0;
+    int lock_fd_ = -1;  // holds the state directory's lock for the daemon's lifetime
 };
 
 }  // namespace carma::daemon

@@ -277,6 +277,20 @@ TEST_F(DaemonTest, TaskEnvironmentIsDeclaredOnly) {
     EXPECT_EQ(out->text.find("CARMA_DAEMON_ONLY_SECRET"), std::string::npos) << out->text;
 }
 
+// This test verifies that a second daemon on the same state directory refuses to start (it would
+// launch the same queued tasks again), and the first keeps serving.
+TEST_F(DaemonTest, SecondDaemonOnSameStateDirRefused) {
+    start("exclusive");
+    const std::string cmd = std::string(CARMA_BIN) + " serve --gpus emulated:4xA100-40GB " +
+                            "--state-dir " + dir_ + "/state --socket " + dir_ +
+                            "/other.sock 2>" + dir_ + "/second.err";
+    EXPECT_NE(std::system(cmd.c_str()), 0);
+    std::ifstream in(dir_ + "/second.err");
+    const std::string err(std::istreambuf_iterator<char>(in), {});
+    EXPECT_NE(err.find("already uses the state directory"), std::string::npos) << err;
+    EXPECT_TRUE(client().healthz());
+}
+
 // This test verifies the optional loopback TCP listener: requests need the bearer token.
 TEST_F(DaemonTest, TcpNeedsBearerToken) {
     const std::string token_file = dir_ + "/token";
