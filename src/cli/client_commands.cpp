@@ -30,6 +30,7 @@
 #include "api/task_file.h"
 #include "core/units.h"
 #include "model/catalog.h"
+#include "exec/self.h"
 #include "sim/trace.h"
 
 namespace carma::cli {
@@ -708,15 +709,7 @@ fs::path fakejob_path() {
     if (const char* env = std::getenv("CARMA_FAKEJOB"); env != nullptr && env[0] != '\0') {
         return fs::absolute(env);
     }
-    std::error_code ec;
-    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-    if (ec) {
-        die(
-            fmt::format("cannot find this program's directory (/proc/self/exe: {}); replay needs "
-                        "carma-fakejob next to carma",
-                        ec.message()));
-    }
-    return self.parent_path() / "carma-fakejob";
+    return or_die(exec::this_executable()).parent_path() / "carma-fakejob";
 }
 
 std::string format_seconds(double s) {

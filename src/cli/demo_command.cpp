@@ -22,6 +22,7 @@
 
 #include "api/client.h"
 #include "cli/commands.h"
+#include "exec/self.h"
 
 extern char** environ;
 
@@ -67,12 +68,11 @@ int wait_exit(pid_t pid) {
 }
 
 std::string self_path() {
-    std::error_code ec;
-    fs::path p = fs::read_symlink("/proc/self/exe", ec);
-    if (ec) {
-        throw std::runtime_error("cannot find the carma executable (/proc/self/exe)");
+    auto exe = exec::this_executable();
+    if (!exe) {
+        throw std::runtime_error(exe.error().message);
     }
-    return p.string();
+    return exe->string();
 }
 
 void print_summary(const nlohmann::json& tasks, const nlohmann::json& events) {

@@ -4,6 +4,7 @@
 
 #include "core/metric_window.h"
 #include "core/risk_filter.h"
+#include "core/text.h"
 
 #include <fmt/format.h>
 
@@ -28,10 +29,7 @@ std::string_view to_string(Estimator e) {
 }
 
 Result<Estimator> parse_estimator(std::string_view name) {
-    std::string n;
-    for (char c : name) {
-        n.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-    }
+    const std::string n = to_lower(name);
     if (n == "horus") {
         return Estimator::Horus;
     }

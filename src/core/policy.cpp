@@ -5,18 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace carma {
 
 namespace {
-
-std::string lower(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (char c : s) {
-        out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-    }
-    return out;
-}
 
 struct KnowledgeName {
     const char* canonical;
@@ -82,7 +75,7 @@ std::string_view to_string(Score s) {
 }
 
 Result<PolicySpec> find_policy(std::string_view raw) {
-    std::string name = lower(raw);
+    std::string name = to_lower(raw);
     if (name == "exclusive") {
         return PolicySpec{"exclusive", false, MemoryKnowledge::None, Score::FirstFit, false};
     }

@@ -4,19 +4,9 @@
 #include <charconv>
 #include <cmath>
 
+#include "core/text.h"
+
 namespace carma {
-
-namespace {
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) {
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-    return out;
-}
-
-}  // namespace
 
 Result<MiB> parse_memory(std::string_view text) {
     std::string_view rest = text;
@@ -32,7 +22,7 @@ Result<MiB> parse_memory(std::string_view text) {
                     "memory '" + std::string(text) +
                         "' does not start with a number; write e.g. 12GiB or 12000MiB");
     }
-    std::string unit = lower(std::string_view(ptr, static_cast<size_t>(end - ptr)));
+    std::string unit = to_lower(std::string_view(ptr, static_cast<size_t>(end - ptr)));
     while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.front()))) {
         unit.erase(unit.begin());
     }

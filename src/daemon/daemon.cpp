@@ -24,6 +24,7 @@
 #include "core/exit_classify.h"
 #include "daemon/backend.h"
 #include "daemon/task_json.h"
+#include "exec/self.h"
 
 namespace carma::daemon {
 
@@ -82,12 +83,6 @@ std::vector<gid_t> supplementary_groups(const std::string& user, gid_t gid) {
     }
     groups.resize(static_cast<std::size_t>(std::max(n, 0)));
     return groups;
-}
-
-std::string self_dir() {
-    std::error_code ec;
-    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    return ec ? std::string(".") : exe.parent_path().string();
 }
 
 }  // namespace
@@ -165,7 +160,11 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     fs::create_directories(fs::path(config.state_dir) / "attempts", ec);
     ::chmod((fs::path(config.state_dir) / "attempts").c_str(), 0700);
     if (config.shim_path.empty()) {
-        config.shim_path = self_dir() + "/carma-shim";
+        auto exe = exec::this_executable();
+        if (!exe) {
+            return tl::unexpected(exe.error());
+        }
+        config.shim_path = (exe->parent_path() / "carma-shim").string();
     }
     if (::access(config.shim_path.c_str(), X_OK) != 0) {
         return fail(ErrorCode::NotFound,
