@@ -61,7 +61,10 @@ std::vector<TaskSpec> task_mix(std::size_t count) {
 }
 
 carma::SeriesStats flat(double v) {
-    return carma::SeriesStats{v, v, v, v, v};
+    carma::SeriesStats s;
+    s.known = carma::kDefaultWindowSamples;
+    s.mean = s.median = s.p95 = s.ema = s.risk = v;
+    return s;
 }
 
 GpuView busy_gpu(int index, MiB available, double smact, double smocc, double drama) {
@@ -70,6 +73,7 @@ GpuView busy_gpu(int index, MiB available, double smact, double smocc, double dr
     g.total_mib = kGpuTotalMiB;
     g.has_processes = true;
     g.stats.samples = carma::kDefaultWindowSamples;
+    g.stats.sources = carma::MetricSources::all(carma::MetricSource::Emulated);
     g.stats.available_mib = available;
     g.stats.last_free_mib = available + carma::kFreeMemoryReserveMiB;
     g.stats.smact = flat(smact);

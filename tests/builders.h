@@ -2,6 +2,7 @@
 // Fluent builders for test fixtures: MakeTask().Gpus(2).Profiled(13236), MakeGpu(0).Free(20000).
 
 #include <string>
+#include <utility>
 
 #include "core/metric_window.h"
 #include "core/policy.h"
@@ -48,13 +49,41 @@ private:
 };
 
 // A GPU whose window statistics are constant (every sample identical), so mean = median = p95
-// = EMA = risk.
+// = EMA = risk. Every metric is known and emulated (real) unless a test says otherwise.
 class MakeGpu {
 public:
     explicit MakeGpu(int index, MiB total = 40441) {
         view_.index = index;
         view_.total_mib = total;
+        view_.stats.sources = MetricSources::all(MetricSource::Emulated);
+        for (SeriesStats* s : {&view_.stats.smact, &view_.stats.smocc, &view_.stats.drama,
+                               &view_.stats.util, &view_.stats.power_w}) {
+            s->known = 30;
+        }
         Free(total);
+    }
+    // Where SMACT, SMOCC, DRAMA and utilisation come from, e.g. MetricSource::Nvml (proxies).
+    MakeGpu& Sources(MetricSource smact, MetricSource smocc, MetricSource drama) {
+        view_.stats.sources.smact = smact;
+        view_.stats.sources.smocc = smocc;
+        view_.stats.sources.drama = drama;
+        for (auto [series, source] : {std::pair{&view_.stats.smact, smact},
+                                      std::pair{&view_.stats.smocc, smocc},
+                                      std::pair{&view_.stats.drama, drama}}) {
+            if (source == MetricSource::Unavailable) {
+                *series = SeriesStats{};
+            }
+        }
+        return *this;
+    }
+    MakeGpu& Util(double v) {
+        Set(view_.stats.util, v);
+        return *this;
+    }
+    MakeGpu& Unschedulable(std::string reason) {
+        view_.schedulable = false;
+        view_.unschedulable_reason = std::move(reason);
+        return *this;
     }
     MakeGpu& Free(MiB free) {
         view_.stats.last_free_mib = free;
@@ -82,7 +111,10 @@ public:
     operator GpuView() const { return view_; }
 
 private:
-    static void Set(SeriesStats& s, double v) { s.mean = s.median = s.p95 = s.ema = s.risk = v; }
+    static void Set(SeriesStats& s, double v) {
+        s.mean = s.median = s.p95 = s.ema = s.risk = v;
+        s.known = 30;
+    }
     GpuView view_;
 };
 

@@ -98,10 +98,4 @@ MemoryRequirement memory_requirement(const TaskSpec& task, MemoryKnowledge knowl
                         format_mib(config.margin_mib))};
 }
 
-std::string describe_risk(const WindowStats& w, const RiskThresholds& t) {
-    return fmt::format("SMACT {:.2f} (>= {:.2f}) with SMOCC {:.2f} (limit {:.2f}) / DRAMA {:.2f} "
-                       "(limit {:.2f})",
-                       w.smact.risk, t.smact, w.smocc.risk, t.smocc, w.drama.risk, t.drama);
-}
-
 }  // namespace carma

@@ -19,6 +19,7 @@ double quantile_sorted(const std::vector<double>& sorted, double q) {
 
 SeriesStats series_stats(const std::vector<double>& values) {
     SeriesStats s;
+    s.known = values.size();
     if (values.empty()) {
         return s;
     }
@@ -90,13 +91,19 @@ WindowStats MetricWindow::stats() const {
     drama.reserve(count_);
     util.reserve(count_);
     power.reserve(count_);
+    auto add = [](std::vector<double>& series, const std::optional<double>& value) {
+        if (value) {
+            series.push_back(*value);
+        }
+    };
     for (const MetricSample& s : ordered) {
-        smact.push_back(s.smact);
-        smocc.push_back(s.smocc);
-        drama.push_back(s.drama);
-        util.push_back(s.util);
-        power.push_back(s.power_w);
+        add(smact, s.smact);
+        add(smocc, s.smocc);
+        add(drama, s.drama);
+        add(util, s.util);
+        add(power, s.power_w);
     }
+    w.sources = ordered.back().sources;
     w.last_free_mib = ordered.back().free_mib;
     w.available_mib = std::max<MiB>(0, w.last_free_mib - kFreeMemoryReserveMiB);
     w.smact = series_stats(smact);

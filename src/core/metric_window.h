@@ -4,23 +4,31 @@
 // simulator's virtual sampler.
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
+#include "core/metric_source.h"
 #include "core/units.h"
 
 namespace carma {
 
+// A metric no source gives on this GPU is std::nullopt: unknown, never 0. `sources` says where
+// each known one came from (a proxy is labelled as one, see metric_source.h).
 struct MetricSample {
     MiB free_mib = 0;
-    double smact = 0;  // SM active ratio, 0..1 (DCGM 1002)
-    double smocc = 0;  // SM occupancy, 0..1 (DCGM 1003)
-    double drama = 0;  // DRAM active ratio, 0..1 (DCGM 1005)
-    double util = 0;   // nvidia-smi GPU utilisation, 0..1
-    double power_w = 0;
+    std::optional<double> smact = std::nullopt;  // SM active ratio, 0..1 (DCGM 1002)
+    std::optional<double> smocc = std::nullopt;  // SM occupancy, 0..1 (DCGM 1003)
+    std::optional<double> drama = std::nullopt;  // DRAM active ratio, 0..1 (DCGM 1005)
+    std::optional<double> util = std::nullopt;   // nvidia-smi GPU utilisation, 0..1
+    std::optional<double> power_w = std::nullopt;
+    MetricSources sources = {};
+
+    friend bool operator==(const MetricSample&, const MetricSample&) = default;
 };
 
-// Aggregates of one metric over the window.
+// Aggregates of one metric over the samples of the window that know it.
 struct SeriesStats {
+    std::size_t known = 0;  // samples that had the metric; 0 means unknown (the rest is then 0)
     double mean = 0;
     double median = 0;
     double p95 = 0;
@@ -41,6 +49,7 @@ struct WindowStats {
     SeriesStats drama;
     SeriesStats util;
     SeriesStats power_w;
+    MetricSources sources;  // of the newest sample
 };
 
 // Pure statistic over a sequence in sample order (oldest first). Empty input gives zeros.

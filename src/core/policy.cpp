@@ -134,6 +134,9 @@ std::vector<std::string> registered_policy_names() {
 
 FilterOutcome filter_gpu(const PolicySpec& policy, const GpuView& gpu,
                          const MemoryRequirement& requirement, const RiskThresholds& risk) {
+    if (!gpu.schedulable) {
+        return FilterOutcome::Unschedulable;
+    }
     if (gpu.locked) {
         return FilterOutcome::WarmingUp;
     }
@@ -142,7 +145,7 @@ FilterOutcome filter_gpu(const PolicySpec& policy, const GpuView& gpu,
     if (screens_memory && gpu.stats.available_mib < requirement.min_available_mib) {
         return FilterOutcome::NotEnoughMemory;
     }
-    if (policy.risk_filter && is_high_risk(gpu.stats, risk)) {
+    if (policy.risk_filter && is_high_risk(gpu.stats, risk, gpu.has_processes)) {
         return FilterOutcome::HighRisk;
     }
     return FilterOutcome::Pass;
@@ -152,6 +155,7 @@ std::string explain_filter(FilterOutcome outcome, const GpuView& gpu,
                            const MemoryRequirement& requirement, const RiskThresholds& risk) {
     switch (outcome) {
         case FilterOutcome::Pass: return {};
+        case FilterOutcome::Unschedulable: return gpu.unschedulable_reason;
         case FilterOutcome::WarmingUp:
             return "warming up (a task placed there has not settled yet)";
         case FilterOutcome::NotEnoughMemory:
@@ -216,7 +220,11 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
                 by([](const GpuView& g) { return -static_cast<double>(g.stats.available_mib); });
                 break;
             case Score::LeastUtilised:
-                by([](const GpuView& g) { return g.stats.smact.risk; });
+                // SM activity where known, else the utilisation rate; a GPU with neither is
+                // idle here (the blind risk rule keeps busy ones out) and sorts first.
+                by([](const GpuView& g) {
+                    return g.stats.smact.known > 0 ? g.stats.smact.risk : g.stats.util.risk;
+                });
                 break;
             case Score::RoundRobin: break;
         }

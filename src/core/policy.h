@@ -55,6 +55,10 @@ struct GpuView {
     MiB total_mib = 0;
     bool has_processes = false;  // a task's process is visible on the GPU
     bool locked = false;         // warm-up: a task placed here is not yet settled (spec §1.7)
+    // False while the GPU may not take any task: unhealthy (its reads fail or are stale), or its
+    // window has not filled since it (re)appeared. The reason says which.
+    bool schedulable = true;
+    std::string unschedulable_reason;
     WindowStats stats;
 };
 
@@ -66,7 +70,7 @@ struct PlacementConfig {
     bool explain = true;
 };
 
-enum class FilterOutcome { Pass, WarmingUp, NotEnoughMemory, HighRisk };
+enum class FilterOutcome { Pass, Unschedulable, WarmingUp, NotEnoughMemory, HighRisk };
 
 // The filters of one GPU, in the order the paper applies them.
 FilterOutcome filter_gpu(const PolicySpec& policy, const GpuView& gpu,

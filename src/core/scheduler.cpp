@@ -83,7 +83,7 @@ StepResult Scheduler::step(std::span<const GpuView> gpus, double now) {
         std::vector<int> chosen;
         bool exclusive = false;
         for (const GpuView& g : scratch_) {
-            if (!g.has_processes && !g.locked) {
+            if (g.schedulable && !g.has_processes && !g.locked) {
                 chosen.push_back(g.index);
                 if (chosen.size() == wanted) {
                     break;

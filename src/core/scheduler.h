@@ -10,7 +10,8 @@
 //   1. The head is the recovery queue's front if that queue is non-empty, else the main queue's.
 //   2. A head that can never fit this server (more GPUs than exist, or a known need above the
 //      largest GPU) is rejected with the limit named, and the next head is considered.
-//   3. Exclusive path: if at least n GPUs have no process and no warm-up lock, take the first n.
+//   3. Exclusive path: if at least n schedulable GPUs have no process and no warm-up lock, take
+//      the first n. A GPU that is not schedulable (unhealthy, window filling) takes nothing.
 //   4. Otherwise, only for a main-queue head while the recovery queue is empty, the policy's
 //      collocation path (filters + score, see policy.h).
 //   5. Otherwise the head waits and nothing behind it is tried (strict FIFO, no backfilling).
@@ -78,6 +79,7 @@ public:
 
     // Observations that drive the warm-up lock.
     void task_seen(TaskId id, double now) { warmup_.seen(id, now); }
+    void task_seen_on(TaskId id, int gpu, double now) { warmup_.seen(id, gpu, now); }
     void task_exited(TaskId id) { warmup_.exited(id); }
 
     StepResult step(std::span<const GpuView> gpus, double now);

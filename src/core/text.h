@@ -16,4 +16,15 @@ inline std::string to_lower(std::string_view s) {
     return out;
 }
 
+// Without leading and trailing white space.
+inline std::string_view trim(std::string_view s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())) != 0) {
+        s.remove_prefix(1);
+    }
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) {
+        s.remove_suffix(1);
+    }
+    return s;
+}
+
 }  // namespace carma

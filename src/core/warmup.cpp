@@ -6,7 +6,17 @@ namespace carma {
 
 void WarmupTracker::launched(TaskId task, const std::vector<int>& gpus, double now) {
     exited(task);
-    locks_.push_back(Lock{task, gpus, now, std::nullopt});
+    for (int gpu : gpus) {
+        locks_.push_back(Lock{task, gpu, now, std::nullopt});
+    }
+}
+
+void WarmupTracker::seen(TaskId task, int gpu, double now) {
+    for (Lock& lock : locks_) {
+        if (lock.task == task && lock.gpu == gpu && !lock.seen_at) {
+            lock.seen_at = now;
+        }
+    }
 }
 
 void WarmupTracker::seen(TaskId task, double now) {
@@ -39,8 +49,7 @@ bool WarmupTracker::active(const Lock& lock, double now) const {
 
 bool WarmupTracker::locked(int gpu, double now) const {
     for (const Lock& lock : locks_) {
-        if (active(lock, now) &&
-            std::find(lock.gpus.begin(), lock.gpus.end(), gpu) != lock.gpus.end()) {
+        if (lock.gpu == gpu && active(lock, now)) {
             return true;
         }
     }

@@ -1,7 +1,8 @@
 #pragma once
 // The warm-up ("validity") lock of spec §1.7: right after a launch a training task is still on
 // the CPU (imports, data loading) and the monitor under-reports what it will use, so its GPUs take
-// no new task until its process has been seen on them for `settle_s` seconds.
+// no new task until its process has been seen on them for `settle_s` seconds. Each GPU of a
+// multi-GPU task settles on its own: a rank seen on GPU 0 says nothing about GPU 1.
 
 #include <optional>
 #include <vector>
@@ -20,7 +21,9 @@ public:
     explicit WarmupTracker(WarmupConfig config = {}) : config_(config) {}
 
     void launched(TaskId task, const std::vector<int>& gpus, double now);
-    // First sighting of the task's process on its GPUs; later calls keep the first time.
+    // First sighting of the task's processes on one of its GPUs; later calls keep the first time.
+    void seen(TaskId task, int gpu, double now);
+    // The same on every GPU of the task (the simulator sees a task everywhere at once).
     void seen(TaskId task, double now);
     // The task's attempt ended: its lock goes at once.
     void exited(TaskId task);
@@ -36,9 +39,9 @@ public:
     const WarmupConfig& config() const { return config_; }
 
 private:
-    struct Lock {
+    struct Lock {  // one per GPU of a launched task
         TaskId task = 0;
-        std::vector<int> gpus;
+        int gpu = 0;
         double launched_at = 0;
         std::optional<double> seen_at;
     };

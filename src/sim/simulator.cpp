@@ -64,8 +64,7 @@ struct SimGpu {
 };
 
 bool same_sample(const MetricSample& a, const MetricSample& b) {
-    return a.free_mib == b.free_mib && a.smact == b.smact && a.smocc == b.smocc &&
-           a.drama == b.drama && a.util == b.util && a.power_w == b.power_w;
+    return a == b;
 }
 
 class Simulation {
@@ -158,11 +157,12 @@ private:
         s.drama = gpu.activity.drama;
         s.util = gpu.activity.util;
         s.power_w = gpu.power_w;
+        s.sources = MetricSources::all(MetricSource::Emulated);
         if (config_.metric_noise_sd > 0 && gpu.activity.active) {
             std::normal_distribution<double> noise(0.0, config_.metric_noise_sd);
-            s.smact = std::clamp(s.smact + noise(rng_), 0.0, 1.0);
-            s.smocc = std::clamp(s.smocc + noise(rng_), 0.0, 1.0);
-            s.drama = std::clamp(s.drama + noise(rng_), 0.0, 1.0);
+            s.smact = std::clamp(gpu.activity.smact + noise(rng_), 0.0, 1.0);
+            s.smocc = std::clamp(gpu.activity.smocc + noise(rng_), 0.0, 1.0);
+            s.drama = std::clamp(gpu.activity.drama + noise(rng_), 0.0, 1.0);
         }
         return s;
     }

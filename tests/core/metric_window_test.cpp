@@ -41,8 +41,8 @@ TEST(MetricWindowTest, RollsOverCapacity) {
     ASSERT_TRUE(w.full());
     auto samples = w.samples();
     ASSERT_EQ(samples.size(), 3u);
-    EXPECT_DOUBLE_EQ(samples[0].smact, 0.3);
-    EXPECT_DOUBLE_EQ(samples[2].smact, 0.5);
+    EXPECT_DOUBLE_EQ(*samples[0].smact, 0.3);
+    EXPECT_DOUBLE_EQ(*samples[2].smact, 0.5);
     WindowStats st = w.stats();
     EXPECT_EQ(st.last_free_mib, 5000);
     EXPECT_EQ(st.available_mib, 5000 - 512);  // last free - 512 MiB reserve
@@ -65,6 +65,25 @@ TEST(MetricWindowTest, PushRepeatedMatchesPushes) {
     }
     EXPECT_NEAR(a.stats().smact.risk, b.stats().smact.risk, 1e-12);
     EXPECT_EQ(a.stats().available_mib, 0);  // 300 - 512 clamps at 0
+}
+
+// This test verifies that an unknown metric stays unknown: statistics cover only the samples
+// that had it, a window that never had it says so (known == 0) instead of reading 0, and the
+// newest sample's sources are reported.
+TEST(MetricWindowTest, UnknownMetricsAreNotZero) {
+    MetricWindow w(4);
+    MetricSample a{.free_mib = 1000, .smact = 0.8};
+    a.sources.smact = MetricSource::Dcgm;
+    MetricSample gap{.free_mib = 1000};  // SMACT missing in this sample
+    w.push(a);
+    w.push(gap);
+    w.push(a);
+    const WindowStats st = w.stats();
+    EXPECT_EQ(st.smact.known, 2u);
+    EXPECT_DOUBLE_EQ(st.smact.mean, 0.8);  // not dragged towards 0 by the gap
+    EXPECT_EQ(st.smocc.known, 0u);
+    EXPECT_EQ(st.sources.smact, MetricSource::Dcgm);
+    EXPECT_EQ(st.sources.smocc, MetricSource::Unavailable);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "builders.h"
+#include "core/scheduler.h"
 
 namespace carma {
 namespace {
@@ -128,11 +129,12 @@ TEST(PolicyTest, RiskFilter) {
     };
     for (const Case& c : cases) {
         GpuView g = MakeGpu(0).Smact(c.smact).Smocc(c.smocc).Drama(c.drama);
-        EXPECT_EQ(is_high_risk(g.stats, RiskThresholds{}), c.high)
+        EXPECT_EQ(is_high_risk(g.stats, RiskThresholds{}, true), c.high)
             << c.smact << " " << c.smocc << " " << c.drama;
     }
     GpuView g = MakeGpu(0).Smact(0.70).Smocc(0.50);
-    EXPECT_TRUE(is_high_risk(g.stats, RiskThresholds{.smact = 0.65, .smocc = 0.35, .drama = 0.5}));
+    EXPECT_TRUE(
+        is_high_risk(g.stats, RiskThresholds{.smact = 0.65, .smocc = 0.35, .drama = 0.5}, true));
 
     // A high-risk GPU is skipped by risk-filtered policies but not by round robin or -norisk.
     std::vector<GpuView> gpus = {MakeGpu(0).Busy().Smact(0.9).Smocc(0.5),
@@ -142,6 +144,73 @@ TEST(PolicyTest, RiskFilter) {
     EXPECT_EQ(select_gpus(*find_policy("oracle-FF-norisk"), t, gpus, {}, 0).gpus,
               std::vector<int>{0});
     EXPECT_EQ(select_gpus(*find_policy("OR-RR"), t, gpus, {}, 0).gpus, std::vector<int>{0});
+}
+
+// This test verifies the rule the risk filter falls back to as real metrics go missing: the
+// paper's rule over the terms that are real, SMACT alone when SMOCC and DRAMA are unknown, NVML's
+// utilisation proxies when no SM activity is real, and "blind" (no second task on a GPU in use)
+// when nothing is readable. Proxy values never count as real SM activity.
+TEST(PolicyTest, RiskRuleFollowsTheRealMetrics) {
+    using M = MetricSource;
+    const RiskThresholds t;
+    // DRAMA unknown: SMOCC alone is the second condition.
+    GpuView no_drama = MakeGpu(0).Smact(0.9).Smocc(0.5).Sources(M::Dcgm, M::Dcgm, M::Unavailable);
+    EXPECT_EQ(risk_rule(no_drama.stats), RiskRule::Paper);
+    EXPECT_TRUE(is_high_risk(no_drama.stats, t, true));
+    EXPECT_NE(describe_rule(no_drama.stats, t).find("DRAMA unknown"), std::string::npos);
+
+    GpuView smact_only =
+        MakeGpu(0).Smact(0.85).Sources(M::NvmlGpm, M::Unavailable, M::Unavailable);
+    EXPECT_EQ(risk_rule(smact_only.stats), RiskRule::SmactOnly);
+    EXPECT_TRUE(is_high_risk(smact_only.stats, t, true));
+    smact_only.stats.smact.risk = 0.5;
+    EXPECT_FALSE(is_high_risk(smact_only.stats, t, true));
+
+    // NVML proxies: utilisation 1.0 with the memory controller below its threshold passes.
+    GpuView proxy = MakeGpu(0).Smact(1.0).Drama(0.3).Sources(M::Nvml, M::Unavailable, M::Nvml);
+    EXPECT_EQ(risk_rule(proxy.stats), RiskRule::Proxy);
+    EXPECT_FALSE(is_high_risk(proxy.stats, t, true));
+    proxy.stats.drama.risk = 0.6;
+    EXPECT_TRUE(is_high_risk(proxy.stats, t, true));
+    EXPECT_NE(describe_risk(proxy.stats, t).find("[proxy]"), std::string::npos);
+
+    GpuView blind =
+        MakeGpu(0).Sources(M::Unavailable, M::Unavailable, M::Unavailable);
+    blind.stats.util = SeriesStats{};
+    EXPECT_EQ(risk_rule(blind.stats), RiskRule::Blind);
+    EXPECT_TRUE(is_high_risk(blind.stats, t, true));
+    EXPECT_FALSE(is_high_risk(blind.stats, t, false));
+    EXPECT_NE(describe_rule(blind.stats, t).find("blind"), std::string::npos);
+
+    // Emulated metrics are real: the full paper rule.
+    GpuView full = MakeGpu(0).Smact(0.9).Smocc(0.1).Drama(0.1);
+    EXPECT_EQ(risk_rule(full.stats), RiskRule::Paper);
+    EXPECT_NE(describe_rule(full.stats, t).find("SMOCC >= 0.45 or DRAMA >= 0.40"),
+              std::string::npos);
+}
+
+// This test verifies that a GPU that is not schedulable (unhealthy, window filling) is never
+// chosen, by the collocation path or the exclusive path, and the reason names why.
+TEST(PolicyTest, UnschedulableGpuIsNeverChosen) {
+    std::vector<GpuView> gpus = {MakeGpu(0).Busy().Unschedulable("unhealthy: reads fail"),
+                                 MakeGpu(1).Busy()};
+    TaskSpec t = MakeTask().Profiled(1000);
+    EXPECT_EQ(select_gpus(*find_policy("oracle-FF"), t, gpus, {}, 0).gpus, std::vector<int>{1});
+    gpus[1].schedulable = false;
+    Selection none = select_gpus(*find_policy("oracle-FF"), t, gpus, {}, 0);
+    EXPECT_TRUE(none.gpus.empty());
+    EXPECT_NE(none.pending_reason.find("GPU 0: unhealthy: reads fail"), std::string::npos)
+        << none.pending_reason;
+
+    SchedulerConfig config;
+    config.policy = *find_policy("oracle-FF");
+    Scheduler s(config);
+    s.enqueue(1, MakeTask().Profiled(1000));
+    std::vector<GpuView> idle = {MakeGpu(0).Unschedulable("unhealthy"), MakeGpu(1)};
+    StepResult r = s.step(idle, 0);
+    ASSERT_EQ(r.placed.size(), 1u);
+    EXPECT_EQ(r.placed[0].gpus, std::vector<int>{1});
+    EXPECT_TRUE(r.placed[0].exclusive);
 }
 
 // This test verifies round robin: the cursor moves across decisions, skips locked GPUs, ignores

@@ -33,5 +33,18 @@ TEST(WarmupTest, TimeoutAndExit) {
     EXPECT_FALSE(w.locked(3, 1));
 }
 
+// This test verifies that each GPU of a multi-GPU task settles on its own: a rank seen on GPU 1
+// does not unlock GPU 2, whose rank has not shown up yet.
+TEST(WarmupTest, EachGpuSettlesWhenTheTaskIsSeenThere) {
+    WarmupTracker w(WarmupConfig{.settle_s = 30, .unseen_timeout_s = 1000});
+    w.launched(7, {1, 2}, 100);
+    w.seen(7, 1, 110);
+    EXPECT_FALSE(w.locked(1, 141));
+    EXPECT_TRUE(w.locked(2, 141));  // never seen there: still waiting
+    w.seen(7, 2, 200);
+    EXPECT_TRUE(w.locked(2, 230));
+    EXPECT_FALSE(w.locked(2, 231));
+}
+
 }  // namespace
 }  // namespace carma
