@@ -60,6 +60,7 @@ class EmulatedBackend final : public GpuBackend {
         out.drama = activity.drama;
         out.power_w = s.gpus[g].power_w;
         out.energy_j = s.gpus[g].energy_j;
+        out.sources = MetricSources::all(MetricSource::Emulated);
         out.processes = processes_on(s, g);
         return out;
     }

@@ -1,13 +1,19 @@
 #pragma once
 // The one interface the daemon sees GPUs through. Implementations: emulated GPUs (shared state on
-// this machine that carma-fakejob processes attach to) and NVML (loaded with dlopen). The scheduler
-// only ever sees samples through MetricWindow.
+// this machine that carma-fakejob processes attach to), NVML (with GPM where the GPU has it) and
+// DCGM, both loaded with dlopen. The scheduler only ever sees samples through MetricWindow.
+//
+// Every metric of a sample says where it came from (core/metric_source.h); one no source can give
+// is std::nullopt with source Unavailable: unknown, never 0.
 
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <optional>
+
+#include "core/metric_source.h"
 #include "core/result.h"
 #include "core/units.h"
 
@@ -18,24 +24,30 @@ struct GpuInfo {
     std::string uuid;   // what CUDA_VISIBLE_DEVICES carries
     std::string name;   // "A100-40GB (emulated)", "NVIDIA A100-SXM4-40GB"
     MiB total_mib = 0;  // what processes can allocate
+    bool mig_enabled = false;  // MIG mode on: CARMA cannot place on it (not supported yet)
 };
 
 struct GpuProcess {
     int pid = 0;
-    MiB used_mib = 0;
+    MiB used_mib = 0;         // 0 where the driver will not say (no privilege)
+    bool mps_server = false;  // an MPS server process: infrastructure, never a task's
 };
 
 struct GpuSample {
     int index = 0;
     MiB free_mib = 0;
     MiB used_mib = 0;
-    double util = 0;    // 0..1
-    double smact = 0;   // 0..1
-    double smocc = 0;   // 0..1
-    double drama = 0;   // 0..1
-    double power_w = 0;
-    double energy_j = 0;  // cumulative since the backend started counting
-    std::vector<GpuProcess> processes;
+    std::optional<double> util;      // 0..1, GPU utilisation
+    std::optional<double> smact;     // 0..1, SM active; from Nvml: the utilisation rate (proxy)
+    std::optional<double> smocc;     // 0..1, SM occupancy
+    std::optional<double> drama;     // 0..1, DRAM active; from Nvml: memory-controller rate (proxy)
+    std::optional<double> power_w;
+    std::optional<double> energy_j;  // cumulative since the backend started counting
+    MetricSources sources;           // where each of the above came from
+    // How old the freshest reading in this sample is, as far as the backend knows (DCGM values
+    // carry their own timestamps); the daemon treats a sample older than a few periods as missing.
+    double age_s = 0;
+    std::vector<GpuProcess> processes;  // MPS servers included, flagged
     std::string error;    // non-empty when this GPU could not be read; the rest is then stale
 };
 

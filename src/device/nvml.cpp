@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,73 +16,16 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join
 
+#include "device/nvml_api.h"
+#include "device/nvml_gpm.h"
+#include "device/proc_names.h"
+
 namespace carma::device {
 
 namespace {
 
-// --- the part of the NVML C API that CARMA uses ---------------------------------------------
-// Declared here rather than taken from nvml.h so that building needs nothing from NVIDIA. Only
-// the layouts and values below matter; they are fixed by NVML's ABI.
-
-using nvmlReturn_t = int;
-struct NvmlDeviceOpaque;  // NVML's struct nvmlDevice_st, never looked into
-using nvmlDevice_t = NvmlDeviceOpaque*;
-
-constexpr nvmlReturn_t kNvmlSuccess = 0;
-constexpr nvmlReturn_t kNvmlNotSupported = 3;
-constexpr nvmlReturn_t kNvmlInsufficientSize = 7;
-
-// NVML_DEVICE_UUID_V2_BUFFER_SIZE and NVML_DEVICE_NAME_V2_BUFFER_SIZE: room for any UUID or name.
-constexpr unsigned kNvmlStringSize = 96;
-// NVML_VALUE_NOT_AVAILABLE: what usedGpuMemory holds when the driver will not say (no privilege).
-constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;
-
-struct NvmlMemory {  // nvmlMemory_t (v1), bytes
-    unsigned long long total;
-    unsigned long long free;
-    unsigned long long used;
-};
-
-struct NvmlUtilization {  // nvmlUtilization_t, percent over the driver's last sample period
-    unsigned int gpu;
-    unsigned int memory;
-};
-
-struct NvmlProcessInfo {  // nvmlProcessInfo_t as the _v2 and _v3 process queries fill it
-    unsigned int pid;
-    unsigned long long usedGpuMemory;  // bytes
-    unsigned int gpuInstanceId;
-    unsigned int computeInstanceId;
-};
-
-using InitFn = nvmlReturn_t (*)();
-using ShutdownFn = nvmlReturn_t (*)();
-using ErrorStringFn = const char* (*)(nvmlReturn_t);
-using GetCountFn = nvmlReturn_t (*)(unsigned int*);
-using GetHandleFn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
-using GetStringFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
-using GetMemoryFn = nvmlReturn_t (*)(nvmlDevice_t, NvmlMemory*);
-using GetUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, NvmlUtilization*);
-using GetPowerFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);         // milliwatts
-using GetEnergyFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);  // millijoules
-using GetProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, NvmlProcessInfo*);
-
-// The entry points, resolved once by resolve_api(). The optional ones may be null.
-struct NvmlApi {
-    InitFn init = nullptr;
-    ShutdownFn shutdown = nullptr;
-    ErrorStringFn error_string = nullptr;
-    GetCountFn device_count = nullptr;
-    GetHandleFn device_handle = nullptr;
-    GetStringFn device_uuid = nullptr;
-    GetStringFn device_name = nullptr;
-    GetMemoryFn memory_info = nullptr;
-    GetUtilizationFn utilization = nullptr;
-    GetPowerFn power_usage = nullptr;
-    GetEnergyFn total_energy = nullptr;  // optional: old drivers lack it, pre-Volta GPUs refuse
-    GetProcessesFn running_processes = nullptr;
-    const char* running_processes_name = "";  // which version was found, for messages
-};
+using namespace nvml_abi;
+using Clock = std::chrono::steady_clock;
 
 // --- loading the library --------------------------------------------------------------------
 
@@ -138,6 +82,18 @@ public:
         }
     }
 
+    // The first of `names` the library has (newest first); `found` says which, for messages.
+    template <typename Fn>
+    Fn find_first(std::initializer_list<const char*> names, const char*& found) const {
+        for (const char* name : names) {
+            if (auto fn = find<Fn>(name); fn != nullptr) {
+                found = name;
+                return fn;
+            }
+        }
+        return nullptr;
+    }
+
     void note_missing(std::string what) { missing_.push_back(std::move(what)); }
     const std::vector<std::string>& missing() const { return missing_; }
 
@@ -146,17 +102,20 @@ private:
     std::vector<std::string> missing_;
 };
 
-// Current drivers have the _v3 process query, older ones only _v2; both fill the same structure.
-void resolve_process_query(SymbolTable& table, NvmlApi& api) {
-    for (const char* name :
-         {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"}) {
-        if (auto fn = table.find<GetProcessesFn>(name); fn != nullptr) {
-            api.running_processes = fn;
-            api.running_processes_name = name;
-            return;
-        }
+// GPM is used only when all five entry points are there.
+void resolve_gpm(const SymbolTable& table, NvmlApi& api) {
+    api.gpm_query_support = table.find<GpmQuerySupportFn>("nvmlGpmQueryDeviceSupport");
+    api.gpm_sample_alloc = table.find<GpmSampleAllocFn>("nvmlGpmSampleAlloc");
+    api.gpm_sample_free = table.find<GpmSampleFreeFn>("nvmlGpmSampleFree");
+    api.gpm_sample_get = table.find<GpmSampleGetFn>("nvmlGpmSampleGet");
+    api.gpm_metrics_get = table.find<GpmMetricsGetFn>("nvmlGpmMetricsGet");
+    if (!api.has_gpm()) {
+        api.gpm_query_support = nullptr;
+        api.gpm_sample_alloc = nullptr;
+        api.gpm_sample_free = nullptr;
+        api.gpm_sample_get = nullptr;
+        api.gpm_metrics_get = nullptr;
     }
-    table.note_missing("nvmlDeviceGetComputeRunningProcesses_v3 (or _v2)");
 }
 
 // The one table of entry points.
@@ -173,8 +132,21 @@ Result<NvmlApi> resolve_api(const Library& library, const std::string& path) {
     table.require("nvmlDeviceGetMemoryInfo", api.memory_info);
     table.require("nvmlDeviceGetUtilizationRates", api.utilization);
     table.require("nvmlDeviceGetPowerUsage", api.power_usage);
+    // Current drivers have the _v3 process queries, older ones only _v2; both fill the same
+    // structure.
+    api.running_processes = table.find_first<GetProcessesFn>(
+        {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"},
+        api.running_processes_name);
+    if (api.running_processes == nullptr) {
+        table.note_missing("nvmlDeviceGetComputeRunningProcesses_v3 (or _v2)");
+    }
     api.total_energy = table.find<GetEnergyFn>("nvmlDeviceGetTotalEnergyConsumption");
-    resolve_process_query(table, api);
+    api.mps_processes = table.find_first<GetProcessesFn>(
+        {"nvmlDeviceGetMPSComputeRunningProcesses_v3",
+         "nvmlDeviceGetMPSComputeRunningProcesses_v2"},
+        api.mps_processes_name);
+    api.mig_mode = table.find<GetMigModeFn>("nvmlDeviceGetMigMode");
+    resolve_gpm(table, api);
     if (!table.missing().empty()) {
         return fail(ErrorCode::Io,
                     fmt::format("NVML not available: {} lacks {} (not NVML, or a driver too old)",
@@ -193,49 +165,55 @@ double percent_to_fraction(unsigned int percent) {
     return std::min(percent, 100U) / 100.0;
 }
 
-// "nvmlDeviceGetMemoryInfo: GPU is lost (NVML error 15)"
-std::string describe(const NvmlApi& api, const char* call, nvmlReturn_t rc) {
-    const char* text = api.error_string(rc);
-    return fmt::format("{}: {} (NVML error {})", call, text != nullptr ? text : "unknown error",
-                       rc);
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+}
+
+// A metric and its label together, so that neither is set without the other.
+void set_metric(std::optional<double>& metric, MetricSource& source, std::optional<double> value,
+                MetricSource from) {
+    metric = value;
+    source = value ? from : MetricSource::Unavailable;
 }
 
 // Cumulative energy since the backend opened. The driver's counter (millijoules since it loaded)
 // is preferred; where it is missing or not supported (before Volta) power is integrated instead.
+// With neither, energy is unknown rather than a sum of nothing.
 class EnergyMeter {
 public:
-    using Clock = std::chrono::steady_clock;
-
-    double add(std::optional<unsigned long long> counter_mj, double power_w,
-               Clock::time_point now) {
+    std::optional<double> add(std::optional<unsigned long long> counter_mj,
+                              std::optional<double> power_w, Clock::time_point now) {
         if (counter_mj && last_counter_mj_) {
             // A counter that went back means the driver reloaded: start again from it.
             if (*counter_mj >= *last_counter_mj_) {
                 joules_ += static_cast<double>(*counter_mj - *last_counter_mj_) / 1000.0;
             }
-        } else if (!counter_mj && last_time_) {
+        } else if (!counter_mj && power_w && last_power_w_ && last_time_) {
             // Trapezoid between the two power readings.
-            const std::chrono::duration<double> dt = now - *last_time_;
-            joules_ += 0.5 * (last_power_w_ + power_w) * dt.count();
+            joules_ += 0.5 * (*last_power_w_ + *power_w) * seconds_between(*last_time_, now);
         }
+        counting_ = counting_ || counter_mj || power_w;
         // Forgetting the counter while integrating keeps a gap from being counted twice.
         last_counter_mj_ = counter_mj;
         last_time_ = now;
         last_power_w_ = power_w;
-        return joules_;
+        return counting_ ? std::optional<double>(joules_) : std::nullopt;
     }
 
 private:
     double joules_ = 0;
+    bool counting_ = false;
     std::optional<unsigned long long> last_counter_mj_;
     std::optional<Clock::time_point> last_time_;
-    double last_power_w_ = 0;
+    std::optional<double> last_power_w_;
 };
 
 struct Device {
     nvmlDevice_t handle = nullptr;
     EnergyMeter energy;
+    std::unique_ptr<GpmReader> gpm;  // null where the GPU or driver has no GPM
     GpuSample last;  // returned again, with the error set, when this GPU cannot be read
+    Clock::time_point last_read;  // when `last` was read
 };
 
 // --- the backend ----------------------------------------------------------------------------
@@ -244,7 +222,10 @@ class NvmlBackend final : public GpuBackend {
 public:
     // Takes over an initialised NVML: from here on the destructor shuts it down.
     NvmlBackend(Library library, const NvmlApi& api) : library_(std::move(library)), api_(api) {}
-    ~NvmlBackend() override { api_.shutdown(); }  // then library_ closes
+    ~NvmlBackend() override {
+        devices_.clear();  // their GPM buffers are freed through NVML, so before it shuts down
+        api_.shutdown();   // then library_ closes
+    }
 
     NvmlBackend(const NvmlBackend&) = delete;
     NvmlBackend& operator=(const NvmlBackend&) = delete;
@@ -252,24 +233,29 @@ public:
     std::string name() const override { return "nvml"; }
     const std::vector<GpuInfo>& gpus() const override { return gpus_; }
 
-    // Never fails as a whole: a GPU that cannot be read reports it in its own sample.
+    // Never fails as a whole: a GPU that cannot be read reports it in its own sample, with its
+    // last values and their age, and is read afresh next time.
     Result<std::vector<GpuSample>> sample() override {
         std::vector<GpuSample> out;
         out.reserve(devices_.size());
         for (std::size_t i = 0; i < devices_.size(); ++i) {
             Device& device = devices_[i];
-            if (auto fresh = read_sample(device, static_cast<int>(i))) {
+            const Clock::time_point now = Clock::now();
+            if (auto fresh = read_sample(device, static_cast<int>(i), now)) {
                 device.last = std::move(*fresh);
+                device.last_read = now;
             } else {
                 device.last.error = std::move(fresh.error().message);
+                device.last.age_s = seconds_between(device.last_read, now);
             }
             out.push_back(device.last);
         }
         return out;
     }
 
-    // Lists the GPUs and starts their energy meters. A GPU that cannot be listed fails it all:
-    // leaving it out would renumber the others, and its total memory is what scheduling needs.
+    // Lists the GPUs and starts their energy meters and GPM readers. A GPU that cannot be listed
+    // fails it all: leaving it out would renumber the others, and its total memory is what
+    // scheduling needs.
     Result<void> enumerate() {
         unsigned int count = 0;
         if (nvmlReturn_t rc = api_.device_count(&count); rc != kNvmlSuccess) {
@@ -310,12 +296,16 @@ private:
             return tl::unexpected(gpu_error(index, "nvmlDeviceGetMemoryInfo", rc));
         }
         info.total_mib = bytes_to_mib(memory.total);
+        info.mig_enabled = read_mig_enabled(device.handle);
+        const Clock::time_point now = Clock::now();
         // Until the first sample, the last one is what opening saw.
         device.last.index = index;
         device.last.free_mib = bytes_to_mib(memory.free);
         device.last.used_mib = bytes_to_mib(memory.used);
-        device.energy.add(read_energy(device.handle), read_power_at_open(device.handle),
-                          EnergyMeter::Clock::now());
+        device.last.sources.memory = MetricSource::Nvml;
+        device.last_read = now;
+        device.energy.add(read_energy(device.handle), read_power_at_open(device.handle), now);
+        device.gpm = GpmReader::open(api_, device.handle, now);
         devices_.push_back(std::move(device));
         gpus_.push_back(std::move(info));
         return {};
@@ -331,10 +321,24 @@ private:
         return std::string(buffer);
     }
 
+    // MIG on means CARMA cannot place on the GPU as a whole. Drivers without the call, GPUs
+    // without MIG (NOT_SUPPORTED) and any other refusal all read as MIG off: the GPU then stays
+    // schedulable, as it was before MIG was looked at.
+    bool read_mig_enabled(nvmlDevice_t handle) const {
+        unsigned int current = 0;
+        unsigned int pending = 0;
+        return api_.mig_mode != nullptr &&
+               api_.mig_mode(handle, &current, &pending) == kNvmlSuccess &&
+               current == kNvmlMigEnable;
+    }
+
     // Any error here only means power integration starts at the first sample instead.
-    double read_power_at_open(nvmlDevice_t handle) const {
+    std::optional<double> read_power_at_open(nvmlDevice_t handle) const {
         unsigned int mw = 0;
-        return api_.power_usage(handle, &mw) == kNvmlSuccess ? mw / 1000.0 : 0.0;
+        if (api_.power_usage(handle, &mw) != kNvmlSuccess) {
+            return std::nullopt;
+        }
+        return mw / 1000.0;
     }
 
     // The driver's energy counter, or nothing when it has none (the meter integrates power).
@@ -346,7 +350,7 @@ private:
         return mj;
     }
 
-    Result<GpuSample> read_sample(Device& device, int index) {
+    Result<GpuSample> read_sample(Device& device, int index, Clock::time_point now) {
         GpuSample s;
         s.index = index;
         NvmlMemory memory{};
@@ -355,7 +359,8 @@ private:
         }
         s.free_mib = bytes_to_mib(memory.free);
         s.used_mib = bytes_to_mib(memory.used);
-        if (auto r = read_activity(device.handle, index, s); !r) {
+        s.sources.memory = MetricSource::Nvml;
+        if (auto r = read_activity(device, index, now, s); !r) {
             return tl::unexpected(r.error());
         }
         if (auto r = read_power(device.handle, index, s); !r) {
@@ -367,26 +372,39 @@ private:
         }
         s.processes = std::move(*processes);
         // Last, so that a failed read leaves the meter to cover the gap next time.
-        s.energy_j =
-            device.energy.add(read_energy(device.handle), s.power_w, EnergyMeter::Clock::now());
+        set_metric(s.energy_j, s.sources.energy,
+                   device.energy.add(read_energy(device.handle), s.power_w, now),
+                   MetricSource::Nvml);
         return s;
     }
 
-    // NVML has no SM activity/occupancy or DRAM activity counters (DCGM profiling does): the
-    // utilisation rates stand in for SMACT and DRAMA, and SMOCC stays 0 (see nvml.h).
-    Result<void> read_activity(nvmlDevice_t handle, int index, GpuSample& s) const {
+    // Utilisation from the rates; SMACT, SMOCC and DRAMA from GPM where the GPU has it, else the
+    // rates stand in for SMACT and DRAMA (labelled proxies) and SMOCC is unknown (see nvml.h).
+    Result<void> read_activity(Device& device, int index, Clock::time_point now,
+                               GpuSample& s) const {
         NvmlUtilization rates{};
-        const nvmlReturn_t rc = api_.utilization(handle, &rates);
-        if (rc == kNvmlNotSupported) {
-            return {};  // some boards do not report it; zero is the honest reading
-        }
-        if (rc != kNvmlSuccess) {
+        const nvmlReturn_t rc = api_.utilization(device.handle, &rates);
+        // NOT_SUPPORTED: MIG mode and some boards report no utilisation; it stays unknown.
+        if (rc != kNvmlSuccess && rc != kNvmlNotSupported) {
             return tl::unexpected(gpu_error(index, "nvmlDeviceGetUtilizationRates", rc));
         }
-        s.util = percent_to_fraction(rates.gpu);
-        s.smact = s.util;
-        s.drama = percent_to_fraction(rates.memory);
-        s.smocc = 0;
+        std::optional<double> util;
+        std::optional<double> memory_rate;
+        if (rc == kNvmlSuccess) {
+            util = percent_to_fraction(rates.gpu);
+            memory_rate = percent_to_fraction(rates.memory);
+        }
+        set_metric(s.util, s.sources.util, util, MetricSource::Nvml);
+        if (device.gpm) {
+            const GpmReader::Activity activity = device.gpm->read(now);
+            set_metric(s.smact, s.sources.smact, activity.smact, MetricSource::NvmlGpm);
+            set_metric(s.smocc, s.sources.smocc, activity.smocc, MetricSource::NvmlGpm);
+            set_metric(s.drama, s.sources.drama, activity.drama, MetricSource::NvmlGpm);
+        } else {
+            set_metric(s.smact, s.sources.smact, util, MetricSource::Nvml);
+            set_metric(s.smocc, s.sources.smocc, std::nullopt, MetricSource::Nvml);
+            set_metric(s.drama, s.sources.drama, memory_rate, MetricSource::Nvml);
+        }
         return {};
     }
 
@@ -394,19 +412,48 @@ private:
         unsigned int mw = 0;
         const nvmlReturn_t rc = api_.power_usage(handle, &mw);
         if (rc == kNvmlNotSupported) {
-            return {};  // boards without a power sensor
+            return {};  // boards without a power sensor: unknown
         }
         if (rc != kNvmlSuccess) {
             return tl::unexpected(gpu_error(index, "nvmlDeviceGetPowerUsage", rc));
         }
-        s.power_w = mw / 1000.0;
+        set_metric(s.power_w, s.sources.power, mw / 1000.0, MetricSource::Nvml);
         return {};
+    }
+
+    // The compute processes and, where the driver lists them, the MPS clients (under MPS the
+    // compute list holds the server, the MPS list its clients). A pid on both lists is reported
+    // once, with the larger memory: the two lists describe the same allocations, not extra ones.
+    Result<std::vector<GpuProcess>> read_processes(nvmlDevice_t handle, int index) {
+        auto compute = query_processes(api_.running_processes, api_.running_processes_name,
+                                       handle, index);
+        if (!compute) {
+            return tl::unexpected(compute.error());
+        }
+        std::map<int, MiB> by_pid = std::move(*compute);
+        if (api_.mps_processes != nullptr) {
+            auto mps = query_processes(api_.mps_processes, api_.mps_processes_name, handle, index);
+            if (!mps) {
+                return tl::unexpected(mps.error());
+            }
+            for (const auto& [pid, mib] : *mps) {
+                MiB& merged = by_pid[pid];
+                merged = std::max(merged, mib);
+            }
+        }
+        std::vector<GpuProcess> out;
+        out.reserve(by_pid.size());
+        for (const auto& [pid, mib] : by_pid) {
+            out.push_back(GpuProcess{pid, mib, is_mps_server_process(pid)});
+        }
+        return out;
     }
 
     // NVML's size protocol: a buffer too small gets INSUFFICIENT_SIZE and the count needed. The
     // buffer is kept between samples, so it grows once; slack covers processes starting between
     // the two calls, and the attempts are bounded in case they keep starting.
-    Result<std::vector<GpuProcess>> read_processes(nvmlDevice_t handle, int index) {
+    Result<std::map<int, MiB>> query_processes(GetProcessesFn fn, const char* call,
+                                               nvmlDevice_t handle, int index) {
         constexpr int kAttempts = 4;
         constexpr std::size_t kSlack = 8;
         if (process_buffer_.empty()) {
@@ -414,24 +461,23 @@ private:
         }
         for (int attempt = 0; attempt < kAttempts; ++attempt) {
             auto count = static_cast<unsigned int>(process_buffer_.size());
-            const nvmlReturn_t rc = api_.running_processes(handle, &count, process_buffer_.data());
+            const nvmlReturn_t rc = fn(handle, &count, process_buffer_.data());
             if (rc == kNvmlSuccess) {
-                return merge_by_pid(count);
+                return sum_by_pid(count);
             }
             if (rc == kNvmlNotSupported) {
-                return std::vector<GpuProcess>{};
+                return std::map<int, MiB>{};
             }
             if (rc != kNvmlInsufficientSize) {
-                return tl::unexpected(gpu_error(index, api_.running_processes_name, rc));
+                return tl::unexpected(gpu_error(index, call, rc));
             }
             process_buffer_.resize(std::max<std::size_t>(count, process_buffer_.size()) + kSlack);
         }
-        return tl::unexpected(gpu_error(index, api_.running_processes_name, kNvmlInsufficientSize));
+        return tl::unexpected(gpu_error(index, call, kNvmlInsufficientSize));
     }
 
-    // A process can be listed more than once (one entry per MIG instance): report it once, with
-    // all its memory, as the emulated backend does.
-    std::vector<GpuProcess> merge_by_pid(unsigned int count) const {
+    // A process can be listed more than once (one entry per MIG instance): its memory is the sum.
+    std::map<int, MiB> sum_by_pid(unsigned int count) const {
         std::map<int, MiB> by_pid;
         const auto n = std::min<std::size_t>(count, process_buffer_.size());
         for (std::size_t i = 0; i < n; ++i) {
@@ -440,12 +486,7 @@ private:
                 p.usedGpuMemory == kNvmlValueNotAvailable ? 0 : bytes_to_mib(p.usedGpuMemory);
             by_pid[static_cast<int>(p.pid)] += mib;
         }
-        std::vector<GpuProcess> out;
-        out.reserve(by_pid.size());
-        for (const auto& [pid, mib] : by_pid) {
-            out.push_back(GpuProcess{pid, mib});
-        }
-        return out;
+        return by_pid;
     }
 
     Library library_;

@@ -1,10 +1,19 @@
 #pragma once
 // Real NVIDIA GPUs through NVML, loaded at run time with dlopen (no NVIDIA header or library is
 // needed to build). The library is libnvidia-ml.so.1, or the file named by CARMA_NVML_LIBRARY
-// (tests point it at a fake NVML they build). A missing library or entry point is an error
-// value, never a crash. NVML has no SM activity/occupancy or DRAM activity counters (those need
-// DCGM profiling): SMACT is approximated by the utilisation rate and DRAMA by the memory
-// utilisation rate, SMOCC is reported as 0 — say so wherever these numbers are shown.
+// (tests point it at a fake NVML they build). A missing library or required entry point is an
+// error value, never a crash; newer entry points (energy counter, MPS processes, MIG mode, GPM)
+// are optional and their absence only leaves what they give unknown.
+//
+// Where each metric comes from (the sample's `sources` says so per metric):
+// - On Hopper and later, NVML GPM measures SM activity, SM occupancy and DRAM bandwidth
+//   utilisation (source nvml-gpm; see nvml_gpm.h).
+// - Elsewhere plain NVML has no such counters (DCGM's profiling fields do): SMACT is the
+//   utilisation rate and DRAMA the memory-controller utilisation, both proxies (source nvml), and
+//   SMOCC is unavailable. Where the GPU reports no utilisation (MIG mode, some boards) all three
+//   are unavailable: unknown, never 0.
+// Processes are the compute processes and the MPS clients, MPS server processes flagged.
+// A GPU that cannot be read reports it in its own sample; the others are sampled as usual.
 
 #include <memory>
 

@@ -253,20 +253,21 @@ TEST_F(EmulatedTest, SampleComputesMetricsAndPowerFromTheModel) {
     const auto s = sample(*backend);
     EXPECT_EQ(s[0].used_mib, 20000);
     EXPECT_EQ(s[0].free_mib, kCapacity - 20000);
-    EXPECT_NEAR(s[0].util, 1 - (1 - 0.9) * (1 - 0.6), 1e-12);
+    EXPECT_NEAR(s[0].util.value(), 1 - (1 - 0.9) * (1 - 0.6), 1e-12);
     const double smact = std::min(1.0, 0.85 * v1 + 0.50 * v2);
     const double drama = 1 - (1 - 0.20 * v1) * (1 - 0.40 * v2);
-    EXPECT_NEAR(s[0].smact, smact, 1e-12);
-    EXPECT_NEAR(s[0].smocc, std::min(1.0, 0.30 * v1 + 0.25 * v2), 1e-12);
-    EXPECT_NEAR(s[0].drama, drama, 1e-12);
-    EXPECT_NEAR(s[0].power_w, std::max(50.0, 31.8 + 230.8 * smact + 91.8 * drama), 1e-9);
+    EXPECT_NEAR(s[0].smact.value(), smact, 1e-12);
+    EXPECT_NEAR(s[0].smocc.value(), std::min(1.0, 0.30 * v1 + 0.25 * v2), 1e-12);
+    EXPECT_NEAR(s[0].drama.value(), drama, 1e-12);
+    EXPECT_NEAR(s[0].power_w.value(), std::max(50.0, 31.8 + 230.8 * smact + 91.8 * drama), 1e-9);
     ASSERT_EQ(s[0].processes.size(), 1u);  // both handles belong to this test process
     EXPECT_EQ(s[0].processes[0].pid, ::getpid());
     EXPECT_EQ(s[0].processes[0].used_mib, 20000);
 
     // GPU 1 holds a starting job's context: memory counts, activity and power do not.
     EXPECT_EQ(s[1].used_mib, 600);
-    EXPECT_EQ(s[1].smact, 0);
+    EXPECT_EQ(s[1].smact, 0.0);
+    EXPECT_EQ(s[1].sources, MetricSources::all(MetricSource::Emulated));
     EXPECT_EQ(s[1].power_w, model::kA100IdlePowerW);
 }
 
@@ -286,10 +287,10 @@ TEST_F(EmulatedTest, EnergyGrowsAsPowerTimesTime) {
     const double t2 = seconds_now();
     const auto s2 = sample(*backend);
     const double t3 = seconds_now();
-    const double power = s1[0].power_w;
+    const double power = s1[0].power_w.value();
     EXPECT_GT(power, model::kA100IdlePowerW);
     EXPECT_EQ(s2[0].power_w, power);
-    const double gained = s2[0].energy_j - s1[0].energy_j;
+    const double gained = s2[0].energy_j.value() - s1[0].energy_j.value();
     EXPECT_GT(gained, 0);
     EXPECT_GE(gained, power * (t2 - t1) * (1 - 1e-9));
     EXPECT_LE(gained, power * (t3 - t0) * (1 + 1e-9));
@@ -394,7 +395,7 @@ TEST_F(EmulatedTest, ReopenKeepsLiveJobs) {
     ASSERT_TRUE(a.set_active(true));
     ASSERT_TRUE(b.set_active(true));
     ASSERT_TRUE(a.set_memory(7000)->ok);
-    const double energy = sample(*first)[0].energy_j;
+    const double energy = sample(*first)[0].energy_j.value();
     first.reset();
 
     auto second = open("4xA100-40GB", model::SharingMode::Timeslice);

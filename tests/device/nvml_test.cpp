@@ -1,70 +1,94 @@
 #include "device/nvml.h"
 
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-// The build points these at the fake NVML libraries built from tests/fake_nvml/fake_nvml.c.
-#ifndef CARMA_FAKE_NVML_PATH
-#error "CARMA_FAKE_NVML_PATH must name the fake NVML library (libfake-nvml.so)"
-#endif
+#include "device/fake_nvml_fixture.h"
+#include "device/proc_names.h"
 
 namespace carma::device {
 namespace {
 
+using ::testing::DoubleEq;
 using ::testing::HasSubstr;
+using ::testing::Optional;
+using fake_nvml::set_env;
 
-constexpr const char* kKnobs[] = {"FAKE_NVML_FAIL_INIT", "FAKE_NVML_GPU0_USED_MIB",
-                                  "FAKE_NVML_GPU0_PROCS", "FAKE_NVML_NO_ENERGY",
-                                  "FAKE_NVML_LOST_GPU"};
+class NvmlTest : public fake_nvml::FakeNvmlTest {};
+class GpuHealthNvmlTest : public fake_nvml::FakeNvmlTest {};
 
-void set_env(const char* name, const std::string& value) {
-    ::setenv(name, value.c_str(), 1);
+// The processes of one sample, by pid.
+const GpuProcess* find_process(const GpuSample& sample, int pid) {
+    for (const GpuProcess& p : sample.processes) {
+        if (p.pid == pid) {
+            return &p;
+        }
+    }
+    return nullptr;
 }
 
-// Every test starts from the fake NVML with its default GPUs, and leaves no knob behind.
-class NvmlTest : public ::testing::Test {
-protected:
-    void SetUp() override {
-        clear_knobs();
-        set_env(kNvmlLibraryEnv, CARMA_FAKE_NVML_PATH);
-    }
-    void TearDown() override {
-        clear_knobs();
-        ::unsetenv(kNvmlLibraryEnv);
-    }
-
-    static std::unique_ptr<GpuBackend> open_fake() {
-        auto backend = open_nvml();
-        if (!backend) {
-            ADD_FAILURE() << backend.error().message;
-            return nullptr;
+// A real process whose argv[0] is .../nvidia-cuda-mps-server: a copy of sleep under that name,
+// in a directory of its own, killed when the test ends.
+class FakeMpsServer {
+public:
+    FakeMpsServer() {
+        namespace fs = std::filesystem;
+        std::string dir_template = (fs::temp_directory_path() / "carma-mps-XXXXXX").string();
+        if (::mkdtemp(dir_template.data()) == nullptr) {
+            return;
         }
-        return std::move(*backend);
-    }
-
-    static std::vector<GpuSample> sample(GpuBackend& backend) {
-        auto samples = backend.sample();
-        if (!samples) {
-            ADD_FAILURE() << samples.error().message;
-            return {};
+        dir_ = dir_template;
+        const fs::path sleep = fs::exists("/bin/sleep") ? "/bin/sleep" : "/usr/bin/sleep";
+        const fs::path server = dir_ / "nvidia-cuda-mps-server";
+        std::error_code ec;
+        fs::copy_file(sleep, server, ec);
+        if (ec) {
+            return;
         }
-        return std::move(*samples);
+        std::string path = server.string();
+        std::string seconds = "300";
+        char* argv[] = {path.data(), seconds.data(), nullptr};
+        // posix_spawn returns once the program is executed, so /proc shows the new name.
+        if (::posix_spawn(&pid_, path.c_str(), nullptr, nullptr, argv, environ) != 0) {
+            pid_ = 0;
+        }
     }
+    ~FakeMpsServer() {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+        if (!dir_.empty()) {
+            std::error_code ec;
+            std::filesystem::remove_all(dir_, ec);
+        }
+    }
+    FakeMpsServer(const FakeMpsServer&) = delete;
+    FakeMpsServer& operator=(const FakeMpsServer&) = delete;
+
+    pid_t pid() const { return pid_; }
 
 private:
-    static void clear_knobs() {
-        for (const char* knob : kKnobs) {
-            ::unsetenv(knob);
-        }
-    }
+    std::filesystem::path dir_;
+    pid_t pid_ = 0;
 };
+
+// --- listing and sampling --------------------------------------------------------------------
 
 // This test verifies that the GPUs NVML reports are listed with their UUIDs, names and totals.
 TEST_F(NvmlTest, ListsTheGpus) {
@@ -77,14 +101,16 @@ TEST_F(NvmlTest, ListsTheGpus) {
     EXPECT_EQ(gpus[0].uuid, "GPU-fa4e0000-0000-4000-8000-000000000000");
     EXPECT_EQ(gpus[0].name, "NVIDIA A100-SXM4-40GB");
     EXPECT_EQ(gpus[0].total_mib, 40 * 1024);
+    EXPECT_FALSE(gpus[0].mig_enabled);
     EXPECT_EQ(gpus[1].index, 1);
     EXPECT_EQ(gpus[1].uuid, "GPU-fa4e0000-0000-4000-8000-000000000001");
     EXPECT_EQ(gpus[1].name, "NVIDIA A100-SXM4-80GB");
     EXPECT_EQ(gpus[1].total_mib, 80 * 1024);
+    EXPECT_FALSE(gpus[1].mig_enabled);
 }
 
-// This test verifies that bytes become MiB, percentages fractions, milliwatts watts, and that
-// SMACT and DRAMA are the utilisation proxies while SMOCC stays 0.
+// This test verifies that bytes become MiB, percentages fractions, milliwatts watts, that SMACT
+// and DRAMA are the utilisation rates and that SMOCC, which plain NVML cannot give, is unknown.
 TEST_F(NvmlTest, SampleConvertsUnits) {
     auto backend = open_fake();
     ASSERT_NE(backend, nullptr);
@@ -96,21 +122,68 @@ TEST_F(NvmlTest, SampleConvertsUnits) {
     EXPECT_EQ(busy.index, 0);
     EXPECT_EQ(busy.used_mib, 10 * 1024);
     EXPECT_EQ(busy.free_mib, 30 * 1024);
-    EXPECT_DOUBLE_EQ(busy.util, 0.5);
-    EXPECT_DOUBLE_EQ(busy.smact, 0.5);
-    EXPECT_DOUBLE_EQ(busy.drama, 0.25);
-    EXPECT_DOUBLE_EQ(busy.smocc, 0.0);
-    EXPECT_DOUBLE_EQ(busy.power_w, 150.0);
+    EXPECT_THAT(busy.util, Optional(DoubleEq(0.5)));
+    EXPECT_THAT(busy.smact, Optional(DoubleEq(0.5)));   // 50 % busy
+    EXPECT_THAT(busy.drama, Optional(DoubleEq(0.25)));  // 25 % memory busy
+    EXPECT_EQ(busy.smocc, std::nullopt);
+    EXPECT_THAT(busy.power_w, Optional(DoubleEq(150.0)));
+    EXPECT_DOUBLE_EQ(busy.age_s, 0.0);
 
     const GpuSample& idle = samples[1];
     EXPECT_EQ(idle.error, "");
     EXPECT_EQ(idle.index, 1);
     EXPECT_EQ(idle.used_mib, 0);
     EXPECT_EQ(idle.free_mib, 80 * 1024);
-    EXPECT_DOUBLE_EQ(idle.util, 0.0);
-    EXPECT_DOUBLE_EQ(idle.drama, 0.0);
-    EXPECT_DOUBLE_EQ(idle.power_w, 60.0);
+    EXPECT_THAT(idle.util, Optional(DoubleEq(0.0)));  // a real idle reading, not an unknown
+    EXPECT_THAT(idle.drama, Optional(DoubleEq(0.0)));
+    EXPECT_THAT(idle.power_w, Optional(DoubleEq(60.0)));
     EXPECT_TRUE(idle.processes.empty());
+}
+
+// This test verifies that plain NVML labels its numbers honestly: SMACT and DRAMA are NVML's
+// proxies, not real activity; SMOCC is unavailable; memory, utilisation, power and energy NVML's.
+TEST_F(NvmlTest, PlainNvmlLabelsProxies) {
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    const auto samples = sample(*backend);
+    ASSERT_EQ(samples.size(), 2U);
+    for (const GpuSample& s : samples) {
+        EXPECT_EQ(to_string(s.sources.memory), "nvml") << "GPU " << s.index;
+        EXPECT_EQ(to_string(s.sources.util), "nvml") << "GPU " << s.index;
+        EXPECT_EQ(to_string(s.sources.smact), "nvml") << "GPU " << s.index;
+        EXPECT_EQ(to_string(s.sources.drama), "nvml") << "GPU " << s.index;
+        EXPECT_EQ(to_string(s.sources.smocc), "unavailable") << "GPU " << s.index;
+        EXPECT_EQ(to_string(s.sources.power), "nvml") << "GPU " << s.index;
+        EXPECT_EQ(to_string(s.sources.energy), "nvml") << "GPU " << s.index;
+        EXPECT_FALSE(is_real_activity(s.sources.smact));
+        EXPECT_FALSE(is_real_activity(s.sources.drama));
+    }
+}
+
+// This test verifies that a GPU reporting no utilisation has utilisation, SMACT and DRAMA unknown
+// (not 0, and not an error), while its other numbers and the other GPU are as usual.
+TEST_F(NvmlTest, UtilisationNotSupportedIsUnknown) {
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    set_env("FAKE_NVML_GPU0_NO_UTIL", "1");
+    const auto samples = sample(*backend);
+    ASSERT_EQ(samples.size(), 2U);
+
+    const GpuSample& gpu0 = samples[0];
+    EXPECT_EQ(gpu0.error, "");
+    EXPECT_EQ(gpu0.util, std::nullopt);
+    EXPECT_EQ(gpu0.smact, std::nullopt);
+    EXPECT_EQ(gpu0.drama, std::nullopt);
+    EXPECT_EQ(gpu0.smocc, std::nullopt);
+    EXPECT_EQ(to_string(gpu0.sources.util), "unavailable");
+    EXPECT_EQ(to_string(gpu0.sources.smact), "unavailable");
+    EXPECT_EQ(to_string(gpu0.sources.drama), "unavailable");
+    EXPECT_EQ(gpu0.used_mib, 10 * 1024);
+    EXPECT_THAT(gpu0.power_w, Optional(DoubleEq(150.0)));
+    EXPECT_EQ(gpu0.processes.size(), 1U);
+
+    EXPECT_THAT(samples[1].util, Optional(DoubleEq(0.0)));
+    EXPECT_EQ(to_string(samples[1].sources.smact), "nvml");
 }
 
 // This test verifies that a sample reads the GPU now, not what was seen when opening.
@@ -124,6 +197,8 @@ TEST_F(NvmlTest, SampleFollowsTheGpu) {
     EXPECT_EQ(samples[0].free_mib, 20480);
 }
 
+// --- processes, MPS ---------------------------------------------------------------------------
+
 // This test verifies that the processes on a GPU are listed with their memory in MiB.
 TEST_F(NvmlTest, ListsProcesses) {
     auto backend = open_fake();
@@ -133,6 +208,7 @@ TEST_F(NvmlTest, ListsProcesses) {
     ASSERT_EQ(samples[0].processes.size(), 1U);
     EXPECT_EQ(samples[0].processes[0].pid, 4242);
     EXPECT_EQ(samples[0].processes[0].used_mib, 10 * 1024);
+    EXPECT_FALSE(samples[0].processes[0].mps_server);
 }
 
 // This test verifies that more processes than the first buffer holds are all listed, through
@@ -156,6 +232,119 @@ TEST_F(NvmlTest, GrowsTheProcessBuffer) {
     }
 }
 
+// This test verifies that MPS clients, which NVML lists apart from the compute processes, are
+// listed with the compute processes, in pid order, none of them flagged as a server.
+TEST_F(NvmlTest, ListsMpsClients) {
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    set_env("FAKE_NVML_GPU0_MPS_PROCS", "5002:2048,5001:1024");
+    const auto samples = sample(*backend);
+    ASSERT_EQ(samples.size(), 2U);
+    const auto& processes = samples[0].processes;
+    ASSERT_EQ(processes.size(), 3U);
+    EXPECT_EQ(processes[0].pid, 4242);
+    EXPECT_EQ(processes[1].pid, 5001);
+    EXPECT_EQ(processes[1].used_mib, 1024);
+    EXPECT_EQ(processes[2].pid, 5002);
+    EXPECT_EQ(processes[2].used_mib, 2048);
+    for (const GpuProcess& p : processes) {
+        EXPECT_FALSE(p.mps_server) << "pid " << p.pid;
+    }
+    EXPECT_TRUE(samples[1].processes.empty());
+}
+
+// This test verifies that a pid on both lists is one process, with the larger of its two
+// memory figures (the lists describe the same allocations).
+TEST_F(NvmlTest, MergesAProcessOnBothListsByPid) {
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    set_env("FAKE_NVML_GPU1_COMPUTE_PROCS", "5001:512,5003:64");
+    set_env("FAKE_NVML_GPU1_MPS_PROCS", "5001:1024");
+    const auto samples = sample(*backend);
+    ASSERT_EQ(samples.size(), 2U);
+    const auto& processes = samples[1].processes;
+    ASSERT_EQ(processes.size(), 2U);
+    EXPECT_EQ(processes[0].pid, 5001);
+    EXPECT_EQ(processes[0].used_mib, 1024);
+    EXPECT_EQ(processes[1].pid, 5003);
+    EXPECT_EQ(processes[1].used_mib, 64);
+}
+
+// This test verifies that an MPS server process (a real process whose argv[0] is
+// nvidia-cuda-mps-server) is flagged, and its clients are not.
+TEST_F(NvmlTest, FlagsTheMpsServer) {
+    FakeMpsServer server;
+    if (server.pid() <= 0) {
+        GTEST_SKIP() << "cannot start a process named nvidia-cuda-mps-server here";
+    }
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    // Under MPS the compute list holds the server, the MPS list its clients.
+    set_env("FAKE_NVML_GPU0_COMPUTE_PROCS", fmt::format("{}:300", server.pid()));
+    set_env("FAKE_NVML_GPU0_MPS_PROCS", fmt::format("{}:1024", ::getpid()));
+    const auto samples = sample(*backend);
+    ASSERT_EQ(samples.size(), 2U);
+    ASSERT_EQ(samples[0].processes.size(), 2U);
+    const GpuProcess* mps_server = find_process(samples[0], server.pid());
+    ASSERT_NE(mps_server, nullptr);
+    EXPECT_TRUE(mps_server->mps_server);
+    EXPECT_EQ(mps_server->used_mib, 300);
+    const GpuProcess* client = find_process(samples[0], ::getpid());
+    ASSERT_NE(client, nullptr);
+    EXPECT_FALSE(client->mps_server);
+    EXPECT_EQ(client->used_mib, 1024);
+}
+
+// This test verifies the names that make an MPS server: argv[0]'s last component, or the comm
+// the kernel cuts to 15 characters.
+TEST(MpsServerNameTest, RecognisesTheServer) {
+    EXPECT_TRUE(is_mps_server_name("nvidia-cuda-mps-server", ""));
+    EXPECT_TRUE(is_mps_server_name("/usr/bin/nvidia-cuda-mps-server", "whatever"));
+    EXPECT_TRUE(is_mps_server_name("", "nvidia-cuda-mps"));  // argv gone (a zombie)
+    EXPECT_FALSE(is_mps_server_name("/opt/nvidia-cuda-mps-server/python", "python"));
+    EXPECT_FALSE(is_mps_server_name("nvidia-cuda-mps-server-wrapper", "nvidia-cuda-mp"));
+    EXPECT_FALSE(is_mps_server_name("python", "python"));
+    EXPECT_FALSE(is_mps_server_name("", ""));
+}
+
+// This test verifies that an ordinary process, a gone one and a nonsense pid are not servers.
+TEST(MpsServerNameTest, OrdinaryAndMissingProcessesAreNotServers) {
+    EXPECT_FALSE(is_mps_server_process(::getpid()));
+    EXPECT_FALSE(is_mps_server_process(0));
+    EXPECT_FALSE(is_mps_server_process(-1));
+    EXPECT_FALSE(is_mps_server_process(1 << 30));  // above any pid_max
+}
+
+// --- MIG ------------------------------------------------------------------------------------
+
+// This test verifies that a GPU in MIG mode is flagged, and that its utilisation, which NVML
+// does not report in MIG mode, is unknown rather than 0.
+TEST_F(NvmlTest, FlagsMigGpus) {
+    set_env("FAKE_NVML_GPU1_MIG", "1");
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    ASSERT_EQ(backend->gpus().size(), 2U);
+    EXPECT_FALSE(backend->gpus()[0].mig_enabled);
+    EXPECT_TRUE(backend->gpus()[1].mig_enabled);
+    const auto samples = sample(*backend);
+    ASSERT_EQ(samples.size(), 2U);
+    EXPECT_EQ(samples[1].error, "");
+    EXPECT_EQ(samples[1].util, std::nullopt);
+    EXPECT_EQ(samples[1].smact, std::nullopt);
+    EXPECT_EQ(samples[1].free_mib, 80 * 1024);
+}
+
+// This test verifies that a GPU without MIG (the query answers NOT_SUPPORTED) reads as MIG off.
+TEST_F(NvmlTest, MigNotSupportedIsOff) {
+    set_env("FAKE_NVML_GPU0_MIG", "unsupported");
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    EXPECT_FALSE(backend->gpus()[0].mig_enabled);
+    EXPECT_FALSE(backend->gpus()[1].mig_enabled);
+}
+
+// --- energy ---------------------------------------------------------------------------------
+
 // This test verifies that energy counts from opening (not the driver's lifetime total, which is
 // far larger in the fake) and never goes back.
 TEST_F(NvmlTest, EnergyCountsFromOpen) {
@@ -166,9 +355,11 @@ TEST_F(NvmlTest, EnergyCountsFromOpen) {
     ASSERT_EQ(first.size(), 2U);
     ASSERT_EQ(second.size(), 2U);
     for (int g = 0; g < 2; ++g) {
-        EXPECT_GT(first[g].energy_j, 0.0) << "GPU " << g;
-        EXPECT_LT(first[g].energy_j, 1000.0) << "GPU " << g;
-        EXPECT_GT(second[g].energy_j, first[g].energy_j) << "GPU " << g;
+        ASSERT_TRUE(first[g].energy_j.has_value()) << "GPU " << g;
+        ASSERT_TRUE(second[g].energy_j.has_value()) << "GPU " << g;
+        EXPECT_GT(*first[g].energy_j, 0.0) << "GPU " << g;
+        EXPECT_LT(*first[g].energy_j, 1000.0) << "GPU " << g;
+        EXPECT_GT(*second[g].energy_j, *first[g].energy_j) << "GPU " << g;
     }
 }
 
@@ -182,56 +373,49 @@ TEST_F(NvmlTest, IntegratesPowerWithoutAnEnergyCounter) {
     const auto second = sample(*backend);
     ASSERT_EQ(first.size(), 2U);
     ASSERT_EQ(second.size(), 2U);
-    EXPECT_GE(first[0].energy_j, 0.0);
+    ASSERT_TRUE(first[0].energy_j.has_value());
+    ASSERT_TRUE(second[0].energy_j.has_value());
+    EXPECT_GE(*first[0].energy_j, 0.0);
     // At least 20 ms at a steady 150 W.
-    EXPECT_GE(second[0].energy_j - first[0].energy_j, 150.0 * 0.020 - 1e-9);
+    EXPECT_GE(*second[0].energy_j - *first[0].energy_j, 150.0 * 0.020 - 1e-9);
+    EXPECT_EQ(to_string(second[0].sources.energy), "nvml");
 }
 
-// This test verifies that a driver without the _v3 process query or the energy counter is still
-// usable: processes come from _v2 and energy from integrated power.
+// --- old drivers ----------------------------------------------------------------------------
+
+// This test verifies that a driver without the _v3 process queries, the energy counter, MIG or
+// GPM is still usable: processes (MPS clients too) come from _v2, energy from integrated power,
+// activity from the utilisation proxies, and no GPU reads as MIG.
 TEST_F(NvmlTest, WorksWithAnOldDriver) {
 #ifndef CARMA_FAKE_NVML_OLD_PATH
     GTEST_SKIP() << "CARMA_FAKE_NVML_OLD_PATH is not defined by the build";
 #else
     set_env(kNvmlLibraryEnv, CARMA_FAKE_NVML_OLD_PATH);
+    set_env("FAKE_NVML_GPM", "1");         // the old driver has no GPM to honour it
+    set_env("FAKE_NVML_GPU1_MIG", "1");    // nor a MIG query
     auto backend = open_fake();
     ASSERT_NE(backend, nullptr);
+    EXPECT_FALSE(backend->gpus()[1].mig_enabled);
+    set_env("FAKE_NVML_GPU1_MIG", "0");
+    set_env("FAKE_NVML_GPU0_MPS_PROCS", "5001:1024");
     const auto first = sample(*backend);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const auto second = sample(*backend);
     ASSERT_EQ(second.size(), 2U);
     EXPECT_EQ(second[0].error, "");
-    ASSERT_EQ(second[0].processes.size(), 1U);
+    ASSERT_EQ(second[0].processes.size(), 2U);
     EXPECT_EQ(second[0].processes[0].pid, 4242);
-    EXPECT_GE(second[0].energy_j - first[0].energy_j, 150.0 * 0.020 - 1e-9);
+    EXPECT_EQ(second[0].processes[1].pid, 5001);
+    ASSERT_TRUE(first[0].energy_j.has_value());
+    ASSERT_TRUE(second[0].energy_j.has_value());
+    EXPECT_GE(*second[0].energy_j - *first[0].energy_j, 150.0 * 0.020 - 1e-9);
+    EXPECT_THAT(second[0].smact, Optional(DoubleEq(0.5)));
+    EXPECT_EQ(to_string(second[0].sources.smact), "nvml");
+    EXPECT_EQ(to_string(second[0].sources.smocc), "unavailable");
 #endif
 }
 
-// This test verifies that a GPU that cannot be read reports it in its own sample, keeping its
-// last values, while the other GPUs are sampled as usual; and that it recovers.
-TEST_F(NvmlTest, ReadErrorsStayWithTheirGpu) {
-    auto backend = open_fake();
-    ASSERT_NE(backend, nullptr);
-    const auto before = sample(*backend);
-    ASSERT_EQ(before.size(), 2U);
-
-    set_env("FAKE_NVML_LOST_GPU", "1");
-    const auto lost = sample(*backend);
-    ASSERT_EQ(lost.size(), 2U);
-    EXPECT_EQ(lost[0].error, "");
-    EXPECT_EQ(lost[0].used_mib, 10 * 1024);
-    EXPECT_EQ(lost[1].index, 1);
-    EXPECT_THAT(lost[1].error, HasSubstr("GPU 1"));
-    EXPECT_THAT(lost[1].error, HasSubstr("GPU is lost"));
-    EXPECT_EQ(lost[1].free_mib, before[1].free_mib);
-    EXPECT_DOUBLE_EQ(lost[1].power_w, before[1].power_w);
-
-    ::unsetenv("FAKE_NVML_LOST_GPU");
-    const auto after = sample(*backend);
-    ASSERT_EQ(after.size(), 2U);
-    EXPECT_EQ(after[1].error, "");
-    EXPECT_GE(after[1].energy_j, before[1].energy_j);
-}
+// --- opening --------------------------------------------------------------------------------
 
 // This test verifies that a library that is not there is an error naming it, not a crash.
 TEST_F(NvmlTest, MissingLibraryIsAnError) {
@@ -289,6 +473,96 @@ TEST_F(NvmlTest, OpensAndClosesRepeatedly) {
         ASSERT_EQ(samples.size(), 2U);
         EXPECT_EQ(samples[0].error, "");
     }
+}
+
+// --- health: failing GPUs ---------------------------------------------------------------------
+
+// This test verifies that a lost GPU reports it in its own sample, keeping its last values,
+// while the other GPU is sampled as usual; and that it recovers.
+TEST_F(GpuHealthNvmlTest, LostGpuStaysWithItsSample) {
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    const auto before = sample(*backend);
+    ASSERT_EQ(before.size(), 2U);
+
+    set_env("FAKE_NVML_LOST_GPU", "1");
+    const auto lost = sample(*backend);
+    ASSERT_EQ(lost.size(), 2U);
+    EXPECT_EQ(lost[0].error, "");
+    EXPECT_EQ(lost[0].used_mib, 10 * 1024);
+    EXPECT_EQ(lost[1].index, 1);
+    EXPECT_THAT(lost[1].error, HasSubstr("GPU 1"));
+    EXPECT_THAT(lost[1].error, HasSubstr("GPU is lost"));
+    EXPECT_EQ(lost[1].free_mib, before[1].free_mib);
+    EXPECT_EQ(lost[1].power_w, before[1].power_w);
+
+    ::unsetenv("FAKE_NVML_LOST_GPU");
+    const auto after = sample(*backend);
+    ASSERT_EQ(after.size(), 2U);
+    EXPECT_EQ(after[1].error, "");
+    ASSERT_TRUE(after[1].energy_j.has_value());
+    EXPECT_GE(*after[1].energy_j, before[1].energy_j.value_or(0));
+}
+
+// This test verifies that an error storm on one GPU (every read of it failing, sample after
+// sample) never fails sampling as a whole, stays with that GPU while the other is read afresh,
+// and ends with a fresh, error-free sample once the GPU answers again.
+TEST_F(GpuHealthNvmlTest, ErrorStormStaysWithItsGpu) {
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    const auto before = sample(*backend);
+    ASSERT_EQ(before.size(), 2U);
+
+    set_env("FAKE_NVML_GPU1_FAIL", "1");
+    for (int round = 0; round < 5; ++round) {
+        set_env("FAKE_NVML_GPU0_USED_MIB", std::to_string(1000 * (round + 1)));
+        auto samples = backend->sample();
+        ASSERT_TRUE(samples) << samples.error().message;
+        ASSERT_EQ(samples->size(), 2U);
+        const GpuSample& healthy = (*samples)[0];
+        EXPECT_EQ(healthy.error, "") << "round " << round;
+        EXPECT_EQ(healthy.used_mib, 1000 * (round + 1)) << "round " << round;  // read afresh
+        EXPECT_DOUBLE_EQ(healthy.age_s, 0.0);
+        const GpuSample& failing = (*samples)[1];
+        EXPECT_EQ(failing.index, 1);
+        EXPECT_THAT(failing.error, HasSubstr("GPU 1"));
+        EXPECT_THAT(failing.error, HasSubstr("Unknown Error"));
+        EXPECT_EQ(failing.free_mib, before[1].free_mib);  // the last values, stale
+    }
+
+    ::unsetenv("FAKE_NVML_GPU1_FAIL");
+    const auto after = sample(*backend);
+    ASSERT_EQ(after.size(), 2U);
+    EXPECT_EQ(after[1].error, "");
+    EXPECT_DOUBLE_EQ(after[1].age_s, 0.0);
+    EXPECT_EQ(after[1].free_mib, 80 * 1024);
+    EXPECT_THAT(after[1].power_w, Optional(DoubleEq(60.0)));
+    EXPECT_EQ(to_string(after[1].sources.smact), "nvml");
+}
+
+// This test verifies that the stale sample of a failing GPU says how old its values are.
+TEST_F(GpuHealthNvmlTest, FailingGpuSampleCarriesItsAge) {
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    ASSERT_EQ(sample(*backend).size(), 2U);
+    set_env("FAKE_NVML_GPU0_FAIL", "1");
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    const auto failing = sample(*backend);
+    ASSERT_EQ(failing.size(), 2U);
+    EXPECT_NE(failing[0].error, "");
+    EXPECT_GE(failing[0].age_s, 0.030);
+    EXPECT_EQ(failing[1].error, "");
+    EXPECT_DOUBLE_EQ(failing[1].age_s, 0.0);
+}
+
+// This test verifies that a GPU failing while the backend opens fails the opening, naming it:
+// leaving it out would renumber the GPUs after it.
+TEST_F(GpuHealthNvmlTest, GpuFailingAtOpenIsNamed) {
+    set_env("FAKE_NVML_GPU1_FAIL", "1");
+    auto backend = open_nvml();
+    ASSERT_FALSE(backend);
+    EXPECT_THAT(backend.error().message, HasSubstr("GPU 1"));
+    EXPECT_THAT(backend.error().message, HasSubstr("Unknown Error"));
 }
 
 }  // namespace
