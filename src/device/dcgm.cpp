@@ -1,0 +1,810 @@
+#include "device/dcgm.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join
+
+#include "device/nvml.h"
+
+namespace carma::device {
+
+namespace {
+
+// --- the part of the DCGM C API that CARMA uses ---------------------------------------------
+// Declared here rather than taken from dcgm_agent.h / dcgm_structs.h / dcgm_fields.h so that
+// building needs nothing from NVIDIA. Only the layouts and values below matter; they are fixed by
+// DCGM's ABI (the structures are versioned by size, so a wrong layout is refused, not misread).
+
+using dcgmReturn_t = int;               // enum dcgmReturn_enum
+using dcgmHandle_t = std::uintptr_t;    // a connection, or the embedded host engine
+using dcgmGpuGrp_t = std::uintptr_t;    // a group of GPUs
+using dcgmFieldGrp_t = std::uintptr_t;  // a group of field ids
+
+constexpr dcgmReturn_t kDcgmOk = 0;
+constexpr dcgmReturn_t kDcgmNotSupported = -6;
+constexpr dcgmReturn_t kDcgmNoPermission = -17;
+constexpr dcgmReturn_t kDcgmGpuNotSupported = -22;
+constexpr dcgmReturn_t kDcgmRequiresRoot = -29;
+constexpr dcgmReturn_t kDcgmModuleNotLoaded = -33;
+constexpr dcgmReturn_t kDcgmInUse = -34;
+constexpr dcgmReturn_t kDcgmProfilingNotSupported = -36;
+constexpr dcgmReturn_t kDcgmProfilingMultiPass = -38;
+
+constexpr int kDcgmOperationModeAuto = 1;  // dcgmOperationMode_t: DCGM samples on its own threads
+constexpr int kDcgmGroupEmpty = 1;         // dcgmGroupType_t
+constexpr int kDcgmMaxNumDevices = 32;     // DCGM_MAX_NUM_DEVICES (DCGM 2.0 and newer)
+
+// Field types (dcgmFieldValue_v1::fieldType).
+constexpr unsigned short kDcgmFtDouble = 'd';
+constexpr unsigned short kDcgmFtInt64 = 'i';
+constexpr unsigned short kDcgmFtString = 's';
+
+// Blank values: a value at or above these is not a reading (blank, not found, not supported, no
+// permission) even when the status says OK.
+constexpr std::int64_t kDcgmInt64Blank = 0x7ffffffffffffff0;
+constexpr double kDcgmFp64Blank = 140737488355328.0;  // 2^47
+constexpr const char* kDcgmStrBlankPrefix = "<<<";    // "<<<NULL>>>", "<<<NOT_SUPPORTED>>>", ...
+
+// Field ids (dcgm_fields.h).
+namespace field {
+constexpr unsigned short kNvmlIndex = 52;      // DCGM_FI_DEV_NVML_INDEX, int64
+constexpr unsigned short kUuid = 54;           // DCGM_FI_DEV_UUID, string
+constexpr unsigned short kPowerUsage = 155;    // DCGM_FI_DEV_POWER_USAGE, double, W
+constexpr unsigned short kTotalEnergy = 156;   // DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, int64, mJ
+constexpr unsigned short kGpuUtil = 203;       // DCGM_FI_DEV_GPU_UTIL, int64, %
+constexpr unsigned short kFbTotal = 250;       // DCGM_FI_DEV_FB_TOTAL, int64, MiB
+constexpr unsigned short kFbFree = 251;        // DCGM_FI_DEV_FB_FREE, int64, MiB
+constexpr unsigned short kFbUsed = 252;        // DCGM_FI_DEV_FB_USED, int64, MiB
+constexpr unsigned short kSmActive = 1002;     // DCGM_FI_PROF_SM_ACTIVE, double, ratio
+constexpr unsigned short kSmOccupancy = 1003;  // DCGM_FI_PROF_SM_OCCUPANCY, double, ratio
+constexpr unsigned short kDramActive = 1005;   // DCGM_FI_PROF_DRAM_ACTIVE, double, ratio
+}  // namespace field
+
+constexpr std::size_t kDcgmMaxStrLength = 256;    // DCGM_MAX_STR_LENGTH
+constexpr std::size_t kDcgmMaxBlobLength = 4096;  // DCGM_MAX_BLOB_LENGTH
+
+// MAKE_DCGM_VERSION: the structure's size in the low 24 bits, its version above.
+constexpr unsigned int dcgm_version(std::size_t size, unsigned int version) {
+    return static_cast<unsigned int>(size) | (version << 24U);
+}
+
+struct DcgmFieldValueV1 {  // dcgmFieldValue_v1
+    unsigned int version;
+    unsigned short fieldId;
+    unsigned short fieldType;
+    int status;       // per value: DCGM_ST_OK, or why there is none
+    std::int64_t ts;  // microseconds since 1970
+    union {
+        std::int64_t i64;
+        double dbl;
+        char str[kDcgmMaxStrLength];
+        char blob[kDcgmMaxBlobLength];
+    } value;
+};
+static_assert(offsetof(DcgmFieldValueV1, version) == 0);
+static_assert(offsetof(DcgmFieldValueV1, fieldId) == 4);
+static_assert(offsetof(DcgmFieldValueV1, fieldType) == 6);
+static_assert(offsetof(DcgmFieldValueV1, status) == 8);
+static_assert(offsetof(DcgmFieldValueV1, ts) == 16);
+static_assert(offsetof(DcgmFieldValueV1, value) == 24);
+static_assert(sizeof(DcgmFieldValueV1) == 4120);
+constexpr unsigned int kDcgmFieldValueVersion1 = dcgm_version(sizeof(DcgmFieldValueV1), 1);
+
+struct DcgmConnectV2Params {  // dcgmConnectV2Params_v2
+    unsigned int version;
+    unsigned int persistAfterDisconnect;  // 0: the host engine drops our watches when we go
+    unsigned int timeoutMs;
+    unsigned int addressIsUnixSocket;
+};
+static_assert(offsetof(DcgmConnectV2Params, persistAfterDisconnect) == 4);
+static_assert(offsetof(DcgmConnectV2Params, timeoutMs) == 8);
+static_assert(offsetof(DcgmConnectV2Params, addressIsUnixSocket) == 12);
+static_assert(sizeof(DcgmConnectV2Params) == 16);
+constexpr unsigned int kDcgmConnectV2ParamsVersion2 = dcgm_version(sizeof(DcgmConnectV2Params), 2);
+
+using InitFn = dcgmReturn_t (*)();
+using ShutdownFn = dcgmReturn_t (*)();
+using StartEmbeddedFn = dcgmReturn_t (*)(int, dcgmHandle_t*);
+using StopEmbeddedFn = dcgmReturn_t (*)(dcgmHandle_t);
+using ConnectV2Fn = dcgmReturn_t (*)(const char*, DcgmConnectV2Params*, dcgmHandle_t*);
+using DisconnectFn = dcgmReturn_t (*)(dcgmHandle_t);
+using ErrorStringFn = const char* (*)(dcgmReturn_t);
+using GetDevicesFn = dcgmReturn_t (*)(dcgmHandle_t, unsigned int*, int*);
+using GroupCreateFn = dcgmReturn_t (*)(dcgmHandle_t, int, const char*, dcgmGpuGrp_t*);
+using GroupAddDeviceFn = dcgmReturn_t (*)(dcgmHandle_t, dcgmGpuGrp_t, unsigned int);
+using GroupDestroyFn = dcgmReturn_t (*)(dcgmHandle_t, dcgmGpuGrp_t);
+using FieldGroupCreateFn = dcgmReturn_t (*)(dcgmHandle_t, int, unsigned short*, const char*,
+                                            dcgmFieldGrp_t*);
+using FieldGroupDestroyFn = dcgmReturn_t (*)(dcgmHandle_t, dcgmFieldGrp_t);
+using WatchFieldsFn = dcgmReturn_t (*)(dcgmHandle_t, dcgmGpuGrp_t, dcgmFieldGrp_t, long long,
+                                       double, int);
+using UpdateAllFieldsFn = dcgmReturn_t (*)(dcgmHandle_t, int);
+using GetLatestValuesFn = dcgmReturn_t (*)(dcgmHandle_t, int, unsigned short*, unsigned int,
+                                           DcgmFieldValueV1*);
+
+// The entry points, resolved once by resolve_api(); all required.
+struct DcgmApi {
+    InitFn init = nullptr;
+    ShutdownFn shutdown = nullptr;
+    StartEmbeddedFn start_embedded = nullptr;
+    StopEmbeddedFn stop_embedded = nullptr;
+    ConnectV2Fn connect = nullptr;
+    DisconnectFn disconnect = nullptr;
+    ErrorStringFn error_string = nullptr;
+    GetDevicesFn supported_devices = nullptr;
+    GroupCreateFn group_create = nullptr;
+    GroupAddDeviceFn group_add_device = nullptr;
+    GroupDestroyFn group_destroy = nullptr;
+    FieldGroupCreateFn field_group_create = nullptr;
+    FieldGroupDestroyFn field_group_destroy = nullptr;
+    WatchFieldsFn watch_fields = nullptr;
+    UpdateAllFieldsFn update_all_fields = nullptr;
+    GetLatestValuesFn latest_values = nullptr;
+};
+
+// 1 Hz, as the daemon samples; a few seconds of history is plenty for "the latest value".
+constexpr long long kWatchPeriodUs = 1'000'000;
+constexpr double kWatchKeepAgeS = 5.0;
+constexpr int kWatchKeepSamples = 0;  // bounded by the age alone
+constexpr unsigned int kConnectTimeoutMs = 5000;
+
+constexpr const char* kInstallHint = "install datacenter-gpu-manager or use --gpus nvml";
+
+// --- loading the library --------------------------------------------------------------------
+
+// What to try, in order: the caller's choice, else the environment's, else DCGM 4 then DCGM 3.
+std::vector<std::string> library_candidates(const DcgmOptions& options) {
+    if (!options.library.empty()) {
+        return {options.library};
+    }
+    const char* env = std::getenv(kDcgmLibraryEnv);
+    if (env != nullptr && *env != '\0') {
+        return {env};
+    }
+    return {"libdcgm.so.4", "libdcgm.so.3"};
+}
+
+// Owns a dlopen handle. The backend holds it as its first member, so it closes after dcgmShutdown.
+class Library {
+  public:
+    static Result<Library> open(const std::vector<std::string>& candidates) {
+        std::vector<std::string> reasons;
+        for (const std::string& path : candidates) {
+            // RTLD_LOCAL: DCGM's symbols must not leak into, or be captured by, anything loaded
+            // later. RTLD_NODELETE: the embedded host engine starts threads and loads modules of
+            // its own; keeping its code mapped means nothing left of them can run into a hole.
+            void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+            if (handle != nullptr) {
+                return Library(handle, path);
+            }
+            const char* why = ::dlerror();
+            std::string text = why != nullptr ? why : "cannot load it";
+            if (text.find(path) == std::string::npos) {  // dlerror usually names it; make sure
+                text = fmt::format("{}: {}", path, text);
+            }
+            reasons.push_back(std::move(text));
+        }
+        std::string also;
+        if (candidates.size() > 1) {
+            std::vector<std::string> rest(candidates.begin() + 1, candidates.end());
+            also = fmt::format(" (also tried {})", fmt::join(rest, ", "));
+        }
+        return fail(ErrorCode::Io, fmt::format("DCGM not available: {}{}; {}", reasons.front(),
+                                               also, kInstallHint));
+    }
+
+    void* handle() const { return handle_.get(); }
+    const std::string& path() const { return path_; }
+
+  private:
+    struct Close {
+        void operator()(void* handle) const { ::dlclose(handle); }
+    };
+
+    Library(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
+
+    std::unique_ptr<void, Close> handle_;
+    std::string path_;
+};
+
+// Looks entry points up by name and remembers which were missing.
+class SymbolTable {
+  public:
+    explicit SymbolTable(void* handle) : handle_(handle) {}
+
+    template <typename Fn>
+    void require(const char* name, Fn& slot) {
+        // POSIX guarantees a data pointer from dlsym can hold a function's address.
+        slot = reinterpret_cast<Fn>(::dlsym(handle_, name));
+        if (slot == nullptr) {
+            missing_.emplace_back(name);
+        }
+    }
+
+    const std::vector<std::string>& missing() const { return missing_; }
+
+  private:
+    void* handle_;
+    std::vector<std::string> missing_;
+};
+
+Result<DcgmApi> resolve_api(const Library& library) {
+    SymbolTable table(library.handle());
+    DcgmApi api;
+    table.require("dcgmInit", api.init);
+    table.require("dcgmShutdown", api.shutdown);
+    table.require("dcgmStartEmbedded", api.start_embedded);
+    table.require("dcgmStopEmbedded", api.stop_embedded);
+    table.require("dcgmConnect_v2", api.connect);
+    table.require("dcgmDisconnect", api.disconnect);
+    table.require("errorString", api.error_string);
+    table.require("dcgmGetAllSupportedDevices", api.supported_devices);
+    table.require("dcgmGroupCreate", api.group_create);
+    table.require("dcgmGroupAddDevice", api.group_add_device);
+    table.require("dcgmGroupDestroy", api.group_destroy);
+    table.require("dcgmFieldGroupCreate", api.field_group_create);
+    table.require("dcgmFieldGroupDestroy", api.field_group_destroy);
+    table.require("dcgmWatchFields", api.watch_fields);
+    table.require("dcgmUpdateAllFields", api.update_all_fields);
+    table.require("dcgmGetLatestValuesForFields", api.latest_values);
+    if (!table.missing().empty()) {
+        return fail(ErrorCode::Io,
+                    fmt::format("DCGM not available: {} lacks {} (not DCGM, or a DCGM older than "
+                                "3.0); {}",
+                                library.path(), fmt::join(table.missing(), ", "), kInstallHint));
+    }
+    return api;
+}
+
+// --- reading field values -------------------------------------------------------------------
+
+// "dcgmWatchFields: Feature not supported (DCGM error -6)"
+std::string describe(const DcgmApi& api, const char* call, dcgmReturn_t rc) {
+    const char* text = api.error_string(rc);
+    return fmt::format("{}: {} (DCGM error {})", call, text != nullptr ? text : "unknown error",
+                       rc);
+}
+
+// A number, or nothing when the value is missing, blank or of a type CARMA does not expect.
+std::optional<double> number(const DcgmFieldValueV1* v) {
+    if (v == nullptr || v->status != kDcgmOk) {
+        return std::nullopt;
+    }
+    if (v->fieldType == kDcgmFtDouble) {
+        const double d = v->value.dbl;
+        return d >= kDcgmFp64Blank || d != d ? std::nullopt : std::optional<double>(d);
+    }
+    if (v->fieldType == kDcgmFtInt64) {
+        const std::int64_t i = v->value.i64;
+        return i >= kDcgmInt64Blank ? std::nullopt : std::optional<double>(static_cast<double>(i));
+    }
+    return std::nullopt;
+}
+
+std::optional<std::int64_t> integer(const DcgmFieldValueV1* v) {
+    if (v == nullptr || v->status != kDcgmOk || v->fieldType != kDcgmFtInt64 ||
+        v->value.i64 >= kDcgmInt64Blank) {
+        return std::nullopt;
+    }
+    return v->value.i64;
+}
+
+std::optional<std::string> text(const DcgmFieldValueV1* v) {
+    if (v == nullptr || v->status != kDcgmOk || v->fieldType != kDcgmFtString) {
+        return std::nullopt;
+    }
+    const std::size_t n = ::strnlen(v->value.str, kDcgmMaxStrLength);  // do not trust the NUL
+    std::string s(v->value.str, n);
+    if (s.empty() || s.starts_with(kDcgmStrBlankPrefix)) {
+        return std::nullopt;
+    }
+    return s;
+}
+
+double fraction(double value, double full) {
+    return std::clamp(value / full, 0.0, 1.0);
+}
+
+// The freshest of the readings used, as seconds before now (DCGM stamps values in microseconds
+// since 1970, on the host engine's clock).
+class Freshness {
+  public:
+    void saw(const DcgmFieldValueV1* v) {
+        if (v != nullptr && v->ts > 0) {
+            newest_us_ = std::max(newest_us_, v->ts);
+        }
+    }
+
+    std::optional<double> age_s() const {
+        if (newest_us_ == 0) {
+            return std::nullopt;
+        }
+        const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+        return std::max<double>(0.0, static_cast<double>(now_us - newest_us_) / 1e6);
+    }
+
+  private:
+    std::int64_t newest_us_ = 0;
+};
+
+// Cumulative energy since the backend opened, from DCGM's counter (millijoules since the driver
+// loaded). A counter that went back means the driver reloaded: counting restarts from it.
+class EnergyCounter {
+  public:
+    // The joules so far, or nothing when this reading has no counter.
+    std::optional<double> add(std::optional<std::int64_t> counter_mj) {
+        if (!counter_mj) {
+            return std::nullopt;  // the last counter stays, so the gap is counted when it returns
+        }
+        if (last_mj_ && *counter_mj >= *last_mj_) {
+            joules_ += static_cast<double>(*counter_mj - *last_mj_) / 1000.0;
+        }
+        last_mj_ = counter_mj;
+        return joules_;
+    }
+
+  private:
+    double joules_ = 0;
+    std::optional<std::int64_t> last_mj_;
+};
+
+// What a failed profiling watch most likely means, for the one line that says so.
+std::string_view profiling_hint(dcgmReturn_t rc) {
+    switch (rc) {
+        case kDcgmNotSupported:
+        case kDcgmProfilingNotSupported:
+        case kDcgmProfilingMultiPass:
+        case kDcgmGpuNotSupported:
+            return "these GPUs have no DCGM profiling counters (data-centre GPUs from Volta on "
+                   "have them)";
+        case kDcgmInUse:
+            return "another profiler holds the counters (Nsight Compute/Systems, another DCGM or "
+                   "dcgm-exporter): stop it, or pause it with `dcgmi profile --pause`";
+        case kDcgmRequiresRoot:
+        case kDcgmNoPermission:
+            return "profiling needs root, or the driver option "
+                   "NVreg_RestrictProfilingToAdminUsers=0";
+        case kDcgmModuleNotLoaded:
+            return "DCGM's profiling module is not loaded (denylisted, or missing from the "
+                   "installation)";
+        default:
+            return "";
+    }
+}
+
+// Names that no other group on the host engine has, also when two backends are open at once.
+std::string group_name(std::string_view what) {
+    static std::atomic<unsigned> sequence{0};
+    return fmt::format("carma-{}-{}-{}", ::getpid(), sequence.fetch_add(1), what);
+}
+
+struct Device {
+    std::optional<unsigned int> dcgm_id;  // none: DCGM does not report this GPU
+    EnergyCounter energy;
+    GpuSample last;  // returned again, with the error set, when this GPU cannot be read
+};
+
+// --- the backend ----------------------------------------------------------------------------
+
+class DcgmBackend final : public GpuBackend {
+  public:
+    DcgmBackend(Library library, const DcgmApi& api, std::string host,
+                std::unique_ptr<GpuBackend> nvml)
+        : library_(std::move(library)), api_(api), host_(std::move(host)), nvml_(std::move(nvml)) {}
+
+    // Undoes whatever start() got to, in reverse; then library_ closes.
+    ~DcgmBackend() override {
+        if (handle_) {
+            for (const auto& fields : {prof_fields_, base_fields_}) {
+                if (fields) {
+                    api_.field_group_destroy(*handle_, *fields);
+                }
+            }
+            if (group_) {
+                api_.group_destroy(*handle_, *group_);
+            }
+            if (host_.empty()) {
+                api_.stop_embedded(*handle_);
+            } else {
+                api_.disconnect(*handle_);
+            }
+        }
+        if (initialised_) {
+            api_.shutdown();
+        }
+    }
+
+    DcgmBackend(const DcgmBackend&) = delete;
+    DcgmBackend& operator=(const DcgmBackend&) = delete;
+
+    std::string name() const override { return host_.empty() ? "dcgm" : "dcgm@" + host_; }
+    const std::vector<GpuInfo>& gpus() const override { return nvml_->gpus(); }
+    std::vector<std::pair<std::string, std::string>> task_environment() const override {
+        return nvml_->task_environment();
+    }
+
+    // Never fails as a whole unless NVML does: a GPU that cannot be read reports it in its own
+    // sample, keeping its last values.
+    Result<std::vector<GpuSample>> sample() override {
+        auto fresh = nvml_->sample();
+        if (!fresh) {
+            return tl::unexpected(fresh.error());
+        }
+        std::vector<GpuSample> out;
+        out.reserve(fresh->size());
+        for (std::size_t i = 0; i < fresh->size() && i < devices_.size(); ++i) {
+            Device& device = devices_[i];
+            GpuSample& s = (*fresh)[i];
+            if (!s.error.empty()) {
+                device.last.error = std::move(s.error);  // NVML could not read it
+            } else if (!device.dcgm_id) {
+                device.last = std::move(s);
+            } else if (auto read = overlay(device, s); read) {
+                device.last = std::move(s);
+            } else {
+                device.last.error = std::move(read.error().message);
+            }
+            out.push_back(device.last);
+        }
+        return out;
+    }
+
+    // Starts DCGM, watches the fields and matches DCGM's GPUs to NVML's. Notes on what is
+    // missing go to `notes`, for the caller to pass on once the backend is known to work.
+    Result<void> start(std::vector<std::string>& notes) {
+        if (auto r = connect(); !r) {
+            return r;
+        }
+        auto ids = supported_gpus();
+        if (!ids) {
+            return tl::unexpected(ids.error());
+        }
+        if (auto r = watch(*ids, notes); !r) {
+            return r;
+        }
+        return match(*ids, notes);
+    }
+
+  private:
+    Error dcgm_error(std::string_view what, const char* call, dcgmReturn_t rc) const {
+        return Error{ErrorCode::Io,
+                     fmt::format("{} {}: {}", where(), what, describe(api_, call, rc))};
+    }
+
+    std::string where() const { return host_.empty() ? "DCGM" : "DCGM at " + host_; }
+
+    Result<void> connect() {
+        if (dcgmReturn_t rc = api_.init(); rc != kDcgmOk) {
+            return fail(ErrorCode::Io,
+                        fmt::format("DCGM not available: {}: {}; {}", library_.path(),
+                                    describe(api_, "dcgmInit", rc), kInstallHint));
+        }
+        initialised_ = true;
+        dcgmHandle_t handle = 0;
+        if (host_.empty()) {
+            if (dcgmReturn_t rc = api_.start_embedded(kDcgmOperationModeAuto, &handle);
+                rc != kDcgmOk) {
+                return fail(ErrorCode::Io,
+                            fmt::format("DCGM not available: cannot start DCGM inside carma ({}); "
+                                        "is the NVIDIA driver loaded? Or run nv-hostengine and "
+                                        "give its address, or use --gpus nvml",
+                                        describe(api_, "dcgmStartEmbedded", rc)));
+            }
+        } else {
+            DcgmConnectV2Params params{};
+            params.version = kDcgmConnectV2ParamsVersion2;
+            params.persistAfterDisconnect = 0;
+            params.timeoutMs = kConnectTimeoutMs;
+            std::string address = host_;
+            if (address.starts_with("unix:")) {
+                address.erase(0, 5);
+                params.addressIsUnixSocket = 1;
+            } else if (address.starts_with("/")) {
+                params.addressIsUnixSocket = 1;
+            }
+            if (dcgmReturn_t rc = api_.connect(address.c_str(), &params, &handle); rc != kDcgmOk) {
+                return fail(ErrorCode::Io,
+                            fmt::format("DCGM not available: cannot reach nv-hostengine at {} "
+                                        "({}); is it running there (systemctl status "
+                                        "nvidia-dcgm)? Or use --gpus nvml",
+                                        host_, describe(api_, "dcgmConnect_v2", rc)));
+            }
+        }
+        handle_ = handle;
+        return {};
+    }
+
+    Result<std::vector<unsigned int>> supported_gpus() const {
+        unsigned int ids[kDcgmMaxNumDevices] = {};
+        int count = 0;
+        if (dcgmReturn_t rc = api_.supported_devices(*handle_, ids, &count); rc != kDcgmOk) {
+            return tl::unexpected(
+                dcgm_error("cannot list the GPUs:", "dcgmGetAllSupportedDevices", rc));
+        }
+        count = std::clamp(count, 0, kDcgmMaxNumDevices);
+        return std::vector<unsigned int>(ids, ids + count);
+    }
+
+    // One GPU group with DCGM's GPUs; one field group for the fields every GPU has and one for
+    // the profiling fields, watched separately so that losing the latter keeps the former.
+    Result<void> watch(const std::vector<unsigned int>& ids, std::vector<std::string>& notes) {
+        if (ids.empty()) {
+            return {};  // nothing to watch (and DCGM refuses empty groups)
+        }
+        dcgmGpuGrp_t group = 0;
+        const std::string name = group_name("gpus");
+        if (dcgmReturn_t rc = api_.group_create(*handle_, kDcgmGroupEmpty, name.c_str(), &group);
+            rc != kDcgmOk) {
+            return tl::unexpected(dcgm_error("cannot watch the GPUs:", "dcgmGroupCreate", rc));
+        }
+        group_ = group;
+        for (unsigned int id : ids) {
+            if (dcgmReturn_t rc = api_.group_add_device(*handle_, group, id); rc != kDcgmOk) {
+                return tl::unexpected(dcgm_error(fmt::format("cannot watch GPU id {}:", id),
+                                                 "dcgmGroupAddDevice", rc));
+            }
+        }
+        std::vector<unsigned short> base = {
+            field::kUuid,    field::kNvmlIndex, field::kPowerUsage, field::kTotalEnergy,
+            field::kGpuUtil, field::kFbTotal,   field::kFbFree,     field::kFbUsed};
+        auto base_watch = watch_fields(base, "base", base_fields_);
+        if (base_watch != kDcgmOk) {
+            return tl::unexpected(dcgm_error("cannot watch the GPUs:", last_call_, base_watch));
+        }
+        read_fields_ = base;
+        std::vector<unsigned short> prof = {field::kSmActive, field::kSmOccupancy,
+                                            field::kDramActive};
+        if (dcgmReturn_t rc = watch_fields(prof, "profiling", prof_fields_); rc != kDcgmOk) {
+            const std::string_view hint = profiling_hint(rc);
+            notes.push_back(fmt::format(
+                "{}: the profiling fields (SM active, SM occupancy, DRAM active) cannot be "
+                "watched ({}){}{}; SMACT, SMOCC and DRAMA are unavailable, the other metrics still "
+                "come from DCGM",
+                where(), describe(api_, last_call_, rc), hint.empty() ? "" : ": ", hint));
+            if (prof_fields_) {
+                api_.field_group_destroy(*handle_, *prof_fields_);
+                prof_fields_.reset();
+            }
+        } else {
+            read_fields_.insert(read_fields_.end(), prof.begin(), prof.end());
+        }
+        // Once now, so that the first sample (and the UUIDs matched below) have values.
+        if (dcgmReturn_t rc = api_.update_all_fields(*handle_, 1); rc != kDcgmOk) {
+            return tl::unexpected(
+                dcgm_error("cannot read the watched fields:", "dcgmUpdateAllFields", rc));
+        }
+        return {};
+    }
+
+    // Creates a field group and watches it on the GPU group; the call that failed is last_call_.
+    dcgmReturn_t watch_fields(std::vector<unsigned short>& ids, std::string_view what,
+                              std::optional<dcgmFieldGrp_t>& slot) {
+        dcgmFieldGrp_t fields = 0;
+        const std::string name = group_name(what);
+        last_call_ = "dcgmFieldGroupCreate";
+        if (dcgmReturn_t rc = api_.field_group_create(*handle_, static_cast<int>(ids.size()),
+                                                      ids.data(), name.c_str(), &fields);
+            rc != kDcgmOk) {
+            return rc;
+        }
+        slot = fields;
+        last_call_ = "dcgmWatchFields";
+        return api_.watch_fields(*handle_, *group_, fields, kWatchPeriodUs, kWatchKeepAgeS,
+                                 kWatchKeepSamples);
+    }
+
+    // Each NVML GPU gets the DCGM GPU with its UUID; where DCGM cannot say the UUID, the one
+    // DCGM says has its NVML index. Matching by UUID is what keeps a host engine on another
+    // machine from being read as this one's GPUs.
+    Result<void> match(const std::vector<unsigned int>& ids, std::vector<std::string>& notes) {
+        const auto& gpus = nvml_->gpus();
+        devices_.resize(gpus.size());
+        std::map<std::string, unsigned int> by_uuid;
+        std::map<std::int64_t, unsigned int> by_index;  // only for GPUs without a UUID
+        std::vector<std::string> dcgm_uuids;
+        std::map<unsigned int, std::optional<std::int64_t>> energy_at_open;
+        for (unsigned int id : ids) {
+            auto values = read(id, {field::kUuid, field::kNvmlIndex, field::kTotalEnergy});
+            if (!values) {
+                continue;  // this GPU stays unmatched, and is named below if NVML lists it
+            }
+            energy_at_open[id] = integer(find(*values, field::kTotalEnergy));
+            if (auto uuid = text(find(*values, field::kUuid))) {
+                dcgm_uuids.push_back(*uuid);
+                by_uuid.emplace(std::move(*uuid), id);
+            } else if (auto index = integer(find(*values, field::kNvmlIndex))) {
+                by_index.emplace(*index, id);
+            }
+        }
+        std::vector<std::string> unmatched;
+        for (std::size_t i = 0; i < gpus.size(); ++i) {
+            Device& device = devices_[i];
+            device.last.index = gpus[i].index;
+            if (auto it = by_uuid.find(gpus[i].uuid); it != by_uuid.end()) {
+                device.dcgm_id = it->second;
+            } else if (auto jt = by_index.find(gpus[i].index); jt != by_index.end()) {
+                device.dcgm_id = jt->second;
+            } else {
+                unmatched.push_back(fmt::format("GPU {} ({})", gpus[i].index, gpus[i].uuid));
+                continue;
+            }
+            device.energy.add(energy_at_open[*device.dcgm_id]);  // counting starts now
+        }
+        if (!gpus.empty() && unmatched.size() == gpus.size()) {
+            return fail(
+                ErrorCode::Io,
+                fmt::format(
+                    "{} reports none of the GPUs NVML lists on this machine "
+                    "(DCGM: {}; NVML: {}); connect to this machine's "
+                    "nv-hostengine, or use --gpus nvml",
+                    where(),
+                    dcgm_uuids.empty() ? "no GPU" : fmt::format("{}", fmt::join(dcgm_uuids, ", ")),
+                    fmt::join(unmatched, ", ")));
+        }
+        if (!unmatched.empty()) {
+            notes.push_back(fmt::format("{} does not report {}: NVML alone gives {} metrics",
+                                        where(), fmt::join(unmatched, ", "),
+                                        unmatched.size() == 1 ? "its" : "their"));
+        }
+        return {};
+    }
+
+    // The latest values of `fields` for one DCGM GPU.
+    Result<std::vector<DcgmFieldValueV1>> read(unsigned int id,
+                                               std::vector<unsigned short> fields) const {
+        std::vector<DcgmFieldValueV1> values(fields.size());
+        for (auto& v : values) {
+            v.version = kDcgmFieldValueVersion1;
+        }
+        if (dcgmReturn_t rc =
+                api_.latest_values(*handle_, static_cast<int>(id), fields.data(),
+                                   static_cast<unsigned int>(fields.size()), values.data());
+            rc != kDcgmOk) {
+            return tl::unexpected(Error{
+                ErrorCode::Io, fmt::format("DCGM GPU id {}: {}", id,
+                                           describe(api_, "dcgmGetLatestValuesForFields", rc))});
+        }
+        return values;
+    }
+
+    static const DcgmFieldValueV1* find(const std::vector<DcgmFieldValueV1>& values,
+                                        unsigned short id) {
+        auto it = std::find_if(values.begin(), values.end(),
+                               [id](const DcgmFieldValueV1& v) { return v.fieldId == id; });
+        return it != values.end() ? &*it : nullptr;
+    }
+
+    // Lays DCGM's readings over NVML's sample `s` (which keeps its index and processes). Every
+    // metric DCGM does not give is unknown, except memory, which NVML always gives.
+    Result<void> overlay(Device& device, GpuSample& s) {
+        auto values = read(*device.dcgm_id, read_fields_);
+        if (!values) {
+            return fail(ErrorCode::Io, fmt::format("GPU {}: {}", s.index, values.error().message));
+        }
+        Freshness freshness;
+        auto take = [&](unsigned short id) {
+            const DcgmFieldValueV1* v = find(*values, id);
+            auto n = number(v);
+            if (n) {
+                freshness.saw(v);
+            }
+            return n;
+        };
+        auto set = [](std::optional<double> value, std::optional<double>& slot,
+                      MetricSource& source) {
+            slot = value;
+            source = value ? MetricSource::Dcgm : MetricSource::Unavailable;
+        };
+
+        const auto used = take(field::kFbUsed);
+        auto free = take(field::kFbFree);
+        const auto total = take(field::kFbTotal);
+        if (used && !free && total) {
+            free = std::max(0.0, *total - *used);
+        }
+        if (used && free) {
+            s.used_mib = static_cast<MiB>(*used);
+            s.free_mib = static_cast<MiB>(*free);
+            s.sources.memory = MetricSource::Dcgm;
+        } else {
+            s.sources.memory = MetricSource::Nvml;
+        }
+
+        auto util = take(field::kGpuUtil);
+        set(util ? std::optional(fraction(*util, 100.0)) : std::nullopt, s.util, s.sources.util);
+        auto ratio = [&](unsigned short id) {
+            auto r = take(id);
+            return r ? std::optional(fraction(*r, 1.0)) : std::nullopt;
+        };
+        // Where DCGM's profiling fields are unavailable, NVML's GPM (Hopper and later) still
+        // measures the same three: keep those rather than leave the metric unknown.
+        auto activity = [&](std::optional<double> value, std::optional<double>& slot,
+                            MetricSource& source) {
+            if (!value && source == MetricSource::NvmlGpm && slot) {
+                return;
+            }
+            set(value, slot, source);
+        };
+        activity(ratio(field::kSmActive), s.smact, s.sources.smact);
+        activity(ratio(field::kSmOccupancy), s.smocc, s.sources.smocc);
+        activity(ratio(field::kDramActive), s.drama, s.sources.drama);
+        set(take(field::kPowerUsage), s.power_w, s.sources.power);
+
+        const DcgmFieldValueV1* energy = find(*values, field::kTotalEnergy);
+        const auto joules = device.energy.add(integer(energy));
+        if (joules) {
+            freshness.saw(energy);
+        }
+        set(joules, s.energy_j, s.sources.energy);
+
+        if (auto age = freshness.age_s()) {
+            s.age_s = *age;
+        }
+        return {};
+    }
+
+    Library library_;  // first: closes last
+    DcgmApi api_;
+    std::string host_;
+    std::unique_ptr<GpuBackend> nvml_;
+    bool initialised_ = false;
+    std::optional<dcgmHandle_t> handle_;
+    std::optional<dcgmGpuGrp_t> group_;
+    std::optional<dcgmFieldGrp_t> base_fields_;
+    std::optional<dcgmFieldGrp_t> prof_fields_;
+    const char* last_call_ = "";
+    std::vector<unsigned short> read_fields_;
+    std::vector<Device> devices_;  // one per NVML GPU, in NVML's order
+};
+
+}  // namespace
+
+Result<std::unique_ptr<GpuBackend>> open_dcgm(const DcgmOptions& options) {
+    auto library = Library::open(library_candidates(options));
+    if (!library) {
+        return tl::unexpected(library.error());
+    }
+    auto api = resolve_api(*library);
+    if (!api) {
+        return tl::unexpected(api.error());
+    }
+    // NVML lists the GPUs and their processes (see dcgm.h).
+    auto nvml = open_nvml();
+    if (!nvml) {
+        return fail(ErrorCode::Io,
+                    fmt::format("DCGM backend needs NVML for the GPU list and processes: {}",
+                                nvml.error().message));
+    }
+    auto backend =
+        std::make_unique<DcgmBackend>(std::move(*library), *api, options.host, std::move(*nvml));
+    std::vector<std::string> notes;
+    if (auto started = backend->start(notes); !started) {
+        return tl::unexpected(started.error());  // the destructor undoes what was started
+    }
+    if (options.on_note) {
+        for (const std::string& note : notes) {
+            options.on_note(note);
+        }
+    }
+    return std::unique_ptr<GpuBackend>(std::move(backend));
+}
+
+}  // namespace carma::device
