@@ -5,26 +5,19 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "core/mps_limit.h"
+#include "core/text.h"
 #include "device/emulated.h"
 #include "device/emulator_file.h"
 
 namespace carma::device {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
 
 // One CUDA_VISIBLE_DEVICES entry: an index or an emulated GPU's UUID; -1 if neither.
 int device_index(std::string_view entry, int gpu_count) {
@@ -87,6 +80,41 @@ Result<OwnSlot> lock_slot(emu::EmulatorFile* file, int slot, std::uint64_t seria
     return OwnSlot{std::move(*locked), s};
 }
 
+// The job's MPS memory limit per CUDA ordinal, from the variable's value.
+Result<std::vector<std::optional<MiB>>> limits_from(std::string_view text,
+                                                    const std::vector<int>& gpus) {
+    auto parsed = parse_pinned_mem_limit(text);
+    if (!parsed) {
+        return tl::unexpected(parsed.error());
+    }
+    std::vector<std::optional<MiB>> limits(gpus.size());
+    for (const MpsMemLimit& l : *parsed) {
+        std::size_t ordinal = gpus.size();
+        if (l.device.starts_with("GPU-") || l.device.starts_with("MIG-")) {
+            for (std::size_t i = 0; i < gpus.size(); ++i) {
+                if (l.device == emulated_gpu_uuid(gpus[i])) {
+                    ordinal = i;
+                }
+            }
+        } else {
+            const auto [ptr, ec] =
+                std::from_chars(l.device.data(), l.device.data() + l.device.size(), ordinal);
+            if (ec != std::errc() || ptr != l.device.data() + l.device.size()) {
+                ordinal = gpus.size();
+            }
+        }
+        if (ordinal >= gpus.size()) {
+            return fail(
+                ErrorCode::InvalidArgument,
+                fmt::format("{}='{}': device '{}' is not one of the job's {} GPU(s) in "
+                            "CUDA_VISIBLE_DEVICES (ordinals 0..{}, or their UUIDs)",
+                            kMpsMemLimitEnv, text, l.device, gpus.size(), gpus.size() - 1));
+        }
+        limits[ordinal] = l.limit_mib;
+    }
+    return limits;
+}
+
 }  // namespace
 
 Result<std::vector<int>> parse_visible_devices(std::string_view text, int gpu_count) {
@@ -121,6 +149,15 @@ Result<std::vector<int>> parse_visible_devices(std::string_view text, int gpu_co
 
 Result<JobHandle> JobHandle::attach(const std::string& file, std::string_view visible_devices,
                                     const JobProfile& profile) {
+    const std::string name(kMpsMemLimitEnv);
+    const char* limit = std::getenv(name.c_str());
+    return attach(file, visible_devices, profile,
+                  limit != nullptr ? std::optional<std::string_view>(limit) : std::nullopt);
+}
+
+Result<JobHandle> JobHandle::attach(const std::string& file, std::string_view visible_devices,
+                                    const JobProfile& profile,
+                                    std::optional<std::string_view> pinned_mem_limit) {
     if (auto ok = check_profile(profile); !ok) {
         return tl::unexpected(ok.error());
     }
@@ -132,9 +169,18 @@ Result<JobHandle> JobHandle::attach(const std::string& file, std::string_view vi
     if (!gpus) {
         return tl::unexpected(gpus.error());
     }
+    std::vector<std::optional<MiB>> limits(gpus->size());
+    if (pinned_mem_limit) {
+        auto parsed = limits_from(*pinned_mem_limit, *gpus);
+        if (!parsed) {
+            return tl::unexpected(parsed.error());
+        }
+        limits = std::move(*parsed);
+    }
     JobHandle job;
     job.file_ = std::move(*opened);
     job.gpus_ = std::move(*gpus);
+    job.limits_ = std::move(limits);
     job.pid_ = ::getpid();
     job.capacity_mib_ = job.file_->gpu_type().usable_mib;
     auto locked = job.file_->lock(emu::Reap::Now);  // dead jobs' slots are free slots
@@ -173,7 +219,8 @@ JobHandle::JobHandle(JobHandle&& other) noexcept
       serial_(other.serial_),
       pid_(other.pid_),
       capacity_mib_(other.capacity_mib_),
-      memory_mib_(other.memory_mib_) {}
+      memory_mib_(other.memory_mib_),
+      limits_(std::move(other.limits_)) {}
 
 JobHandle& JobHandle::operator=(JobHandle&& other) noexcept {
     if (this != &other) {
@@ -185,6 +232,7 @@ JobHandle& JobHandle::operator=(JobHandle&& other) noexcept {
         pid_ = other.pid_;
         capacity_mib_ = other.capacity_mib_;
         memory_mib_ = other.memory_mib_;
+        limits_ = std::move(other.limits_);
     }
     return *this;
 }
@@ -203,11 +251,24 @@ Result<Allocation> JobHandle::set_memory(MiB mib) {
         return tl::unexpected(own.error());
     }
     const emu::State& s = own->locked.state();
-    // The OOM rule: the allocation that would cross a GPU's capacity fails; the holders keep
-    // theirs.
+    // The OOM rule: the allocation that would cross a GPU's capacity, or this job's MPS limit
+    // there, fails; the holders keep theirs.
     for (std::size_t ordinal = 0; ordinal < gpus_.size(); ++ordinal) {
         const MiB used = emu::used_mib(s, gpus_[ordinal]);
         const MiB others = used - own->slot->memory_mib;
+        const std::optional<MiB> limit = limits_[ordinal];
+        if (limit && mib > own->slot->memory_mib && mib > *limit) {
+            // As cudaMemGetInfo reports under a limit: the total is the GPU's, the free part
+            // what the limit leaves (or less, if the GPU itself is fuller).
+            const MiB gpu_free = std::max<MiB>(0, s.header.usable_mib - used);
+            return Allocation{false,
+                              static_cast<int>(ordinal),
+                              mib - own->slot->memory_mib,
+                              s.header.usable_mib,
+                              std::clamp<MiB>(*limit - own->slot->memory_mib, 0, gpu_free),
+                              own->slot->memory_mib,
+                              *limit};
+        }
         if (mib > own->slot->memory_mib && others + mib > s.header.usable_mib) {
             return Allocation{false,
                               static_cast<int>(ordinal),

@@ -6,11 +6,17 @@
 // capacity: the allocation that crosses fails, the others go on), and reads the speed the device
 // model gives it among its co-runners. Its memory is freed when it detaches, and by the backend
 // when the process dies without detaching (as the driver does).
+//
+// A job whose environment has CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (an MPS client with a memory
+// limit, see core/mps_limit.h) is also refused an allocation that would take it past its limit on a GPU,
+// however much the GPU has free; only its own allocations are limited. An ordinal in the variable
+// is a position in the job's CUDA_VISIBLE_DEVICES; a UUID must be one of the GPUs listed there.
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +46,7 @@ struct Allocation {
     MiB total_mib = 0;      // that GPU's capacity
     MiB free_mib = 0;       // free on it before the request
     MiB held_mib = 0;       // what this job holds on it
+    MiB limit_mib = 0;      // the job's MPS memory limit there that refused it; 0: capacity did
 };
 
 // Emulator GPU indices in CUDA ordinal order, from a CUDA_VISIBLE_DEVICES value: comma-separated
@@ -50,8 +57,14 @@ Result<std::vector<int>> parse_visible_devices(std::string_view text, int gpu_co
 // forked child does not take its parent's slot with it).
 class JobHandle {
   public:
+    // The memory limit is read from $CUDA_MPS_PINNED_DEVICE_MEM_LIMIT; a malformed one, or one
+    // naming a GPU the job cannot see, is an error (InvalidArgument) that says what is wrong.
     static Result<JobHandle> attach(const std::string& file, std::string_view visible_devices,
                                     const JobProfile& profile);
+    // The same with the limit's value given (nullopt: no limit), for tests and embedders.
+    static Result<JobHandle> attach(const std::string& file, std::string_view visible_devices,
+                                    const JobProfile& profile,
+                                    std::optional<std::string_view> pinned_mem_limit);
 
     JobHandle(JobHandle&& other) noexcept;
     JobHandle& operator=(JobHandle&& other) noexcept;
@@ -60,7 +73,8 @@ class JobHandle {
     ~JobHandle();
 
     // Sets the memory held on each of its GPUs. Refused (ok == false) when any of them would
-    // pass its capacity; errors only when the emulator file cannot be used.
+    // pass its capacity or the job's MPS limit there; errors only when the emulator file cannot
+    // be used.
     Result<Allocation> set_memory(MiB mib);
     // GPU-active jobs contribute to their GPUs' activity and slow their co-runners down.
     Result<void> set_active(bool active);
@@ -74,6 +88,8 @@ class JobHandle {
     const std::vector<int>& gpus() const { return gpus_; }
     MiB capacity_mib() const { return capacity_mib_; }
     MiB memory_mib() const { return memory_mib_; }
+    // Per CUDA ordinal: the job's MPS memory limit on that GPU, nullopt where it has none.
+    const std::vector<std::optional<MiB>>& memory_limits() const { return limits_; }
 
   private:
     JobHandle() = default;
@@ -85,6 +101,7 @@ class JobHandle {
     pid_t pid_ = 0;
     MiB capacity_mib_ = 0;
     MiB memory_mib_ = 0;
+    std::vector<std::optional<MiB>> limits_;
 };
 
 }  // namespace carma::device

@@ -1,0 +1,305 @@
+// Emulated GPUs under an MPS memory limit (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT): a job is refused
+// the allocation that would take it past its own limit on a GPU, however much the GPU has free;
+// its co-runners are not limited. In process through JobHandle, and end to end with
+// carma-fakejob.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "device/emulated.h"
+#include "device/emulated_job.h"
+#include "model/constants.h"
+
+extern char** environ;
+
+namespace carma::device {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+constexpr MiB kCapacity = model::kA100_40GB_UsableMiB;  // 40,441 MiB
+constexpr auto kDeadline = std::chrono::seconds(60);
+const JobProfile kProfile{0.60, 0.50, 0.25, 0.40};
+
+std::string read_file(const fs::path& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+bool eventually(const std::function<bool()>& done, Clock::duration within = kDeadline) {
+    const auto deadline = Clock::now() + within;
+    while (Clock::now() < deadline) {
+        if (done()) {
+            return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return done();
+}
+
+// One carma-fakejob process with its stdout and stderr in files.
+class FakeJob {
+  public:
+    FakeJob(const fs::path& dir, const std::string& name, const std::vector<std::string>& args,
+            const std::vector<std::pair<std::string, std::string>>& env)
+        : out_(dir / (name + ".out")), err_(dir / (name + ".err")) {
+        std::vector<std::string> argv = {CARMA_FAKEJOB_PATH};
+        argv.insert(argv.end(), args.begin(), args.end());
+        std::vector<std::string> envp;
+        for (char** e = environ; *e != nullptr; ++e) {
+            const std::string entry = *e;
+            if (entry.rfind("CUDA_", 0) != 0 && entry.rfind("CARMA_", 0) != 0) {
+                envp.push_back(entry);
+            }
+        }
+        for (const auto& [key, value] : env) {
+            envp.push_back(key + "=" + value);
+        }
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                         0644);
+        posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                         0644);
+        std::vector<char*> cargv = pointers(argv);
+        std::vector<char*> cenvp = pointers(envp);
+        spawned_ =
+            posix_spawn(&pid_, argv[0].c_str(), &actions, nullptr, cargv.data(), cenvp.data()) == 0;
+        posix_spawn_file_actions_destroy(&actions);
+    }
+    FakeJob(const FakeJob&) = delete;
+    FakeJob& operator=(const FakeJob&) = delete;
+    ~FakeJob() {
+        if (spawned_ && !status_) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+    }
+
+    bool spawned() const { return spawned_; }
+    pid_t pid() const { return pid_; }
+    std::string err() const { return read_file(err_); }
+
+    // The exit code (128+signal if killed by one), or nothing if still running at the deadline.
+    std::optional<int> wait(Clock::duration within = kDeadline) {
+        eventually(
+            [&] {
+                int status = 0;
+                if (!status_ && ::waitpid(pid_, &status, WNOHANG) == pid_) {
+                    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                }
+                return status_.has_value();
+            },
+            within);
+        return status_;
+    }
+
+  private:
+    static std::vector<char*> pointers(std::vector<std::string>& strings) {
+        std::vector<char*> out;
+        for (std::string& s : strings) {
+            out.push_back(s.data());
+        }
+        out.push_back(nullptr);
+        return out;
+    }
+
+    fs::path out_;
+    fs::path err_;
+    pid_t pid_ = 0;
+    bool spawned_ = false;
+    std::optional<int> status_;
+};
+
+class EmulatedMpsTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        std::string pattern = (fs::temp_directory_path() / "carma-emu-mps-XXXXXX").string();
+        ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+        dir_ = pattern;
+        file_ = (dir_ / "emulated-gpus").string();
+        auto set = model::parse_gpu_set("2xA100-40GB");
+        ASSERT_TRUE(set.has_value());
+        auto backend = open_emulated(EmulatorOptions{*set, model::SharingMode::Mps, file_});
+        ASSERT_TRUE(backend.has_value()) << backend.error().message;
+        backend_ = std::move(*backend);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    JobHandle attach(std::string_view devices, std::optional<std::string_view> limit) {
+        auto job = JobHandle::attach(file_, devices, kProfile, limit);
+        EXPECT_TRUE(job.has_value()) << job.error().message;
+        return std::move(*job);
+    }
+
+    MiB used_on(int gpu) {
+        auto s = backend_->sample();
+        EXPECT_TRUE(s.has_value());
+        return s ? (*s)[static_cast<std::size_t>(gpu)].used_mib : -1;
+    }
+
+    MiB memory_of(pid_t pid, int gpu) {
+        auto samples = backend_->sample();
+        EXPECT_TRUE(samples.has_value());
+        if (!samples) {
+            return 0;
+        }
+        for (const GpuProcess& p : (*samples)[static_cast<std::size_t>(gpu)].processes) {
+            if (p.pid == pid) {
+                return p.used_mib;
+            }
+        }
+        return 0;
+    }
+
+    std::unique_ptr<FakeJob> start(const std::string& name, const std::string& devices,
+                                   const std::optional<std::string>& limit, MiB memory) {
+        std::vector<std::pair<std::string, std::string>> env = {{"CUDA_VISIBLE_DEVICES", devices},
+                                                                {"CARMA_EMULATOR_FILE", file_}};
+        if (limit) {
+            env.emplace_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", *limit);
+        }
+        auto job = std::make_unique<FakeJob>(
+            dir_, name,
+            std::vector<std::string>{"--profile", "BERT_base", "--time-scale", "100",
+                                     "--duration-s", "1000000", "--memory", std::to_string(memory)},
+            env);
+        EXPECT_TRUE(job->spawned());
+        return job;
+    }
+
+    fs::path dir_;
+    std::string file_;
+    std::unique_ptr<GpuBackend> backend_;
+};
+
+// This test verifies the limit rule in process: with 10,000 MiB allowed on GPU 0, the job gets
+// 8,000 but not 12,000 (PyTorch's numbers: the GPU's total, what the limit leaves free), though
+// the GPU has 30,000 MiB free; a co-runner without a limit then takes 20,000 on the same GPU.
+TEST_F(EmulatedMpsTest, LimitRefusesOnlyTheLimitedJobsAllocation) {
+    JobHandle limited = attach("0", "0=10000M");
+    EXPECT_EQ(limited.memory_limits(), (std::vector<std::optional<MiB>>{10000}));
+    ASSERT_TRUE(limited.set_memory(8000)->ok);
+
+    auto a = limited.set_memory(12000);
+    ASSERT_TRUE(a.has_value()) << a.error().message;
+    EXPECT_FALSE(a->ok);
+    EXPECT_EQ(a->device, 0);
+    EXPECT_EQ(a->requested_mib, 4000);
+    EXPECT_EQ(a->total_mib, kCapacity);
+    EXPECT_EQ(a->free_mib, 2000);  // 10,000 allowed - 8,000 held
+    EXPECT_EQ(a->held_mib, 8000);
+    EXPECT_EQ(a->limit_mib, 10000);
+    EXPECT_EQ(limited.memory_mib(), 8000);
+    EXPECT_TRUE(limited.set_memory(10000)->ok);  // exactly the limit fits
+
+    JobHandle free_runner = attach("0", std::nullopt);
+    EXPECT_EQ(free_runner.memory_limits(), (std::vector<std::optional<MiB>>{std::nullopt}));
+    auto b = free_runner.set_memory(20000);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_TRUE(b->ok);
+    EXPECT_EQ(used_on(0), 30000);
+    // The capacity rule still applies, and says no limit refused it.
+    JobHandle big = attach("0", std::nullopt);
+    auto c = big.set_memory(15000);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_FALSE(c->ok);
+    EXPECT_EQ(c->limit_mib, 0);
+}
+
+// This test verifies that ordinals are positions in CUDA_VISIBLE_DEVICES and that a UUID names
+// the GPU it is the UUID of: on "1,0", "GPU-...0=5G" limits ordinal 1 and "0=3000M" ordinal 0.
+TEST_F(EmulatedMpsTest, LimitsFollowTheJobsOwnDeviceOrder) {
+    const std::string text = emulated_gpu_uuid(0) + "=5G,0=3000M";
+    JobHandle job = attach("1,0", text);
+    EXPECT_EQ(job.memory_limits(), (std::vector<std::optional<MiB>>{3000, 5120}));
+    auto a = job.set_memory(4000);
+    ASSERT_TRUE(a.has_value());
+    EXPECT_FALSE(a->ok);
+    EXPECT_EQ(a->device, 0);
+    EXPECT_EQ(a->limit_mib, 3000);
+
+    JobHandle other = attach("1,0", "1=2000M");
+    auto b = other.set_memory(2500);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_FALSE(b->ok);
+    EXPECT_EQ(b->device, 1);
+}
+
+// This test verifies that attach refuses a malformed limit, or one naming a GPU the job cannot
+// see, with the variable named; and that the three-argument attach reads the environment.
+TEST_F(EmulatedMpsTest, BadLimitsAreRefusedAndTheEnvironmentIsRead) {
+    auto malformed = JobHandle::attach(file_, "0", kProfile, "0=lots");
+    ASSERT_FALSE(malformed.has_value());
+    EXPECT_THAT(malformed.error().message,
+                HasSubstr("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT='0=lots': 'lots' is not an amount"));
+
+    auto unseen = JobHandle::attach(file_, "0", kProfile, "1=1G");
+    ASSERT_FALSE(unseen.has_value());
+    EXPECT_THAT(unseen.error().message,
+                HasSubstr("device '1' is not one of the job's 1 GPU(s) in CUDA_VISIBLE_DEVICES"));
+
+    auto other_uuid = JobHandle::attach(file_, "0", kProfile, emulated_gpu_uuid(1) + "=1G");
+    ASSERT_FALSE(other_uuid.has_value());
+
+    ASSERT_EQ(::setenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=1000M", 1), 0);
+    auto from_env = JobHandle::attach(file_, "1", kProfile);
+    ::unsetenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+    ASSERT_TRUE(from_env.has_value()) << from_env.error().message;
+    EXPECT_EQ(from_env->memory_limits(), (std::vector<std::optional<MiB>>{1000}));
+    EXPECT_FALSE(from_env->set_memory(1001)->ok);
+}
+
+// This test verifies it end to end: a carma-fakejob limited to 4,000 MiB on GPU 0 that ramps to
+// 12,000 prints PyTorch's out-of-memory error and exits 1, while a co-runner without a limit on
+// the same GPU holds its 12,000 MiB and keeps running.
+TEST_F(EmulatedMpsTest, LimitedFakeJobRunsOutOfMemoryAndCoRunnerContinues) {
+    auto free_runner = start("free", "0", std::nullopt, 12000);
+    ASSERT_TRUE(eventually([&] { return memory_of(free_runner->pid(), 0) == 12000; }))
+        << free_runner->err();
+
+    auto limited = start("limited", emulated_gpu_uuid(0), "0=4000M", 12000);
+    EXPECT_EQ(limited->wait(), 1) << limited->err();
+    const std::string err = limited->err();
+    EXPECT_THAT(err, HasSubstr("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "));
+    EXPECT_THAT(err, HasSubstr("GPU 0 has a total capacity of 39.49 GiB of which "));
+
+    EXPECT_EQ(memory_of(free_runner->pid(), 0), 12000);
+    EXPECT_FALSE(free_runner->wait(std::chrono::milliseconds(0)).has_value());  // still running
+    ::kill(free_runner->pid(), SIGTERM);
+    EXPECT_EQ(free_runner->wait(), 143);
+}
+
+// This test verifies that a fake job with a malformed limit says so in one line and exits 2.
+TEST_F(EmulatedMpsTest, MalformedLimitExits2WithOneLine) {
+    auto job = start("malformed", "0", "0=12", 12000);
+    EXPECT_EQ(job->wait(), 2);
+    const std::string err = job->err();
+    EXPECT_THAT(err, HasSubstr("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT='0=12': '12' is not an amount"));
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+}  // namespace
+}  // namespace carma::device
