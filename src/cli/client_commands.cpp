@@ -441,14 +441,28 @@ std::string attempt_gpus(const json& attempt) {
     return ids.empty() ? "-" : fmt::format("{}", fmt::join(ids, ","));
 }
 
+// "GPU0 13,236 MiB, GPU1 13,180 MiB", or "-" before the task was seen on a GPU.
+std::string attempt_peak(const json& attempt) {
+    const json* peak = member(attempt, "peak_mib");
+    if (peak == nullptr || !peak->is_object() || peak->empty()) {
+        return "-";
+    }
+    std::vector<std::string> parts;
+    for (const auto& [gpu, mib] : peak->items()) {
+        parts.push_back(fmt::format("GPU{} {}", gpu,
+                                    mib.is_number() ? format_mib(mib.get<MiB>()) : "?"));
+    }
+    return fmt::format("{}", fmt::join(parts, ", "));
+}
+
 void print_attempts(const json& attempts, double now) {
     if (attempts.empty()) {
         fmt::print("\nno attempts yet\n");
         return;
     }
     fmt::print("\n");
-    TextTable table(
-        {"ATTEMPT", "GPUS", "STARTED", "ENDED", "TIME", "OUTCOME", "EXIT", "RECOVERED"});
+    TextTable table({"ATTEMPT", "GPUS", "STARTED", "ENDED", "TIME", "OUTCOME", "EXIT",
+                     "RECOVERED", "PEAK GPU MEMORY"});
     for (const json& a : attempts) {
         const std::optional<double> started = number_of(a, "started_at");
         const std::optional<double> ended = number_of(a, "ended_at");
@@ -456,7 +470,7 @@ void print_attempts(const json& attempts, double now) {
         const std::string outcome = text_of(a, "outcome", "");
         table.add({text_of(a, "number"), attempt_gpus(a), format_clock(started),
                    format_clock(ended), time, outcome.empty() ? "running" : outcome,
-                   attempt_exit(a), flag_of(a, "recovered") ? "yes" : "no"});
+                   attempt_exit(a), flag_of(a, "recovered") ? "yes" : "no", attempt_peak(a)});
     }
     table.print();
 }
@@ -656,15 +670,35 @@ std::string tasks_cell(const json& gpu) {
     return ids.empty() ? "-" : fmt::format("{}", fmt::join(ids, ","));
 }
 
+// "SMACT dcgm, SMOCC dcgm, DRAMA dcgm, util dcgm" from a GPU's "sources".
+std::string sources_line(const json& gpu) {
+    const json* sources = member(gpu, "sources");
+    if (sources == nullptr) {
+        return "unknown (no sample yet)";
+    }
+    return fmt::format("SMACT {}, SMOCC {}, DRAMA {}, util {}, power {}, memory {}",
+                       text_of(*sources, "smact"), text_of(*sources, "smocc"),
+                       text_of(*sources, "drama"), text_of(*sources, "util"),
+                       text_of(*sources, "power"), text_of(*sources, "memory"));
+}
+
+std::string health_cell(const json& gpu) {
+    const json* health = member(gpu, "health");
+    if (health == nullptr) {
+        return "-";
+    }
+    return text_of(*health, "state", "-");
+}
+
 void print_gpus(const json& answer) {
     fmt::print("backend: {}\n", text_of(answer, "backend"));
-    TextTable table({"GPU", "NAME", "MEMORY USED/TOTAL", "AVAILABLE", "UTIL", "SAMPLES", "SMACT",
-                     "SMOCC", "DRAMA", "LOCKED", "TASKS", "RISK"});
+    TextTable table({"GPU", "NAME", "HEALTH", "MEMORY USED/TOTAL", "AVAILABLE", "UTIL", "SAMPLES",
+                     "SMACT", "SMOCC", "DRAMA", "LOCKED", "TASKS", "RISK"});
     for (const json& g : array_of(answer, "gpus")) {
         const json empty = json::object();
         const json* window = member(g, "window");
         const json& w = window != nullptr ? *window : empty;
-        table.add({text_of(g, "index"), text_of(g, "name"), memory_cell(g),
+        table.add({text_of(g, "index"), text_of(g, "name"), health_cell(g), memory_cell(g),
                    format_mib_or_dash(integer_of(g, "available_mib")),
                    format_ratio(number_of(g, "util")), text_of(w, "samples"), risk_cell(w, "smact"),
                    risk_cell(w, "smocc"), risk_cell(w, "drama"),
@@ -673,7 +707,17 @@ void print_gpus(const json& answer) {
     table.print();
     fmt::print(
         "SMACT/SMOCC/DRAMA: each one's risk statistic over the window, which the risk "
-        "filter compares\n");
+        "filter compares; '-' = unknown\n");
+    // Where each metric comes from and the risk rule that follows, per GPU: nothing silent.
+    for (const json& g : array_of(answer, "gpus")) {
+        const json* risk = member(g, "risk");
+        const json* health = member(g, "health");
+        fmt::print("GPU {}: {}\n  risk rule: {}\n", text_of(g, "index"), sources_line(g),
+                   risk != nullptr ? text_of(*risk, "rule_text", "-") : "-");
+        if (health != nullptr && !text_of(*health, "reason", "").empty()) {
+            fmt::print("  {}: {}\n", text_of(*health, "state"), text_of(*health, "reason"));
+        }
+    }
 }
 
 struct GpusOptions {

@@ -56,6 +56,10 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     if (given("--tcp")) config.tcp = v.tcp;
     if (given("--token-file")) config.token_file = v.token_file;
     if (given("--shim")) config.shim_path = v.shim_path;
+    if (given("--dcgm-host")) config.dcgm_host = v.dcgm_host;
+    if (given("--exclude-gpus")) config.exclude_gpus = v.exclude_gpus;
+    if (given("--mps")) config.mps = v.mps;
+    if (given("--mps-control")) config.mps_control = v.mps_control;
     if (given("--risk-smact")) config.risk.smact = f.smact;
     if (given("--risk-smocc")) config.risk.smocc = f.smocc;
     if (given("--risk-drama")) config.risk.drama = f.drama;
@@ -129,8 +133,20 @@ Action add_serve_command(CLI::App& app) {
     cmd->add_option("--config", f->config_file, "YAML config file (flags override it)");
     cmd->add_option("--policy", v.policy, "Placement policy, e.g. oracle-MAGM, OR-RR, exclusive")
         ->capture_default_str();
-    cmd->add_option("--gpus", v.gpus, "auto | nvml | emulated:COUNTxTYPE (e.g. emulated:4xA100-40GB)")
+    cmd->add_option("--gpus", v.gpus,
+                    "auto | dcgm | nvml | emulated:COUNTxTYPE (e.g. emulated:4xA100-40GB); auto "
+                    "tries DCGM, then NVML (with GPM where the GPU has it), then emulated GPUs")
         ->capture_default_str();
+    cmd->add_option("--dcgm-host", v.dcgm_host,
+                    "Use a running nv-hostengine at HOST[:PORT] instead of embedded DCGM");
+    cmd->add_option("--exclude-gpus", v.exclude_gpus,
+                    "GPUs to leave alone: indices, UUIDs or name patterns (default: *Display*)")
+        ->delimiter(',');
+    cmd->add_flag("--mps", v.mps,
+                  "Start an MPS control daemon and launch tasks under it with per-task memory "
+                  "limits");
+    cmd->add_option("--mps-control", v.mps_control,
+                    "The MPS control program (default nvidia-cuda-mps-control on PATH)");
     cmd->add_option("--sharing", v.sharing, "Emulated GPUs: mps | timeslice")->capture_default_str();
     cmd->add_option("--state-dir", v.state_dir,
                     "State directory (default /var/lib/carma as root, else $XDG_STATE_HOME/carma)");

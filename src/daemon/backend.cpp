@@ -1,8 +1,12 @@
 #include "daemon/backend.h"
 
+#include <fnmatch.h>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "device/dcgm.h"
 #include "device/emulated.h"
 #include "device/nvml.h"
 
@@ -28,7 +32,99 @@ Result<std::unique_ptr<device::GpuBackend>> emulated(const DaemonConfig& c, cons
     return device::open_emulated(o);
 }
 
+Result<std::unique_ptr<device::GpuBackend>> dcgm(const DaemonConfig& c) {
+    device::DcgmOptions o;
+    o.host = c.dcgm_host;
+    o.on_note = [](std::string_view note) { spdlog::warn("DCGM: {}", note); };
+    return device::open_dcgm(o);
+}
+
+// How many GPUs report SM activity through GPM: NVML's first sample tells.
+std::string nvml_metrics_summary(device::GpuBackend& backend) {
+    auto samples = backend.sample();
+    if (!samples) {
+        return "metrics unknown until the first sample";
+    }
+    std::size_t gpm = 0;
+    for (const device::GpuSample& s : *samples) {
+        gpm += s.sources.smact == MetricSource::NvmlGpm ? 1 : 0;
+    }
+    if (gpm == samples->size()) {
+        return "SM activity, occupancy and DRAM activity from GPM";
+    }
+    if (gpm == 0) {
+        return "no GPM on these GPUs: SM activity and DRAM activity are utilisation-rate proxies, "
+               "SM occupancy unknown (install DCGM for the real counters)";
+    }
+    return fmt::format("GPM on {} of {} GPUs; the others report utilisation-rate proxies", gpm,
+                       samples->size());
+}
+
+Result<std::unique_ptr<device::GpuBackend>> automatic(const DaemonConfig& c) {
+    auto from_dcgm = dcgm(c);
+    if (from_dcgm && !(*from_dcgm)->gpus().empty()) {
+        spdlog::info("--gpus auto: using {} NVIDIA GPU(s) through DCGM", (*from_dcgm)->gpus().size());
+        return from_dcgm;
+    }
+    const std::string no_dcgm =
+        from_dcgm ? "DCGM reports no GPUs" : from_dcgm.error().message;
+    auto nvml = device::open_nvml();
+    if (nvml && !(*nvml)->gpus().empty()) {
+        spdlog::info("--gpus auto: using {} NVIDIA GPU(s) through NVML ({}); not DCGM: {}",
+                     (*nvml)->gpus().size(), nvml_metrics_summary(**nvml), no_dcgm);
+        return nvml;
+    }
+    spdlog::info("--gpus auto: no NVIDIA GPU found (DCGM: {}; NVML: {}); using emulated GPUs {}",
+                 no_dcgm, nvml ? "NVML reports no devices" : nvml.error().message,
+                 kDefaultEmulated);
+    return emulated(c, kDefaultEmulated);
+}
+
 }  // namespace
+
+std::string exclusion_reason(const device::GpuInfo& gpu, const std::vector<std::string>& patterns) {
+    for (const std::string& pattern : patterns) {
+        if (pattern.empty()) {
+            continue;
+        }
+        if (pattern == std::to_string(gpu.index) || pattern == gpu.uuid ||
+            ::fnmatch(pattern.c_str(), gpu.name.c_str(), 0) == 0) {
+            return fmt::format("matches exclude_gpus pattern '{}'", pattern);
+        }
+    }
+    if (gpu.mig_enabled) {
+        return fmt::format("MIG mode is on, which CARMA does not support yet; turn it off "
+                           "(nvidia-smi -i {} -mig 0) or leave the GPU out with exclude_gpus",
+                           gpu.index);
+    }
+    return {};
+}
+
+Result<void> check_some_gpu_usable(const std::vector<device::GpuInfo>& gpus,
+                                   const std::vector<std::string>& patterns) {
+    std::vector<std::string> reasons;
+    for (const device::GpuInfo& g : gpus) {
+        std::string why = exclusion_reason(g, patterns);
+        if (why.empty()) {
+            return {};
+        }
+        reasons.push_back(fmt::format("GPU {} ({}) {}", g.index, g.name, why));
+    }
+    if (gpus.empty()) {
+        return fail(ErrorCode::NotFound, "the GPU backend reports no GPU; nothing to schedule on");
+    }
+    return fail(ErrorCode::InvalidArgument,
+                fmt::format("every GPU is left out, so nothing could ever run: {}; change "
+                            "exclude_gpus (--exclude-gpus)",
+                            fmt::join(reasons, "; ")));
+}
+
+std::string describe_sources(const device::GpuSample& s) {
+    return fmt::format("SMACT {}, SMOCC {}, DRAMA {}, util {}, power {}, memory {}",
+                       to_string(s.sources.smact), to_string(s.sources.smocc),
+                       to_string(s.sources.drama), to_string(s.sources.util),
+                       to_string(s.sources.power), to_string(s.sources.memory));
+}
 
 Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c) {
     if (c.gpus.starts_with("emulated:")) {
@@ -38,20 +134,21 @@ Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c) 
         return emulated(c, kDefaultEmulated);
     }
     if (c.gpus == "nvml") {
-        return device::open_nvml();
+        auto nvml = device::open_nvml();
+        if (nvml) {
+            spdlog::info("using {} NVIDIA GPU(s) through NVML ({})", (*nvml)->gpus().size(),
+                         nvml_metrics_summary(**nvml));
+        }
+        return nvml;
+    }
+    if (c.gpus == "dcgm") {
+        return dcgm(c);
     }
     if (c.gpus == "auto") {
-        auto nvml = device::open_nvml();
-        if (nvml && !(*nvml)->gpus().empty()) {
-            spdlog::info("using {} NVIDIA GPU(s) through NVML", (*nvml)->gpus().size());
-            return nvml;
-        }
-        spdlog::info("no NVIDIA GPU found ({}); using emulated GPUs {}",
-                     nvml ? "NVML reports no devices" : nvml.error().message, kDefaultEmulated);
-        return emulated(c, kDefaultEmulated);
+        return automatic(c);
     }
     return fail(ErrorCode::InvalidArgument,
-                fmt::format("--gpus '{}' is not understood; use auto, nvml or "
+                fmt::format("--gpus '{}' is not understood; use auto, dcgm, nvml or "
                             "emulated:COUNTxTYPE (e.g. emulated:4xA100-40GB)",
                             c.gpus));
 }

@@ -57,7 +57,7 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
         "policy",  "risk",     "window",       "warmup_s",       "memory_margin",
         "no_info_min_free", "estimator", "gpus", "sharing", "state_dir", "socket",
         "max_attempts", "retry_failures", "time_scale", "kill_grace_s", "tcp", "token_file",
-        "shim_path"};
+        "shim_path", "dcgm_host", "exclude_gpus", "mps", "mps_control"};
     for (const auto& kv : root) {
         const std::string key = kv.first.as<std::string>();
         const YAML::Node& v = kv.second;
@@ -111,6 +111,30 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             r = set_str(c.token_file);
         } else if (key == "shim_path") {
             r = set_str(c.shim_path);
+        } else if (key == "dcgm_host") {
+            r = set_str(c.dcgm_host);
+        } else if (key == "mps_control") {
+            r = set_str(c.mps_control);
+        } else if (key == "exclude_gpus") {
+            // One pattern or a list; an empty list leaves no GPU out.
+            c.exclude_gpus.clear();
+            if (v.IsSequence()) {
+                for (const auto& item : v) {
+                    auto one = scalar<std::string>(item, key, source);
+                    if (!one) {
+                        return tl::unexpected(one.error());
+                    }
+                    c.exclude_gpus.push_back(*one);
+                }
+            } else if (!v.IsNull()) {
+                r = set_str(c.exclude_gpus.emplace_back());
+            }
+        } else if (key == "mps") {
+            auto b = scalar<bool>(v, key, source);
+            if (!b) {
+                return tl::unexpected(b.error());
+            }
+            c.mps = *b;
         } else if (key == "memory_margin") {
             r = set_mem(c.memory_margin_mib);
         } else if (key == "no_info_min_free") {

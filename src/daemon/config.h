@@ -2,6 +2,7 @@
 // Everything `carma serve` can be told, from a YAML file (--config) and flags (flags win).
 
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 #include "core/risk_filter.h"
@@ -17,7 +18,13 @@ struct DaemonConfig {
     MiB memory_margin_mib = 2048;
     MiB no_info_min_free_mib = 5120;
     std::string estimator = "horus";
-    std::string gpus = "auto";       // auto | emulated:4xA100-40GB | nvml
+    std::string gpus = "auto";       // auto | dcgm | nvml | emulated:4xA100-40GB
+    std::string dcgm_host;           // a running nv-hostengine (HOST[:PORT]); empty = embedded
+    // GPUs CARMA leaves alone: an index ("3"), a UUID ("GPU-8a1c..."), or a name pattern with
+    // shell wildcards ("*Display*", the spec's display GPU).
+    std::vector<std::string> exclude_gpus = {"*Display*"};
+    bool mps = false;                // start an MPS control daemon; tasks get memory limits
+    std::string mps_control;         // the control program; default nvidia-cuda-mps-control
     std::string sharing = "mps";     // emulated GPUs only
     std::string state_dir;           // default: default_state_dir()
     std::string socket;              // default: <state_dir>/carma.sock

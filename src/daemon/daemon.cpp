@@ -24,6 +24,7 @@
 #include "core/exit_classify.h"
 #include "daemon/backend.h"
 #include "daemon/task_json.h"
+#include "exec/proc_tree.h"
 #include "exec/self.h"
 
 namespace carma::daemon {
@@ -54,25 +55,10 @@ std::string read_tail(const std::string& path, std::size_t max_bytes) {
     return out;
 }
 
-// The process group of a process, from /proc/<pid>/stat (field 5).
-std::optional<pid_t> process_group(int pid) {
-    std::ifstream in(fmt::format("/proc/{}/stat", pid));
-    std::string stat;
-    if (!std::getline(in, stat)) {
-        return std::nullopt;
-    }
-    const auto close = stat.rfind(')');
-    if (close == std::string::npos) {
-        return std::nullopt;
-    }
-    std::istringstream rest(stat.substr(close + 2));
-    char state = 0;
-    long ppid = 0, pgrp = 0;
-    if (!(rest >> state >> ppid >> pgrp)) {
-        return std::nullopt;
-    }
-    return static_cast<pid_t>(pgrp);
-}
+// A GPU whose samples failed or were stale this many times in a row is unhealthy; a sample
+// older than this many periods counts as missing (its free memory would mislead placement).
+constexpr int kUnhealthyAfterMissing = 3;
+constexpr double kStaleAfterPeriods = 3;
 
 std::vector<gid_t> supplementary_groups(const std::string& user, gid_t gid) {
     int n = 64;
@@ -102,8 +88,15 @@ Daemon::Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
       scheduler_(std::move(scheduler_config)),
       started_steady_(steady_now()),
       lock_fd_(lock_fd) {
-    for (std::size_t i = 0; i < backend_->gpus().size(); ++i) {
+    for (const device::GpuInfo& g : backend_->gpus()) {
         windows_.emplace_back(config_.window);
+        GpuState state;
+        state.excluded = exclusion_reason(g, config_.exclude_gpus);
+        if (!state.excluded.empty()) {
+            spdlog::warn("GPU {} ({}, {}) is left out: {}", g.index, g.name, g.uuid,
+                         state.excluded);
+        }
+        gpu_state_.push_back(std::move(state));
     }
 }
 
@@ -177,6 +170,9 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     if (!backend) {
         return tl::unexpected(backend.error());
     }
+    if (auto usable = check_some_gpu_usable((*backend)->gpus(), config.exclude_gpus); !usable) {
+        return tl::unexpected(usable.error());
+    }
     auto store = store::Store::open(config.state_dir + "/carma.db");
     if (!store) {
         return tl::unexpected(store.error());
@@ -190,8 +186,31 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     sc.placement.risk = config.risk;
     sc.warmup.settle_s = config.warmup_s;
 
+    std::optional<exec::MpsDaemon> mps;
+    if (config.mps) {
+        exec::MpsOptions o;
+        if (!config.mps_control.empty()) {
+            o.control = config.mps_control;
+        }
+        o.pipe_dir = config.state_dir + "/mps/pipe";
+        o.log_dir = config.state_dir + "/mps/log";
+        auto started = exec::MpsDaemon::start(o);
+        if (!started) {
+            return fail(started.error().code,
+                        fmt::format("--mps: {}", started.error().message));
+        }
+        if (!started->warning().empty()) {
+            spdlog::warn("MPS: {}", started->warning());
+        }
+        spdlog::info("MPS control daemon {} {}; pipes in {}", started->control_path(),
+                     started->adopted() ? "already running (adopted)" : "started",
+                     started->pipe_dir());
+        mps = std::move(*started);
+    }
+
     std::unique_ptr<Daemon> d(
         new Daemon(config, std::move(*backend), std::move(*store), std::move(sc), lock_fd));
+    d->mps_ = std::move(mps);
     lock_guard.keep = true;
     if (auto r = d->restore(); !r) {
         return tl::unexpected(r.error());
@@ -241,7 +260,8 @@ Result<void> Daemon::restore() {
                 live.number = a.number;
                 live.gpus = a.gpus;
                 live.handle = exec::LaunchHandle{a.shim_pid, a.dir};
-                live.seen = true;  // it has been running for a while; no warm-up lock
+                live.settled = true;  // it has been running for a while; no warm-up lock
+                live.peak_mib = a.peak_mib;
                 if (live.handle.shim_pid == 0) {
                     std::ifstream pidfile(a.dir + "/shim.pid");
                     pidfile >> live.handle.shim_pid;
@@ -310,6 +330,12 @@ void Daemon::run(const std::atomic<bool>& stop) {
         }
     }
     std::lock_guard lock(mu_);
+    if (mps_) {
+        if (auto r = mps_->stop(); !r) {
+            spdlog::warn("cannot stop the MPS control daemon: {}", r.error().message);
+        }
+        mps_.reset();
+    }
     event(0, "daemon-stopped",
           fmt::format("{} attempt(s) left running under their supervisors", live_.size()));
 }
@@ -327,14 +353,37 @@ void Daemon::sample_gpus() {
     auto samples = backend_->sample();
     if (!samples) {
         spdlog::warn("cannot sample GPUs: {}", samples.error().message);
+        for (std::size_t i = 0; i < gpu_state_.size(); ++i) {
+            note_missing_sample(i, samples.error().message);
+        }
+        last_samples_.clear();
         return;
     }
     last_samples_ = *samples;
     for (const device::GpuSample& s : last_samples_) {
-        if (s.index < 0 || static_cast<std::size_t>(s.index) >= windows_.size() ||
-            !s.error.empty()) {
+        if (s.index < 0 || static_cast<std::size_t>(s.index) >= windows_.size()) {
             continue;
         }
+        const auto idx = static_cast<std::size_t>(s.index);
+        // Periods are scaled by time_scale; a backend's age is in real seconds.
+        const double age_periods = s.age_s * config_.time_scale;
+        if (!s.error.empty() || age_periods > kStaleAfterPeriods) {
+            note_missing_sample(idx, !s.error.empty()
+                                         ? s.error
+                                         : fmt::format("its newest reading is {:.1f} s old",
+                                                       s.age_s));
+            continue;
+        }
+        GpuState& state = gpu_state_[idx];
+        if (state.unhealthy) {
+            event(0, "gpu-healthy",
+                  fmt::format("GPU {} answers again; it takes tasks once its window has refilled",
+                              s.index));
+            spdlog::info("GPU {} answers again", s.index);
+        }
+        state.missing = 0;
+        state.unhealthy = false;
+        state.last_error.clear();
         MetricSample m;
         m.free_mib = s.free_mib;
         m.smact = s.smact;
@@ -342,15 +391,29 @@ void Daemon::sample_gpus() {
         m.drama = s.drama;
         m.util = s.util;
         m.power_w = s.power_w;
-        windows_[static_cast<std::size_t>(s.index)].push(m);
+        m.sources = s.sources;
+        windows_[idx].push(m);
+        // Which rule the risk filter applies follows from the metrics this GPU really gives;
+        // say so whenever it changes (at start, and when e.g. profiling becomes unavailable).
+        std::string rule = describe_rule(windows_[idx].stats(), config_.risk);
+        if (rule != state.rule_text) {
+            spdlog::info("GPU {}: {}; risk rule {}", s.index, describe_sources(s), rule);
+            state.rule_text = std::move(rule);
+        }
     }
-    // Downsampled history: one row per GPU every 10 samples.
+    // Downsampled history: one row per GPU every 10 samples. Unknown metrics are stored as NULL.
     if (ticks_ % 10 == 1) {
         std::vector<store::GpuSampleRow> rows;
         const double t = unix_now();
+        const double nan = std::nan("");
         for (const device::GpuSample& s : last_samples_) {
-            rows.push_back(store::GpuSampleRow{t, s.index, s.free_mib, s.used_mib, s.util,
-                                               s.smact, s.smocc, s.drama, s.power_w, s.energy_j});
+            if (!s.error.empty()) {
+                continue;
+            }
+            rows.push_back(store::GpuSampleRow{t, s.index, s.free_mib, s.used_mib,
+                                               s.util.value_or(nan), s.smact.value_or(nan),
+                                               s.smocc.value_or(nan), s.drama.value_or(nan),
+                                               s.power_w.value_or(nan), s.energy_j.value_or(nan)});
         }
         if (auto r = store_->add_gpu_samples(rows); !r) {
             spdlog::warn("cannot store GPU samples: {}", r.error().message);
@@ -358,27 +421,84 @@ void Daemon::sample_gpus() {
     }
 }
 
-void Daemon::notice_sightings() {
-    for (auto& [id, live] : live_) {
-        if (live.seen) {
-            continue;
+// A failed or stale read. A few in a row make the GPU unhealthy: its window is dropped (old
+// free memory must not steer placement) and its running tasks are reported, not killed.
+void Daemon::note_missing_sample(std::size_t gpu, const std::string& why) {
+    GpuState& state = gpu_state_[gpu];
+    state.missing += 1;
+    state.last_error = why;
+    if (state.unhealthy || state.missing < kUnhealthyAfterMissing || !state.excluded.empty()) {
+        return;
+    }
+    state.unhealthy = true;
+    windows_[gpu] = MetricWindow(config_.window);
+    std::vector<TaskId> tasks;
+    for (const auto& [id, live] : live_) {
+        if (std::find(live.gpus.begin(), live.gpus.end(), static_cast<int>(gpu)) !=
+            live.gpus.end()) {
+            tasks.push_back(id);
         }
+    }
+    const std::string message = fmt::format(
+        "GPU {} is unhealthy: {} ({} failed reads in a row); nothing is placed on it until it "
+        "answers again{}",
+        gpu, why, state.missing,
+        tasks.empty() ? std::string()
+                      : fmt::format("; task(s) {} on it are left running", fmt::join(tasks, ", ")));
+    spdlog::warn("{}", message);
+    event(0, "gpu-unhealthy", message);
+    for (TaskId id : tasks) {
+        event(id, "gpu-unhealthy", message);
+    }
+}
+
+// Finds each live task's processes (its group, its session, every descendant: ranks that call
+// setsid included) on its GPUs. A GPU's warm-up ends when the task is seen on that GPU; the
+// memory its processes hold there is the attempt's per-GPU peak.
+void Daemon::notice_sightings() {
+    if (live_.empty()) {
+        return;
+    }
+    const std::vector<exec::ProcEntry> table = exec::read_process_table();
+    for (auto& [id, live] : live_) {
         auto pgid = exec::task_pgid(live.handle.attempt_dir);
         if (!pgid) {
             continue;
         }
+        const std::set<pid_t> members = exec::task_processes(table, *pgid);
         for (const device::GpuSample& s : last_samples_) {
-            if (std::find(live.gpus.begin(), live.gpus.end(), s.index) == live.gpus.end()) {
+            if (!s.error.empty() ||
+                std::find(live.gpus.begin(), live.gpus.end(), s.index) == live.gpus.end()) {
                 continue;
             }
+            bool here = false;
+            MiB held = 0;
             for (const device::GpuProcess& p : s.processes) {
-                if (p.pid == *pgid || process_group(p.pid) == *pgid) {
-                    live.seen = true;
+                if (!p.mps_server && members.contains(static_cast<pid_t>(p.pid))) {
+                    here = true;
+                    held += p.used_mib;
                 }
             }
+            if (!here) {
+                continue;
+            }
+            if (live.seen_on.insert(s.index).second && !live.settled) {
+                scheduler_.task_seen_on(id, s.index, now());
+            }
+            MiB& peak = live.peak_mib[s.index];
+            if (held > peak) {
+                peak = held;
+                live.peak_changed = true;
+            }
         }
-        if (live.seen) {
-            scheduler_.task_seen(id, now());
+        if (live.seen_on.size() == live.gpus.size()) {
+            live.settled = true;
+        }
+        // The peak is written every few seconds while it grows, so a restart loses little.
+        if (live.peak_changed && ticks_ % 5 == 0) {
+            if (auto r = store_->set_attempt_peak(id, live.number, live.peak_mib); r) {
+                live.peak_changed = false;
+            }
         }
     }
 }
@@ -430,6 +550,7 @@ void Daemon::finish_attempt(LiveAttempt live, const exec::ExitRecord* record) {
         for (store::AttemptRow& a : *attempts) {
             if (a.number == live.number) {
                 a.ended_at = record && record->ended_at > 0 ? record->ended_at : unix_now();
+                a.peak_mib = live.peak_mib;
                 a.outcome = std::string(to_string(outcome));
                 a.exit_code = end.exit_code;
                 a.signal = end.signal;
@@ -480,8 +601,40 @@ void Daemon::finish_attempt(LiveAttempt live, const exec::ExitRecord* record) {
           fmt::format("attempt {}: {} ({})", live.number, to_string(outcome), how));
 }
 
+// Under MPS each GPU of a first attempt gets need + margin as its memory limit, so a task that
+// outgrows its estimate fails alone instead of taking its co-runners down. A recovered attempt
+// runs alone on idle GPUs and gets no limit: the same limit would only crash it again.
+std::vector<exec::MpsMemLimit> Daemon::mps_limits(const store::TaskRow& task,
+                                                  const Placement& placement) const {
+    std::vector<exec::MpsMemLimit> limits;
+    if (placement.recovered) {
+        return limits;
+    }
+    const PolicySpec& policy = scheduler_.config().policy;
+    const MemoryKnowledge knowledge = policy.knowledge == MemoryKnowledge::None
+                                          ? MemoryKnowledge::Oracle  // what the user declared
+                                          : policy.knowledge;
+    const std::optional<MiB> need = known_need_mib(
+        task.spec, knowledge, scheduler_.config().placement.memory.estimator);
+    if (!need) {
+        return limits;
+    }
+    for (int g : placement.gpus) {
+        const device::GpuInfo& gpu = backend_->gpus()[static_cast<std::size_t>(g)];
+        const MiB margin = config_.memory_margin_mib;
+        // Saturating: a limit at or above the GPU's memory limits nothing.
+        const MiB limit = *need >= gpu.total_mib - margin ? gpu.total_mib : *need + margin;
+        limits.push_back(exec::MpsMemLimit{gpu.uuid, limit});
+    }
+    return limits;
+}
+
 std::vector<std::pair<std::string, std::string>> Daemon::task_environment(
-    const store::TaskRow& task, const LiveAttempt& live, const std::string& devices) {
+    const store::TaskRow& task, const LiveAttempt& live, const Placement& placement) {
+    std::string devices;
+    for (int g : placement.gpus) {
+        devices += (devices.empty() ? "" : ",") + backend_->gpus()[static_cast<std::size_t>(g)].uuid;
+    }
     std::vector<std::pair<std::string, std::string>> env;
     std::set<std::string> declared;
     for (const auto& [k, v] : task.env) {
@@ -505,7 +658,8 @@ std::vector<std::pair<std::string, std::string>> Daemon::task_environment(
     add_default("LOGNAME", task.user);
     // Set by CARMA whatever the submitter declared: where the task may run.
     std::erase_if(env, [](const auto& kv) {
-        return kv.first == "CUDA_VISIBLE_DEVICES" || kv.first.starts_with("CARMA_");
+        return kv.first == "CUDA_VISIBLE_DEVICES" || kv.first.starts_with("CARMA_") ||
+               kv.first.starts_with("CUDA_MPS_");
     });
     env.emplace_back("CUDA_VISIBLE_DEVICES", devices);
     env.emplace_back("CARMA_TASK_ID", std::to_string(task.id));
@@ -516,20 +670,52 @@ std::vector<std::pair<std::string, std::string>> Daemon::task_environment(
     for (const auto& kv : backend_->task_environment()) {
         env.push_back(kv);
     }
+    if (mps_) {
+        const std::vector<exec::MpsMemLimit> limits = mps_limits(task, placement);
+        for (auto& kv : exec::mps_task_environment(mps_->pipe_dir(), limits)) {
+            env.push_back(std::move(kv));
+        }
+    }
     return env;
 }
 
-void Daemon::decide() {
+std::string Daemon::schedulable_reason(std::size_t gpu) const {
+    const GpuState& state = gpu_state_[gpu];
+    if (state.unhealthy) {
+        return "unhealthy: " + state.last_error;
+    }
+    if (state.missing > 0) {
+        return "its last read failed: " + state.last_error;
+    }
+    if (!windows_[gpu].full()) {
+        return fmt::format("its monitor window is filling ({}/{} samples)", windows_[gpu].size(),
+                           windows_[gpu].capacity());
+    }
+    return {};
+}
+
+// The GPUs the scheduler may consider: every GPU not left out, each with why it cannot take a
+// task right now, if it cannot.
+std::vector<GpuView> Daemon::gpu_views() const {
     std::vector<GpuView> views;
     for (const device::GpuInfo& g : backend_->gpus()) {
+        const auto idx = static_cast<std::size_t>(g.index);
+        if (!gpu_state_[idx].excluded.empty()) {
+            continue;
+        }
         GpuView v;
         v.index = g.index;
         v.total_mib = g.total_mib;
-        const auto idx = static_cast<std::size_t>(g.index);
         v.stats = windows_[idx].stats();
+        v.unschedulable_reason = schedulable_reason(idx);
+        v.schedulable = v.unschedulable_reason.empty();
         for (const device::GpuSample& s : last_samples_) {
             if (s.index == g.index) {
-                v.has_processes = !s.processes.empty();
+                // MPS servers are infrastructure: with MPS on they sit on every GPU.
+                v.has_processes = std::any_of(s.processes.begin(), s.processes.end(),
+                                              [](const device::GpuProcess& p) {
+                                                  return !p.mps_server;
+                                              });
             }
         }
         // A GPU running one of our attempts is never idle, even before (or without) its process
@@ -539,14 +725,22 @@ void Daemon::decide() {
                 v.has_processes = true;
             }
         }
-        views.push_back(v);
+        views.push_back(std::move(v));
     }
-    // Decisions block until every window has filled once, as the paper's monitor does.
-    for (const MetricWindow& w : windows_) {
-        if (!w.full()) {
-            pending_reason_ = "the GPU monitor is filling its first window";
-            return;
-        }
+    return views;
+}
+
+void Daemon::decide() {
+    const std::vector<GpuView> views = gpu_views();
+    // Decisions wait until the monitor has a full window somewhere, as the paper's monitor does;
+    // after that each GPU takes tasks once its own window is full.
+    const bool all_filling = std::all_of(views.begin(), views.end(), [&](const GpuView& v) {
+        const auto idx = static_cast<std::size_t>(v.index);
+        return !windows_[idx].full() && !gpu_state_[idx].unhealthy;
+    });
+    if (all_filling) {
+        pending_reason_ = "the GPU monitor is filling its first window";
+        return;
     }
     StepResult step = scheduler_.step(views, now());
     pending_reason_ = step.pending_reason;
@@ -591,10 +785,6 @@ void Daemon::launch(const Placement& p) {
     std::error_code ec;
     fs::create_directories(fs::path(dir).parent_path(), ec);
 
-    std::string devices;
-    for (int g : p.gpus) {
-        devices += (devices.empty() ? "" : ",") + backend_->gpus()[static_cast<std::size_t>(g)].uuid;
-    }
     store::AttemptRow attempt;
     attempt.task = task.id;
     attempt.number = live.number;
@@ -612,7 +802,7 @@ void Daemon::launch(const Placement& p) {
     exec::LaunchRequest req;
     req.argv = task.spec.command;
     req.workdir = task.workdir;
-    req.env = task_environment(task, live, devices);
+    req.env = task_environment(task, live, p);
     req.uid = task.uid;
     req.gid = task.gid;
     req.switch_user = ::geteuid() == 0 && task.uid != 0;

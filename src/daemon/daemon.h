@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "daemon/config.h"
 #include "device/gpu_backend.h"
 #include "exec/launch.h"
+#include "exec/mps.h"
 #include "store/store.h"
 
 namespace carma::daemon {
@@ -67,8 +69,20 @@ private:
         int number = 0;
         std::vector<int> gpus;
         exec::LaunchHandle handle;
-        bool seen = false;
+        std::set<int> seen_on;          // GPUs the task's processes have shown up on
+        bool settled = false;           // seen on all its GPUs (or re-attached after a restart)
+        std::map<int, MiB> peak_mib;    // per GPU: the most its processes held at once
+        bool peak_changed = false;      // not yet written to the store
         bool stop_requested = false;
+    };
+
+    // What the daemon knows of one GPU beyond its samples.
+    struct GpuState {
+        std::string excluded;      // why CARMA leaves it alone (pattern, MIG); empty = in use
+        int missing = 0;           // consecutive samples that failed or were stale
+        bool unhealthy = false;
+        std::string last_error;
+        std::string rule_text;     // the risk rule last logged for it
     };
 
     Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
@@ -77,7 +91,10 @@ private:
     Result<void> restore();
     double now() const;  // scheduler clock: seconds since start x time_scale
     void sample_gpus();
+    void note_missing_sample(std::size_t gpu, const std::string& why);
     void notice_sightings();
+    std::vector<GpuView> gpu_views() const;
+    std::string schedulable_reason(std::size_t gpu) const;  // empty when it may take tasks
     void collect_exits();
     void finish_attempt(LiveAttempt live, const exec::ExitRecord* record);
     void decide();
@@ -89,7 +106,9 @@ private:
     nlohmann::json task_json(const store::TaskRow& task, bool with_attempts);
     std::vector<std::pair<std::string, std::string>> task_environment(const store::TaskRow& task,
                                                                       const LiveAttempt& live,
-                                                                      const std::string& devices);
+                                                                      const Placement& placement);
+    std::vector<exec::MpsMemLimit> mps_limits(const store::TaskRow& task,
+                                              const Placement& placement) const;
 
     DaemonConfig config_;
     std::unique_ptr<device::GpuBackend> backend_;
@@ -97,6 +116,7 @@ private:
     std::mutex mu_;  // guards everything below
     Scheduler scheduler_;
     std::vector<MetricWindow> windows_;
+    std::vector<GpuState> gpu_state_;  // by GPU index, like windows_
     std::vector<device::GpuSample> last_samples_;
     std::map<TaskId, LiveAttempt> live_;
     std::string pending_reason_;
@@ -104,6 +124,7 @@ private:
     std::uint64_t oom_total_ = 0;
     double started_steady_ = 0;
     int lock_fd_ = -1;  // holds the state directory's lock for the daemon's lifetime
+    std::optional<exec::MpsDaemon> mps_;  // the MPS control daemon CARMA started (--mps)
 };
 
 }  // namespace carma::daemon

@@ -275,34 +275,77 @@ api::ApiResult<nlohmann::json> Daemon::gpus(const api::Caller&) {
         const auto idx = static_cast<std::size_t>(g.index);
         const WindowStats w = windows_[idx].stats();
         auto stat = [](const SeriesStats& s) {
+            if (s.known == 0) {
+                return nlohmann::json(nullptr);  // no sample in the window had it
+            }
             return nlohmann::json{{"mean", s.mean}, {"median", s.median}, {"p95", s.p95},
-                                  {"ema", s.ema},   {"risk", s.risk}};
+                                  {"ema", s.ema},   {"risk", s.risk},    {"known", s.known}};
         };
         nlohmann::json gj = {{"index", g.index},
                              {"uuid", g.uuid},
                              {"name", g.name},
-                             {"total_mib", g.total_mib}};
+                             {"total_mib", g.total_mib},
+                             {"mig", g.mig_enabled}};
+        // Unknown metrics are null, never 0.
+        auto value = [](const std::optional<double>& v) {
+            return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+        };
+        bool has_processes = false;
         for (const device::GpuSample& s : last_samples_) {
             if (s.index == g.index) {
                 gj["free_mib"] = s.free_mib;
                 gj["used_mib"] = s.used_mib;
-                gj["util"] = s.util;
-                gj["smact"] = s.smact;
-                gj["smocc"] = s.smocc;
-                gj["drama"] = s.drama;
-                gj["power_w"] = s.power_w;
-                gj["energy_j"] = s.energy_j;
+                gj["util"] = value(s.util);
+                gj["smact"] = value(s.smact);
+                gj["smocc"] = value(s.smocc);
+                gj["drama"] = value(s.drama);
+                gj["power_w"] = value(s.power_w);
+                gj["energy_j"] = value(s.energy_j);
                 gj["error"] = s.error;
+                gj["sources"] = {{"memory", to_string(s.sources.memory)},
+                                 {"util", to_string(s.sources.util)},
+                                 {"smact", to_string(s.sources.smact)},
+                                 {"smocc", to_string(s.sources.smocc)},
+                                 {"drama", to_string(s.sources.drama)},
+                                 {"power", to_string(s.sources.power)},
+                                 {"energy", to_string(s.sources.energy)}};
+                nlohmann::json procs = nlohmann::json::array();
+                for (const device::GpuProcess& p : s.processes) {
+                    procs.push_back({{"pid", p.pid}, {"used_mib", p.used_mib},
+                                     {"mps_server", p.mps_server}});
+                    has_processes = has_processes || !p.mps_server;
+                }
+                gj["processes"] = procs;
             }
         }
+        const GpuState& state = gpu_state_[idx];
+        std::string health = "ok";
+        std::string health_reason;
+        if (!state.excluded.empty()) {
+            health = "excluded";
+            health_reason = state.excluded;
+        } else if (state.unhealthy) {
+            health = "unhealthy";
+            health_reason = state.last_error;
+        } else if (state.missing > 0) {
+            health = "stale";
+            health_reason = "last read failed: " + state.last_error;
+        } else if (!windows_[idx].full()) {
+            health = "filling";
+            health_reason = schedulable_reason(idx);
+        }
+        gj["health"] = {{"state", health}, {"reason", health_reason}};
         gj["available_mib"] = w.available_mib;
         gj["window"] = {{"samples", w.samples},
                         {"capacity", windows_[idx].capacity()},
                         {"smact", stat(w.smact)},
                         {"smocc", stat(w.smocc)},
-                        {"drama", stat(w.drama)}};
-        const bool high = is_high_risk(w, config_.risk);
+                        {"drama", stat(w.drama)},
+                        {"util", stat(w.util)}};
+        const bool high = is_high_risk(w, config_.risk, has_processes);
         gj["risk"] = {{"high", high},
+                      {"rule", to_string(risk_rule(w))},
+                      {"rule_text", describe_rule(w, config_.risk)},
                       {"reason", high ? describe_risk(w, config_.risk) : std::string()}};
         gj["locked"] = scheduler_.warmup().locked(g.index, t);
         nlohmann::json tasks = nlohmann::json::array();
@@ -363,14 +406,19 @@ std::string Daemon::metrics() {
     out += "# HELP carma_oom_crashes_total Attempts that ended out of GPU memory since start.\n"
            "# TYPE carma_oom_crashes_total counter\n";
     out += fmt::format("carma_oom_crashes_total {}\n", oom_total_);
+    // An unknown value is left out rather than exported as 0.
     auto gauge = [&](const char* name, const char* help, auto value) {
         out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
         for (const device::GpuSample& s : last_samples_) {
-            out += fmt::format("{}{{gpu=\"{}\"}} {}\n", name, s.index, value(s));
+            if (const std::optional<double> v = value(s)) {
+                out += fmt::format("{}{{gpu=\"{}\"}} {}\n", name, s.index, *v);
+            }
         }
     };
     gauge("carma_gpu_memory_used_bytes", "GPU memory in use.",
-          [](const device::GpuSample& s) { return static_cast<double>(s.used_mib) * 1048576.0; });
+          [](const device::GpuSample& s) {
+              return std::optional<double>(static_cast<double>(s.used_mib) * 1048576.0);
+          });
     gauge("carma_gpu_smact", "SM active ratio (last sample).",
           [](const device::GpuSample& s) { return s.smact; });
     gauge("carma_gpu_power_watts", "Board power (last sample).",
@@ -378,7 +426,10 @@ std::string Daemon::metrics() {
     out += "# HELP carma_gpu_energy_joules_total Energy since the backend started counting.\n"
            "# TYPE carma_gpu_energy_joules_total counter\n";
     for (const device::GpuSample& s : last_samples_) {
-        out += fmt::format("carma_gpu_energy_joules_total{{gpu=\"{}\"}} {}\n", s.index, s.energy_j);
+        if (s.energy_j) {
+            out += fmt::format("carma_gpu_energy_joules_total{{gpu=\"{}\"}} {}\n", s.index,
+                               *s.energy_j);
+        }
     }
     return out;
 }

@@ -55,6 +55,19 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
             {"message", t.message}};
 }
 
+namespace {
+
+// {"0": 13236, "1": 13180}: GPU index -> the most the attempt's processes held there.
+nlohmann::json peak_to_json(const std::map<int, MiB>& peak) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [gpu, mib] : peak) {
+        j[std::to_string(gpu)] = mib;
+    }
+    return j;
+}
+
+}  // namespace
+
 nlohmann::json attempt_to_json(const store::AttemptRow& a) {
     auto opt_int = [](const std::optional<int>& v) {
         return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -66,7 +79,8 @@ nlohmann::json attempt_to_json(const store::AttemptRow& a) {
             {"outcome", a.outcome},
             {"exit_code", opt_int(a.exit_code)},
             {"signal", opt_int(a.signal)},
-            {"recovered", a.recovered}};
+            {"recovered", a.recovered},
+            {"peak_mib", peak_to_json(a.peak_mib)}};
 }
 
 api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) {

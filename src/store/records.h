@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -61,6 +62,9 @@ struct AttemptRow {
     std::optional<int> exit_code;
     std::optional<int> signal;
     bool recovered = false;      // placed from the recovery queue
+    // Peak GPU memory of the attempt's processes, per GPU index (driver per-process memory on
+    // real GPUs, the ledger on emulated ones); empty until the task was seen on a GPU.
+    std::map<int, MiB> peak_mib;
 };
 
 struct EventRow {

@@ -1,5 +1,6 @@
 #include "store/store.h"
 
+#include <map>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <system_error>
@@ -99,6 +101,11 @@ CREATE TABLE gpu_samples (
     energy_j REAL
 );
 CREATE INDEX gpu_samples_time ON gpu_samples(time);
+)sql"},
+    {2, R"sql(
+-- Peak GPU memory of the attempt's processes per GPU, {"<gpu index>": MiB}: what later issues
+-- learn memory needs from.
+ALTER TABLE attempts ADD COLUMN peak_mib_json TEXT NOT NULL DEFAULT '{}';
 )sql"},
 };
 
@@ -331,15 +338,24 @@ std::string live_states_sql() {
 
 constexpr const char* kAttemptColumns =
     "task_id, number, gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, signal, "
-    "recovered";
+    "recovered, peak_mib_json";
 
 constexpr const char* kInsertAttempt =
     "INSERT INTO attempts (gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, "
-    "signal, recovered, task_id, number) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "signal, recovered, peak_mib_json, task_id, number) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 constexpr const char* kUpdateAttempt =
     "UPDATE attempts SET gpus_json = ?, dir = ?, shim_pid = ?, started_at = ?, ended_at = ?, "
-    "outcome = ?, exit_code = ?, signal = ?, recovered = ? WHERE task_id = ? AND number = ?";
+    "outcome = ?, exit_code = ?, signal = ?, recovered = ?, peak_mib_json = ? "
+    "WHERE task_id = ? AND number = ?";
+
+json peak_json(const std::map<int, MiB>& peak) {
+    json j = json::object();
+    for (const auto& [gpu, mib] : peak) {
+        j[std::to_string(gpu)] = mib;
+    }
+    return j;
+}
 
 // Insert and update share the parameter order: the mutable fields, then the key.
 void bind_attempt(SQLite::Statement& st, const AttemptRow& a) {
@@ -352,8 +368,9 @@ void bind_attempt(SQLite::Statement& st, const AttemptRow& a) {
     bind_optional(st, 7, a.exit_code);
     bind_optional(st, 8, a.signal);
     st.bind(9, a.recovered ? 1 : 0);
-    st.bind(10, a.task);
-    st.bind(11, a.number);
+    st.bind(10, peak_json(a.peak_mib).dump());
+    st.bind(11, a.task);
+    st.bind(12, a.number);
 }
 
 AttemptRow read_attempt(const SQLite::Statement& st) {
@@ -370,6 +387,14 @@ AttemptRow read_attempt(const SQLite::Statement& st) {
     a.exit_code = optional_int(st.getColumn(8));
     a.signal = optional_int(st.getColumn(9));
     a.recovered = st.getColumn(10).getInt() != 0;
+    a.peak_mib = decode_json(a.task, "peak_mib_json", st.getColumn(11).getString(),
+                             [](const json& j) {
+                                 std::map<int, MiB> peak;
+                                 for (const auto& [gpu, mib] : j.items()) {
+                                     peak[std::stoi(gpu)] = mib.get<MiB>();
+                                 }
+                                 return peak;
+                             });
     return a;
 }
 
@@ -660,6 +685,21 @@ Result<void> Store::update_attempt(const AttemptRow& attempt) {
         }
         return {};
     });
+}
+
+Result<void> Store::set_attempt_peak(TaskId task, int number, const std::map<int, MiB>& peak_mib) {
+    const std::string op = fmt::format("record the peak memory of attempt {} of task {}", number,
+                                       task);
+    auto body = [&](SQLite::Database& db) -> Result<void> {
+        SQLite::Statement st(
+            db, "UPDATE attempts SET peak_mib_json = ? WHERE task_id = ? AND number = ?");
+        st.bind(1, peak_json(peak_mib).dump());
+        st.bind(2, task);
+        st.bind(3, number);
+        st.exec();
+        return {};
+    };
+    return impl_->locked(op, body);
 }
 
 Result<std::vector<AttemptRow>> Store::attempts(TaskId task) {

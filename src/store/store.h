@@ -4,6 +4,7 @@
 // this build knows is refused, older ones are migrated forward. Every write is one transaction,
 // so a crash never leaves half a submission.
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,7 +14,7 @@
 
 namespace carma::store {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 class Store {
 public:
@@ -31,7 +32,9 @@ public:
     Result<std::vector<TaskRow>> tasks(bool include_final);
 
     Result<void> insert_attempt(const AttemptRow& attempt);
-    Result<void> update_attempt(const AttemptRow& attempt);  // by (task, number)
+    Result<void> update_attempt(const AttemptRow& attempt);
+    // Only the per-GPU peak memory of a running attempt (written while it grows).
+    Result<void> set_attempt_peak(TaskId task, int number, const std::map<int, MiB>& peak_mib);  // by (task, number)
     Result<std::vector<AttemptRow>> attempts(TaskId task);
     // Attempts without an end: what a restarted daemon must find again.
     Result<std::vector<AttemptRow>> open_attempts();

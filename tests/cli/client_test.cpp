@@ -482,30 +482,41 @@ TEST(ClientCommandsTest, LogsOnce) {
     EXPECT_THAT(daemon.targets(), ElementsAre("GET /v1/tasks/5/logs?attempt=1&stream=stderr"));
 }
 
-// This test verifies the GPU table: memory used of total, the window risk statistics, the
-// verdict, the warm-up lock and the tasks.
+// This test verifies the GPU table: health, memory used of total, the window risk statistics,
+// the verdict, the warm-up lock and the tasks; and below it, per GPU, where each metric comes
+// from and the risk rule in force.
 TEST(ClientCommandsTest, Gpus) {
     FakeDaemon daemon;
-    const json gpus = json::parse(R"({"backend": "emulated", "gpus": [
+    const json gpus = json::parse(R"json({"backend": "emulated", "gpus": [
         {"index": 0, "uuid": "GPU-0", "name": "A100-SXM4-40GB", "total_mib": 40960,
          "free_mib": 27724, "available_mib": 27212, "util": 0.97, "smact": 0.9, "smocc": 0.5,
          "drama": 0.3, "power_w": 250, "energy_j": 1000,
+         "sources": {"smact": "dcgm", "smocc": "dcgm", "drama": "dcgm", "util": "dcgm",
+                     "power": "dcgm", "memory": "dcgm", "energy": "dcgm"},
+         "health": {"state": "ok", "reason": ""},
          "window": {"samples": 30, "smact": {"mean": 0.9, "risk": 0.91},
                     "smocc": {"risk": 0.52}, "drama": {"risk": 0.3}},
-         "risk": {"high": true, "reason": "SMACT 0.91 >= 0.80 and SMOCC 0.52 >= 0.45"},
+         "risk": {"high": true, "reason": "SMACT 0.91 >= 0.80 and SMOCC 0.52 >= 0.45",
+                  "rule": "paper",
+                  "rule_text": "paper: SMACT >= 0.80 and (SMOCC >= 0.45 or DRAMA >= 0.40)"},
          "locked": true, "tasks": [12, 14]},
         {"index": 1, "name": "A100-SXM4-40GB", "total_mib": 40960, "free_mib": 40960,
-         "risk": {"high": false}, "locked": false, "tasks": []}]})");
+         "health": {"state": "unhealthy", "reason": "nvmlDeviceGetMemoryInfo: GPU is lost"},
+         "risk": {"high": false}, "locked": false, "tasks": []}]})json");
     daemon.respond(
         [&](const httplib::Request&, httplib::Response& res) { answer_json(res, 200, gpus); });
     const std::string out =
         run_command(cli::add_gpus_command, {"gpus", "--socket", daemon.socket()});
     EXPECT_THAT(out, HasSubstr("backend: emulated\n"));
     EXPECT_THAT(out, ::testing::ContainsRegex(
-                         "0 +A100-SXM4-40GB +13,236 MiB/40,960 MiB +27,212 MiB +0.97 +30 +0.91 "
-                         "+0.52 +0.30 +warm-up +12,14 +high: SMACT 0.91"));
-    EXPECT_THAT(out, ::testing::ContainsRegex("1 +A100-SXM4-40GB +0 MiB/40,960 MiB +- +- +- +- "
-                                              "+- +- +- +- +ok"));
+                         "0 +A100-SXM4-40GB +ok +13,236 MiB/40,960 MiB +27,212 MiB +0.97 +30 "
+                         "+0.91 +0.52 +0.30 +warm-up +12,14 +high: SMACT 0.91"));
+    EXPECT_THAT(out, ::testing::ContainsRegex("1 +A100-SXM4-40GB +unhealthy +0 MiB/40,960 MiB +- "
+                                              "+- +- +- +- +- +- +- +ok"));
+    EXPECT_THAT(out, HasSubstr("GPU 0: SMACT dcgm, SMOCC dcgm, DRAMA dcgm, util dcgm, power dcgm, "
+                               "memory dcgm\n  risk rule: paper: SMACT >= 0.80 and (SMOCC >= "
+                               "0.45 or DRAMA >= 0.40)\n"));
+    EXPECT_THAT(out, HasSubstr("  unhealthy: nvmlDeviceGetMemoryInfo: GPU is lost\n"));
     EXPECT_EQ(json::parse(run_command(cli::add_gpus_command,
                                       {"gpus", "--json", "--socket", daemon.socket()})),
               gpus);

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -26,6 +27,9 @@
 
 #ifndef CARMA_BIN
 #error "CARMA_BIN must name the carma executable"
+#endif
+#ifndef CARMA_FAKE_MPS_CONTROL
+#error "CARMA_FAKE_MPS_CONTROL must name the fake nvidia-cuda-mps-control"
 #endif
 #ifndef CARMA_FAKEJOB_PATH
 #error "CARMA_FAKEJOB_PATH must name the carma-fakejob executable"
@@ -328,6 +332,44 @@ TEST_F(DaemonTest, CollocationUnderMagm) {
         }
     }
     EXPECT_GE(collocated, 2);
+}
+
+// This test verifies MPS end to end on emulated GPUs: `--mps` starts the control daemon (a fake
+// that records its commands), every task gets the pipe directory and, where its need is known,
+// a per-GPU memory limit of need + margin. A task that declared too little crashes out of memory
+// at its limit alone (its co-runner keeps running), is recovered on an idle GPU without a limit,
+// and succeeds; the daemon's stop quits MPS. Also the peak GPU memory of each attempt is stored.
+TEST_F(DaemonTest, MpsLimitsFailTheTaskAloneAndRecoveryRunsWithout) {
+    const std::string record = dir_ + "/mps-record";
+    ::setenv("FAKE_MPS_RECORD", record.c_str(), 1);
+    start("oracle-MAGM", {"--mps", "--mps-control", CARMA_FAKE_MPS_CONTROL});
+    ::unsetenv("FAKE_MPS_RECORD");
+    const TaskId honest = submit(fake_job("resnet3", 600, 13236));  // 13,236 MiB, 10 s wall
+    ASSERT_TRUE(eventually([&] { return state(honest) == "running"; }));
+    // resnet3 really needs 13,236 MiB; declaring 4,000 MiB gives it a 6,048 MiB limit.
+    json liar_body = fake_job("resnet3", 60, 4000);
+    liar_body["name"] = "liar";
+    const TaskId liar = submit(liar_body);
+    json t = wait_final(liar, 180s);
+    EXPECT_EQ(t["state"], "succeeded");
+    ASSERT_EQ(t["attempt_list"].size(), 2u) << t.dump(2);
+    EXPECT_EQ(t["attempt_list"][0]["outcome"], "out-of-memory");
+    EXPECT_TRUE(t["attempt_list"][1]["recovered"].get<bool>());
+    // The recovered attempt ran with no limit and reached the profile's full memory.
+    const json& peak = t["attempt_list"][1]["peak_mib"];
+    ASSERT_EQ(peak.size(), 1u) << t.dump(2);
+    EXPECT_GE(peak.begin()->get<MiB>(), 13000);
+    EXPECT_LE(t["attempt_list"][0]["peak_mib"].begin()->get<MiB>(), 6048);
+    json h = wait_final(honest, 180s);
+    EXPECT_EQ(h["state"], "succeeded");
+    EXPECT_EQ(h["attempts"], 1);  // the liar's crash did not take it down
+    stop(SIGTERM);
+    std::ifstream in(record);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_NE(text.str().find("-d"), std::string::npos) << text.str();
+    EXPECT_NE(text.str().find("quit"), std::string::npos) << text.str();
+    EXPECT_NE(text.str().find(dir_ + "/state/mps/pipe"), std::string::npos) << text.str();
 }
 
 // This test verifies out-of-memory recovery: with no memory information (OR-MAGM) a big task

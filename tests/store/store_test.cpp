@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <grp.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -602,31 +604,69 @@ TEST_F(StoreTest, MissingDirectoryIsAClearError) {
         << store.error().message;
 }
 
-// This test verifies that a directory this user cannot write is refused up front. Root writes
-// anywhere, so there the test has nothing to check.
-TEST_F(StoreTest, UnwritableDirectoryIsAClearError) {
-    if (::geteuid() == 0) {
-        GTEST_SKIP() << "root can write to any directory";
+// Opens the store at `path` as user nobody (in a child, when this test runs as root, since root
+// writes anywhere) and returns the error message, or "" when it opened. `owned` is chowned to
+// nobody first so that only the permission bits, not the owner, decide.
+std::string open_error_as_unprivileged(const std::string& path, const std::vector<fs::path>& owned) {
+    if (::geteuid() != 0) {
+        auto store = Store::open(path);
+        return store ? std::string() : store.error().message;
     }
+    constexpr uid_t kNobody = 65534;
+    for (const fs::path& p : owned) {
+        if (::chown(p.c_str(), kNobody, kNobody) != 0) {
+            return "cannot chown " + p.string() + " to nobody";
+        }
+    }
+    int fds[2];
+    if (::pipe(fds) != 0) {
+        return "cannot make a pipe";
+    }
+    const pid_t child = ::fork();
+    if (child == 0) {
+        ::close(fds[0]);
+        std::string message = "cannot become nobody";
+        if (::setgroups(0, nullptr) == 0 && ::setgid(kNobody) == 0 && ::setuid(kNobody) == 0) {
+            auto store = Store::open(path);
+            message = store ? std::string() : store.error().message;
+        }
+        (void)!::write(fds[1], message.data(), message.size());
+        ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string out;
+    char buf[512];
+    ssize_t n = 0;
+    while ((n = ::read(fds[0], buf, sizeof buf)) > 0) {
+        out.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fds[0]);
+    ::waitpid(child, nullptr, 0);
+    return out;
+}
+
+// This test verifies that a directory this user cannot write is refused up front (as root, the
+// check runs as user nobody: root writes anywhere).
+TEST_F(StoreTest, UnwritableDirectoryIsAClearError) {
     fs::permissions(dir_, fs::perms::owner_read | fs::perms::owner_exec);
-    auto store = Store::open(path_);
-    ASSERT_FALSE(store);
-    EXPECT_TRUE(contains(store.error().message, dir_.string() + " is not writable"))
-        << store.error().message;
+    const std::string message = open_error_as_unprivileged(path_, {dir_});
+    EXPECT_TRUE(contains(message, dir_.string() + " is not writable")) << message;
 }
 
 // This test verifies that a database file this user cannot write is refused at open, where
 // SQLite would otherwise fall back to read-only and fail on the first write.
 TEST_F(StoreTest, ReadOnlyFileIsAClearError) {
-    if (::geteuid() == 0) {
-        GTEST_SKIP() << "root can write to any file";
-    }
     ASSERT_NE(open_store(), nullptr);
     fs::permissions(path_, fs::perms::owner_read);
-    auto store = Store::open(path_);
-    ASSERT_FALSE(store);
-    EXPECT_TRUE(contains(store.error().message, path_)) << store.error().message;
-    EXPECT_TRUE(contains(store.error().message, "not writable")) << store.error().message;
+    std::vector<fs::path> owned = {dir_, path_};
+    for (const char* suffix : {"-wal", "-shm"}) {
+        if (fs::exists(path_ + suffix)) {
+            owned.emplace_back(path_ + suffix);
+        }
+    }
+    const std::string message = open_error_as_unprivileged(path_, owned);
+    EXPECT_TRUE(contains(message, path_)) << message;
+    EXPECT_TRUE(contains(message, "not writable")) << message;
 }
 
 }  // namespace
