@@ -1,13 +1,14 @@
-// carma-fakejob: an emulated training task on emulated GPUs.
+// carma-fakejob: an emulated training task on emulated GPUs (or, with --cuda, on real ones).
 //
 //   carma-fakejob --profile NAME [--time-scale K] [--duration-s S] [--memory MIB]
-//                 [--emulator FILE]
+//                 [--emulator FILE | --cuda]
 //
 // Lives like a PyTorch training run as the device model describes it (interference-model.md
 // §10): CPU-side start-up with nothing on the GPU, then GPU-active with the CUDA context, memory
 // ramping linearly to the peak, progress at the speed the model gives it among its co-runners,
 // exit 0 when the work is done. An allocation that would pass a GPU's capacity prints PyTorch's
 // out-of-memory error and exits 1. Time runs K times faster than the wall clock.
+// With --cuda the same life runs on the real GPUs of CUDA_VISIBLE_DEVICES (cuda_job.h).
 //
 // Exit codes: 0 done, 1 out of memory (or the emulator became unusable), 2 bad usage or setup,
 // 128+signal when stopped by SIGTERM/SIGINT.
@@ -32,6 +33,8 @@
 #include "model/catalog.h"
 #include "model/constants.h"
 #include "model/memory.h"
+#include "cuda_job.h"
+#include "torch_oom.h"
 
 namespace {
 
@@ -90,6 +93,7 @@ struct Options {
     std::optional<std::string> memory;
     std::optional<std::string> emulator;
     std::optional<std::string> task_class;
+    bool cuda = false;  // real GPUs through the CUDA driver (cuda_job.h), not the emulator
 };
 
 // Everything the run needs, resolved from flags, environment and the catalog.
@@ -225,44 +229,11 @@ std::optional<Plan> make_plan(const Options& o) {
     }
     plan.profile = std::move(*profile);
     const auto scale = time_scale(o);
-    if (!scale || !find_gpus(o, plan)) {
+    if (!scale || (!o.cuda && !find_gpus(o, plan))) {
         return std::nullopt;
     }
     plan.time_scale = *scale;
     return plan;
-}
-
-// PyTorch's c10::CachingAllocator format_size: bytes, KiB, MiB or GiB with two decimals.
-std::string torch_size(MiB mib) {
-    const double bytes = static_cast<double>(mib) * 1024.0 * 1024.0;
-    if (bytes <= 1024.0) {
-        return fmt::format("{:.0f} bytes", bytes);
-    }
-    if (bytes <= 1048576.0) {
-        return fmt::format("{:.2f} KiB", bytes / 1024.0);
-    }
-    if (bytes <= 1073741824.0) {
-        return fmt::format("{:.2f} MiB", bytes / 1048576.0);
-    }
-    return fmt::format("{:.2f} GiB", bytes / 1073741824.0);
-}
-
-// What an uncaught torch.OutOfMemoryError leaves on stderr (PyTorch 2.x).
-void print_torch_oom(const carma::device::Allocation& a) {
-    const MiB tensors = std::max<MiB>(0, a.held_mib - carma::model::kContextMiB);
-    fmt::print(stderr,
-               "Traceback (most recent call last):\n"
-               "  File \"train.py\", line 1, in <module>\n"
-               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {}. GPU {} has a "
-               "total capacity of {} of which {} is free. Including non-PyTorch memory, this "
-               "process has {} memory in use. Of the allocated memory {} is allocated by "
-               "PyTorch, and {} is reserved by PyTorch but unallocated. If reserved but "
-               "unallocated memory is large try setting "
-               "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
-               "documentation for Memory Management  "
-               "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n",
-               torch_size(a.requested_mib), a.device, torch_size(a.total_mib),
-               torch_size(a.free_mib), torch_size(a.held_mib), torch_size(tensors), torch_size(0));
 }
 
 int fail_run(const carma::Error& e) {
@@ -307,7 +278,7 @@ int run_active(const Plan& plan, carma::device::JobHandle& job) {
                 return fail_run(a.error());
             }
             if (!a->ok) {
-                print_torch_oom(*a);
+                carma::fakejob::print_torch_oom(*a);
                 return kExitOom;
             }
         }
@@ -370,7 +341,12 @@ int main(int argc, char** argv) {
                    "model seconds per wall second (default: $CARMA_TIME_SCALE or 1)");
     app.add_option("--duration-s", o.duration_s, "standalone run time, overrides the profile");
     app.add_option("--memory", o.memory, "peak memory per GPU (MiB, or 12GiB), overrides it");
-    app.add_option("--emulator", o.emulator, "emulator file (default: $CARMA_EMULATOR_FILE)");
+    auto* emulator = app.add_option("--emulator", o.emulator,
+                                    "emulator file (default: $CARMA_EMULATOR_FILE)");
+    app.add_flag("--cuda", o.cuda,
+                 "run on the real GPUs of CUDA_VISIBLE_DEVICES through libcuda.so.1 "
+                 "($CARMA_CUDA_LIBRARY overrides it)")
+        ->excludes(emulator);
     app.add_option("--class", o.task_class,
                    "light, medium or heavy: activity of a task not in the catalog (default "
                    "medium)");
@@ -383,6 +359,10 @@ int main(int argc, char** argv) {
     const auto plan = make_plan(o);
     if (!plan) {
         return kExitUsage;
+    }
+    if (o.cuda) {
+        return carma::fakejob::run_cuda_job(plan->profile, plan->time_scale,
+                                            {sleep_for, stopped_exit_code});
     }
     return run(*plan);
 }
