@@ -540,6 +540,10 @@ void Daemon::finish_attempt(LiveAttempt live, const exec::ExitRecord* record) {
         // The supervisor died without a record (e.g. SIGKILL); its task may still run unwatched.
         if (auto pgid = exec::task_pgid(live.handle.attempt_dir); pgid && *pgid > 1) {
             ::kill(-*pgid, SIGKILL);
+            // Ranks that left the group: their supervisor, which would have killed them, is gone.
+            for (pid_t p : exec::task_processes(exec::read_process_table(), *pgid)) {
+                ::kill(p, SIGKILL);
+            }
         }
     }
     const std::string tail = read_tail(live.handle.attempt_dir + "/stderr.log", 64 * 1024);

@@ -29,7 +29,7 @@ bool parse_stat(const std::string& text, ProcEntry& out) {
         return false;
     }
     out = ProcEntry{static_cast<pid_t>(pid), static_cast<pid_t>(ppid), static_cast<pid_t>(pgrp),
-                    static_cast<pid_t>(session)};
+                    static_cast<pid_t>(session), state == 'Z'};
     return true;
 }
 
@@ -59,19 +59,14 @@ std::vector<ProcEntry> read_process_table() {
     return out;
 }
 
-std::set<pid_t> task_processes(std::span<const ProcEntry> table, pid_t leader) {
-    std::set<pid_t> out;
-    if (leader <= 1) {
-        return out;
-    }
+namespace {
+
+// Adds to `out` every descendant of the processes already in it.
+void add_descendants(std::span<const ProcEntry> table, std::set<pid_t>& out) {
     std::multimap<pid_t, pid_t> children;
     for (const ProcEntry& p : table) {
         children.emplace(p.ppid, p.pid);
-        if (p.pid == leader || p.pgrp == leader || p.session == leader) {
-            out.insert(p.pid);
-        }
     }
-    // Descendants of every member found so far: a setsid'd rank's own children included.
     std::vector<pid_t> frontier(out.begin(), out.end());
     while (!frontier.empty()) {
         const pid_t parent = frontier.back();
@@ -83,6 +78,32 @@ std::set<pid_t> task_processes(std::span<const ProcEntry> table, pid_t leader) {
             }
         }
     }
+}
+
+}  // namespace
+
+std::set<pid_t> task_processes(std::span<const ProcEntry> table, pid_t leader) {
+    std::set<pid_t> out;
+    if (leader <= 1) {
+        return out;
+    }
+    for (const ProcEntry& p : table) {
+        if (p.pid == leader || p.pgrp == leader || p.session == leader) {
+            out.insert(p.pid);
+        }
+    }
+    // Descendants of every member found so far: a setsid'd rank's own children included.
+    add_descendants(table, out);
+    return out;
+}
+
+std::set<pid_t> descendants(std::span<const ProcEntry> table, pid_t root) {
+    std::set<pid_t> out = {root};
+    if (root <= 1) {
+        return {};
+    }
+    add_descendants(table, out);
+    out.erase(root);
     return out;
 }
 

@@ -18,6 +18,7 @@ struct ProcEntry {
     pid_t ppid = 0;
     pid_t pgrp = 0;
     pid_t session = 0;
+    bool zombie = false;  // exited, not yet reaped: runs no more
 };
 
 // A snapshot of /proc/<pid>/stat for every process this user can see (all of them on Linux).
@@ -26,5 +27,10 @@ std::vector<ProcEntry> read_process_table();
 
 // Pure: the leader's group, its session, and all descendants of the leader.
 std::set<pid_t> task_processes(std::span<const ProcEntry> table, pid_t leader);
+
+// Pure: every process below `root` in the tree (not `root` itself). The supervisor is a child
+// subreaper, so a task's orphans (a double-forked daemon, a setsid'd rank whose parent exited)
+// are re-parented to it and stay findable here.
+std::set<pid_t> descendants(std::span<const ProcEntry> table, pid_t root);
 
 }  // namespace carma::exec

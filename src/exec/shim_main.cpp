@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -15,20 +16,24 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "exec/launch.h"
+#include "exec/proc_tree.h"
 
 namespace carma::exec {
 
@@ -254,6 +259,44 @@ Started start_task(LaunchRequest& request, const std::string& dir) {
     return {-1, error};
 }
 
+// What is left of the task: its group, its session and its leader's descendants, plus whatever
+// was re-parented to this shim (a child subreaper): ranks that called setsid or daemonised
+// escape the process group but not this. The shim itself is never in it.
+std::set<pid_t> task_members(pid_t leader) {
+    const std::vector<ProcEntry> table = read_process_table();
+    std::set<pid_t> out = task_processes(table, leader);
+    for (pid_t p : descendants(table, ::getpid())) {
+        out.insert(p);
+    }
+    for (const ProcEntry& e : table) {
+        if (e.zombie) {
+            out.erase(e.pid);
+        }
+    }
+    out.erase(::getpid());
+    return out;
+}
+
+// The group first (one call reaches most of it), then every member outside it.
+void signal_task(pid_t leader, int sig) {
+    if (::kill(-leader, sig) != 0 && errno != ESRCH) {
+        shim_log("cannot send signal {} to process group {}: {}", sig, leader, errno_text(errno));
+    }
+    for (pid_t p : task_members(leader)) {
+        ::kill(p, sig);
+    }
+}
+
+// Orphans re-parented to the shim must not stay zombies; the leader is reaped last, on purpose
+// (see Supervisor::leader_exited).
+void reap_orphans(pid_t leader) {
+    for (const ProcEntry& e : read_process_table()) {
+        if (e.ppid == ::getpid() && e.pid != leader && e.zombie) {
+            ::waitpid(e.pid, nullptr, WNOHANG);
+        }
+    }
+}
+
 class Supervisor {
 public:
     Supervisor(pid_t pid, int signal_fd, int timer_fd, double grace_s)
@@ -304,8 +347,9 @@ private:
             if (si.ssi_signo == SIGTERM) {
                 on_stop_requested();
             }
-            // SIGCHLD needs nothing: the loop checks the leader on every wake-up.
+            // On SIGCHLD the loop checks the leader on every wake-up; orphans are reaped here.
         }
+        reap_orphans(pid_);
     }
 
     void on_stop_requested() {
@@ -340,11 +384,7 @@ private:
         signal_group(SIGKILL);
     }
 
-    void signal_group(int sig) {
-        if (::kill(-pid_, sig) != 0 && errno != ESRCH) {
-            shim_log("cannot send signal {} to process group {}: {}", sig, pid_, errno_text(errno));
-        }
-    }
+    void signal_group(int sig) { signal_task(pid_, sig); }
 
     pid_t pid_;
     int signal_fd_;
@@ -354,10 +394,19 @@ private:
     bool failed_ = false;
 };
 
-// Kills what is left of the task's process group, reaps the leader and records its end.
+// Kills what is left of the task (its group and every process that escaped it), reaps the
+// leader and records its end.
 ExitRecord finish_task(pid_t pid, bool cancel_requested) {
-    if (::kill(-pid, SIGKILL) != 0 && errno != ESRCH) {
-        shim_log("cannot kill the rest of process group {}: {}", pid, errno_text(errno));
+    constexpr int kKillRounds = 200;  // 10 ms apart: killed processes need a moment to go
+    for (int round = 0; round < kKillRounds; ++round) {
+        signal_task(pid, SIGKILL);
+        reap_orphans(pid);
+        std::set<pid_t> left = task_members(pid);
+        left.erase(pid);
+        if (left.empty()) {
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ExitRecord record;
     record.started = true;
@@ -443,6 +492,13 @@ int run(const std::string& request_path) {
     auto request = load_request(request_path);
     if (!request) {
         return write_exit(dir, not_started(request.error().message));
+    }
+    // A child subreaper: the task's orphans are re-parented here, not to init, so escaped
+    // processes are still found, signalled on a stop and killed when the task ends.
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+        shim_log("cannot become a child subreaper: {}; processes that leave the task's group "
+                 "may outlive it",
+                 errno_text(errno));
     }
     Started started = start_task(*request, dir);
     if (started.pid < 0) {

@@ -292,6 +292,38 @@ TEST_F(LaunchTest, KillsLeftoverProcessesOfTheGroup) {
     EXPECT_TRUE(wait_until([&] { return process_gone(bg); })) << "pid " << bg;
 }
 
+// This test verifies that processes which left the task's process group and session (a rank that
+// called setsid, a double-forked daemon re-parented to the supervisor) are killed too when the
+// task ends, so nothing of it keeps holding a GPU.
+TEST_F(LaunchTest, KillsProcessesThatLeftTheGroup) {
+    auto record = run(request(
+        {"sh", "-c",
+         "setsid sleep 60 & echo $! > rank.pid; (setsid sh -c 'sleep 60 & echo $! > daemon.pid' &);"
+         " while [ ! -s daemon.pid ]; do sleep 0.01; done"}));
+    ASSERT_TRUE(record);
+    EXPECT_EQ(record->exit_code, 0);
+    for (const char* file : {"rank.pid", "daemon.pid"}) {
+        const pid_t p = std::atoi(read_file(root_ / file).c_str());
+        ASSERT_GT(p, 1) << file;
+        EXPECT_TRUE(wait_until([&] { return process_gone(p); })) << file << " pid " << p;
+    }
+}
+
+// This test verifies that a stop reaches a rank that called setsid: SIGTERM ends it with the
+// task instead of leaving it running after the task is gone.
+TEST_F(LaunchTest, StopReachesARankThatCalledSetsid) {
+    auto handle = launch(request({"sh", "-c",
+                                  "setsid sleep 60 & echo $! > rank.pid; echo ready; wait"}),
+                         CARMA_SHIM_PATH);
+    ASSERT_TRUE(handle) << handle.error().message;
+    ASSERT_TRUE(wait_for_output(handle->attempt_dir, "ready"));
+    const pid_t rank = std::atoi(read_file(root_ / "rank.pid").c_str());
+    ASSERT_GT(rank, 1);
+    ASSERT_TRUE(request_stop(*handle));
+    ASSERT_TRUE(wait_for_exit(handle->attempt_dir));
+    EXPECT_TRUE(wait_until([&] { return process_gone(rank); })) << "pid " << rank;
+}
+
 // --- detachment and liveness ------------------------------------------------------------------
 
 // Runs launch() in a child process, first applying `prepare` to that process, and returns once
