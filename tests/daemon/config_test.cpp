@@ -1,5 +1,8 @@
 #include "daemon/config.h"
 
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace carma::daemon {
@@ -14,9 +17,33 @@ TEST(ConfigTest, ExampleConfigParses) {
     EXPECT_EQ(c->no_info_min_free_mib, 5120);
     EXPECT_DOUBLE_EQ(c->risk.smocc, 0.45);
     EXPECT_EQ(c->max_attempts, 3);
+    EXPECT_EQ(c->exclude_gpus, std::vector<std::string>{"*Display*"});
+    EXPECT_FALSE(c->mps);
     auto f = finalize(*c);
     ASSERT_TRUE(f) << f.error().message;
     EXPECT_EQ(f->socket, f->state_dir + "/carma.sock");
+}
+
+// This test verifies the real-GPU keys: exclude_gpus as a list or one pattern (an empty list
+// leaves no GPU out), mps, mps_control and dcgm_host.
+TEST(ConfigTest, RealGpuKeys) {
+    auto c = parse_config("exclude_gpus: [3, 'GPU-8a1c', '*Quadro*']\nmps: true\n"
+                          "mps_control: /opt/nvidia/mps-control\ndcgm_host: localhost:5555\n",
+                          "test.yaml", DaemonConfig{});
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->exclude_gpus, (std::vector<std::string>{"3", "GPU-8a1c", "*Quadro*"}));
+    EXPECT_TRUE(c->mps);
+    EXPECT_EQ(c->mps_control, "/opt/nvidia/mps-control");
+    EXPECT_EQ(c->dcgm_host, "localhost:5555");
+    auto one = parse_config("exclude_gpus: '*Display*'\n", "test.yaml", DaemonConfig{});
+    ASSERT_TRUE(one) << one.error().message;
+    EXPECT_EQ(one->exclude_gpus, std::vector<std::string>{"*Display*"});
+    auto none = parse_config("exclude_gpus: []\n", "test.yaml", DaemonConfig{});
+    ASSERT_TRUE(none) << none.error().message;
+    EXPECT_TRUE(none->exclude_gpus.empty());
+    auto bad = parse_config("mps: maybe\n", "test.yaml", DaemonConfig{});
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("mps"), std::string::npos);
 }
 
 // This test verifies that config mistakes are errors naming the key, the file and the fix.
