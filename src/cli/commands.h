@@ -12,5 +12,6 @@ using Action = std::function<int()>;
 Action add_simulate_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
 Action add_demo_command(CLI::App& app);
+Action add_admin_command(CLI::App& app);
 
 }  // namespace carma::cli

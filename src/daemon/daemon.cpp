@@ -71,6 +71,25 @@ std::vector<gid_t> supplementary_groups(const std::string& user, gid_t gid) {
     return groups;
 }
 
+// The state directory's lock. A daemon killed with SIGKILL may leave a child between fork and
+// exec that still shares the locked file description for a moment; when the pid recorded in
+// the lock file is dead, wait a little for that child instead of refusing the restart.
+bool take_state_lock(int fd, const std::string& path) {
+    constexpr int kRetries = 100;  // 50 ms apart: 5 s
+    for (int attempt = 0;; ++attempt) {
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            return true;
+        }
+        pid_t holder = 0;
+        std::ifstream(path) >> holder;
+        const bool holder_dead = holder > 0 && ::kill(holder, 0) != 0 && errno == ESRCH;
+        if (!holder_dead || attempt >= kRetries) {
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+}
+
 }  // namespace
 
 double unix_now() {
@@ -119,7 +138,9 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
                                                "another with --state-dir",
                                                config.state_dir, ec.message()));
     }
-    ::chmod(config.state_dir.c_str(), 0755);
+    // Others may reach the socket, the emulated-GPU file and the MPS pipes by name, but not
+    // list what is inside.
+    ::chmod(config.state_dir.c_str(), 0711);
     // Two daemons on one state directory would launch the same queued tasks twice.
     const std::string lock_path = config.state_dir + "/daemon.lock";
     const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -127,7 +148,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
         return fail(ErrorCode::Io, fmt::format("cannot open {}: {}", lock_path,
                                                std::strerror(errno)));
     }
-    if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (!take_state_lock(lock_fd, lock_path)) {
         std::string holder;
         std::ifstream(lock_path) >> holder;
         ::close(lock_fd);

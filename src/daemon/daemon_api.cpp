@@ -142,7 +142,21 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
     return task_to_json(*task);
 }
 
-api::ApiResult<std::string> Daemon::list_tasks(const api::Caller&, bool include_final) {
+namespace {
+
+// A task's environment often carries tokens and keys: only its owner and root see it; everyone
+// else sees the rest of the task (the queue stays public, as squeue's is).
+nlohmann::json visible_task_json(const api::Caller& caller, const store::TaskRow& task) {
+    nlohmann::json j = task_to_json(task);
+    if (caller.uid != 0 && caller.uid != task.uid) {
+        j.erase("env");
+    }
+    return j;
+}
+
+}  // namespace
+
+api::ApiResult<std::string> Daemon::list_tasks(const api::Caller& caller, bool include_final) {
     auto tasks = store_->tasks(include_final);
     if (!tasks) {
         return tl::unexpected(store_error(tasks.error()));
@@ -153,19 +167,19 @@ api::ApiResult<std::string> Daemon::list_tasks(const api::Caller&, bool include_
         if (i > 0) {
             out += ',';
         }
-        out += task_to_json((*tasks)[i]).dump(-1, ' ', false,
+        out += visible_task_json(caller, (*tasks)[i]).dump(-1, ' ', false,
                                               nlohmann::json::error_handler_t::replace);
     }
     out += "]}";
     return out;
 }
 
-api::ApiResult<nlohmann::json> Daemon::show_task(const api::Caller&, std::int64_t id) {
+api::ApiResult<nlohmann::json> Daemon::show_task(const api::Caller& caller, std::int64_t id) {
     auto task = load_task(id);
     if (!task) {
         return tl::unexpected(task.error());
     }
-    nlohmann::json j = task_to_json(*task);
+    nlohmann::json j = visible_task_json(caller, *task);
     auto attempts = store_->attempts(id);
     if (!attempts) {
         return tl::unexpected(store_error(attempts.error()));

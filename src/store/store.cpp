@@ -1,7 +1,8 @@
 #include "store/store.h"
 
-#include <map>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +16,7 @@
 #include <system_error>
 #include <type_traits>
 
+#include <SQLiteCpp/Backup.h>
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -583,16 +585,84 @@ Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Store::~Store() = default;
 
+namespace {
+
+std::string restore_hint(const std::string& path) {
+    return fmt::format(
+        "keep {0} and its -wal and -shm files as they are (they may hold the newest writes), then "
+        "either copy a backup made with `carma admin backup FILE` to {0}, or move the damaged "
+        "files aside to start with an empty queue",
+        path);
+}
+
+// Serving a damaged database would answer every request with 500 and could make it worse.
+Result<void> check_integrity(SQLite::Database& db, const std::string& path) {
+    std::string problem;
+    try {
+        SQLite::Statement st(db, "PRAGMA quick_check");
+        if (st.executeStep()) {
+            problem = st.getColumn(0).getString();
+        }
+    } catch (const std::exception& e) {
+        problem = e.what();
+    }
+    if (problem == "ok") {
+        return {};
+    }
+    return fail(ErrorCode::Io, fmt::format("the database {} is damaged ({}); {}", path,
+                                           problem.empty() ? "quick_check said nothing" : problem,
+                                           restore_hint(path)));
+}
+
+}  // namespace
+
+Result<void> Store::backup(const std::string& source, const std::string& destination) {
+    if (!std::filesystem::exists(source)) {
+        return fail(ErrorCode::NotFound,
+                    fmt::format("no database at {}; give the daemon's state directory", source));
+    }
+    try {
+        SQLite::Database from(source, SQLite::OPEN_READONLY);
+        from.setBusyTimeout(kBusyTimeoutMs);
+        {
+            // Created 0600 before SQLite writes a byte: the tasks' environments are inside.
+            const int fd = ::open(destination.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+            if (fd < 0) {
+                return fail(ErrorCode::Io, fmt::format("cannot create {}: {}; choose a new file",
+                                                       destination, std::strerror(errno)));
+            }
+            ::close(fd);
+        }
+        SQLite::Database to(destination, SQLite::OPEN_READWRITE);
+        SQLite::Backup copy(to, from);
+        copy.executeStep(-1);
+    } catch (const std::exception& e) {
+        return fail(ErrorCode::Io, fmt::format("cannot back up {} to {}: {}", source, destination,
+                                               e.what()));
+    }
+    return {};
+}
+
 Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
     if (auto dir = check_directory(path); !dir) {
         return tl::unexpected(dir.error());
+    }
+    // The database holds every task's environment (tokens, keys): only the daemon's user may
+    // read it. SQLite gives its -wal and -shm files the database file's mode.
+    if (const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600); fd >= 0) {
+        (void)::fchmod(fd, 0600);
+        ::close(fd);
     }
     std::unique_ptr<Impl> impl;
     try {
         impl = std::make_unique<Impl>(path);
         configure(impl->db);
     } catch (const std::exception& e) {
-        return fail(ErrorCode::Io, fmt::format("cannot open the database {}: {}", path, e.what()));
+        return fail(ErrorCode::Io, fmt::format("cannot open the database {}: {}; {}", path,
+                                               e.what(), restore_hint(path)));
+    }
+    if (auto healthy = check_integrity(impl->db, path); !healthy) {
+        return tl::unexpected(healthy.error());
     }
     auto version = migrate(impl->db, path);
     if (!version) {

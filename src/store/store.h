@@ -18,8 +18,13 @@ inline constexpr int kSchemaVersion = 2;
 
 class Store {
 public:
-    // Opens (creating if needed) the database file; errors name the path.
+    // Opens (creating if needed) the database file; errors name the path. A damaged database
+    // (PRAGMA quick_check) is refused with how to restore it, never served.
     static Result<std::unique_ptr<Store>> open(const std::string& path);
+
+    // A consistent copy of `source` into `destination` with SQLite's online backup, safe while a
+    // daemon writes to it; the copy is created 0600. Errors name both files.
+    static Result<void> backup(const std::string& source, const std::string& destination);
     ~Store();
     Store(const Store&) = delete;
     Store& operator=(const Store&) = delete;
@@ -32,9 +37,9 @@ public:
     Result<std::vector<TaskRow>> tasks(bool include_final);
 
     Result<void> insert_attempt(const AttemptRow& attempt);
-    Result<void> update_attempt(const AttemptRow& attempt);
+    Result<void> update_attempt(const AttemptRow& attempt);  // by (task, number)
     // Only the per-GPU peak memory of a running attempt (written while it grows).
-    Result<void> set_attempt_peak(TaskId task, int number, const std::map<int, MiB>& peak_mib);  // by (task, number)
+    Result<void> set_attempt_peak(TaskId task, int number, const std::map<int, MiB>& peak_mib);
     Result<std::vector<AttemptRow>> attempts(TaskId task);
     // Attempts without an end: what a restarted daemon must find again.
     Result<std::vector<AttemptRow>> open_attempts();

@@ -3,7 +3,9 @@
 // build. The fakes read their knobs from this process's environment at every call, so a test can
 // break a GPU, list a task's process on it or turn MIG on between two ticks of the loop.
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -460,6 +462,53 @@ TEST_F(RealGpuDaemonTest, MpsControlStartedAndTasksGetLimits) {
     ASSERT_FALSE(refused);
     EXPECT_NE(refused.error().message.find("MPS control daemon did not start"), std::string::npos)
         << refused.error().message;
+}
+
+// This test verifies a restart right after SIGKILL: the lock file names a dead daemon but a child
+// it forked still holds the lock for a moment; the new daemon waits for it instead of refusing.
+// A lock whose recorded holder is alive is still refused at once.
+TEST_F(RealGpuDaemonTest, RestartWaitsForALockLeftByADeadDaemonsChild) {
+    fs::create_directories(config_.state_dir);
+    const std::string lock = config_.state_dir + "/daemon.lock";
+    const pid_t dead = ::fork();
+    if (dead == 0) {
+        ::_exit(0);
+    }
+    ::waitpid(dead, nullptr, 0);
+    std::ofstream(lock) << dead << "\n";
+    auto hold = [&](double seconds) {
+        const pid_t holder = ::fork();
+        if (holder == 0) {
+            const int fd = ::open(lock.c_str(), O_RDWR);
+            ::flock(fd, LOCK_EX);
+            std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+            ::_exit(0);
+        }
+        // The child has the lock once a non-blocking attempt here fails.
+        const int probe = ::open(lock.c_str(), O_RDWR);
+        eventually([&] {
+            if (::flock(probe, LOCK_EX | LOCK_NB) == 0) {
+                ::flock(probe, LOCK_UN);
+                return false;
+            }
+            return true;
+        });
+        ::close(probe);
+        return holder;
+    };
+    pid_t holder = hold(1.0);
+    create();  // waits for the child, then starts
+    EXPECT_NE(daemon_, nullptr);
+    ::waitpid(holder, nullptr, 0);
+    daemon_.reset();
+
+    std::ofstream(lock) << ::getpid() << "\n";  // a live holder: really another daemon
+    holder = hold(3.0);
+    auto refused = Daemon::create(config_);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("already uses the state directory"), std::string::npos)
+        << refused.error().message;
+    ::waitpid(holder, nullptr, 0);
 }
 
 }  // namespace

@@ -295,6 +295,31 @@ TEST_F(DaemonTest, SecondDaemonOnSameStateDirRefused) {
     EXPECT_TRUE(client().healthz());
 }
 
+// This test verifies `carma admin backup`: a copy of the live database, taken while the daemon
+// runs, that a daemon started on it serves with the same tasks.
+TEST_F(DaemonTest, AdminBackupWhileRunning) {
+    start("exclusive");
+    const TaskId id = submit({{"name", "kept"}, {"command", {"/bin/true"}}, {"workdir", "/tmp"}});
+    ASSERT_GT(id, 0);
+    const std::string copy = dir_ + "/backup.db";
+    const std::string cmd = std::string(CARMA_BIN) + " admin backup " + copy + " --state-dir " +
+                            dir_ + "/state >" + dir_ + "/backup.out 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    stop(SIGTERM);
+    fs::create_directories(dir_ + "/restored");
+    fs::copy_file(copy, dir_ + "/restored/carma.db");
+    const std::string restored = std::string(CARMA_BIN) + " serve --gpus emulated:1xA100-40GB " +
+                                 "--state-dir " + dir_ + "/restored --socket " + dir_ +
+                                 "/restored.sock >" + dir_ + "/restored.log 2>&1 &";
+    ASSERT_EQ(std::system(restored.c_str()), 0);
+    api::ApiClient c(dir_ + "/restored.sock");
+    ASSERT_TRUE(eventually([&] { return c.healthz().has_value(); }, 30s));
+    auto t = c.task(id);
+    ASSERT_TRUE(t) << t.error().message;
+    EXPECT_EQ((*t)["name"], "kept");
+    std::system(("pkill -TERM -f -- '--socket " + dir_ + "/restored.sock'").c_str());
+}
+
 // This test verifies the optional loopback TCP listener: requests need the bearer token.
 TEST_F(DaemonTest, TcpNeedsBearerToken) {
     const std::string token_file = dir_ + "/token";
@@ -480,7 +505,8 @@ std::optional<passwd> ensure_user(const std::string& name) {
 }
 
 // This test verifies multi-user rules: tasks run as their submitter; another user may list but
-// not cancel or read them; root may.
+// not cancel them, read their logs or see their environment (nor read the database file); the
+// owner and root may.
 TEST_F(DaemonTest, TwoUsers) {
     if (::geteuid() != 0) {
         GTEST_SKIP() << "needs root to create users and run tasks as them";
@@ -496,8 +522,14 @@ TEST_F(DaemonTest, TwoUsers) {
     const int rc = as_user(*alice, [&] {
         api::ApiClient c(socket_);
         auto whoami = c.submit({{"command", {"/bin/sh", "-c", "id -u; id -G"}}, {"workdir", "/tmp"}});
-        auto sleeper = c.submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
+        auto sleeper = c.submit({{"command", {"/bin/sleep", "600"}},
+                                 {"workdir", "/tmp"},
+                                 {"env", {{"WANDB_API_KEY", "alice-secret"}}}});
         if (!whoami || !sleeper) {
+            return 1;
+        }
+        auto own = c.task((*sleeper)["id"].get<TaskId>());  // the owner sees her environment
+        if (!own || (*own)["env"].value("WANDB_API_KEY", "") != "alice-secret") {
             return 1;
         }
         std::ofstream out(ids_file);
@@ -523,13 +555,28 @@ TEST_F(DaemonTest, TwoUsers) {
         auto list = c.list_tasks(true);
         auto cancel = c.cancel(sleeper);
         auto logs = c.logs(sleeper, {});
+        auto shown = c.task(sleeper);
+        bool env_hidden = list && shown && !shown->contains("env");
+        if (list) {
+            for (const json& t : (*list)["tasks"]) {
+                env_hidden = env_hidden && !t.contains("env");
+            }
+        }
+        // Nor can the database be read behind the daemon's back.
+        const bool db_closed = ::access((dir_ + "/state/carma.db").c_str(), R_OK) != 0;
         const bool ok = list && (*list)["tasks"].size() == 2 && !cancel &&
                         cancel.error().message.find("only its owner or root") != std::string::npos &&
-                        !logs;
+                        !logs && env_hidden && db_closed;
         return ok ? 0 : 1;
     });
     EXPECT_EQ(bob_rc, 0);
     EXPECT_EQ(state(sleeper), "running");
+    EXPECT_EQ(task(sleeper)["env"].value("WANDB_API_KEY", ""), "alice-secret");  // root sees it
+    struct stat st {};
+    ASSERT_EQ(::stat((dir_ + "/state/carma.db").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    ASSERT_EQ(::stat((dir_ + "/state").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0711u);
     ASSERT_TRUE(client().cancel(sleeper));  // root may
     EXPECT_EQ(wait_final(sleeper)["state"], "cancelled");
 }

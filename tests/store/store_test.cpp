@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <grp.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -667,6 +668,56 @@ TEST_F(StoreTest, ReadOnlyFileIsAClearError) {
     const std::string message = open_error_as_unprivileged(path_, owned);
     EXPECT_TRUE(contains(message, path_)) << message;
     EXPECT_TRUE(contains(message, "not writable")) << message;
+}
+
+// This test verifies that a damaged database is refused at open with how to restore it (not
+// served, answering every request with 500), and that a backup taken with Store::backup opens
+// and holds the tasks.
+TEST_F(StoreTest, DamagedDatabaseIsRefusedAndBackupRestores) {
+    {
+        auto store = open_store();
+        ASSERT_NE(store, nullptr);
+        for (int i = 0; i < 200; ++i) {  // enough pages that damage lands in a table
+            ASSERT_TRUE(store->insert_task(named_task("task" + std::to_string(i))));
+        }
+    }
+    const std::string backup = (dir_ / "backup.db").string();
+    ASSERT_TRUE(Store::backup(path_, backup));
+    struct stat st {};
+    ASSERT_EQ(::stat(backup.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_FALSE(Store::backup(path_, backup));  // never overwrites
+
+    {
+        // Every page but the first (the header and the schema) overwritten: the tables are gone.
+        const auto size = fs::file_size(path_);
+        ASSERT_GT(size, 8192u);
+        std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(4096);
+        const std::string junk(size - 4096, '\x5a');
+        f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+    }
+    auto damaged = Store::open(path_);
+    ASSERT_FALSE(damaged);
+    EXPECT_TRUE(contains(damaged.error().message, path_ + " is damaged") ||
+                contains(damaged.error().message, "cannot open the database"))
+        << damaged.error().message;
+    EXPECT_TRUE(contains(damaged.error().message, "carma admin backup")) << damaged.error().message;
+
+    auto restored = Store::open(backup);
+    ASSERT_TRUE(restored) << restored.error().message;
+    auto tasks = (*restored)->tasks(true);
+    ASSERT_TRUE(tasks);
+    EXPECT_EQ(tasks->size(), 200u);
+}
+
+// This test verifies that the database file is created readable by the daemon's user only: it
+// holds every task's environment.
+TEST_F(StoreTest, DatabaseIsPrivate) {
+    ASSERT_NE(open_store(), nullptr);
+    struct stat st {};
+    ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 }  // namespace
