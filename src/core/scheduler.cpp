@@ -45,6 +45,11 @@ void Scheduler::enqueue_recovery(TaskId id, TaskSpec spec) {
     recovery_.push_back(QueuedTask{id, std::move(spec)});
 }
 
+void Scheduler::return_to_front(TaskId id, TaskSpec spec, bool recovery) {
+    warmup_.exited(id);
+    (recovery ? recovery_ : main_).push_front(QueuedTask{id, std::move(spec)});
+}
+
 bool Scheduler::cancel(TaskId id) {
     for (auto* queue : {&recovery_, &main_}) {
         auto it = std::find_if(queue->begin(), queue->end(),

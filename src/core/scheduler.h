@@ -74,6 +74,9 @@ public:
 
     void enqueue(TaskId id, TaskSpec spec);
     void enqueue_recovery(TaskId id, TaskSpec spec);
+    // Puts a task that was placed but could not be launched (disk full, a fork that failed) back
+    // at the front of its queue and releases its warm-up lock: it keeps its turn.
+    void return_to_front(TaskId id, TaskSpec spec, bool recovery);
     // Removes a waiting task from either queue; false if it was not waiting.
     bool cancel(TaskId id);
 

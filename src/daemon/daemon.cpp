@@ -55,6 +55,10 @@ std::string read_tail(const std::string& path, std::size_t max_bytes) {
     return out;
 }
 
+// After an attempt could not be started for a reason of this machine (disk full), decisions
+// pause this many periods before the task is tried again.
+constexpr double kLaunchRetryPeriods = 5;
+
 // A GPU whose samples failed or were stale this many times in a row is unhealthy; a sample
 // older than this many periods counts as missing (its free memory would mislead placement).
 constexpr int kUnhealthyAfterMissing = 3;
@@ -767,6 +771,9 @@ void Daemon::decide() {
         pending_reason_ = "the GPU monitor is filling its first window";
         return;
     }
+    if (now() < launch_backoff_until_) {
+        return;  // the last launch failed for a reason of this machine: give it a moment
+    }
     StepResult step = scheduler_.step(views, now());
     pending_reason_ = step.pending_reason;
     for (const Rejection& r : step.rejected) {
@@ -793,10 +800,38 @@ void Daemon::decide() {
     }
 }
 
+// A placed task whose attempt could not be prepared or started for a reason of this machine
+// (disk full, no fork, the shim missing) keeps its place at the front of its queue and is tried
+// again; only a request that can never start (InvalidArgument) fails the task.
+void Daemon::postpone_launch(const Placement& p, const std::string& why) {
+    auto t = store_->task(p.task);
+    TaskSpec spec;
+    if (t && *t) {
+        spec = (*t)->spec;
+        store::TaskRow row = **t;
+        row.state = p.recovered ? store::TaskState::Recovering : store::TaskState::Queued;
+        row.message = fmt::format("could not start an attempt ({}); it keeps its place and is "
+                                  "tried again",
+                                  why);
+        if (auto r = store_->update_task(row); !r) {
+            spdlog::warn("task={}: {}", p.task, r.error().message);
+        }
+    } else {
+        // Cannot even read it: the store still says it waits, so a restart queues it again.
+        spdlog::error("task={} was placed but cannot be read from the store: {}", p.task,
+                      t ? "no such task" : t.error().message);
+        scheduler_.task_exited(p.task);
+        return;
+    }
+    scheduler_.return_to_front(p.task, std::move(spec), p.recovered);
+    spdlog::warn("task={}: could not start an attempt: {}; will retry", p.task, why);
+    launch_backoff_until_ = now() + kLaunchRetryPeriods;
+}
+
 void Daemon::launch(const Placement& p) {
     auto t = store_->task(p.task);
     if (!t || !*t) {
-        spdlog::error("task={} was placed but is not in the store", p.task);
+        postpone_launch(p, t ? "not in the store" : t.error().message);
         return;
     }
     store::TaskRow task = **t;
@@ -818,11 +853,21 @@ void Daemon::launch(const Placement& p) {
     attempt.started_at = unix_now();
     attempt.recovered = p.recovered;
     // Recorded before the launch: a restart then knows an attempt may exist (see restore()).
+    // Without that record nothing may start.
     task.state = store::TaskState::Running;
     task.message = fmt::format("running on GPU {}{}", fmt::join(p.gpus, ","),
                                p.exclusive ? "" : " (shared)");
-    (void)store_->insert_attempt(attempt);
-    (void)store_->update_task(task);
+    if (auto r = store_->insert_attempt(attempt); !r) {
+        postpone_launch(p, r.error().message);
+        return;
+    }
+    if (auto r = store_->update_task(task); !r) {
+        attempt.ended_at = unix_now();
+        attempt.outcome = "not-started";
+        (void)store_->update_attempt(attempt);
+        postpone_launch(p, r.error().message);
+        return;
+    }
 
     exec::LaunchRequest req;
     req.argv = task.spec.command;
@@ -839,19 +884,27 @@ void Daemon::launch(const Placement& p) {
     auto handle = exec::launch(req, config_.shim_path);
     if (!handle) {
         attempt.ended_at = unix_now();
-        attempt.outcome = "failed";
+        attempt.outcome = "not-started";
         (void)store_->update_attempt(attempt);
+        if (handle.error().code != ErrorCode::InvalidArgument) {
+            // Half-written attempt directories must not stand in the way of the next attempt.
+            fs::remove_all(dir, ec);
+            postpone_launch(p, handle.error().message);
+            return;
+        }
         task.state = store::TaskState::Failed;
         task.finished_at = unix_now();
         task.message = "could not launch: " + handle.error().message;
-        (void)store_->update_task(task);
+        if (auto r = store_->update_task(task); !r) {
+            spdlog::warn("task={}: {}", task.id, r.error().message);
+        }
         scheduler_.task_exited(task.id);
         event(task.id, "failed", task.message);
         return;
     }
     live.handle = *handle;
     attempt.shim_pid = handle->shim_pid;
-    (void)store_->update_attempt(attempt);
+    (void)store_->update_attempt(attempt);  // shim.pid in the attempt directory says the same
     live_[task.id] = live;
     event(task.id, "placed",
           fmt::format("attempt {} on GPU {}{}{}", live.number, fmt::join(p.gpus, ","),

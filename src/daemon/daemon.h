@@ -99,6 +99,7 @@ private:
     void finish_attempt(LiveAttempt live, const exec::ExitRecord* record);
     void decide();
     void launch(const Placement& placement);
+    void postpone_launch(const Placement& placement, const std::string& why);
     void event(TaskId task, const std::string& kind, const std::string& message);
     api::ApiResult<store::TaskRow> load_task(std::int64_t id);
     api::ApiResult<store::TaskRow> parse_submission(const api::Caller& caller,
@@ -125,6 +126,7 @@ private:
     double started_steady_ = 0;
     int lock_fd_ = -1;  // holds the state directory's lock for the daemon's lifetime
     std::optional<exec::MpsDaemon> mps_;  // the MPS control daemon CARMA started (--mps)
+    double launch_backoff_until_ = 0;     // scheduler clock; see postpone_launch()
 };
 
 }  // namespace carma::daemon

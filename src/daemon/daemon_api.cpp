@@ -132,7 +132,11 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
     std::lock_guard lock(mu_);
     auto id = store_->insert_task(*task);
     if (!id) {
-        return tl::unexpected(store_error(id.error()));
+        // Nothing was accepted: say so with 507 (Insufficient Storage), the usual cause.
+        return api::api_fail(507, fmt::format("the task could not be stored, so it was not "
+                                              "accepted: {}; free space in the daemon's state "
+                                              "directory and submit again",
+                                              id.error().message));
     }
     task->id = *id;
     scheduler_.enqueue(task->id, task->spec);

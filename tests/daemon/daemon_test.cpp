@@ -77,6 +77,11 @@ bool eventually(const std::function<bool()>& done, std::chrono::seconds limit = 
     return done();
 }
 
+std::string read_text(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 bool is_final(const std::string& state) {
     return state == "succeeded" || state == "failed" || state == "cancelled" || state == "lost" ||
            state == "rejected";
@@ -99,9 +104,14 @@ protected:
         for (pid_t pgid : task_groups()) {
             ::kill(-pgid, SIGKILL);
         }
+        if (mounted_) {
+            (void)std::system(("umount -l " + dir_ + "/state").c_str());
+        }
         std::error_code ec;
         fs::remove_all(dir_, ec);
     }
+
+    bool mounted_ = false;  // the state directory is a small tmpfs (the disk-full test)
 
     void start(const std::string& policy, std::vector<std::string> extra = {}) {
         std::vector<std::string> args = {CARMA_BIN,     "serve",        "--gpus",
@@ -293,6 +303,61 @@ TEST_F(DaemonTest, SecondDaemonOnSameStateDirRefused) {
     const std::string err(std::istreambuf_iterator<char>(in), {});
     EXPECT_NE(err.find("already uses the state directory"), std::string::npos) << err;
     EXPECT_TRUE(client().healthz());
+}
+
+// This test verifies a full disk: nothing accepted is lost. Submissions that cannot be stored
+// are refused with 507 (not accepted and then forgotten); a task whose attempt cannot be
+// prepared keeps its place in the queue (not failed, not shown queued while the scheduler lost
+// it); once space returns every accepted task runs exactly once.
+TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
+    ASSERT_EQ(::geteuid(), 0u) << "needs root to mount a small tmpfs as the state directory";
+    fs::create_directories(dir_ + "/state");
+    ASSERT_EQ(std::system(("mount -t tmpfs -o size=4m tmpfs " + dir_ + "/state").c_str()), 0)
+        << "mount -t tmpfs failed";
+    mounted_ = true;
+    start("exclusive");
+    std::vector<TaskId> sleepers;
+    for (int i = 0; i < 4; ++i) {  // one per GPU: what comes next waits
+        sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
+    }
+    ASSERT_TRUE(eventually([&] { return state(sleepers[3]) == "running"; }));
+    const std::string marks = dir_ + "/marks";
+    fs::create_directories(marks);
+    std::vector<TaskId> waiting;
+    for (int i = 0; i < 5; ++i) {
+        waiting.push_back(submit({{"command", {"/bin/sh", "-c", "echo x >> " + marks + "/" +
+                                                                  std::to_string(i)}},
+                                  {"workdir", "/tmp"}}));
+    }
+    // Fill the disk to the last byte.
+    (void)std::system(("dd if=/dev/zero of=" + dir_ + "/state/filler bs=64k 2>/dev/null").c_str());
+    int refused = 0;
+    const std::string big(200000, 'x');  // needs new pages whatever slack the WAL has
+    for (int i = 0; i < 10; ++i) {
+        json body = {{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"env", {{"BIG", big}}}};
+        const RawReply r = raw_request(socket_, "POST", "/v1/tasks", body.dump());
+        ASSERT_TRUE(r.status == 201 || r.status == 507) << r.status << " " << r.body;
+        if (r.status == 507) {
+            ++refused;
+            EXPECT_NE(r.body.find("free space"), std::string::npos) << r.body;
+        }
+    }
+    EXPECT_GT(refused, 0);
+    for (TaskId id : sleepers) {
+        ASSERT_TRUE(client().cancel(id));
+    }
+    // The GPUs are free but no attempt can be prepared: the tasks wait, they do not fail.
+    std::this_thread::sleep_for(3s);
+    for (TaskId id : waiting) {
+        EXPECT_TRUE(state(id) == "queued" || state(id) == "running" || state(id) == "succeeded")
+            << id << " is " << state(id) << ": " << task(id).dump(2);
+    }
+    EXPECT_NE(daemon_log().find("could not start an attempt"), std::string::npos) << daemon_log();
+    fs::remove(dir_ + "/state/filler");
+    for (std::size_t i = 0; i < waiting.size(); ++i) {
+        EXPECT_EQ(wait_final(waiting[i])["state"], "succeeded") << task(waiting[i]).dump(2);
+        EXPECT_EQ(read_text(marks + "/" + std::to_string(i)), "x\n");  // ran exactly once
+    }
 }
 
 // This test verifies `carma admin backup`: a copy of the live database, taken while the daemon
