@@ -1,6 +1,5 @@
 #include "device/dcgm.h"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join
 
+#include "device/dl_library.h"
 #include "device/nvml.h"
 
 namespace carma::device {
@@ -180,72 +180,25 @@ std::vector<std::string> library_candidates(const DcgmOptions& options) {
     return {"libdcgm.so.4", "libdcgm.so.3"};
 }
 
-// Owns a dlopen handle. The backend holds it as its first member, so it closes after dcgmShutdown.
-class Library {
-  public:
-    static Result<Library> open(const std::vector<std::string>& candidates) {
-        std::vector<std::string> reasons;
-        for (const std::string& path : candidates) {
-            // RTLD_LOCAL: DCGM's symbols must not leak into, or be captured by, anything loaded
-            // later. RTLD_NODELETE: the embedded host engine starts threads and loads modules of
-            // its own; keeping its code mapped means nothing left of them can run into a hole.
-            void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-            if (handle != nullptr) {
-                return Library(handle, path);
-            }
-            const char* why = ::dlerror();
-            std::string text = why != nullptr ? why : "cannot load it";
-            if (text.find(path) == std::string::npos) {  // dlerror usually names it; make sure
-                text = fmt::format("{}: {}", path, text);
-            }
-            reasons.push_back(std::move(text));
-        }
-        std::string also;
-        if (candidates.size() > 1) {
-            std::vector<std::string> rest(candidates.begin() + 1, candidates.end());
-            also = fmt::format(" (also tried {})", fmt::join(rest, ", "));
-        }
-        return fail(ErrorCode::Io, fmt::format("DCGM not available: {}{}; {}", reasons.front(),
-                                               also, kInstallHint));
+// The message names every candidate tried, so that one can see which DCGM versions were sought.
+Result<SharedLibrary> open_library(const std::vector<std::string>& candidates) {
+    // RTLD_NODELETE: the embedded host engine starts threads and loads modules of its own;
+    // keeping its code mapped means nothing left of them can run into a hole.
+    auto library = SharedLibrary::open(candidates, SharedLibrary::Unload::Never);
+    if (library) {
+        return library;
     }
-
-    void* handle() const { return handle_.get(); }
-    const std::string& path() const { return path_; }
-
-  private:
-    struct Close {
-        void operator()(void* handle) const { ::dlclose(handle); }
-    };
-
-    Library(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
-
-    std::unique_ptr<void, Close> handle_;
-    std::string path_;
-};
-
-// Looks entry points up by name and remembers which were missing.
-class SymbolTable {
-  public:
-    explicit SymbolTable(void* handle) : handle_(handle) {}
-
-    template <typename Fn>
-    void require(const char* name, Fn& slot) {
-        // POSIX guarantees a data pointer from dlsym can hold a function's address.
-        slot = reinterpret_cast<Fn>(::dlsym(handle_, name));
-        if (slot == nullptr) {
-            missing_.emplace_back(name);
-        }
+    std::string also;
+    if (candidates.size() > 1) {
+        std::vector<std::string> rest(candidates.begin() + 1, candidates.end());
+        also = fmt::format(" (also tried {})", fmt::join(rest, ", "));
     }
+    return fail(ErrorCode::Io, fmt::format("DCGM not available: {}{}; {}", library.error().message,
+                                           also, kInstallHint));
+}
 
-    const std::vector<std::string>& missing() const { return missing_; }
-
-  private:
-    void* handle_;
-    std::vector<std::string> missing_;
-};
-
-Result<DcgmApi> resolve_api(const Library& library) {
-    SymbolTable table(library.handle());
+Result<DcgmApi> resolve_api(const SharedLibrary& library) {
+    SymbolTable table(library);
     DcgmApi api;
     table.require("dcgmInit", api.init);
     table.require("dcgmShutdown", api.shutdown);
@@ -406,7 +359,7 @@ struct Device {
 
 class DcgmBackend final : public GpuBackend {
   public:
-    DcgmBackend(Library library, const DcgmApi& api, std::string host,
+    DcgmBackend(SharedLibrary library, const DcgmApi& api, std::string host,
                 std::unique_ptr<GpuBackend> nvml)
         : library_(std::move(library)), api_(api), host_(std::move(host)), nvml_(std::move(nvml)) {}
 
@@ -761,7 +714,7 @@ class DcgmBackend final : public GpuBackend {
         return {};
     }
 
-    Library library_;  // first: closes last
+    SharedLibrary library_;  // first: closes last
     DcgmApi api_;
     std::string host_;
     std::unique_ptr<GpuBackend> nvml_;
@@ -778,7 +731,7 @@ class DcgmBackend final : public GpuBackend {
 }  // namespace
 
 Result<std::unique_ptr<GpuBackend>> open_dcgm(const DcgmOptions& options) {
-    auto library = Library::open(library_candidates(options));
+    auto library = open_library(library_candidates(options));
     if (!library) {
         return tl::unexpected(library.error());
     }

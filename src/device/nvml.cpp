@@ -1,11 +1,8 @@
 #include "device/nvml.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join
 
+#include "device/dl_library.h"
 #include "device/nvml_api.h"
 #include "device/nvml_gpm.h"
 #include "device/proc_names.h"
@@ -34,74 +32,6 @@ std::string library_path() {
     return env != nullptr && *env != '\0' ? env : "libnvidia-ml.so.1";
 }
 
-// Owns a dlopen handle. The backend holds it as a member, so it closes after nvmlShutdown.
-class Library {
-public:
-    static Result<Library> open(const std::string& path) {
-        // RTLD_LOCAL: NVML's symbols must not leak into, or be captured by, anything loaded later.
-        void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (handle == nullptr) {
-            const char* why = ::dlerror();
-            std::string text = why != nullptr ? why : "cannot load it";
-            if (text.find(path) == std::string::npos) {  // dlerror usually names it; make sure
-                text = fmt::format("{}: {}", path, text);
-            }
-            return fail(ErrorCode::Io, fmt::format("NVML not available: {}", text));
-        }
-        return Library(handle);
-    }
-
-    void* handle() const { return handle_.get(); }
-
-private:
-    struct Close {
-        void operator()(void* handle) const { ::dlclose(handle); }
-    };
-
-    explicit Library(void* handle) : handle_(handle) {}
-
-    std::unique_ptr<void, Close> handle_;
-};
-
-// Looks entry points up by name and remembers which required ones were missing.
-class SymbolTable {
-public:
-    explicit SymbolTable(void* handle) : handle_(handle) {}
-
-    template <typename Fn>
-    Fn find(const char* name) const {
-        // POSIX guarantees a data pointer from dlsym can hold a function's address.
-        return reinterpret_cast<Fn>(::dlsym(handle_, name));
-    }
-
-    template <typename Fn>
-    void require(const char* name, Fn& slot) {
-        slot = find<Fn>(name);
-        if (slot == nullptr) {
-            missing_.emplace_back(name);
-        }
-    }
-
-    // The first of `names` the library has (newest first); `found` says which, for messages.
-    template <typename Fn>
-    Fn find_first(std::initializer_list<const char*> names, const char*& found) const {
-        for (const char* name : names) {
-            if (auto fn = find<Fn>(name); fn != nullptr) {
-                found = name;
-                return fn;
-            }
-        }
-        return nullptr;
-    }
-
-    void note_missing(std::string what) { missing_.push_back(std::move(what)); }
-    const std::vector<std::string>& missing() const { return missing_; }
-
-private:
-    void* handle_;
-    std::vector<std::string> missing_;
-};
-
 // GPM is used only when all five entry points are there.
 void resolve_gpm(const SymbolTable& table, NvmlApi& api) {
     api.gpm_query_support = table.find<GpmQuerySupportFn>("nvmlGpmQueryDeviceSupport");
@@ -119,8 +49,8 @@ void resolve_gpm(const SymbolTable& table, NvmlApi& api) {
 }
 
 // The one table of entry points.
-Result<NvmlApi> resolve_api(const Library& library, const std::string& path) {
-    SymbolTable table(library.handle());
+Result<NvmlApi> resolve_api(const SharedLibrary& library) {
+    SymbolTable table(library);
     NvmlApi api;
     table.require("nvmlInit_v2", api.init);
     table.require("nvmlShutdown", api.shutdown);
@@ -136,7 +66,7 @@ Result<NvmlApi> resolve_api(const Library& library, const std::string& path) {
     // structure.
     api.running_processes = table.find_first<GetProcessesFn>(
         {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"},
-        api.running_processes_name);
+        &api.running_processes_name);
     if (api.running_processes == nullptr) {
         table.note_missing("nvmlDeviceGetComputeRunningProcesses_v3 (or _v2)");
     }
@@ -144,13 +74,13 @@ Result<NvmlApi> resolve_api(const Library& library, const std::string& path) {
     api.mps_processes = table.find_first<GetProcessesFn>(
         {"nvmlDeviceGetMPSComputeRunningProcesses_v3",
          "nvmlDeviceGetMPSComputeRunningProcesses_v2"},
-        api.mps_processes_name);
+        &api.mps_processes_name);
     api.mig_mode = table.find<GetMigModeFn>("nvmlDeviceGetMigMode");
     resolve_gpm(table, api);
     if (!table.missing().empty()) {
         return fail(ErrorCode::Io,
                     fmt::format("NVML not available: {} lacks {} (not NVML, or a driver too old)",
-                                path, fmt::join(table.missing(), ", ")));
+                                library.path(), fmt::join(table.missing(), ", ")));
     }
     return api;
 }
@@ -221,7 +151,8 @@ struct Device {
 class NvmlBackend final : public GpuBackend {
 public:
     // Takes over an initialised NVML: from here on the destructor shuts it down.
-    NvmlBackend(Library library, const NvmlApi& api) : library_(std::move(library)), api_(api) {}
+    NvmlBackend(SharedLibrary library, const NvmlApi& api)
+        : library_(std::move(library)), api_(api) {}
     ~NvmlBackend() override {
         devices_.clear();  // their GPM buffers are freed through NVML, so before it shuts down
         api_.shutdown();   // then library_ closes
@@ -489,7 +420,7 @@ private:
         return by_pid;
     }
 
-    Library library_;
+    SharedLibrary library_;
     NvmlApi api_;
     std::vector<Device> devices_;
     std::vector<GpuInfo> gpus_;
@@ -500,11 +431,11 @@ private:
 
 Result<std::unique_ptr<GpuBackend>> open_nvml() {
     const std::string path = library_path();
-    auto library = Library::open(path);
+    auto library = SharedLibrary::open({path});
     if (!library) {
-        return tl::unexpected(library.error());
+        return fail(ErrorCode::Io, fmt::format("NVML not available: {}", library.error().message));
     }
-    auto api = resolve_api(*library, path);
+    auto api = resolve_api(*library);
     if (!api) {
         return tl::unexpected(api.error());
     }

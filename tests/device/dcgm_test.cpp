@@ -14,15 +14,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "device/fake_nvml_fixture.h"
 #include "device/nvml.h"
 
-// The build points these at the fakes built from tests/fake_dcgm/fake_dcgm.c and
-// tests/fake_nvml/fake_nvml.c.
+// The build points this at the fake built from tests/fake_dcgm/fake_dcgm.c.
 #ifndef CARMA_FAKE_DCGM_PATH
 #error "CARMA_FAKE_DCGM_PATH must name the fake DCGM library (libfake-dcgm.so)"
-#endif
-#ifndef CARMA_FAKE_NVML_PATH
-#error "CARMA_FAKE_NVML_PATH must name the fake NVML library (libfake-nvml.so)"
 #endif
 
 namespace carma::device {
@@ -32,35 +29,26 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr const char* kKnobs[] = {
-    "FAKE_DCGM_FAIL_INIT",   "FAKE_DCGM_FAIL_START",  "FAKE_DCGM_FAIL_CONNECT",
-    "FAKE_DCGM_NO_PROFILING", "FAKE_DCGM_GPU1_ERRORS", "FAKE_DCGM_GPU0_SMACT",
-    "FAKE_DCGM_GPU0_SMOCC",  "FAKE_DCGM_GPU0_DRAMA",  "FAKE_DCGM_BLANK",
-    "FAKE_DCGM_UNSUPPORTED", "FAKE_DCGM_AGE_S",       "FAKE_DCGM_SWAP_IDS",
-    "FAKE_DCGM_GPU_COUNT",   "FAKE_DCGM_FOREIGN",     "FAKE_DCGM_RECORD",
-    "FAKE_NVML_LOST_GPU",    "FAKE_NVML_FAIL_INIT",   "FAKE_NVML_GPM"};
-
-void set_env(const char* name, const std::string& value) {
-    ::setenv(name, value.c_str(), 1);
-}
+using fake_nvml::clear_knobs;
+using fake_nvml::set_env;
 
 // Every test starts from the fake DCGM and the fake NVML with their default GPUs, and leaves no
 // knob behind.
-class DcgmTest : public ::testing::Test {
+class DcgmTest : public fake_nvml::FakeNvmlTest {
 protected:
     void SetUp() override {
-        clear_knobs();
+        FakeNvmlTest::SetUp();
+        clear_knobs("FAKE_DCGM_");
         set_env(kDcgmLibraryEnv, CARMA_FAKE_DCGM_PATH);
-        set_env(kNvmlLibraryEnv, CARMA_FAKE_NVML_PATH);
         options_.on_note = [this](std::string_view note) { notes_.emplace_back(note); };
     }
     void TearDown() override {
-        clear_knobs();
+        clear_knobs("FAKE_DCGM_");
         ::unsetenv(kDcgmLibraryEnv);
-        ::unsetenv(kNvmlLibraryEnv);
         if (!record_.empty()) {
             std::remove(record_.c_str());
         }
+        FakeNvmlTest::TearDown();
     }
 
     std::unique_ptr<GpuBackend> open_fake() {
@@ -70,15 +58,6 @@ protected:
             return nullptr;
         }
         return std::move(*backend);
-    }
-
-    static std::vector<GpuSample> sample(GpuBackend& backend) {
-        auto samples = backend.sample();
-        if (!samples) {
-            ADD_FAILURE() << samples.error().message;
-            return {};
-        }
-        return std::move(*samples);
     }
 
     // Makes the fake write down the calls it gets; returns what it wrote so far with recorded().
@@ -99,12 +78,6 @@ protected:
     std::vector<std::string> notes_;
 
 private:
-    static void clear_knobs() {
-        for (const char* knob : kKnobs) {
-            ::unsetenv(knob);
-        }
-    }
-
     std::string record_;
 };
 

@@ -3,22 +3,14 @@
 // its co-runners are not limited. In process through JobHandle, and end to end with
 // carma-fakejob.
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <functional>
+#include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -26,128 +18,21 @@
 
 #include "device/emulated.h"
 #include "device/emulated_job.h"
+#include "device/fakejob_runner.h"
 #include "model/constants.h"
-
-extern char** environ;
 
 namespace carma::device {
 namespace {
 
-namespace fs = std::filesystem;
+using fakejob_runner::eventually;
+using fakejob_runner::FakeJob;
 using ::testing::HasSubstr;
-using Clock = std::chrono::steady_clock;
 
 constexpr MiB kCapacity = model::kA100_40GB_UsableMiB;  // 40,441 MiB
-constexpr auto kDeadline = std::chrono::seconds(60);
 const JobProfile kProfile{0.60, 0.50, 0.25, 0.40};
 
-std::string read_file(const fs::path& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-
-bool eventually(const std::function<bool()>& done, Clock::duration within = kDeadline) {
-    const auto deadline = Clock::now() + within;
-    while (Clock::now() < deadline) {
-        if (done()) {
-            return true;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return done();
-}
-
-// One carma-fakejob process with its stdout and stderr in files.
-class FakeJob {
-  public:
-    FakeJob(const fs::path& dir, const std::string& name, const std::vector<std::string>& args,
-            const std::vector<std::pair<std::string, std::string>>& env)
-        : out_(dir / (name + ".out")), err_(dir / (name + ".err")) {
-        std::vector<std::string> argv = {CARMA_FAKEJOB_PATH};
-        argv.insert(argv.end(), args.begin(), args.end());
-        std::vector<std::string> envp;
-        for (char** e = environ; *e != nullptr; ++e) {
-            const std::string entry = *e;
-            if (entry.rfind("CUDA_", 0) != 0 && entry.rfind("CARMA_", 0) != 0) {
-                envp.push_back(entry);
-            }
-        }
-        for (const auto& [key, value] : env) {
-            envp.push_back(key + "=" + value);
-        }
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                         0644);
-        posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                         0644);
-        std::vector<char*> cargv = pointers(argv);
-        std::vector<char*> cenvp = pointers(envp);
-        spawned_ =
-            posix_spawn(&pid_, argv[0].c_str(), &actions, nullptr, cargv.data(), cenvp.data()) == 0;
-        posix_spawn_file_actions_destroy(&actions);
-    }
-    FakeJob(const FakeJob&) = delete;
-    FakeJob& operator=(const FakeJob&) = delete;
-    ~FakeJob() {
-        if (spawned_ && !status_) {
-            ::kill(pid_, SIGKILL);
-            ::waitpid(pid_, nullptr, 0);
-        }
-    }
-
-    bool spawned() const { return spawned_; }
-    pid_t pid() const { return pid_; }
-    std::string err() const { return read_file(err_); }
-
-    // The exit code (128+signal if killed by one), or nothing if still running at the deadline.
-    std::optional<int> wait(Clock::duration within = kDeadline) {
-        eventually(
-            [&] {
-                int status = 0;
-                if (!status_ && ::waitpid(pid_, &status, WNOHANG) == pid_) {
-                    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-                }
-                return status_.has_value();
-            },
-            within);
-        return status_;
-    }
-
-  private:
-    static std::vector<char*> pointers(std::vector<std::string>& strings) {
-        std::vector<char*> out;
-        for (std::string& s : strings) {
-            out.push_back(s.data());
-        }
-        out.push_back(nullptr);
-        return out;
-    }
-
-    fs::path out_;
-    fs::path err_;
-    pid_t pid_ = 0;
-    bool spawned_ = false;
-    std::optional<int> status_;
-};
-
-class EmulatedMpsTest : public ::testing::Test {
+class EmulatedMpsTest : public fakejob_runner::EmulatedFakeJobTest {
   protected:
-    void SetUp() override {
-        std::string pattern = (fs::temp_directory_path() / "carma-emu-mps-XXXXXX").string();
-        ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-        dir_ = pattern;
-        file_ = (dir_ / "emulated-gpus").string();
-        auto set = model::parse_gpu_set("2xA100-40GB");
-        ASSERT_TRUE(set.has_value());
-        auto backend = open_emulated(EmulatorOptions{*set, model::SharingMode::Mps, file_});
-        ASSERT_TRUE(backend.has_value()) << backend.error().message;
-        backend_ = std::move(*backend);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-
     JobHandle attach(std::string_view devices, std::optional<std::string_view> limit) {
         auto job = JobHandle::attach(file_, devices, kProfile, limit);
         EXPECT_TRUE(job.has_value()) << job.error().message;
@@ -160,39 +45,19 @@ class EmulatedMpsTest : public ::testing::Test {
         return s ? (*s)[static_cast<std::size_t>(gpu)].used_mib : -1;
     }
 
-    MiB memory_of(pid_t pid, int gpu) {
-        auto samples = backend_->sample();
-        EXPECT_TRUE(samples.has_value());
-        if (!samples) {
-            return 0;
-        }
-        for (const GpuProcess& p : (*samples)[static_cast<std::size_t>(gpu)].processes) {
-            if (p.pid == pid) {
-                return p.used_mib;
-            }
-        }
-        return 0;
-    }
-
+    // A long-running job that ramps to `memory` MiB, under `limit` when there is one.
     std::unique_ptr<FakeJob> start(const std::string& name, const std::string& devices,
                                    const std::optional<std::string>& limit, MiB memory) {
-        std::vector<std::pair<std::string, std::string>> env = {{"CUDA_VISIBLE_DEVICES", devices},
-                                                                {"CARMA_EMULATOR_FILE", file_}};
+        fakejob_runner::Env env;
         if (limit) {
             env.emplace_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", *limit);
         }
-        auto job = std::make_unique<FakeJob>(
-            dir_, name,
-            std::vector<std::string>{"--profile", "BERT_base", "--time-scale", "100",
-                                     "--duration-s", "1000000", "--memory", std::to_string(memory)},
+        return EmulatedFakeJobTest::start(
+            name, devices,
+            {"--profile", "BERT_base", "--time-scale", "100", "--duration-s", "1000000", "--memory",
+             std::to_string(memory)},
             env);
-        EXPECT_TRUE(job->spawned());
-        return job;
     }
-
-    fs::path dir_;
-    std::string file_;
-    std::unique_ptr<GpuBackend> backend_;
 };
 
 // This test verifies the limit rule in process: with 10,000 MiB allowed on GPU 0, the job gets

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -24,12 +25,12 @@ inline void set_env(const std::string& name, const std::string& value) {
     ::setenv(name.c_str(), value.c_str(), 1);
 }
 
-// Every FAKE_NVML_ variable, whatever its name (some carry a GPU index).
-inline void clear_fake_nvml_knobs() {
+// Every variable starting with `prefix`, whatever its name (some carry a GPU index).
+inline void clear_knobs(std::string_view prefix) {
     std::vector<std::string> names;
     for (char** entry = environ; *entry != nullptr; ++entry) {
         const std::string text(*entry);
-        if (text.starts_with("FAKE_NVML_")) {
+        if (text.starts_with(prefix)) {
             names.push_back(text.substr(0, text.find('=')));
         }
     }
@@ -42,11 +43,11 @@ inline void clear_fake_nvml_knobs() {
 class FakeNvmlTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        clear_fake_nvml_knobs();
+        clear_knobs("FAKE_NVML_");
         set_env(kNvmlLibraryEnv, CARMA_FAKE_NVML_PATH);
     }
     void TearDown() override {
-        clear_fake_nvml_knobs();
+        clear_knobs("FAKE_NVML_");
         ::unsetenv(kNvmlLibraryEnv);
     }
 

@@ -2,46 +2,33 @@
 // records the calls it gets, so the tests see what the job would do on a GPU. Waits poll with
 // generous deadlines; nothing depends on timing.
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-extern char** environ;
+#include "device/fakejob_runner.h"
 
 namespace carma::device {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-using Env = std::vector<std::pair<std::string, std::string>>;
+using fakejob_runner::Env;
+using fakejob_runner::eventually;
+using fakejob_runner::FakeJob;
+using fakejob_runner::read_file;
 
-constexpr auto kDeadline = std::chrono::seconds(60);
 constexpr long long kMiB = 1024 * 1024;
 constexpr long long kContextMiB = 600;  // model::kContextMiB: the ramp starts there
-
-std::string read_file(const fs::path& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
     std::vector<std::string> out;
@@ -55,82 +42,6 @@ std::vector<std::string> lines_of(const std::string& text) {
 bool contains(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
 }
-
-// One carma-fakejob process with its stdout and stderr in files.
-class Job {
-  public:
-    Job(const fs::path& dir, const std::string& name, const std::vector<std::string>& args,
-        const Env& env)
-        : out_(dir / (name + ".out")), err_(dir / (name + ".err")) {
-        std::vector<std::string> argv = {CARMA_FAKEJOB_PATH};
-        argv.insert(argv.end(), args.begin(), args.end());
-        std::vector<std::string> envp;
-        for (char** e = environ; *e != nullptr; ++e) {
-            const std::string entry = *e;
-            // Nothing from the test's own environment may steer the job.
-            if (entry.rfind("CUDA_VISIBLE_DEVICES=", 0) != 0 && entry.rfind("CARMA_", 0) != 0 &&
-                entry.rfind("FAKE_CUDA_", 0) != 0) {
-                envp.push_back(entry);
-            }
-        }
-        for (const auto& [key, value] : env) {
-            envp.push_back(key + "=" + value);
-        }
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                         0644);
-        posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                         0644);
-        std::vector<char*> cargv = pointers(argv);
-        std::vector<char*> cenvp = pointers(envp);
-        spawned_ =
-            posix_spawn(&pid_, argv[0].c_str(), &actions, nullptr, cargv.data(), cenvp.data()) == 0;
-        posix_spawn_file_actions_destroy(&actions);
-    }
-
-    ~Job() {
-        if (spawned_ && !status_) {
-            ::kill(pid_, SIGKILL);
-            ::waitpid(pid_, nullptr, 0);
-        }
-    }
-
-    bool spawned() const { return spawned_; }
-    pid_t pid() const { return pid_; }
-    std::string out() const { return read_file(out_); }
-    std::string err() const { return read_file(err_); }
-
-    // The exit code (128+signal if killed by one), or nothing if still running at the deadline.
-    std::optional<int> wait() {
-        const auto deadline = Clock::now() + kDeadline;
-        while (!status_ && Clock::now() < deadline) {
-            int status = 0;
-            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-                status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-            } else {
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            }
-        }
-        return status_;
-    }
-
-  private:
-    static std::vector<char*> pointers(std::vector<std::string>& strings) {
-        std::vector<char*> out;
-        for (std::string& s : strings) {
-            out.push_back(s.data());
-        }
-        out.push_back(nullptr);
-        return out;
-    }
-
-    fs::path out_;
-    fs::path err_;
-    pid_t pid_ = 0;
-    bool spawned_ = false;
-    std::optional<int> status_;
-};
 
 // What the fake driver's log says happened.
 struct DriverLog {
@@ -188,12 +99,12 @@ class FakejobCudaTest : public ::testing::Test {
     void TearDown() override { fs::remove_all(dir_); }
 
     // A --cuda job on the fake driver, with `env` added to its environment.
-    std::unique_ptr<Job> start(const std::string& name, std::vector<std::string> args,
+    std::unique_ptr<FakeJob> start(const std::string& name, std::vector<std::string> args,
                                Env env = {}) {
         args.insert(args.begin(), "--cuda");
         env.emplace_back("CARMA_CUDA_LIBRARY", CARMA_FAKE_CUDA_PATH);
         env.emplace_back("FAKE_CUDA_LOG", log_.string());
-        auto job = std::make_unique<Job>(dir_, name, args, env);
+        auto job = std::make_unique<FakeJob>(dir_, name, args, env);
         EXPECT_TRUE(job->spawned());
         return job;
     }
@@ -286,7 +197,7 @@ TEST_F(FakejobCudaTest, NoRoomForTheContextIsAnOutOfMemoryExit) {
 // This test verifies the one-line reasons when there is no usable GPU: no driver library, a
 // driver that fails cuInit, a driver that shows no device. Each exits 2.
 TEST_F(FakejobCudaTest, NoGpuPrintsOneLineWithTheReasonAndExits2) {
-    Job missing(dir_, "missing", {"--cuda", "--profile", "BERT_base"},
+    FakeJob missing(dir_, "missing", {"--cuda", "--profile", "BERT_base"},
                 {{"CARMA_CUDA_LIBRARY", (dir_ / "libcuda.so.1").string()}});
     EXPECT_EQ(missing.wait(), 2);
     ASSERT_EQ(lines_of(missing.err()).size(), 1U) << missing.err();
@@ -331,10 +242,7 @@ TEST_F(FakejobCudaTest, DriverWithoutOldTargetsGetsTheNewerPtx) {
 TEST_F(FakejobCudaTest, SigtermExits143AndFreesTheMemory) {
     auto job = start("term", {"--profile", "BERT_base", "--duration-s", "1000000", "--time-scale",
                               "100", "--memory", "2000"});
-    const auto deadline = Clock::now() + kDeadline;
-    while (Clock::now() < deadline && read_log(log_).launches[0] < 5) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    eventually([&] { return read_log(log_).launches[0] >= 5; });
     ASSERT_GE(read_log(log_).launches[0], 5) << job->err();
     ::kill(job->pid(), SIGTERM);
     EXPECT_EQ(job->wait(), 143);

@@ -7,32 +7,8 @@
 
 #define _GNU_SOURCE  // dladdr
 
+#include "../fake_nvml/nvml_types.h"
 #include "fake_gpu_state.h"
-
-typedef int nvmlReturn_t;
-enum {
-    NVML_SUCCESS = 0,
-    NVML_ERROR_INVALID_ARGUMENT = 2,
-    NVML_ERROR_INSUFFICIENT_SIZE = 7
-};
-
-typedef struct {
-    unsigned long long total;
-    unsigned long long free;
-    unsigned long long used;
-} nvmlMemory_t;
-
-typedef struct {
-    unsigned int gpu;
-    unsigned int memory;
-} nvmlUtilization_t;
-
-typedef struct {
-    unsigned int pid;
-    unsigned long long usedGpuMemory;
-    unsigned int gpuInstanceId;
-    unsigned int computeInstanceId;
-} nvmlProcessInfo_t;
 
 typedef struct FakeNvmlGpu {
     int index;

@@ -46,37 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int nvmlReturn_t;
-
-enum {
-    NVML_SUCCESS = 0,
-    NVML_ERROR_UNINITIALIZED = 1,
-    NVML_ERROR_INVALID_ARGUMENT = 2,
-    NVML_ERROR_NOT_SUPPORTED = 3,
-    NVML_ERROR_INSUFFICIENT_SIZE = 7,
-    NVML_ERROR_DRIVER_NOT_LOADED = 9,
-    NVML_ERROR_GPU_IS_LOST = 15,
-    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
-    NVML_ERROR_UNKNOWN = 999
-};
-
-typedef struct {
-    unsigned long long total;
-    unsigned long long free;
-    unsigned long long used;
-} nvmlMemory_t;
-
-typedef struct {
-    unsigned int gpu;
-    unsigned int memory;
-} nvmlUtilization_t;
-
-typedef struct {
-    unsigned int pid;
-    unsigned long long usedGpuMemory;
-    unsigned int gpuInstanceId;
-    unsigned int computeInstanceId;
-} nvmlProcessInfo_t;
+#include "nvml_types.h"
 
 #define MIB (1024ULL * 1024ULL)
 #define GPU_COUNT 2U

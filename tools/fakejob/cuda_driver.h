@@ -5,10 +5,11 @@
 // driver API's ABI); nothing else of it is declared.
 
 #include <cstddef>
-#include <memory>
 #include <string>
+#include <utility>
 
 #include "core/result.h"
+#include "device/dl_library.h"
 
 namespace carma::fakejob::cuda {
 
@@ -72,20 +73,15 @@ class Driver {
     static Result<Driver> open();
 
     const Api& api() const { return api_; }
-    const std::string& path() const { return path_; }
+    const std::string& path() const { return library_.path(); }
     // "cuMemAlloc_v2: out of memory (CUDA error 2)"
     std::string describe(const char* call, CUresult rc) const;
 
   private:
-    struct Close {
-        void operator()(void* handle) const;
-    };
+    explicit Driver(device::SharedLibrary library) : library_(std::move(library)) {}
 
-    Driver() = default;
-
-    std::unique_ptr<void, Close> handle_;
+    device::SharedLibrary library_;
     Api api_;
-    std::string path_;
 };
 
 }  // namespace carma::fakejob::cuda

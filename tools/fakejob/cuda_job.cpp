@@ -1,9 +1,6 @@
 #include "cuda_job.h"
 
-#include <time.h>
-
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -18,8 +15,8 @@
 #include "core/units.h"
 #include "cuda_driver.h"
 #include "device/emulated_job.h"
+#include "job_common.h"
 #include "model/constants.h"
-#include "model/memory.h"
 #include "torch_oom.h"
 
 namespace carma::fakejob {
@@ -31,7 +28,6 @@ namespace cu = cuda;
 constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;  // out of memory, or the driver failed while running
 constexpr int kExitSetup = 2;   // no usable GPU
-constexpr double kReportEveryS = 2.0;  // wall seconds between progress lines
 // One busy kernel's solo run time: short enough for a fine-grained duty cycle and a prompt
 // reaction to signals, long enough that launch overhead does not count.
 constexpr double kKernelTargetS = 0.01;
@@ -98,12 +94,6 @@ DONE:
     ret;
 }
 )";
-
-double now_s() {
-    timespec ts = {};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 MiB bytes_to_mib(std::size_t bytes) {
     return static_cast<MiB>(bytes >> 20);
@@ -406,16 +396,6 @@ Result<Calibration> calibrate(CudaJob& job) {
     return c;
 }
 
-// The memory the model says the job holds `model_t` seconds after its first GPU activity.
-MiB ramp_memory(const model::WorkloadProfile& p, double model_t) {
-    model::ResidentMemory r;
-    r.active_at = 0;
-    r.context_mib = std::min(model::kContextMiB, p.m_peak_mib);
-    r.peak_mib = p.m_peak_mib;
-    r.ramp_s = model::kRampSeconds;
-    return static_cast<MiB>(std::llround(model::memory_at(r, model_t)));
-}
-
 int fail_run(const Error& e) {
     fmt::print(stderr, "carma-fakejob: {}\n", e.message);
     return kExitFailed;
@@ -473,15 +453,8 @@ int run_active(CudaJob& job, const model::WorkloadProfile& p, double k, double d
             }
         }
         const double fraction = work_s > 0 ? std::min(1.0, done_s / work_s) : 1.0;
-        if (fraction >= 1.0) {
-            fmt::print("progress 100% speed {:.2f}\ndone\n", speed);
-            std::fflush(stdout);
+        if (report_progress(fraction, speed, now, last_report)) {
             return kExitOk;
-        }
-        if (now - last_report >= kReportEveryS) {
-            fmt::print("progress {:.0f}% speed {:.2f}\n", 100 * fraction, speed);
-            std::fflush(stdout);
-            last_report = now;
         }
         auto busy = job.run_kernels(cal.loops);
         if (!busy) {

@@ -31,20 +31,21 @@
 #include "device/emulated.h"
 #include "device/emulated_job.h"
 #include "model/catalog.h"
-#include "model/constants.h"
-#include "model/memory.h"
 #include "cuda_job.h"
+#include "job_common.h"
 #include "torch_oom.h"
 
 namespace {
 
 using carma::MiB;
+using carma::fakejob::now_s;
+using carma::fakejob::ramp_memory;
+using carma::fakejob::report_progress;
 
 constexpr int kExitOk = 0;
 constexpr int kExitOom = 1;
 constexpr int kExitUsage = 2;
-constexpr double kTickS = 0.1;         // wall seconds between progress updates
-constexpr double kReportEveryS = 2.0;  // wall seconds between progress lines
+constexpr double kTickS = 0.1;  // wall seconds between progress updates
 constexpr const char* kTimeScaleEnv = "CARMA_TIME_SCALE";
 
 volatile std::sig_atomic_t g_stop_signal = 0;
@@ -64,12 +65,6 @@ void install_signal_handlers() {
 
 bool stop_requested() {
     return g_stop_signal != 0;
-}
-
-double now_s() {
-    timespec ts = {};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 // Sleeps up to `seconds` of wall time; false if a stop signal arrived. In chunks of at most a
@@ -245,16 +240,6 @@ int stopped_exit_code() {
     return 128 + static_cast<int>(g_stop_signal);
 }
 
-// The memory the model says the job holds `model_t` seconds after its first GPU activity.
-MiB ramp_memory(const Plan& plan, double model_t) {
-    carma::model::ResidentMemory r;
-    r.active_at = 0;
-    r.context_mib = std::min(carma::model::kContextMiB, plan.profile.m_peak_mib);
-    r.peak_mib = plan.profile.m_peak_mib;
-    r.ramp_s = carma::model::kRampSeconds;
-    return static_cast<MiB>(std::llround(carma::model::memory_at(r, model_t)));
-}
-
 // The GPU-active phase: memory ramp and progress until the work is done. Returns the exit code.
 int run_active(const Plan& plan, carma::device::JobHandle& job) {
     const double k = plan.time_scale;
@@ -271,7 +256,7 @@ int run_active(const Plan& plan, carma::device::JobHandle& job) {
         const double now = now_s();
         done_s += speed * (now - last) * k;  // the speed that held since the last tick
         last = now;
-        const MiB want = ramp_memory(plan, (now - active_at) * k);
+        const MiB want = ramp_memory(plan.profile, (now - active_at) * k);
         if (want != job.memory_mib()) {
             auto a = job.set_memory(want);
             if (!a) {
@@ -291,15 +276,8 @@ int run_active(const Plan& plan, carma::device::JobHandle& job) {
         if (auto ok = job.set_progress(fraction); !ok) {
             return fail_run(ok.error());
         }
-        if (fraction >= 1.0) {
-            fmt::print("progress 100% speed {:.2f}\ndone\n", speed);
-            std::fflush(stdout);
+        if (report_progress(fraction, speed, now, last_report)) {
             return kExitOk;
-        }
-        if (now - last_report >= kReportEveryS) {
-            fmt::print("progress {:.0f}% speed {:.2f}\n", 100 * fraction, speed);
-            std::fflush(stdout);
-            last_report = now;
         }
         // Short enough not to overshoot the end by much at high time scales.
         const double left_wall = (work_s - done_s) / std::max(speed * k, 1e-9);
