@@ -940,8 +940,27 @@ std::vector<Submitted> submit_trace(api::ApiClient& client, const sim::Trace& tr
             start + std::chrono::duration_cast<Clock::duration>(
                         std::chrono::duration<double>(trace.entries[i].submit_s / k)));
         auto task = client.submit(api::request_body(requests[i]));
+        // A refused connection is usually a daemon restarting: retry with backoff for a minute
+        // before giving up on the rest of the trace, and then say exactly what was not sent.
+        auto wait = std::chrono::milliseconds(250);
+        const auto give_up = Clock::now() + std::chrono::seconds(60);
+        while (!task && task.error().code == ErrorCode::Io && Clock::now() < give_up) {
+            fmt::print(stderr, "carma: [{:>9.1f}s] {}: {}; retrying in {} ms\n",
+                       seconds_since(start), requests[i].name, task.error().message,
+                       wait.count());
+            std::this_thread::sleep_for(wait);
+            wait = std::min(wait * 2, std::chrono::milliseconds(5000));
+            task = client.submit(api::request_body(requests[i]));
+        }
         if (!task && task.error().code == ErrorCode::Io) {
-            die(task.error().message);  // the daemon is gone: nothing else will get through
+            std::vector<std::string> left;
+            for (std::size_t j = i; j < requests.size(); ++j) {
+                left.push_back(requests[j].name);
+            }
+            fmt::print(stderr, "carma: the daemon did not answer for a minute ({}); not submitted: "
+                       "{}\n",
+                       task.error().message, fmt::join(left, ", "));
+            return submitted;
         }
         if (!task) {
             fmt::print(stderr, "carma: [{:>9.1f}s] {} refused: {}\n", seconds_since(start),
@@ -979,6 +998,15 @@ int run_replay(const ReplayOptions& o) {
                         fakejob.string()));
     }
     api::ApiClient client = connect(o.socket);
+    // A daemon that is (re)starting refuses connections for a moment: wait for it, as each
+    // submission below does, rather than drop the whole trace.
+    auto wait = std::chrono::milliseconds(250);
+    const auto give_up = Clock::now() + std::chrono::seconds(60);
+    for (auto up = client.healthz(); !up && Clock::now() < give_up; up = client.healthz()) {
+        fmt::print(stderr, "carma: {}; retrying in {} ms\n", up.error().message, wait.count());
+        std::this_thread::sleep_for(wait);
+        wait = std::min(wait * 2, std::chrono::milliseconds(5000));
+    }
     const double k = replay_time_scale(o, client);
     check_time_scale(k, trace);
     fmt::print("replaying {} ({} tasks) at time scale {}\n", trace.name, requests.size(), k);

@@ -360,6 +360,22 @@ TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
     }
 }
 
+// This test verifies that `carma replay` survives a daemon that is not there yet (restarting):
+// it retries refused connections with backoff instead of dropping the rest of the trace.
+TEST_F(DaemonTest, ReplayRetriesUntilTheDaemonAnswers) {
+    const std::string out = dir_ + "/replay.out";
+    const std::string cmd = std::string(CARMA_BIN) + " replay demo --socket " +
+                            socket_ + " --time-scale 60 >" + out + " 2>&1; echo rc=$? >>" + out;
+    std::thread replay([&] { (void)std::system(cmd.c_str()); });
+    std::this_thread::sleep_for(2s);  // the replay meets a refused connection first
+    start("exclusive");
+    replay.join();
+    const std::string text = read_text(out);
+    EXPECT_NE(text.find("retrying in"), std::string::npos) << text;
+    EXPECT_NE(text.find("submitted 9 of 9 tasks"), std::string::npos) << text;
+    EXPECT_NE(text.find("rc=0"), std::string::npos) << text;
+}
+
 // This test verifies `carma admin backup`: a copy of the live database, taken while the daemon
 // runs, that a daemon started on it serves with the same tasks.
 TEST_F(DaemonTest, AdminBackupWhileRunning) {
