@@ -299,22 +299,79 @@ TEST_F(DaemonTest, SecondDaemonOnSameStateDirRefused) {
     EXPECT_TRUE(client().healthz());
 }
 
-// This test verifies the optional loopback TCP listener: requests need the bearer token.
+std::string write_token(const std::string& path, mode_t mode = 0600) {
+    std::ofstream(path) << "0123456789abcdef0123456789abcdef\n";
+    ::chmod(path.c_str(), mode);
+    return path;
+}
+
+int tcp_port() { return 20000 + static_cast<int>(::getpid() % 20000); }
+
+// This test verifies the optional loopback TCP listener: requests need the bearer token, and a
+// root daemon without tcp_run_as lets TCP clients look but never act (as root or anyone).
 TEST_F(DaemonTest, TcpNeedsBearerToken) {
-    const std::string token_file = dir_ + "/token";
-    std::ofstream(token_file) << "0123456789abcdef0123456789abcdef\n";
-    const int port = 20000 + static_cast<int>(::getpid() % 20000);
+    const std::string token_file = write_token(dir_ + "/token");
+    const int port = tcp_port();
     start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(port), "--token-file", token_file});
     httplib::Client tcp("127.0.0.1", port);
     auto anonymous = tcp.Get("/v1/tasks");
     ASSERT_TRUE(anonymous);
     EXPECT_EQ(anonymous->status, 401);
     EXPECT_NE(anonymous->body.find("bearer token"), std::string::npos);
+    httplib::Headers wrong = {{"Authorization", "Bearer 0123456789abcdef0123456789abcdeX"}};
+    auto guessed = tcp.Get("/v1/tasks", wrong);
+    ASSERT_TRUE(guessed);
+    EXPECT_EQ(guessed->status, 401);
     httplib::Headers auth = {{"Authorization", "Bearer 0123456789abcdef0123456789abcdef"}};
     auto listed = tcp.Get("/v1/tasks", auth);
     ASSERT_TRUE(listed);
     EXPECT_EQ(listed->status, 200);
     EXPECT_TRUE(json::parse(listed->body).contains("tasks"));
+    if (::geteuid() == 0) {
+        const TaskId mine = submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
+        auto submitted = tcp.Post("/v1/tasks", auth,
+                                  json{{"command", {"/bin/true"}}, {"workdir", "/tmp"}}.dump(),
+                                  "application/json");
+        ASSERT_TRUE(submitted);
+        EXPECT_EQ(submitted->status, 403);
+        EXPECT_NE(submitted->body.find("tcp_run_as"), std::string::npos) << submitted->body;
+        auto cancelled = tcp.Delete("/v1/tasks/" + std::to_string(mine), auth);
+        ASSERT_TRUE(cancelled);
+        EXPECT_EQ(cancelled->status, 403);
+        EXPECT_NE(cancelled->body.find("tcp_run_as"), std::string::npos) << cancelled->body;
+        EXPECT_FALSE(is_final(state(mine)));
+        ASSERT_TRUE(client().cancel(mine));
+    }
+}
+
+// Runs `carma serve` with `args` in this test's directory and returns what it wrote to stderr
+// when it refused to start ("" if it started, which fails the calling test).
+std::string refused_start(const std::string& dir, const std::string& args) {
+    const std::string cmd = std::string(CARMA_BIN) + " serve --gpus emulated:4xA100-40GB " +
+                            "--state-dir " + dir + "/refused-state --socket " + dir +
+                            "/refused.sock " + args + " 2>" + dir + "/refused.err";
+    if (std::system(cmd.c_str()) == 0) {
+        return "";
+    }
+    std::ifstream in(dir + "/refused.err");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// This test verifies that a token file others may read, or a tcp_run_as of root, stops the
+// daemon at start with a message that names the file or the key and the fix.
+TEST_F(DaemonTest, TcpStartRefusals) {
+    const std::string port = std::to_string(tcp_port());
+    const std::string open_token = write_token(dir_ + "/open-token", 0644);
+    const std::string err = refused_start(dir_, "--tcp 127.0.0.1:" + port + " --token-file " +
+                                                    open_token);
+    EXPECT_NE(err.find(open_token), std::string::npos) << err;
+    EXPECT_NE(err.find("chmod 600"), std::string::npos) << err;
+    if (::geteuid() == 0) {
+        const std::string token = write_token(dir_ + "/token");
+        const std::string as_root = refused_start(
+            dir_, "--tcp 127.0.0.1:" + port + " --token-file " + token + " --tcp-run-as root");
+        EXPECT_NE(as_root.find("tcp_run_as root is root"), std::string::npos) << as_root;
+    }
 }
 
 // This test verifies that under oracle-MAGM a fifth task shares a busy GPU once the warm-up lock
@@ -763,6 +820,36 @@ TEST_F(DaemonTest, IdentityIsTakenAtConnect) {
     EXPECT_FALSE(is_final(state(roots)));
     ASSERT_TRUE(client().cancel(roots));
     wait_final(task["id"].get<TaskId>());
+}
+
+// This test verifies that a root daemon runs TCP-submitted tasks as tcp_run_as, not as root.
+TEST_F(DaemonTest, TcpRunsAsConfiguredUser) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root to run tasks as another user";
+    }
+    auto alice = ensure_user("carma-test-alice");
+    if (!alice) {
+        GTEST_SKIP() << "useradd is not available";
+    }
+    const uid_t alice_uid = alice->pw_uid;
+    const int port = tcp_port();
+    start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(port), "--token-file",
+                        write_token(dir_ + "/token"), "--tcp-run-as", "carma-test-alice"});
+    httplib::Client tcp("127.0.0.1", port);
+    httplib::Headers auth = {{"Authorization", "Bearer 0123456789abcdef0123456789abcdef"}};
+    auto r = tcp.Post("/v1/tasks", auth,
+                      json{{"command", {"/bin/sh", "-c", "id -u"}}, {"workdir", "/tmp"}}.dump(),
+                      "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 201) << r->body;
+    const json task = json::parse(r->body);
+    EXPECT_EQ(task["user"], "carma-test-alice");
+    EXPECT_EQ(task["uid"], alice_uid);
+    const TaskId id = task["id"].get<TaskId>();
+    EXPECT_EQ(wait_final(id)["state"], "succeeded");
+    auto out = client().logs(id, {});
+    ASSERT_TRUE(out);
+    EXPECT_EQ(out->text, std::to_string(alice_uid) + "\n");
 }
 
 // This test verifies that the server keeps answering while one user holds 64 connections that
