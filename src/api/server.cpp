@@ -1,16 +1,25 @@
 #include "api/server.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -116,46 +125,490 @@ std::int64_t parse_id(const std::string& text) {
 
 }  // namespace
 
-Result<Caller> caller_from_pid(pid_t pid) {
-    if (pid <= 0) {
-        return fail(ErrorCode::InvalidArgument, "no peer credentials on this connection");
+Result<PeerCredentials> peer_credentials(int fd) {
+    struct ucred cred {};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        return fail(ErrorCode::Io, fmt::format("cannot read the peer credentials of the "
+                                               "connection: {}",
+                                               std::strerror(errno)));
     }
-    std::ifstream status(fmt::format("/proc/{}/status", pid));
-    if (!status) {
-        return fail(ErrorCode::NotFound, fmt::format("peer process {} is gone", pid));
-    }
+    return PeerCredentials{cred.uid, cred.gid, cred.pid};
+}
+
+Caller caller_from_credentials(const PeerCredentials& peer) {
     Caller c;
-    c.pid = pid;
-    bool have_uid = false, have_gid = false;
-    std::string line;
-    while (std::getline(status, line)) {
-        std::istringstream fields(line);
-        std::string key;
-        fields >> key;
-        if (key == "Uid:") {
-            unsigned real = 0;
-            fields >> real;
-            c.uid = real;
-            have_uid = true;
-        } else if (key == "Gid:") {
-            unsigned real = 0;
-            fields >> real;
-            c.gid = real;
-            have_gid = true;
-        }
-    }
-    if (!have_uid || !have_gid) {
-        return fail(ErrorCode::Internal, fmt::format("cannot read the identity of process {}", pid));
-    }
-    c.user = user_name(c.uid);
+    c.uid = peer.uid;
+    c.gid = peer.gid;
+    c.pid = peer.pid;
+    c.user = user_name(peer.uid);
     return c;
 }
+
+Result<Caller> caller_for_user(const std::string& name) {
+    struct passwd pw {};
+    struct passwd* found = nullptr;
+    char buf[4096];
+    if (getpwnam_r(name.c_str(), &pw, buf, sizeof buf, &found) != 0 || !found) {
+        return fail(ErrorCode::NotFound, fmt::format("there is no user named '{}'", name));
+    }
+    Caller c;
+    c.uid = found->pw_uid;
+    c.gid = found->pw_gid;
+    c.user = found->pw_name;
+    return c;
+}
+
+bool secrets_equal(std::string_view given, std::string_view expected) {
+    // Every byte of `expected` is looked at whatever the outcome so far; volatile keeps the
+    // compiler from stopping early once a difference is known.
+    volatile unsigned char diff = given.size() == expected.size() ? 0 : 1;
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        const auto g = static_cast<unsigned char>(i < given.size() ? given[i] : 0);
+        diff = static_cast<unsigned char>(diff | (g ^ static_cast<unsigned char>(expected[i])));
+    }
+    return diff == 0;
+}
+
+Result<std::string> read_token_file(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        return fail(ErrorCode::Io, fmt::format("cannot open token file {}: {}", path,
+                                               std::strerror(errno)));
+    }
+    // Checked on the open file, so the file read is the file checked.
+    struct stat st {};
+    const bool stat_ok = ::fstat(fd, &st) == 0;
+    std::string text;
+    if (stat_ok && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 077) == 0) {
+        char buf[4096];
+        ssize_t n = 0;
+        while ((n = ::read(fd, buf, sizeof buf)) > 0 && text.size() < (1 << 16)) {
+            text.append(buf, static_cast<std::size_t>(n));
+        }
+    }
+    ::close(fd);
+    if (!stat_ok || !S_ISREG(st.st_mode)) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("token file {} is not a regular file", path));
+    }
+    if (st.st_uid != ::geteuid()) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("token file {} belongs to {}, not to {} who runs the daemon; "
+                                "`chown {} {}` and `chmod 600 {}`",
+                                path, user_name(st.st_uid), user_name(::geteuid()),
+                                user_name(::geteuid()), path, path));
+    }
+    if ((st.st_mode & 077) != 0) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("token file {} may be read by other users (mode {:04o}); "
+                                "`chmod 600 {}`",
+                                path, st.st_mode & 07777, path));
+    }
+    std::string token = text.substr(0, text.find('\n'));
+    if (!token.empty() && token.back() == '\r') {
+        token.pop_back();
+    }
+    if (token.size() < 16) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("token file {} must hold a token of at least 16 characters on "
+                                "its first line",
+                                path));
+    }
+    return token;
+}
+
+namespace {
+
+// The connection the current handler thread serves. cpp-httplib runs a connection's handlers
+// on the thread that serves it (ConnectionServer::process_and_close_socket) and hands them only
+// the Request, whose headers are the client's to write: identity cannot travel there.
+struct Connection {
+    std::optional<PeerCredentials> peer;  // Unix socket only
+    std::string peer_error;
+};
+thread_local const Connection* t_connection = nullptr;
+
+int millis_until(std::chrono::steady_clock::time_point t) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        t - std::chrono::steady_clock::now());
+    return static_cast<int>(std::max<std::int64_t>(0, left.count()));
+}
+
+// Whether fd becomes ready for `events` within timeout_ms.
+bool wait_ready(int fd, short events, int timeout_ms) {
+    pollfd p{fd, events, 0};
+    int r = 0;
+    do {
+        r = ::poll(&p, 1, timeout_ms);
+    } while (r < 0 && errno == EINTR);
+    return r > 0;
+}
+
+// Connection-counting per peer: the key is the uid, or -1 for TCP (one token, one identity).
+class ConnectionLimiter {
+public:
+    explicit ConnectionLimiter(std::size_t per_peer) : per_peer_(per_peer) {}
+
+    bool acquire(std::int64_t key) {
+        std::lock_guard lock(mu_);
+        std::size_t& n = open_[key];
+        if (n >= per_peer_) {
+            return false;
+        }
+        ++n;
+        return true;
+    }
+
+    void release(std::int64_t key) {
+        std::lock_guard lock(mu_);
+        if (auto it = open_.find(key); it != open_.end() && --it->second == 0) {
+            open_.erase(it);
+        }
+    }
+
+private:
+    std::mutex mu_;
+    std::map<std::int64_t, std::size_t> open_;
+    std::size_t per_peer_;
+};
+
+// One thread per open connection, started on demand up to `max` and then kept. httplib's own
+// pool is fixed at about the number of cores, so a handful of slow clients could hold every
+// thread and leave the next request waiting in the queue.
+class ConnectionThreads final : public httplib::TaskQueue {
+public:
+    explicit ConnectionThreads(std::size_t max) : max_(max) {}
+    ~ConnectionThreads() override { shutdown(); }
+
+    void enqueue(std::function<void()> fn) override {
+        std::lock_guard lock(mu_);
+        jobs_.push_back(std::move(fn));
+        if (idle_ < jobs_.size() && threads_.size() < max_) {
+            threads_.emplace_back([this] { work(); });
+        }
+        cv_.notify_one();
+    }
+
+    void shutdown() override {
+        std::vector<std::thread> threads;
+        {
+            std::lock_guard lock(mu_);
+            stopping_ = true;
+            threads.swap(threads_);
+        }
+        cv_.notify_all();
+        for (std::thread& t : threads) {
+            t.join();
+        }
+    }
+
+private:
+    void work() {
+        std::unique_lock lock(mu_);
+        for (;;) {
+            ++idle_;
+            cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+            --idle_;
+            if (jobs_.empty()) {
+                return;  // stopping, and every accepted connection has been served
+            }
+            std::function<void()> fn = std::move(jobs_.front());
+            jobs_.pop_front();
+            lock.unlock();
+            fn();
+            lock.lock();
+        }
+    }
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> jobs_;
+    std::vector<std::thread> threads_;
+    std::size_t idle_ = 0;
+    std::size_t max_;
+    bool stopping_ = false;
+};
+
+// A connection's byte stream with the limits httplib's SocketStream lacks: a deadline for a
+// request's head and another for its body (a per-read timeout alone lets a client that sends a
+// byte every few seconds hold a thread forever), and a cap on the head's size.
+class ConnectionStream final : public httplib::Stream {
+public:
+    ConnectionStream(int fd, const ServerOptions& options, bool unix_socket)
+        : fd_(fd), options_(options), unix_(unix_socket) {}
+
+    // Called before each request on the connection.
+    void begin_request() {
+        in_head_ = true;
+        head_bytes_ = 0;
+        line_bytes_ = 0;
+        lines_ = 0;
+        previous_ = 0;
+        started_ = std::chrono::steady_clock::now();
+        deadline_ = started_ + std::chrono::seconds(options_.head_timeout_s);
+    }
+
+    bool head_too_large() const { return head_too_large_; }
+
+    bool is_readable() const override {
+        return pos_ < len_ ||
+               wait_ready(fd_, POLLIN,
+                          std::min(options_.read_timeout_s * 1000, millis_until(deadline_)));
+    }
+
+    bool is_writable() const override {
+        return wait_ready(fd_, POLLOUT, options_.read_timeout_s * 1000);
+    }
+
+    ssize_t read(char* ptr, size_t size) override {
+        if (head_too_large_) {
+            return -1;
+        }
+        if (pos_ == len_) {
+            if (!is_readable()) {
+                return -1;
+            }
+            ssize_t n = 0;
+            do {
+                n = ::recv(fd_, buf_, sizeof buf_, 0);
+            } while (n < 0 && errno == EINTR);
+            if (n <= 0) {
+                return n;
+            }
+            pos_ = 0;
+            len_ = static_cast<std::size_t>(n);
+        }
+        std::size_t n = std::min(size, len_ - pos_);
+        if (in_head_) {
+            n = scan_head(n);
+            if (head_too_large_) {
+                return -1;
+            }
+        }
+        std::memcpy(ptr, buf_ + pos_, n);
+        pos_ += n;
+        return static_cast<ssize_t>(n);
+    }
+
+    ssize_t write(const char* ptr, size_t size) override {
+        if (head_too_large_) {
+            // httplib answers a head it could not read with 400; the caller answers 431.
+            return static_cast<ssize_t>(size);
+        }
+        if (!is_writable()) {
+            return -1;
+        }
+        ssize_t n = 0;
+        do {
+            n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
+        } while (n < 0 && errno == EINTR);
+        return n;
+    }
+
+    void get_remote_ip_and_port(std::string& ip, int& port) const override {
+        endpoint(true, ip, port);
+    }
+
+    void get_local_ip_and_port(std::string& ip, int& port) const override {
+        endpoint(false, ip, port);
+    }
+
+    socket_t socket() const override { return fd_; }
+
+private:
+    // How many of the next n buffered bytes still belong to the head (all of them, or up to the
+    // blank line that ends it); marks the head too large past max_head_bytes.
+    std::size_t scan_head(std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) {
+            const char c = buf_[pos_ + i];
+            if (++head_bytes_ > options_.max_head_bytes) {
+                head_too_large_ = true;
+                return i;
+            }
+            if (c != '\n') {
+                ++line_bytes_;
+                previous_ = c;
+                continue;
+            }
+            const bool blank = line_bytes_ == 0 || (line_bytes_ == 1 && previous_ == '\r');
+            if (blank && lines_ > 0) {
+                in_head_ = false;
+                deadline_ = started_ + std::chrono::seconds(options_.request_timeout_s);
+                return i + 1;
+            }
+            ++lines_;
+            line_bytes_ = 0;
+            previous_ = c;
+        }
+        return n;
+    }
+
+    void endpoint(bool peer, std::string& ip, int& port) const {
+        ip.clear();
+        port = 0;
+        if (unix_) {
+            if (peer && t_connection && t_connection->peer) {
+                port = t_connection->peer->pid;  // for logs, as httplib itself reports it
+            }
+            return;
+        }
+        sockaddr_storage addr{};
+        socklen_t len = sizeof addr;
+        auto* sa = reinterpret_cast<sockaddr*>(&addr);
+        if ((peer ? ::getpeername(fd_, sa, &len) : ::getsockname(fd_, sa, &len)) != 0) {
+            return;
+        }
+        char text[INET6_ADDRSTRLEN] = {};
+        if (addr.ss_family == AF_INET) {
+            const auto* in = reinterpret_cast<sockaddr_in*>(&addr);
+            ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+            port = ntohs(in->sin_port);
+        } else if (addr.ss_family == AF_INET6) {
+            const auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+            ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
+            port = ntohs(in6->sin6_port);
+        }
+        ip = text;
+    }
+
+    int fd_;
+    const ServerOptions& options_;
+    bool unix_;
+    char buf_[4096];
+    std::size_t pos_ = 0, len_ = 0;
+    bool in_head_ = true;
+    bool head_too_large_ = false;
+    std::size_t head_bytes_ = 0, line_bytes_ = 0, lines_ = 0;
+    char previous_ = 0;
+    std::chrono::steady_clock::time_point started_{}, deadline_{};
+};
+
+// Answers and closes a connection httplib will not see (too many connections, head too large).
+// Reads what the client still sends for a moment, so it gets the answer instead of a reset.
+void refuse(int fd, int status, const char* reason, const std::string& message) {
+    const std::string body = nlohmann::json{{"error", message}}.dump();
+    const std::string out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\n"
+                                        "Content-Length: {}\r\nConnection: close\r\n\r\n{}",
+                                        status, reason, body.size(), body);
+    std::size_t sent = 0;
+    while (sent < out.size() && wait_ready(fd, POLLOUT, 1000)) {
+        const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+        if (n <= 0) {
+            break;
+        }
+        sent += static_cast<std::size_t>(n);
+    }
+    ::shutdown(fd, SHUT_WR);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    char sink[4096];
+    for (std::size_t drained = 0; drained < (1 << 16) && wait_ready(fd, POLLIN, millis_until(until));) {
+        const ssize_t n = ::recv(fd, sink, sizeof sink, 0);
+        if (n <= 0) {
+            break;
+        }
+        drained += static_cast<std::size_t>(n);
+    }
+}
+
+// httplib's Server with our own connection loop: peer credentials taken once when the
+// connection is served, a connection cap per peer uid, and ConnectionStream's limits.
+class ConnectionServer final : public httplib::Server {
+public:
+    ConnectionServer(const ServerOptions& options, bool unix_socket)
+        : options_(options), unix_(unix_socket), limiter_(options.max_connections_per_uid) {
+        const std::size_t threads = options.max_threads;
+        new_task_queue = [threads] { return new ConnectionThreads(threads); };
+    }
+
+private:
+    bool process_and_close_socket(socket_t fd) override {
+        Connection conn;
+        std::int64_t key = -1;
+        if (unix_) {
+            if (auto peer = peer_credentials(fd)) {
+                conn.peer = *peer;
+                key = peer->uid;
+            } else {
+                conn.peer_error = peer.error().message;
+                key = -2;
+            }
+        }
+        bool ok = false;
+        if (limiter_.acquire(key)) {
+            struct Scope {
+                ConnectionLimiter& limiter;
+                std::int64_t key;
+                ~Scope() {
+                    t_connection = nullptr;
+                    limiter.release(key);
+                }
+            } scope{limiter_, key};
+            t_connection = &conn;
+            ok = serve(fd);
+        } else {
+            refuse(fd, 429, "Too Many Requests",
+                   fmt::format("too many open connections from {} (at most {}); close idle "
+                               "connections and retry",
+                               conn.peer ? fmt::format("uid {}", conn.peer->uid)
+                                         : std::string("TCP clients"),
+                               options_.max_connections_per_uid));
+        }
+        ::shutdown(fd, SHUT_RDWR);
+        ::close(fd);
+        return ok;
+    }
+
+    // Requests on one connection until it closes, idles past keep_alive_s or the server stops.
+    bool serve(int fd) {
+        ConnectionStream stream(fd, options_, unix_);
+        bool ok = false;
+        for (std::size_t left = keep_alive_max_count_; left > 0 && next_request(fd); --left) {
+            stream.begin_request();
+            bool closed = false;
+            ok = process_request(stream, left == 1, closed, nullptr);
+            if (stream.head_too_large()) {
+                refuse(fd, 431, "Request Header Fields Too Large",
+                       fmt::format("the request line and headers are larger than {} bytes",
+                                   options_.max_head_bytes));
+                return false;
+            }
+            if (!ok || closed) {
+                break;
+            }
+        }
+        return ok;
+    }
+
+    // Waits for the next request's first byte in short steps, so stop() need not wait out
+    // every idle keep-alive connection.
+    bool next_request(int fd) const {
+        const auto until = std::chrono::steady_clock::now() +
+                           std::chrono::seconds(options_.keep_alive_s);
+        while (svr_sock_ != INVALID_SOCKET) {
+            const int left = millis_until(until);
+            if (wait_ready(fd, POLLIN, std::min(left, 100))) {
+                return true;
+            }
+            if (left == 0) {
+                return false;
+            }
+        }
+        return false;
+    }
+
+    const ServerOptions& options_;
+    bool unix_;
+    ConnectionLimiter limiter_;
+};
+
+}  // namespace
 
 struct ApiServer::Impl {
     Service& service;
     ServerOptions options;
-    httplib::Server unix_server;
-    httplib::Server tcp_server;
+    ConnectionServer unix_server{options, true};
+    ConnectionServer tcp_server{options, false};
     std::thread tcp_thread;
     bool tcp_bound = false;
 
@@ -163,23 +616,31 @@ struct ApiServer::Impl {
 
     ApiResult<Caller> identify(const httplib::Request& req, bool tcp) {
         if (tcp) {
-            const std::string expected = "Bearer " + options.token;
-            if (options.token.empty() || req.get_header_value("Authorization") != expected) {
+            if (options.token.empty() || !secrets_equal(req.get_header_value("Authorization"),
+                                                        "Bearer " + options.token)) {
                 return api_fail(401, "missing or wrong bearer token; send 'Authorization: Bearer "
                                      "<token>' with the daemon's token");
             }
             Caller c;
-            c.uid = ::geteuid();
-            c.gid = ::getegid();
-            c.user = user_name(c.uid);
+            if (options.tcp_caller) {
+                c = *options.tcp_caller;
+            } else {
+                c.uid = ::geteuid();
+                c.gid = ::getegid();
+                c.user = user_name(c.uid);
+                c.read_only = true;
+            }
             c.via_tcp = true;
             return c;
         }
-        auto caller = caller_from_pid(static_cast<pid_t>(req.remote_port));
-        if (!caller) {
-            return api_fail(403, "cannot identify the caller: " + caller.error().message);
+        // Taken when the connection was accepted: nothing about the caller is looked up by pid.
+        const Connection* conn = t_connection;
+        if (!conn || !conn->peer) {
+            return api_fail(403, "cannot identify the caller: " +
+                                     (conn ? conn->peer_error
+                                           : std::string("no peer credentials on this connection")));
         }
-        return *caller;
+        return caller_from_credentials(*conn->peer);
     }
 
     // Wraps a handler: identity, admission, JSON errors for anything thrown.

@@ -1,10 +1,11 @@
 #pragma once
 // The HTTP+JSON API (docs/api.md) on a Unix socket, optionally also on loopback TCP with a bearer
-// token. Caller identity comes from the socket's peer credentials.
+// token. Caller identity comes from the socket's peer credentials, taken once per connection.
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "api/service.h"
 #include "core/result.h"
@@ -16,13 +17,52 @@ struct ServerOptions {
     std::optional<std::string> tcp_host;  // must be a loopback address
     int tcp_port = 0;
     std::string token;                    // required when tcp_host is set
+    // Who a request with the right token acts as. Unset: the caller may look but not act
+    // (a root daemon without tcp_run_as must never act for a TCP client as root).
+    std::optional<Caller> tcp_caller;
     std::size_t max_body_bytes = 1 << 20;
+    // Against slow or idle clients: each read or write waits at most read_timeout_s, a
+    // request's head (request line and headers) must arrive within head_timeout_s and stay
+    // under max_head_bytes (else 431), its body within request_timeout_s; an idle
+    // keep-alive connection is closed after keep_alive_s.
+    int read_timeout_s = 5;
+    int head_timeout_s = 10;
+    int request_timeout_s = 60;
+    int keep_alive_s = 5;
+    std::size_t max_head_bytes = 8192;
+    // Open connections per peer uid (all TCP clients count as one peer); beyond it, 429. Below
+    // max_threads, so one user can never hold every handler thread.
+    std::size_t max_connections_per_uid = 8;
+    std::size_t max_threads = 128;
 };
 
-// The identity of the process at the other end of a Unix-socket request. cpp-httplib reports
-// the peer's pid (SO_PEERCRED) as remote_port on AF_UNIX sockets; uid and gid are read from
-// /proc/<pid>/status while the connection (and so the process) is alive.
-Result<Caller> caller_from_pid(pid_t pid);
+// The peer of a Unix-socket connection as the kernel recorded it at connect(2).
+struct PeerCredentials {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    pid_t pid = 0;  // for logs only: the process may be gone and its pid reused
+};
+
+// SO_PEERCRED of a connected AF_UNIX socket. unix(7): "The returned credentials are those that
+// were in effect at the time of the call to connect(2) or socketpair(2)", so they stay those of
+// the connecting process even after it hands the socket to another and exits.
+Result<PeerCredentials> peer_credentials(int fd);
+
+// The caller for those credentials; the user name from the uid (getpwuid_r), never from the
+// pid, which may by now belong to another process.
+Caller caller_from_credentials(const PeerCredentials& peer);
+
+// The caller a user name stands for (tcp_run_as); errors name the user.
+Result<Caller> caller_for_user(const std::string& name);
+
+// The bearer token from the first line of a token file, which must be a regular file owned by
+// the daemon's user and closed to group and others (else anyone on the machine could act as a
+// TCP client); errors name the file and the chmod that fixes it.
+Result<std::string> read_token_file(const std::string& path);
+
+// Compares a presented secret with the expected one in time that depends only on the expected
+// length, so response timing does not reveal how many leading bytes were right.
+bool secrets_equal(std::string_view given, std::string_view expected);
 
 class ApiServer {
 public:

@@ -15,9 +15,10 @@ namespace carma::api {
 struct Caller {
     uid_t uid = 0;
     gid_t gid = 0;
-    pid_t pid = 0;
+    pid_t pid = 0;         // the connecting process, for logs only (it may be gone)
     std::string user;
-    bool via_tcp = false;  // authenticated by bearer token; acts as the daemon's own user
+    bool via_tcp = false;  // authenticated by bearer token; acts as tcp_run_as or the daemon's user
+    bool read_only = false;  // may look but not submit, cancel or read logs (TCP, no tcp_run_as)
 };
 
 struct ApiError {

@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -30,6 +31,37 @@ struct ServeFlags {
     std::string margin, no_info;
 };
 
+// Whom a TCP request with the right token acts as. A root daemon acts as tcp_run_as, never as
+// root; without it, nobody (the caller may only look). A user's daemon runs everything as
+// itself, so it acts as that user.
+Result<std::optional<api::Caller>> tcp_caller(const std::string& run_as) {
+    if (::geteuid() != 0) {
+        api::Caller self = api::caller_from_credentials({::geteuid(), ::getegid(), 0});
+        if (!run_as.empty() && run_as != self.user) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("tcp_run_as {} needs a daemon running as root; this one runs "
+                                    "as {} and runs every task as {}",
+                                    run_as, self.user, self.user));
+        }
+        return self;
+    }
+    if (run_as.empty()) {
+        return std::optional<api::Caller>();
+    }
+    auto who = api::caller_for_user(run_as);
+    if (!who) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("tcp_run_as: {}", who.error().message));
+    }
+    if (who->uid == 0) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("tcp_run_as {} is root; name an unprivileged user for "
+                                "TCP-submitted tasks",
+                                run_as));
+    }
+    return who;
+}
+
 int run_serve(CLI::App* cmd, ServeFlags& f) {
     daemon::DaemonConfig config;
     if (!f.config_file.empty()) {
@@ -55,6 +87,7 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     if (given("--kill-grace")) config.kill_grace_s = v.kill_grace_s;
     if (given("--tcp")) config.tcp = v.tcp;
     if (given("--token-file")) config.token_file = v.token_file;
+    if (given("--tcp-run-as")) config.tcp_run_as = v.tcp_run_as;
     if (given("--shim")) config.shim_path = v.shim_path;
     if (given("--dcgm-host")) config.dcgm_host = v.dcgm_host;
     if (given("--exclude-gpus")) config.exclude_gpus = v.exclude_gpus;
@@ -77,6 +110,32 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
         config.socket = env_socket;
     }
 
+    // The TCP listener's settings are checked before the daemon takes the state directory, so
+    // a token file others can read stops the start before anything runs.
+    api::ServerOptions options;
+    if (!config.tcp.empty()) {
+        const auto colon = config.tcp.rfind(':');
+        if (colon == std::string::npos) {
+            throw std::runtime_error("--tcp must be HOST:PORT, e.g. 127.0.0.1:8787");
+        }
+        options.tcp_host = config.tcp.substr(0, colon);
+        options.tcp_port = std::stoi(config.tcp.substr(colon + 1));
+        if (config.token_file.empty()) {
+            throw std::runtime_error("--tcp needs --token-file: a file of mode 600 with a token "
+                                     "of at least 16 characters");
+        }
+        auto token = api::read_token_file(config.token_file);
+        if (!token) {
+            throw std::runtime_error(token.error().message);
+        }
+        options.token = *token;
+        auto who = tcp_caller(config.tcp_run_as);
+        if (!who) {
+            throw std::runtime_error(who.error().message);
+        }
+        options.tcp_caller = *who;
+    }
+
     // Each API handler thread would otherwise keep its own malloc arena of freed answers.
     mallopt(M_ARENA_MAX, 2);
     auto d = daemon::Daemon::create(config);
@@ -85,23 +144,7 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     }
     daemon::Daemon& daemon = **d;
     const daemon::DaemonConfig& c = daemon.config();
-
-    api::ServerOptions options;
     options.socket_path = c.socket;
-    if (!c.tcp.empty()) {
-        const auto colon = c.tcp.rfind(':');
-        if (colon == std::string::npos) {
-            throw std::runtime_error("--tcp must be HOST:PORT, e.g. 127.0.0.1:8787");
-        }
-        options.tcp_host = c.tcp.substr(0, colon);
-        options.tcp_port = std::stoi(c.tcp.substr(colon + 1));
-        std::ifstream token(c.token_file);
-        if (!token || !std::getline(token, options.token) || options.token.size() < 16) {
-            throw std::runtime_error(fmt::format("--tcp needs --token-file with a token of at "
-                                                 "least 16 characters (cannot use '{}')",
-                                                 c.token_file));
-        }
-    }
     api::ApiServer server(daemon, options);
     if (auto r = server.bind(); !r) {
         throw std::runtime_error(r.error().message);
@@ -171,7 +214,11 @@ Action add_serve_command(CLI::App& app) {
     cmd->add_option("--kill-grace", v.kill_grace_s, "Seconds between SIGTERM and SIGKILL on cancel")
         ->capture_default_str();
     cmd->add_option("--tcp", v.tcp, "Also listen on loopback HOST:PORT (needs --token-file)");
-    cmd->add_option("--token-file", v.token_file, "Bearer token for --tcp");
+    cmd->add_option("--token-file", v.token_file,
+                    "Bearer token for --tcp (owned by the daemon's user, mode 600)");
+    cmd->add_option("--tcp-run-as", v.tcp_run_as,
+                    "Unprivileged user that TCP-submitted tasks of a root daemon run as (without "
+                    "it, TCP clients of a root daemon may only look)");
     cmd->add_option("--shim", v.shim_path, "Path of carma-shim (default: next to carma)");
     return [cmd, f] { return run_serve(cmd, *f); };
 }

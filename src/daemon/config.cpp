@@ -57,7 +57,7 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
         "policy",  "risk",     "window",       "warmup_s",       "memory_margin",
         "no_info_min_free", "estimator", "gpus", "sharing", "state_dir", "socket",
         "max_attempts", "retry_failures", "time_scale", "kill_grace_s", "tcp", "token_file",
-        "shim_path", "dcgm_host", "exclude_gpus", "mps", "mps_control"};
+        "tcp_run_as", "shim_path", "dcgm_host", "exclude_gpus", "mps", "mps_control"};
     for (const auto& kv : root) {
         const std::string key = kv.first.as<std::string>();
         const YAML::Node& v = kv.second;
@@ -109,6 +109,8 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             r = set_str(c.tcp);
         } else if (key == "token_file") {
             r = set_str(c.token_file);
+        } else if (key == "tcp_run_as") {
+            r = set_str(c.tcp_run_as);
         } else if (key == "shim_path") {
             r = set_str(c.shim_path);
         } else if (key == "dcgm_host") {

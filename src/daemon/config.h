@@ -33,7 +33,10 @@ struct DaemonConfig {
     double time_scale = 1;           // periods (sampling, warm-up) and fake jobs K times shorter
     double kill_grace_s = 10;
     std::string tcp;                 // "127.0.0.1:PORT", empty = off
-    std::string token_file;
+    std::string token_file;          // owned by the daemon's user, mode 600
+    // The unprivileged user that TCP-submitted tasks of a root daemon run as; empty: TCP
+    // clients of a root daemon may look but not act (never act as root).
+    std::string tcp_run_as;
     std::string shim_path;           // default: carma-shim next to the carma executable
 };
 

@@ -18,7 +18,19 @@ namespace carma::daemon {
 namespace {
 
 bool may_manage(const api::Caller& caller, const store::TaskRow& task) {
-    return caller.uid == 0 || caller.uid == task.uid;
+    return !caller.read_only && (caller.uid == 0 || caller.uid == task.uid);
+}
+
+// A TCP client of a root daemon acts as tcp_run_as; without it, as nobody who may act.
+api::ApiResult<void> may_act(const api::Caller& caller, const char* what) {
+    if (!caller.read_only) {
+        return {};
+    }
+    return api::api_fail(403, fmt::format("TCP clients of this daemon may not {}: it runs as "
+                                          "root and tcp_run_as is not set; set tcp_run_as "
+                                          "(--tcp-run-as USER) to the unprivileged user that "
+                                          "TCP-submitted tasks run as, or use the Unix socket",
+                                          what));
 }
 
 bool is_directory(const std::string& path) {
@@ -125,6 +137,9 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
 
 api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
                                               const nlohmann::json& body) {
+    if (auto ok = may_act(caller, "submit tasks"); !ok) {
+        return tl::unexpected(ok.error());
+    }
     auto task = parse_submission(caller, body);
     if (!task) {
         return tl::unexpected(task.error());
@@ -197,6 +212,9 @@ api::ApiResult<nlohmann::json> Daemon::show_task(const api::Caller& caller, std:
 }
 
 api::ApiResult<nlohmann::json> Daemon::cancel_task(const api::Caller& caller, std::int64_t id) {
+    if (auto ok = may_act(caller, "cancel tasks"); !ok) {
+        return tl::unexpected(ok.error());
+    }
     std::lock_guard lock(mu_);
     auto task = load_task(id);
     if (!task) {
@@ -238,6 +256,9 @@ api::ApiResult<nlohmann::json> Daemon::cancel_task(const api::Caller& caller, st
 api::ApiResult<api::LogSlice> Daemon::task_logs(const api::Caller& caller, std::int64_t id,
                                                 bool stderr_stream, int attempt,
                                                 std::uint64_t offset) {
+    if (auto ok = may_act(caller, "read logs"); !ok) {
+        return tl::unexpected(ok.error());
+    }
     auto task = load_task(id);
     if (!task) {
         return tl::unexpected(task.error());

@@ -46,6 +46,19 @@ TEST(ConfigTest, RealGpuKeys) {
     EXPECT_NE(bad.error().message.find("mps"), std::string::npos);
 }
 
+// This test verifies the TCP keys, tcp_run_as among them (unset by default: a root daemon
+// never acts as root for a TCP client).
+TEST(ConfigTest, TcpKeys) {
+    EXPECT_TRUE(DaemonConfig{}.tcp_run_as.empty());
+    auto c = parse_config("tcp: 127.0.0.1:8787\ntoken_file: /etc/carma/token\n"
+                          "tcp_run_as: carma-remote\n",
+                          "test.yaml", DaemonConfig{});
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->tcp, "127.0.0.1:8787");
+    EXPECT_EQ(c->token_file, "/etc/carma/token");
+    EXPECT_EQ(c->tcp_run_as, "carma-remote");
+}
+
 // This test verifies that config mistakes are errors naming the key, the file and the fix.
 TEST(ConfigTest, MistakesAreNamed) {
     struct Case {

@@ -6,15 +6,19 @@
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -401,22 +405,79 @@ TEST_F(DaemonTest, AdminBackupWhileRunning) {
     std::system(("pkill -TERM -f -- '--socket " + dir_ + "/restored.sock'").c_str());
 }
 
-// This test verifies the optional loopback TCP listener: requests need the bearer token.
+std::string write_token(const std::string& path, mode_t mode = 0600) {
+    std::ofstream(path) << "0123456789abcdef0123456789abcdef\n";
+    ::chmod(path.c_str(), mode);
+    return path;
+}
+
+int tcp_port() { return 20000 + static_cast<int>(::getpid() % 20000); }
+
+// This test verifies the optional loopback TCP listener: requests need the bearer token, and a
+// root daemon without tcp_run_as lets TCP clients look but never act (as root or anyone).
 TEST_F(DaemonTest, TcpNeedsBearerToken) {
-    const std::string token_file = dir_ + "/token";
-    std::ofstream(token_file) << "0123456789abcdef0123456789abcdef\n";
-    const int port = 20000 + static_cast<int>(::getpid() % 20000);
+    const std::string token_file = write_token(dir_ + "/token");
+    const int port = tcp_port();
     start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(port), "--token-file", token_file});
     httplib::Client tcp("127.0.0.1", port);
     auto anonymous = tcp.Get("/v1/tasks");
     ASSERT_TRUE(anonymous);
     EXPECT_EQ(anonymous->status, 401);
     EXPECT_NE(anonymous->body.find("bearer token"), std::string::npos);
+    httplib::Headers wrong = {{"Authorization", "Bearer 0123456789abcdef0123456789abcdeX"}};
+    auto guessed = tcp.Get("/v1/tasks", wrong);
+    ASSERT_TRUE(guessed);
+    EXPECT_EQ(guessed->status, 401);
     httplib::Headers auth = {{"Authorization", "Bearer 0123456789abcdef0123456789abcdef"}};
     auto listed = tcp.Get("/v1/tasks", auth);
     ASSERT_TRUE(listed);
     EXPECT_EQ(listed->status, 200);
     EXPECT_TRUE(json::parse(listed->body).contains("tasks"));
+    if (::geteuid() == 0) {
+        const TaskId mine = submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
+        auto submitted = tcp.Post("/v1/tasks", auth,
+                                  json{{"command", {"/bin/true"}}, {"workdir", "/tmp"}}.dump(),
+                                  "application/json");
+        ASSERT_TRUE(submitted);
+        EXPECT_EQ(submitted->status, 403);
+        EXPECT_NE(submitted->body.find("tcp_run_as"), std::string::npos) << submitted->body;
+        auto cancelled = tcp.Delete("/v1/tasks/" + std::to_string(mine), auth);
+        ASSERT_TRUE(cancelled);
+        EXPECT_EQ(cancelled->status, 403);
+        EXPECT_NE(cancelled->body.find("tcp_run_as"), std::string::npos) << cancelled->body;
+        EXPECT_FALSE(is_final(state(mine)));
+        ASSERT_TRUE(client().cancel(mine));
+    }
+}
+
+// Runs `carma serve` with `args` in this test's directory and returns what it wrote to stderr
+// when it refused to start ("" if it started, which fails the calling test).
+std::string refused_start(const std::string& dir, const std::string& args) {
+    const std::string cmd = std::string(CARMA_BIN) + " serve --gpus emulated:4xA100-40GB " +
+                            "--state-dir " + dir + "/refused-state --socket " + dir +
+                            "/refused.sock " + args + " 2>" + dir + "/refused.err";
+    if (std::system(cmd.c_str()) == 0) {
+        return "";
+    }
+    std::ifstream in(dir + "/refused.err");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// This test verifies that a token file others may read, or a tcp_run_as of root, stops the
+// daemon at start with a message that names the file or the key and the fix.
+TEST_F(DaemonTest, TcpStartRefusals) {
+    const std::string port = std::to_string(tcp_port());
+    const std::string open_token = write_token(dir_ + "/open-token", 0644);
+    const std::string err = refused_start(dir_, "--tcp 127.0.0.1:" + port + " --token-file " +
+                                                    open_token);
+    EXPECT_NE(err.find(open_token), std::string::npos) << err;
+    EXPECT_NE(err.find("chmod 600"), std::string::npos) << err;
+    if (::geteuid() == 0) {
+        const std::string token = write_token(dir_ + "/token");
+        const std::string as_root = refused_start(
+            dir_, "--tcp 127.0.0.1:" + port + " --token-file " + token + " --tcp-run-as root");
+        EXPECT_NE(as_root.find("tcp_run_as root is root"), std::string::npos) << as_root;
+    }
 }
 
 // This test verifies that under oracle-MAGM a fifth task shares a busy GPU once the warm-up lock
@@ -729,6 +790,277 @@ TEST_F(DaemonTest, BadInputIsRefusedAndQueueSurvives) {
     for (TaskId id : sleepers) {
         ASSERT_TRUE(c.cancel(id));
     }
+}
+
+// Sends `fd` over the Unix socket `via` (SCM_RIGHTS).
+bool send_fd(int via, int fd) {
+    char byte = 'f';
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    return ::sendmsg(via, &msg, 0) == 1;
+}
+
+int receive_fd(int via) {
+    char byte = 0;
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    if (::recvmsg(via, &msg, 0) != 1) {
+        return -1;
+    }
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    if (!c || c->cmsg_type != SCM_RIGHTS) {
+        return -1;
+    }
+    int fd = -1;
+    std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    return fd;
+}
+
+int connect_unix(const std::string& path) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        return -1;
+    }
+    return fd;
+}
+
+// One HTTP/1.1 request on an already connected socket, which it closes; the reply read to EOF.
+RawReply raw_on_fd(int fd, const std::string& method, const std::string& target,
+                   const std::string& body = "") {
+    timeval tv{30, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const std::string request = method + " " + target + " HTTP/1.1\r\nHost: localhost\r\n" +
+                                "Connection: close\r\nContent-Type: application/json\r\n" +
+                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+                                body;
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(request.size())) {
+        ::close(fd);
+        return {-1, "send failed"};
+    }
+    std::string in;
+    char buf[4096];
+    ssize_t n = 0;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) {
+        in.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    const auto head_end = in.find("\r\n\r\n");
+    if (in.size() < 12 || head_end == std::string::npos) {
+        return {-1, in};
+    }
+    return {std::atoi(in.substr(9, 3).c_str()), in.substr(head_end + 4)};
+}
+
+// This test verifies that a request is identified as the process that connected, not as
+// whatever holds the connecting process's pid now: alice connects, hands her connections to a
+// root process and exits, a root process takes her pid, and requests on those connections
+// still act as alice: her submission is hers, and cancelling root's task is refused.
+TEST_F(DaemonTest, IdentityIsTakenAtConnect) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root to connect as another user and reuse a pid";
+    }
+    auto alice = ensure_user("carma-test-alice");
+    if (!alice) {
+        GTEST_SKIP() << "useradd is not available";
+    }
+    const uid_t alice_uid = alice->pw_uid;
+    const gid_t alice_gid = alice->pw_gid;
+    start("exclusive");
+    const TaskId roots = submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
+
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    const pid_t connector = ::fork();
+    ASSERT_GE(connector, 0);
+    if (connector == 0) {
+        ::close(pair[0]);
+        if (::setgroups(0, nullptr) != 0 || ::setgid(alice_gid) != 0 ||
+            ::setuid(alice_uid) != 0) {
+            ::_exit(90);
+        }
+        for (int i = 0; i < 2; ++i) {
+            const int fd = connect_unix(socket_);
+            if (fd < 0 || !send_fd(pair[1], fd)) {
+                ::_exit(91);
+            }
+        }
+        ::_exit(0);
+    }
+    ::close(pair[1]);
+    const int submit_conn = receive_fd(pair[0]);
+    const int cancel_conn = receive_fd(pair[0]);
+    ::close(pair[0]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(connector, &status, 0), connector);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    ASSERT_GE(submit_conn, 0);
+    ASSERT_GE(cancel_conn, 0);
+
+    // A root process takes the connector's pid: the kernel hands out ns_last_pid + 1 next.
+    pid_t squatter = -1;
+    for (int i = 0; i < 20 && squatter != connector; ++i) {
+        if (squatter > 0) {
+            ::kill(squatter, SIGKILL);
+            ::waitpid(squatter, nullptr, 0);
+        }
+        std::ofstream("/proc/sys/kernel/ns_last_pid") << connector - 1;
+        squatter = ::fork();
+        if (squatter == 0) {
+            ::pause();
+            ::_exit(0);
+        }
+    }
+    if (squatter != connector) {
+        std::cout << "note: pid " << connector << " was not reused; identity still checked\n";
+    }
+
+    RawReply submitted = raw_on_fd(submit_conn, "POST", "/v1/tasks",
+                                   json{{"command", {"/bin/true"}}, {"workdir", "/tmp"}}.dump());
+    RawReply cancelled = raw_on_fd(cancel_conn, "DELETE", "/v1/tasks/" + std::to_string(roots));
+    ::kill(squatter, SIGKILL);
+    ::waitpid(squatter, nullptr, 0);
+
+    ASSERT_EQ(submitted.status, 201) << submitted.body;
+    const json task = json::parse(submitted.body);
+    EXPECT_EQ(task["user"], "carma-test-alice");
+    EXPECT_EQ(task["uid"], alice_uid);
+    EXPECT_EQ(cancelled.status, 403) << cancelled.body;
+    EXPECT_NE(cancelled.body.find("only its owner or root"), std::string::npos) << cancelled.body;
+    EXPECT_FALSE(is_final(state(roots)));
+    ASSERT_TRUE(client().cancel(roots));
+    wait_final(task["id"].get<TaskId>());
+}
+
+// This test verifies that a root daemon runs TCP-submitted tasks as tcp_run_as, not as root.
+TEST_F(DaemonTest, TcpRunsAsConfiguredUser) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root to run tasks as another user";
+    }
+    auto alice = ensure_user("carma-test-alice");
+    if (!alice) {
+        GTEST_SKIP() << "useradd is not available";
+    }
+    const uid_t alice_uid = alice->pw_uid;
+    const int port = tcp_port();
+    start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(port), "--token-file",
+                        write_token(dir_ + "/token"), "--tcp-run-as", "carma-test-alice"});
+    httplib::Client tcp("127.0.0.1", port);
+    httplib::Headers auth = {{"Authorization", "Bearer 0123456789abcdef0123456789abcdef"}};
+    auto r = tcp.Post("/v1/tasks", auth,
+                      json{{"command", {"/bin/sh", "-c", "id -u"}}, {"workdir", "/tmp"}}.dump(),
+                      "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 201) << r->body;
+    const json task = json::parse(r->body);
+    EXPECT_EQ(task["user"], "carma-test-alice");
+    EXPECT_EQ(task["uid"], alice_uid);
+    const TaskId id = task["id"].get<TaskId>();
+    EXPECT_EQ(wait_final(id)["state"], "succeeded");
+    auto out = client().logs(id, {});
+    ASSERT_TRUE(out);
+    EXPECT_EQ(out->text, std::to_string(alice_uid) + "\n");
+}
+
+// This test verifies that the server keeps answering while one user holds 64 connections that
+// send a header line per second or nothing at all; connections beyond the per-user cap are
+// answered 429, and a head over the size limit 431.
+TEST_F(DaemonTest, SlowClientsDoNotStopService) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root to run the slow clients as another user";
+    }
+    passwd* nobody = ::getpwnam("nobody");
+    ASSERT_NE(nobody, nullptr);
+    const uid_t slow_uid = nobody->pw_uid;
+    const gid_t slow_gid = nobody->pw_gid;
+    start("exclusive");
+
+    {
+        httplib::Client cli(socket_, 80);
+        cli.set_address_family(AF_UNIX);
+        cli.set_read_timeout(30);
+        auto big = cli.Get("/healthz", {{"X-Filler", std::string(20000, 'a')}});
+        ASSERT_TRUE(big) << httplib::to_string(big.error());
+        EXPECT_EQ(big->status, 431);
+        EXPECT_NE(big->body.find("larger than"), std::string::npos) << big->body;
+    }
+
+    int ready[2], result[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    ASSERT_EQ(::pipe(result), 0);
+    const pid_t slow = ::fork();
+    ASSERT_GE(slow, 0);
+    if (slow == 0) {
+        if (::setgroups(0, nullptr) != 0 || ::setgid(slow_gid) != 0 || ::setuid(slow_uid) != 0) {
+            ::_exit(90);
+        }
+        std::vector<int> fds;
+        for (int i = 0; i < 64; ++i) {
+            fds.push_back(connect_unix(socket_));
+        }
+        (void)!::write(ready[1], "r", 1);
+        // Even connections send one header line a second and never finish; odd ones send nothing.
+        for (int second = 0; second < 12; ++second) {
+            for (std::size_t i = 0; i < fds.size(); i += 2) {
+                const char* line = second == 0 ? "GET /healthz HTTP/1.1\r\n" : "X-Slow: 1\r\n";
+                (void)::send(fds[i], line, std::strlen(line), MSG_NOSIGNAL);
+            }
+            std::this_thread::sleep_for(1s);
+        }
+        int refused = 0;
+        for (int fd : fds) {
+            char buf[64] = {};
+            if (fd >= 0 && ::recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT) > 0 &&
+                std::string(buf).rfind("HTTP/1.1 429", 0) == 0) {
+                ++refused;
+            }
+        }
+        (void)!::write(result[1], &refused, sizeof refused);
+        ::_exit(0);
+    }
+    ::close(ready[1]);
+    ::close(result[1]);
+    char byte = 0;
+    ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the slow clients did not start";
+    std::this_thread::sleep_for(2s);  // a couple of header lines in
+
+    httplib::Client cli(socket_, 80);
+    cli.set_address_family(AF_UNIX);
+    cli.set_connection_timeout(10);
+    cli.set_read_timeout(10);
+    cli.set_write_timeout(10);
+    auto health = cli.Get("/healthz");
+    ASSERT_TRUE(health) << httplib::to_string(health.error());
+    EXPECT_EQ(health->status, 200);
+    EXPECT_TRUE(client().status());
+
+    int refused = 0;
+    EXPECT_EQ(::read(result[0], &refused, sizeof refused),
+              static_cast<ssize_t>(sizeof refused));
+    int status = 0;
+    ::waitpid(slow, &status, 0);
+    ::close(ready[0]);
+    ::close(result[0]);
+    EXPECT_GT(refused, 0) << "connections beyond the per-user cap are answered 429";
+    EXPECT_TRUE(client().healthz());
 }
 
 }  // namespace
