@@ -92,6 +92,7 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     if (given("--dcgm-host")) config.dcgm_host = v.dcgm_host;
     if (given("--exclude-gpus")) config.exclude_gpus = v.exclude_gpus;
     if (given("--mps")) config.mps = v.mps;
+    if (given("--retention-days")) config.retention_days = v.retention_days;
     if (given("--mps-control")) config.mps_control = v.mps_control;
     if (given("--risk-smact")) config.risk.smact = f.smact;
     if (given("--risk-smocc")) config.risk.smocc = f.smocc;
@@ -185,6 +186,9 @@ Action add_serve_command(CLI::App& app) {
     cmd->add_option("--exclude-gpus", v.exclude_gpus,
                     "GPUs to leave alone: indices, UUIDs or name patterns (default: *Display*)")
         ->delimiter(',');
+    cmd->add_option("--retention-days", v.retention_days,
+                    "Drop GPU samples and events older than this many days (0 keeps them)")
+        ->capture_default_str();
     cmd->add_flag("--mps", v.mps,
                   "Start an MPS control daemon and launch tasks under it with per-task memory "
                   "limits");

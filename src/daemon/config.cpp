@@ -57,7 +57,7 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
         "policy",  "risk",     "window",       "warmup_s",       "memory_margin",
         "no_info_min_free", "estimator", "gpus", "sharing", "state_dir", "socket",
         "max_attempts", "retry_failures", "time_scale", "kill_grace_s", "tcp", "token_file",
-        "tcp_run_as", "shim_path", "dcgm_host", "exclude_gpus", "mps", "mps_control"};
+        "tcp_run_as", "shim_path", "dcgm_host", "exclude_gpus", "mps", "mps_control", "retention_days"};
     for (const auto& kv : root) {
         const std::string key = kv.first.as<std::string>();
         const YAML::Node& v = kv.second;
@@ -159,6 +159,12 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
                 return tl::unexpected(b.error());
             }
             c.retry_failures = *b;
+        } else if (key == "retention_days") {
+            auto d = scalar<double>(v, key, source);
+            if (!d) {
+                return tl::unexpected(d.error());
+            }
+            c.retention_days = *d;
         } else if (key == "warmup_s" || key == "time_scale" || key == "kill_grace_s") {
             auto d = scalar<double>(v, key, source);
             if (!d) {
@@ -224,6 +230,10 @@ Result<DaemonConfig> finalize(DaemonConfig c) {
     }
     if (!(c.time_scale > 0) || c.time_scale > 10000) {
         return fail(ErrorCode::InvalidArgument, "time_scale must be > 0 and <= 10000");
+    }
+    if (!(c.retention_days >= 0) || c.retention_days > 36500) {
+        return fail(ErrorCode::InvalidArgument,
+                    "retention_days must be 0 (keep everything) or a number of days up to 36500");
     }
     if (c.warmup_s < 0 || c.kill_grace_s < 0) {
         return fail(ErrorCode::InvalidArgument, "warmup_s and kill_grace_s must be >= 0");

@@ -23,6 +23,7 @@ struct DaemonConfig {
     // GPUs CARMA leaves alone: an index ("3"), a UUID ("GPU-8a1c..."), or a name pattern with
     // shell wildcards ("*Display*", the spec's display GPU).
     std::vector<std::string> exclude_gpus = {"*Display*"};
+    double retention_days = 30;      // GPU samples and events older than this are dropped; 0 keeps all
     bool mps = false;                // start an MPS control daemon; tasks get memory limits
     std::string mps_control;         // the control program; default nvidia-cuda-mps-control
     std::string sharing = "mps";     // emulated GPUs only

@@ -426,7 +426,17 @@ void Daemon::sample_gpus() {
             state.rule_text = std::move(rule);
         }
     }
-    // Downsampled history: one row per GPU every 10 samples. Unknown metrics are stored as NULL.
+    // History older than retention_days goes, once an hour (and on the first tick).
+    if (config_.retention_days > 0 && ticks_ % 3600 == 1) {
+        const double before = unix_now() - config_.retention_days * 86400.0;
+        if (auto dropped = store_->prune_history(before); !dropped) {
+            spdlog::warn("cannot drop old history: {}", dropped.error().message);
+        } else if (*dropped > 0) {
+            spdlog::info("dropped {} GPU sample and event rows older than {} days", *dropped,
+                         config_.retention_days);
+        }
+    }
+        // Downsampled history: one row per GPU every 10 samples. Unknown metrics are stored as NULL.
     if (ticks_ % 10 == 1) {
         std::vector<store::GpuSampleRow> rows;
         const double t = unix_now();
@@ -563,11 +573,13 @@ void Daemon::finish_attempt(LiveAttempt live, const exec::ExitRecord* record) {
     }
     if (end.record_missing) {
         // The supervisor died without a record (e.g. SIGKILL); its task may still run unwatched.
+        // Its group, and ranks that left it (the supervisor that would have killed them is gone);
+        // only processes still marked as this attempt's, since the pgid may have been reused.
         if (auto pgid = exec::task_pgid(live.handle.attempt_dir); pgid && *pgid > 1) {
-            ::kill(-*pgid, SIGKILL);
-            // Ranks that left the group: their supervisor, which would have killed them, is gone.
             for (pid_t p : exec::task_processes(exec::read_process_table(), *pgid)) {
-                ::kill(p, SIGKILL);
+                if (exec::carries_attempt(p, live.task, live.number)) {
+                    ::kill(p, SIGKILL);
+                }
             }
         }
     }

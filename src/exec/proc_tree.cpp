@@ -97,6 +97,23 @@ std::set<pid_t> task_processes(std::span<const ProcEntry> table, pid_t leader) {
     return out;
 }
 
+bool carries_attempt(pid_t pid, std::int64_t task, int attempt) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    if (!in) {
+        return false;
+    }
+    const std::string want_task = "CARMA_TASK_ID=" + std::to_string(task);
+    const std::string want_attempt = "CARMA_ATTEMPT=" + std::to_string(attempt);
+    bool task_ok = false;
+    bool attempt_ok = false;
+    std::string entry;
+    while (std::getline(in, entry, '\0')) {
+        task_ok = task_ok || entry == want_task;
+        attempt_ok = attempt_ok || entry == want_attempt;
+    }
+    return task_ok && attempt_ok;
+}
+
 std::set<pid_t> descendants(std::span<const ProcEntry> table, pid_t root) {
     std::set<pid_t> out = {root};
     if (root <= 1) {

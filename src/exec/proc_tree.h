@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <set>
 #include <span>
 #include <vector>
@@ -32,5 +33,10 @@ std::set<pid_t> task_processes(std::span<const ProcEntry> table, pid_t leader);
 // subreaper, so a task's orphans (a double-forked daemon, a setsid'd rank whose parent exited)
 // are re-parented to it and stay findable here.
 std::set<pid_t> descendants(std::span<const ProcEntry> table, pid_t root);
+
+// Whether the process's environment says it belongs to this attempt (CARMA_TASK_ID and
+// CARMA_ATTEMPT, which the daemon sets for every task). A process group or pid remembered from
+// earlier may have been reused by then: only processes that carry the mark are signalled.
+bool carries_attempt(pid_t pid, std::int64_t task, int attempt);
 
 }  // namespace carma::exec

@@ -851,6 +851,19 @@ Result<void> Store::add_gpu_samples(const std::vector<GpuSampleRow>& samples) {
                         });
 }
 
+Result<std::int64_t> Store::prune_history(double before) {
+    return impl_->write("drop GPU samples and events past their retention",
+                        [&](SQLite::Database& db) -> Result<std::int64_t> {
+                            SQLite::Statement samples(db, "DELETE FROM gpu_samples WHERE time < ?");
+                            samples.bind(1, before);
+                            std::int64_t dropped = samples.exec();
+                            SQLite::Statement events(db, "DELETE FROM events WHERE time < ?");
+                            events.bind(1, before);
+                            dropped += events.exec();
+                            return dropped;
+                        });
+}
+
 // Samples with time >= since, oldest first (GPU index breaks ties).
 Result<std::vector<GpuSampleRow>> Store::gpu_samples(double since, int gpu) {
     const std::string sql = fmt::format(

@@ -49,6 +49,9 @@ public:
     Result<std::vector<EventRow>> events(std::int64_t after_id, TaskId task, int limit);
 
     Result<void> add_gpu_samples(const std::vector<GpuSampleRow>& samples);
+    // Drops GPU samples and events older than `before` (unix seconds); returns how many rows.
+    // Tasks and attempts are kept: they are the record of what ran.
+    Result<std::int64_t> prune_history(double before);
     Result<std::vector<GpuSampleRow>> gpu_samples(double since, int gpu /* -1 = all */);
 
     int schema_version() const;

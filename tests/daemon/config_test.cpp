@@ -19,6 +19,7 @@ TEST(ConfigTest, ExampleConfigParses) {
     EXPECT_EQ(c->max_attempts, 3);
     EXPECT_EQ(c->exclude_gpus, std::vector<std::string>{"*Display*"});
     EXPECT_FALSE(c->mps);
+    EXPECT_DOUBLE_EQ(c->retention_days, 30);
     auto f = finalize(*c);
     ASSERT_TRUE(f) << f.error().message;
     EXPECT_EQ(f->socket, f->state_dir + "/carma.sock");

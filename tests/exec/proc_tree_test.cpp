@@ -58,5 +58,32 @@ TEST(ProcTreeTest, FindsASetsidChildThroughProc) {
     ::waitpid(leader, nullptr, 0);
 }
 
+// This test verifies the attempt mark: a process whose environment carries this task and
+// attempt belongs to it; another attempt, another task, or an unmarked process does not (a
+// remembered pid or group may have been reused by a stranger).
+TEST(ProcTreeTest, OnlyMarkedProcessesBelongToAnAttempt) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        char* const argv[] = {const_cast<char*>("sleep"), const_cast<char*>("30"), nullptr};
+        char* const envp[] = {const_cast<char*>("CARMA_TASK_ID=7"),
+                              const_cast<char*>("CARMA_ATTEMPT=2"), nullptr};
+        ::execve("/bin/sleep", argv, envp);
+        ::_exit(127);
+    }
+    bool marked = false;
+    for (int i = 0; i < 200 && !marked; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        marked = carries_attempt(child, 7, 2);
+    }
+    EXPECT_TRUE(marked);
+    EXPECT_FALSE(carries_attempt(child, 7, 3));
+    EXPECT_FALSE(carries_attempt(child, 8, 2));
+    EXPECT_FALSE(carries_attempt(::getpid(), 7, 2));
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    EXPECT_FALSE(carries_attempt(child, 7, 2));  // gone
+}
+
 }  // namespace
 }  // namespace carma::exec

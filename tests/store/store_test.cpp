@@ -720,5 +720,26 @@ TEST_F(StoreTest, DatabaseIsPrivate) {
     EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+// This test verifies retention: GPU samples and events older than the cut are dropped, newer
+// ones and every task stay.
+TEST_F(StoreTest, PruneHistoryKeepsTasksAndRecentRows) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    auto id = store->insert_task(named_task("kept"));
+    ASSERT_TRUE(id);
+    ASSERT_TRUE(store->add_gpu_samples({sample(100, 0), sample(200, 0), sample(300, 1)}));
+    ASSERT_TRUE(store->add_event(event(*id, "old", 100)));
+    ASSERT_TRUE(store->add_event(event(*id, "new", 300)));
+    auto dropped = store->prune_history(250);
+    ASSERT_TRUE(dropped) << dropped.error().message;
+    EXPECT_EQ(*dropped, 3);  // two samples, one event
+    EXPECT_EQ(store->gpu_samples(0, -1)->size(), 1u);
+    auto events = store->events(0, 0, 100);
+    ASSERT_TRUE(events);
+    ASSERT_EQ(events->size(), 1u);
+    EXPECT_EQ((*events)[0].kind, "new");
+    EXPECT_TRUE(store->task(*id)->has_value());
+}
+
 }  // namespace
 }  // namespace carma::store
