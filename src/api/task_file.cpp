@@ -9,9 +9,11 @@
 #include <iterator>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <system_error>
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "core/units.h"
@@ -24,6 +26,7 @@ namespace {
 
 constexpr int kMaxAttemptsLimit = 100;                 // docs/api.md: max_attempts is 1..100
 constexpr std::uintmax_t kMaxTaskFileBytes = 1 << 20;  // the API refuses bodies over 1 MiB
+constexpr int kMaxGpusPerTask = 1024;                  // the daemon refuses more (task_json.cpp)
 
 // ---- shared helpers -----------------------------------------------------------------------
 
@@ -318,16 +321,69 @@ std::string unknown_field_message(std::string_view key) {
     return fmt::format("unknown field '{}'{}; known fields: {}", key, hint, fmt::join(names, ", "));
 }
 
+// Counts what one document holds without building it: where the document starts (to tell
+// whether the parser moved at all) and where its first node is (the line an error names).
+class DocumentProbe : public YAML::EventHandler {
+public:
+    YAML::Mark start;
+    std::optional<YAML::Mark> first_node;
+
+    void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+    void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+    void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  const std::string&) override {
+        node(mark);
+    }
+    void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {
+        node(mark);
+    }
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {
+        node(mark);
+    }
+    void OnMapEnd() override {}
+
+private:
+    void node(const YAML::Mark& mark) {
+        if (!first_node) {
+            first_node = mark;
+        }
+    }
+};
+
 Result<YAML::Node> load_yaml(std::string_view text, const TaskFileContext& ctx) {
     try {
-        std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+        // Not YAML::LoadAll: yaml-cpp 0.7 (Debian 12) loops forever on a stray ',' outside a
+        // flow collection (a file that is just ",", or "- a\n,"), appending an empty document
+        // per turn until memory runs out (jbeder/yaml-cpp#1040, fixed upstream by #1319). The
+        // documents are walked as events instead; a document that starts where the previous one
+        // did means the parser is stuck on a token it cannot use.
+        std::istringstream stream{std::string(text)};
+        YAML::Parser parser(stream);
+        std::vector<DocumentProbe> documents;
+        for (DocumentProbe probe; parser.HandleNextDocument(probe); probe = DocumentProbe()) {
+            if (!documents.empty() && probe.start.pos == documents.back().start.pos) {
+                const auto at = static_cast<std::size_t>(std::max(probe.start.pos, 0));
+                const std::string what =
+                    at < text.size() ? fmt::format("unexpected '{}'", text[at]) : "unexpected end";
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("{}:{}:{}: malformed YAML: {}", ctx.source,
+                                        probe.start.line + 1, probe.start.column + 1, what));
+            }
+            documents.push_back(probe);
+        }
         if (documents.size() > 1) {
             // Silently using the first of several tasks would lose the others.
-            return error_at(ctx, documents[1].Mark().line,
+            const YAML::Mark at = documents[1].first_node.value_or(documents[1].start);
+            return error_at(ctx, at.line,
                             "a task file holds one task, but a second YAML document starts here; "
                             "submit each task from its own file");
         }
-        return documents.empty() ? YAML::Node() : documents.front();
+        return documents.empty() ? YAML::Node() : YAML::Load(std::string(text));
     } catch (const YAML::ParserException& e) {
         // yaml-cpp's marks are 0-based; editors count from 1.
         return fail(ErrorCode::InvalidArgument,
@@ -387,8 +443,11 @@ std::vector<std::string_view> split_lines(std::string_view text) {
 }
 
 // Python's int(float(line)): "28923.25" -> 28923. Blank or missing lines are "not given".
+// `limit` (with `limit_text` naming it in the error) keeps the value within what the field can
+// mean, so that later sums (need + margin) cannot overflow.
 Result<std::optional<std::int64_t>> rad_number(const std::vector<std::string_view>& lines,
                                                std::size_t index, std::string_view what,
+                                               double limit, std::string_view limit_text,
                                                const TaskFileContext& ctx) {
     if (index >= lines.size() || trim(lines[index]).empty()) {
         return std::optional<std::int64_t>();
@@ -400,10 +459,15 @@ Result<std::optional<std::int64_t>> rad_number(const std::vector<std::string_vie
     double value = 0;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     const bool whole = ec == std::errc() && ptr == text.data() + text.size();
-    if (!whole || !std::isfinite(value) || value < 0 || value > 1e15) {
+    if (!whole || !std::isfinite(value) || value < 0) {
         return error_at(
             ctx, static_cast<int>(index),
             fmt::format("expected {} as a non-negative number, got '{}'", what, lines[index]));
+    }
+    if (value > limit) {
+        return error_at(ctx, static_cast<int>(index),
+                        fmt::format("{} is {}; it must be at most {}", what, lines[index],
+                                    limit_text));
     }
     return std::optional<std::int64_t>(static_cast<std::int64_t>(std::trunc(value)));
 }
@@ -428,7 +492,8 @@ Status rad_memory(const std::vector<std::string_view>& lines, const TaskFileCont
                           {kRadFakeTensor, "the FakeTensor estimate (MiB)", &memory.faketensor_mib},
                           {kRadGpuMemNet, "the GPUMemNet estimate (MiB)", &memory.gpumemnet_mib}};
     for (const Slot& s : slots) {
-        auto value = rad_number(lines, s.index, s.what, ctx);
+        auto value = rad_number(lines, s.index, s.what, static_cast<double>(kMaxMemoryMib),
+                                "16 TiB (16777216 MiB) per GPU", ctx);
         if (!value) {
             return tl::unexpected(value.error());
         }
@@ -575,11 +640,12 @@ Result<SubmitRequest> parse_rad_task(std::string_view text, const TaskFileContex
         return error_at(ctx, static_cast<int>(at), command.error().message);
     }
     r.command = std::move(*command);
-    auto gpus = rad_number(lines, kRadGpus, "the GPU count", ctx);
+    auto gpus = rad_number(lines, kRadGpus, "the GPU count", kMaxGpusPerTask,
+                           fmt::format("{}", kMaxGpusPerTask), ctx);
     if (!gpus) {
         return tl::unexpected(gpus.error());
     }
-    if (!*gpus || **gpus < 1 || **gpus > std::numeric_limits<int>::max()) {
+    if (!*gpus || **gpus < 1) {
         return error_at(ctx, static_cast<int>(kRadGpus),
                         "the GPU count (line 8 of a .rad file) must be a number of at least 1");
     }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -41,7 +40,8 @@ std::optional<MiB> parse_amount(std::string_view text) {
     } else {
         return std::nullopt;
     }
-    if (number > std::numeric_limits<MiB>::max() / scale) {
+    // Division, not multiplication: number * scale could overflow before the comparison.
+    if (number > kMaxMemoryMib / scale) {
         return std::nullopt;
     }
     return number * scale;
@@ -89,7 +89,9 @@ Result<std::vector<MpsMemLimit>> parse_pinned_mem_limit(std::string_view text) {
         }
         const auto mib = parse_amount(amount);
         if (!mib) {
-            return bad_limit(text, fmt::format("'{}' is not an amount like 12000M or 12G", amount));
+            return bad_limit(text, fmt::format("'{}' is not an amount like 12000M or 12G of at "
+                                               "most 16 TiB",
+                                               amount));
         }
         if (std::any_of(out.begin(), out.end(),
                         [&](const MpsMemLimit& l) { return l.device == device; })) {

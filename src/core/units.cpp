@@ -49,9 +49,11 @@ Result<MiB> parse_memory(std::string_view text) {
         return fail(ErrorCode::InvalidArgument,
                     "memory '" + std::string(text) + "' must be a non-negative amount");
     }
-    double mib = std::round(value * factor);
-    if (mib > 1e12) {
-        return fail(ErrorCode::InvalidArgument, "memory '" + std::string(text) + "' is too large");
+    const double mib = std::round(value * factor);
+    if (mib > static_cast<double>(kMaxMemoryMib)) {
+        return fail(ErrorCode::InvalidArgument,
+                    "memory '" + std::string(text) +
+                        "' is too large; memory per GPU must be at most 16 TiB");
     }
     return static_cast<MiB>(mib);
 }

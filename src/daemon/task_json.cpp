@@ -21,7 +21,41 @@ api::ApiResult<std::optional<MiB>> read_mib(const nlohmann::json& obj, const cha
     if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
         return api::api_fail(400, fmt::format("'{}' must be a whole number of MiB >= 0", key));
     }
+    // The scheduler adds a margin to a need and sums needs; an absurd value such as
+    // 9223372036854775807 would overflow there instead of being refused here.
+    if (v.get<std::int64_t>() > kMaxMemoryMib) {
+        return api::api_fail(400, fmt::format("'{}' is {} MiB; memory per GPU must be at most "
+                                              "16 TiB ({} MiB)",
+                                              key, v.get<std::int64_t>(), kMaxMemoryMib));
+    }
     return std::optional<MiB>(v.get<std::int64_t>());
+}
+
+constexpr std::size_t kMaxNameBytes = 200;
+
+bool has_nul(const std::string& s) { return s.find('\0') != std::string::npos; }
+
+// A string field that reaches chdir(), exec() or SQLite as a C string: a NUL would silently cut
+// it short there (a workdir "/tmp\0/x" would run the task in /tmp).
+api::ApiResult<std::string> c_string(const nlohmann::json& body, const char* key,
+                                     const char* what) {
+    const nlohmann::json& v = body.at(key);
+    if (!v.is_string() || has_nul(v.get<std::string>())) {
+        return api::api_fail(400, fmt::format("'{}' must be {} without NUL characters", key, what));
+    }
+    return v.get<std::string>();
+}
+
+// At most `limit` bytes of `s`, not splitting a UTF-8 sequence (the API's JSON must stay UTF-8).
+std::string utf8_prefix(const std::string& s, std::size_t limit) {
+    if (s.size() <= limit) {
+        return s;
+    }
+    std::size_t end = limit;
+    while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) {
+        --end;
+    }
+    return s.substr(0, end);
 }
 
 }  // namespace
@@ -107,7 +141,7 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
             return api::api_fail(400, "every element of 'command' must be a string");
         }
         const std::string s = arg.get<std::string>();
-        if (s.find('\0') != std::string::npos) {
+        if (has_nul(s)) {
             return api::api_fail(400, "'command' must not contain NUL characters");
         }
         t.spec.command.push_back(s);
@@ -130,14 +164,20 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         t.spec.gpus = static_cast<int>(n);
     }
     if (body.contains("name")) {
-        if (!body["name"].is_string() || body["name"].get<std::string>().size() > 200) {
-            return api::api_fail(400, "'name' must be a string of at most 200 characters");
+        auto name = c_string(body, "name", "a string");
+        if (!name || name->size() > kMaxNameBytes) {
+            return api::api_fail(400, "'name' must be a string of at most 200 characters "
+                                      "without NUL characters");
         }
-        t.spec.name = body["name"].get<std::string>();
+        t.spec.name = std::move(*name);
     }
     if (t.spec.name.empty()) {
+        // The program's file name, held to the limit a given name has.
         const std::string& prog = t.spec.command.front();
-        t.spec.name = prog.substr(prog.find_last_of('/') + 1);
+        t.spec.name = utf8_prefix(prog.substr(prog.find_last_of('/') + 1), kMaxNameBytes);
+        if (t.spec.name.empty()) {  // "/usr/bin/": no file name to take
+            t.spec.name = utf8_prefix(prog, kMaxNameBytes);
+        }
     }
     auto declared = read_mib(body, "memory_mib");
     if (!declared) {
@@ -174,12 +214,17 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
             }
         }
     }
-    if (!body.contains("workdir") || !body["workdir"].is_string() ||
-        body["workdir"].get<std::string>().empty() ||
-        body["workdir"].get<std::string>().front() != '/') {
+    if (!body.contains("workdir")) {
         return api::api_fail(400, "'workdir' must be an absolute path");
     }
-    t.workdir = body["workdir"].get<std::string>();
+    auto workdir = c_string(body, "workdir", "an absolute path");
+    if (!workdir) {
+        return tl::unexpected(workdir.error());
+    }
+    if (workdir->empty() || workdir->front() != '/') {
+        return api::api_fail(400, "'workdir' must be an absolute path");
+    }
+    t.workdir = std::move(*workdir);
     if (body.contains("env")) {
         if (!body["env"].is_object()) {
             return api::api_fail(400, "'env' must be an object of NAME: value strings");
@@ -191,7 +236,7 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
                                                       "valid (letters, digits, _)",
                                                       k));
             }
-            if (!v.is_string() || v.get<std::string>().find('\0') != std::string::npos) {
+            if (!v.is_string() || has_nul(v.get<std::string>())) {
                 return api::api_fail(400, fmt::format("environment variable {} must be a string "
                                                       "without NUL",
                                                       k));
@@ -209,10 +254,11 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         t.max_attempts = 0;  // the daemon's default
     }
     if (body.contains("workload")) {
-        if (!body["workload"].is_string()) {
-            return api::api_fail(400, "'workload' must be a string");
+        auto workload = c_string(body, "workload", "a string");
+        if (!workload) {
+            return tl::unexpected(workload.error());
         }
-        t.spec.workload = body["workload"].get<std::string>();
+        t.spec.workload = std::move(*workload);
     }
     return t;
 }

@@ -14,6 +14,18 @@
 
 namespace carma::sim {
 
+namespace {
+
+// Bounds that keep a trace's numbers meaningful and their conversions defined: a double beyond
+// int's range cast to int is undefined behaviour, and times near 1e308 turn into infinities once
+// the simulator adds durations to them.
+constexpr double kMaxTraceGpus = 1024;              // as the API (daemon/task_json.cpp)
+constexpr double kMaxSubmitOffsetS = 1e9;           // about 31 years
+constexpr double kMaxStandaloneMinutes = 1e6;       // about two years
+constexpr double kMaxMemoryGb = static_cast<double>(kMaxMemoryMib) / 1000.0;  // 16 TiB
+
+}  // namespace
+
 Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
     auto table = parse_csv(csv_text, name);
     if (!table) {
@@ -40,10 +52,11 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
         if (!submit) {
             return tl::unexpected(submit.error());
         }
-        if (*submit < 0) {
+        if (*submit < 0 || *submit > kMaxSubmitOffsetS) {
             return fail(ErrorCode::InvalidArgument,
-                        fmt::format("trace {} line {}: submit_offset_s must be >= 0", name,
-                                    table->line_numbers[r]));
+                        fmt::format("trace {} line {}: submit_offset_s must be >= 0 and at most "
+                                    "{:.0f} (about 31 years)",
+                                    name, table->line_numbers[r], kMaxSubmitOffsetS));
         }
         e.submit_s = *submit;
         e.task_name = row[static_cast<std::size_t>(c_task)];
@@ -71,22 +84,31 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
             }
         }
         if (*gpus) {
-            if (**gpus < 1 || **gpus != std::floor(**gpus)) {
+            if (**gpus < 1 || **gpus > kMaxTraceGpus || **gpus != std::floor(**gpus)) {
                 return fail(ErrorCode::InvalidArgument,
-                            fmt::format("trace {} line {}: gpus must be a whole number >= 1",
-                                        name, table->line_numbers[r]));
+                            fmt::format("trace {} line {}: gpus must be a whole number from 1 "
+                                        "to {:.0f}",
+                                        name, table->line_numbers[r], kMaxTraceGpus));
             }
             e.gpus = static_cast<int>(**gpus);
         }
         if (*minutes) {
-            if (**minutes <= 0) {
+            if (**minutes <= 0 || **minutes > kMaxStandaloneMinutes) {
                 return fail(ErrorCode::InvalidArgument,
-                            fmt::format("trace {} line {}: standalone_minutes must be > 0", name,
-                                        table->line_numbers[r]));
+                            fmt::format("trace {} line {}: standalone_minutes must be > 0 and at "
+                                        "most {:.0f} (about two years)",
+                                        name, table->line_numbers[r], kMaxStandaloneMinutes));
             }
             e.standalone_s = **minutes * 60.0;
         }
         if (*mem) {
+            // A negative need would read as "fits anywhere"; beyond 16 TiB llround has no answer.
+            if (**mem < 0 || **mem > kMaxMemoryGb) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("trace {} line {}: memory_gb must be from 0 to {:.3f} "
+                                        "(16 TiB per GPU)",
+                                        name, table->line_numbers[r], kMaxMemoryGb));
+            }
             e.memory_mib = static_cast<MiB>(std::llround(**mem * 1000.0));  // paper GB = MiB/1000
         }
         if (c_class >= 0) {

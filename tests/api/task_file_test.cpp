@@ -259,6 +259,49 @@ TEST(TaskFileTest, RadErrors) {
     }
 }
 
+// This test verifies the task files the fuzz tests (tests/fuzz) found mishandled. A stray ','
+// outside a flow collection sent yaml-cpp's LoadAll into an endless loop that took all memory
+// (jbeder/yaml-cpp#1040); it is now a malformed-YAML error at the comma. A .rad estimate up to
+// 1e15 MiB was accepted; memory is now held to 16 TiB per GPU and the GPU count to 1024.
+TEST(TaskFileTest, FuzzRegressionStrayCommaAndAbsurdNumbersAreRefused) {
+    const struct {
+        const char* text;
+        const char* want;
+    } yaml_cases[] = {
+        {",", "exp/task.yaml:1:1: malformed YAML: unexpected ','"},
+        {"- a\n,", "exp/task.yaml:2:1: malformed YAML: unexpected ','"},
+        {"{command: x},", "exp/task.yaml:1:13: malformed YAML: unexpected ','"},
+        {"command: x\n---\n,\n", "malformed YAML: unexpected ','"},
+        {"command: x\nprofiled_memory: 9223372036854775807\n", "at most 16 TiB"},
+        {"command: x\nestimates: {horus: 17TiB}\n", "estimates.horus: memory '17TiB' is too large"},
+    };
+    for (const auto& c : yaml_cases) {
+        EXPECT_THAT(yaml_error(c.text), HasSubstr(c.want)) << c.text;
+    }
+    // A second document after a valid one is still named as such, at its first node.
+    EXPECT_THAT(yaml_error("command: x\n---\ncommand: y\n"),
+                HasSubstr("exp/task.yaml:3: a task file holds one task"));
+
+    const std::string head = "#\n\npython x.py\nm\nd\n1\ne\n";
+    const struct {
+        std::string text;
+        const char* want;
+    } rad_cases[] = {
+        {head + "1\n1e15\n", "bad.rad:9: the oracle MiB is 1e15; it must be at most 16 TiB"},
+        {head + "1\n5\n16777217\n", "bad.rad:10: the Horus estimate (MiB) is 16777217"},
+        {head + "1025\n", "bad.rad:8: the GPU count is 1025; it must be at most 1024"},
+    };
+    for (const auto& c : rad_cases) {
+        auto r = parse_rad_task(c.text, rad_context("bad"));
+        ASSERT_FALSE(r) << c.text;
+        EXPECT_THAT(r.error().message, HasSubstr(c.want)) << c.text;
+    }
+    auto edge = parse_rad_task(head + "1024\n16777216\n", rad_context("edge"));
+    ASSERT_TRUE(edge) << edge.error().message;
+    EXPECT_EQ(edge->gpus, 1024);
+    EXPECT_EQ(edge->memory.profiled_mib, 16777216);
+}
+
 // This test verifies that the loader picks the format by extension, names the task after the
 // file, resolves a relative workdir against the file's directory, and reports unreadable files.
 TEST(TaskFileTest, LoadFromDisk) {

@@ -33,6 +33,19 @@ TEST(UnitsTest, RejectsMalformedMemory) {
     }
 }
 
+// This test verifies the limit found by the fuzz tests (tests/fuzz): memory beyond 16 TiB per GPU
+// is refused with the limit named, so sums such as need + margin stay far from overflow.
+TEST(UnitsTest, FuzzRegressionMemoryAbove16TiBIsRefused) {
+    ASSERT_TRUE(parse_memory("16TiB"));
+    EXPECT_EQ(*parse_memory("16TiB"), kMaxMemoryMib);
+    for (const char* bad : {"16777217", "120000000000MiB", "9223372036854775807", "1e300GiB"}) {
+        auto got = parse_memory(bad);
+        ASSERT_FALSE(got) << bad;
+        EXPECT_NE(got.error().message.find("at most 16 TiB"), std::string::npos)
+            << got.error().message;
+    }
+}
+
 // This test verifies that MiB are rendered with thousands separators.
 TEST(UnitsTest, FormatsMiB) {
     EXPECT_EQ(format_mib(13236), "13,236 MiB");

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -749,6 +750,13 @@ TEST_F(DaemonTest, BadInputIsRefusedAndQueueSurvives) {
         {with("gpus", -1), 400, "at least 1 GPU"},
         {with("gpus", 5), 422, "asks for 5 GPUs but this server has 4"},
         {with("memory_mib", 50000), 422, "largest GPU here has 40,441 MiB"},
+        // Found by the fuzz tests (tests/fuzz): an estimate of INT64_MAX overflowed need + margin
+        // in the scheduler, and a NUL cut the workdir short at chdir().
+        {with("memory", {{"horus_mib", std::numeric_limits<std::int64_t>::max()}}), 400,
+         "'horus_mib' is 9223372036854775807 MiB; memory per GPU must be at most 16 TiB"},
+        {with("memory_mib", 16777217), 400, "at most 16 TiB"},
+        {with("workdir", std::string("/tmp\0/x", 7)), 400, "without NUL"},
+        {with("name", std::string("a\0b", 3)), 400, "without NUL"},
         {with("command", json::array({"/no/such/program"})), 400, "not found"},
         {with("command", json::array()), 400, "non-empty list"},
         {with("workdir", "/no/such/dir"), 400, "does not exist"},

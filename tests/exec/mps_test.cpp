@@ -294,6 +294,9 @@ TEST(MpsLimitParseTest, BadValuesNameTheVariableAndTheBadPart) {
         {"gpu0=1G", "'gpu0' is neither a CUDA ordinal nor a GPU UUID"},
         {"=1G", "'' is neither a CUDA ordinal nor a GPU UUID"},
         {"0=1G,0=2G", "device '0' is named twice"},
+        // Found by the fuzz tests: limits beyond 16 TiB per GPU were accepted.
+        {"0=16777217M", "'16777217M' is not an amount like 12000M or 12G of at most 16 TiB"},
+        {"0=9007199254740991G", "'9007199254740991G' is not an amount"},
     };
     for (const auto& [text, why] : cases) {
         auto r = parse_pinned_mem_limit(text);

@@ -69,6 +69,33 @@ TEST(TraceTest, BadTraces) {
     }
 }
 
+// This test verifies the trace values the fuzz tests (tests/fuzz) found accepted though absurd:
+// gpus of 1e300 became INT_MIN through an undefined double-to-int cast, a negative memory_gb a
+// negative need, and huge times infinities in the simulator. Each is refused with its limit.
+TEST(TraceTest, FuzzRegressionOutOfRangeValuesAreRefused) {
+    struct Case {
+        const char* text;
+        const char* want;
+    };
+    const Case cases[] = {
+        {"submit_offset_s,task_name,gpus\n0,x,1e300\n", "gpus must be a whole number from 1 to 1024"},
+        {"submit_offset_s,task_name,gpus\n0,x,1025\n", "from 1 to 1024"},
+        {"submit_offset_s,task_name,memory_gb\n0,x,-5\n", "memory_gb must be from 0 to"},
+        {"submit_offset_s,task_name,memory_gb\n0,x,1e300\n", "(16 TiB per GPU)"},
+        {"submit_offset_s,task_name,standalone_minutes\n0,x,1e308\n", "at most 1000000"},
+        {"submit_offset_s,task_name\n1e308,x\n", "at most 1000000000"},
+    };
+    for (const Case& c : cases) {
+        auto t = parse_trace(c.text, "bad.csv");
+        ASSERT_FALSE(t) << c.text;
+        EXPECT_NE(t.error().message.find(c.want), std::string::npos) << t.error().message;
+    }
+    auto edge = parse_trace("submit_offset_s,task_name,gpus,memory_gb\n0,x,1024,16777.216\n", "e");
+    ASSERT_TRUE(edge) << edge.error().message;
+    EXPECT_EQ(edge->entries[0].gpus, 1024);
+    EXPECT_EQ(edge->entries[0].memory_mib, kMaxMemoryMib);
+}
+
 // This test verifies that generated traces are deterministic per seed.
 TEST(TraceTest, GeneratedIsDeterministic) {
     const auto& cat = model::Catalog::embedded();
