@@ -39,27 +39,6 @@ Result<std::unique_ptr<device::GpuBackend>> dcgm(const DaemonConfig& c) {
     return device::open_dcgm(o);
 }
 
-// How many GPUs report SM activity through GPM: NVML's first sample tells.
-std::string nvml_metrics_summary(device::GpuBackend& backend) {
-    auto samples = backend.sample();
-    if (!samples) {
-        return "metrics unknown until the first sample";
-    }
-    std::size_t gpm = 0;
-    for (const device::GpuSample& s : *samples) {
-        gpm += s.sources.smact == MetricSource::NvmlGpm ? 1 : 0;
-    }
-    if (gpm == samples->size()) {
-        return "SM activity, occupancy and DRAM activity from GPM";
-    }
-    if (gpm == 0) {
-        return "no GPM on these GPUs: SM activity and DRAM activity are utilisation-rate proxies, "
-               "SM occupancy unknown (install DCGM for the real counters)";
-    }
-    return fmt::format("GPM on {} of {} GPUs; the others report utilisation-rate proxies", gpm,
-                       samples->size());
-}
-
 Result<std::unique_ptr<device::GpuBackend>> automatic(const DaemonConfig& c) {
     auto from_dcgm = dcgm(c);
     if (from_dcgm && !(*from_dcgm)->gpus().empty()) {
@@ -70,8 +49,10 @@ Result<std::unique_ptr<device::GpuBackend>> automatic(const DaemonConfig& c) {
         from_dcgm ? "DCGM reports no GPUs" : from_dcgm.error().message;
     auto nvml = device::open_nvml();
     if (nvml && !(*nvml)->gpus().empty()) {
-        spdlog::info("--gpus auto: using {} NVIDIA GPU(s) through NVML ({}); not DCGM: {}",
-                     (*nvml)->gpus().size(), nvml_metrics_summary(**nvml), no_dcgm);
+        spdlog::info("--gpus auto: using {} NVIDIA GPU(s) through NVML (GPM where the GPU has "
+                     "it; each GPU's metric sources are logged with its first samples); not "
+                     "DCGM: {}",
+                     (*nvml)->gpus().size(), no_dcgm);
         return nvml;
     }
     spdlog::info("--gpus auto: no NVIDIA GPU found (DCGM: {}; NVML: {}); using emulated GPUs {}",
@@ -134,12 +115,7 @@ Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c) 
         return emulated(c, kDefaultEmulated);
     }
     if (c.gpus == "nvml") {
-        auto nvml = device::open_nvml();
-        if (nvml) {
-            spdlog::info("using {} NVIDIA GPU(s) through NVML ({})", (*nvml)->gpus().size(),
-                         nvml_metrics_summary(**nvml));
-        }
-        return nvml;
+        return device::open_nvml();
     }
     if (c.gpus == "dcgm") {
         return dcgm(c);

@@ -436,7 +436,7 @@ void Daemon::sample_gpus() {
                          config_.retention_days);
         }
     }
-        // Downsampled history: one row per GPU every 10 samples. Unknown metrics are stored as NULL.
+    // Downsampled history: one row per GPU every 10 samples. Unknown metrics are stored as NULL.
     if (ticks_ % 10 == 1) {
         std::vector<store::GpuSampleRow> rows;
         const double t = unix_now();
