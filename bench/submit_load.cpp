@@ -5,6 +5,8 @@
 //
 //   submit_load submit  --socket S -n N [-c C] [--command ARG...]   N POST /v1/tasks from C threads
 //   submit_load healthz --socket S -n N [-c C]                      N GET /healthz (the HTTP floor)
+//   submit_load probe --socket S -n N [--interval-ms I]   N GET /v1/status, I ms apart: the API's
+//                                                          latency while the daemon works
 //   submit_load wait-window  --socket S [--samples W] [--timeout T] every GPU's window holds W
 //   submit_load wait-running --socket S --count K [--timeout T]     /v1/status says K running
 //   submit_load status --socket S                                   print GET /v1/status (JSON)
@@ -46,14 +48,15 @@ struct Options {
     long count = 0;
     double timeout_s = 120;
     bool any_state = false;
+    double interval_ms = 0;
     std::vector<std::string> command{"/bin/sleep", "3600"};
 };
 
 [[noreturn]] void usage(const std::string& why) {
     std::fprintf(stderr,
                  "submit_load: %s\n"
-                 "usage: submit_load submit|healthz --socket S -n N [-c C] [--gpus G] "
-                 "[--any-state] [--command ARG...]\n"
+                 "usage: submit_load submit|healthz|probe --socket S -n N [-c C] [--gpus G] "
+                 "[--any-state] [--interval-ms I] [--command ARG...]\n"
                  "       submit_load wait-window --socket S [--samples W] [--timeout SECONDS]\n"
                  "       submit_load wait-running --socket S --count K [--timeout SECONDS]\n"
                  "       submit_load status|list --socket S\n",
@@ -89,6 +92,8 @@ Options parse(int argc, char** argv) {
             o.count = std::stol(value());
         } else if (a == "--timeout") {
             o.timeout_s = std::stod(value());
+        } else if (a == "--interval-ms") {
+            o.interval_ms = std::stod(value());
         } else if (a == "--any-state") {
             o.any_state = true;
         } else if (a == "--command") {
@@ -155,6 +160,11 @@ int run_load(const Options& o) {
                     error = fmt::format("task {} came back '{}', not queued", r->value("id", 0),
                                         r->value("state", ""));
                 }
+            } else if (o.mode == "probe") {
+                auto r = client.status();
+                if (!r) {
+                    error = r.error().message;
+                }
             } else {
                 auto r = client.healthz();
                 if (!r) {
@@ -162,6 +172,9 @@ int run_load(const Options& o) {
                 }
             }
             lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+            if (o.interval_ms > 0) {
+                std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o.interval_ms));
+            }
             if (!error.empty()) {
                 errors.fetch_add(1);
                 std::lock_guard lock(first_error_mu);
@@ -258,7 +271,7 @@ int wait_running(const Options& o) {
 
 int main(int argc, char** argv) {
     const Options o = parse(argc, argv);
-    if (o.mode == "submit" || o.mode == "healthz") {
+    if (o.mode == "submit" || o.mode == "healthz" || o.mode == "probe") {
         return run_load(o);
     }
     if (o.mode == "wait-window") {

@@ -1,5 +1,7 @@
 #include "api/server.h"
 
+#include "api/query.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -16,13 +18,17 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 #include <httplib.h>
+
+#include "api/query.h"
 
 namespace carma::api {
 
@@ -113,6 +119,13 @@ bool socket_in_use(const std::string& path) {
     const bool in_use = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
     ::close(fd);
     return in_use;
+}
+
+std::optional<std::string> param(const httplib::Request& req, const char* name) {
+    if (!req.has_param(name)) {
+        return std::nullopt;
+    }
+    return req.get_param_value(name);
 }
 
 std::int64_t parse_id(const std::string& text) {
@@ -682,8 +695,12 @@ struct ApiServer::Impl {
                }));
         s.Get("/v1/tasks", guarded(tcp, [this](const Caller& c, const httplib::Request& req,
                                                httplib::Response& res) {
-                  const bool all = req.has_param("all") && req.get_param_value("all") != "0";
-                  auto listed = service.list_tasks(c, all);
+                  auto all = flag_param("all", param(req, "all"));
+                  if (!all) {
+                      send_error(res, {400, all.error().message});
+                      return;
+                  }
+                  auto listed = service.list_tasks(c, *all);
                   if (!listed) {
                       send_error(res, listed.error());
                       return;
@@ -703,21 +720,24 @@ struct ApiServer::Impl {
         s.Get(R"(/v1/tasks/(-?\d+)/logs)",
               guarded(tcp, [this](const Caller& c, const httplib::Request& req,
                                   httplib::Response& res) {
-                  const bool err = req.get_param_value("stream") == "stderr";
-                  int attempt = 0;
-                  std::uint64_t offset = 0;
-                  try {
-                      if (req.has_param("attempt")) {
-                          attempt = std::stoi(req.get_param_value("attempt"));
+                  // attempt 0 (the default) is the latest attempt.
+                  auto stream = word_param("stream", param(req, "stream"), {"stdout", "stderr"},
+                                           "stdout");
+                  auto attempt = integer_param("attempt", param(req, "attempt"), 0, 1000000, 0);
+                  auto offset = integer_param("offset", param(req, "offset"), 0,
+                                              std::numeric_limits<std::int64_t>::max(), 0);
+                  for (const Error* e : {stream ? nullptr : &stream.error(),
+                                         attempt ? nullptr : &attempt.error(),
+                                         offset ? nullptr : &offset.error()}) {
+                      if (e != nullptr) {
+                          send_error(res, {400, e->message});
+                          return;
                       }
-                      if (req.has_param("offset")) {
-                          offset = std::stoull(req.get_param_value("offset"));
-                      }
-                  } catch (const std::exception&) {
-                      send_error(res, {400, "attempt and offset must be whole numbers"});
-                      return;
                   }
-                  auto chunk = service.task_logs(c, parse_id(req.matches[1]), err, attempt, offset);
+                  const bool err = *stream == "stderr";
+                  auto chunk = service.task_logs(c, parse_id(req.matches[1]), err,
+                                                 static_cast<int>(*attempt),
+                                                 static_cast<std::uint64_t>(*offset));
                   if (!chunk) {
                       send_error(res, chunk.error());
                       return;
@@ -732,23 +752,19 @@ struct ApiServer::Impl {
               }));
         s.Get("/v1/events", guarded(tcp, [this](const Caller& c, const httplib::Request& req,
                                                 httplib::Response& res) {
-                  std::int64_t after = 0, task = 0;
-                  int limit = 100;
-                  try {
-                      if (req.has_param("after")) {
-                          after = std::stoll(req.get_param_value("after"));
+                  constexpr std::int64_t kMaxId = std::numeric_limits<std::int64_t>::max();
+                  auto after = integer_param("after", param(req, "after"), 0, kMaxId, 0);
+                  auto task = integer_param("task", param(req, "task"), 0, kMaxId, 0);
+                  auto limit = integer_param("limit", param(req, "limit"), 1, 10000, 100);
+                  for (const Error* e : {after ? nullptr : &after.error(),
+                                         task ? nullptr : &task.error(),
+                                         limit ? nullptr : &limit.error()}) {
+                      if (e != nullptr) {
+                          send_error(res, {400, e->message});
+                          return;
                       }
-                      if (req.has_param("task")) {
-                          task = std::stoll(req.get_param_value("task"));
-                      }
-                      if (req.has_param("limit")) {
-                          limit = std::stoi(req.get_param_value("limit"));
-                      }
-                  } catch (const std::exception&) {
-                      send_error(res, {400, "after, task and limit must be whole numbers"});
-                      return;
                   }
-                  send_result(res, service.events(c, after, task, limit));
+                  send_result(res, service.events(c, *after, *task, static_cast<int>(*limit)));
               }));
         s.Get("/v1/status", guarded(tcp, [this](const Caller& c, const httplib::Request&,
                                                 httplib::Response& res) {

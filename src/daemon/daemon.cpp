@@ -274,7 +274,9 @@ Result<void> Daemon::restore() {
                     // The daemon stopped between the decision and the launch: nothing ran.
                     t.state = store::TaskState::Queued;
                     t.message = "re-queued after a daemon restart (it had not started)";
-                    (void)store_->update_task(t);
+                    if (auto r = store_->update_task(t); !r) {
+                        return tl::unexpected(r.error());
+                    }
                     scheduler_.enqueue(t.id, t.spec);
                     ++requeued;
                     break;
@@ -295,10 +297,14 @@ Result<void> Daemon::restore() {
                     // Recorded but never launched: put it back, it has not run.
                     a.ended_at = unix_now();
                     a.outcome = "lost";
-                    (void)store_->update_attempt(a);
                     t.state = store::TaskState::Queued;
                     t.message = "re-queued after a daemon restart (its launch had not happened)";
-                    (void)store_->update_task(t);
+                    if (auto r = store_->update_attempt(a).and_then([&] {
+                            return store_->update_task(t);
+                        });
+                        !r) {
+                        return tl::unexpected(r.error());
+                    }
                     scheduler_.enqueue(t.id, t.spec);
                     ++requeued;
                     break;
@@ -366,16 +372,42 @@ void Daemon::run(const std::atomic<bool>& stop) {
 }
 
 void Daemon::tick() {
+    // The slow reads happen before the lock: a GPU library call or a walk of /proc must not
+    // stall the API.
+    Result<std::vector<device::GpuSample>> samples = backend_->sample();
+    bool any_live = false;
+    {
+        std::lock_guard lock(mu_);
+        any_live = !live_.empty();
+    }
+    const std::vector<exec::ProcEntry> table =
+        any_live ? exec::read_process_table() : std::vector<exec::ProcEntry>{};
+    std::vector<PreparedLaunch> launches;
+    {
+        std::lock_guard lock(mu_);
+        ++ticks_;
+        apply_samples(std::move(samples));
+        notice_sightings(table);
+        collect_exits();
+        launches = decide();
+        for (const PreparedLaunch& l : launches) {
+            launching_[l.task.id] = false;
+        }
+    }
+    // Starting a supervisor and waiting for its task to start takes milliseconds to seconds:
+    // without the lock. Nothing else launches, and a cancel meanwhile is noted in launching_.
+    std::vector<Result<exec::LaunchHandle>> handles;
+    handles.reserve(launches.size());
+    for (const PreparedLaunch& l : launches) {
+        handles.push_back(exec::launch(l.request, config_.shim_path));
+    }
     std::lock_guard lock(mu_);
-    ++ticks_;
-    sample_gpus();
-    notice_sightings();
-    collect_exits();
-    decide();
+    for (std::size_t i = 0; i < launches.size(); ++i) {
+        complete_launch(std::move(launches[i]), std::move(handles[i]));
+    }
 }
 
-void Daemon::sample_gpus() {
-    auto samples = backend_->sample();
+void Daemon::apply_samples(Result<std::vector<device::GpuSample>> samples) {
     if (!samples) {
         spdlog::warn("cannot sample GPUs: {}", samples.error().message);
         for (std::size_t i = 0; i < gpu_state_.size(); ++i) {
@@ -490,11 +522,10 @@ void Daemon::note_missing_sample(std::size_t gpu, const std::string& why) {
 // Finds each live task's processes (its group, its session, every descendant: ranks that call
 // setsid included) on its GPUs. A GPU's warm-up ends when the task is seen on that GPU; the
 // memory its processes hold there is the attempt's per-GPU peak.
-void Daemon::notice_sightings() {
-    if (live_.empty()) {
+void Daemon::notice_sightings(const std::vector<exec::ProcEntry>& table) {
+    if (live_.empty() || table.empty()) {
         return;
     }
-    const std::vector<exec::ProcEntry> table = exec::read_process_table();
     for (auto& [id, live] : live_) {
         auto pgid = exec::task_pgid(live.handle.attempt_dir);
         if (!pgid) {
@@ -546,20 +577,32 @@ void Daemon::collect_exits() {
         }
     }
     for (TaskId id : ended) {
-        LiveAttempt live = live_.at(id);
-        live_.erase(id);
         // Read again: the shim may have written its record between the two checks above.
+        LiveAttempt& live = live_.at(id);
         auto record = exec::read_exit(live.handle.attempt_dir);
-        finish_attempt(std::move(live), record ? &*record : nullptr);
+        if (auto done = finish_attempt(live, record ? &*record : nullptr); !done) {
+            // Said once, then once a minute of ticks: a full disk must not also flood the log.
+            if (live.unstored_ends++ % 60 == 0) {
+                spdlog::warn("task={}: {}; tried again every tick", id, done.error().message);
+            }
+            continue;
+        }
+        live_.erase(id);
     }
 }
 
-void Daemon::finish_attempt(LiveAttempt live, const exec::ExitRecord* record) {
-    scheduler_.task_exited(live.task);
+// The end is stored first and only then acted on: if the store refuses (disk full), the attempt
+// stays live, the scheduler still holds the task, and the next tick tries again.
+Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRecord* record) {
     auto task_r = store_->task(live.task);
-    if (!task_r || !*task_r) {
+    if (!task_r) {
+        return fail(task_r.error().code,
+                    "its attempt ended but the task cannot be read: " + task_r.error().message);
+    }
+    if (!*task_r) {
         spdlog::error("task={} ended but is not in the store", live.task);
-        return;
+        scheduler_.task_exited(live.task);
+        return {};
     }
     store::TaskRow task = **task_r;
     AttemptEnd end;
@@ -587,15 +630,20 @@ void Daemon::finish_attempt(LiveAttempt live, const exec::ExitRecord* record) {
     const AttemptOutcome outcome = classify_attempt(end, tail);
 
     auto attempts = store_->attempts(task.id);
-    if (attempts) {
-        for (store::AttemptRow& a : *attempts) {
-            if (a.number == live.number) {
-                a.ended_at = record && record->ended_at > 0 ? record->ended_at : unix_now();
-                a.peak_mib = live.peak_mib;
-                a.outcome = std::string(to_string(outcome));
-                a.exit_code = end.exit_code;
-                a.signal = end.signal;
-                (void)store_->update_attempt(a);
+    if (!attempts) {
+        return fail(attempts.error().code,
+                    "cannot read its attempts: " + attempts.error().message);
+    }
+    for (store::AttemptRow& a : *attempts) {
+        if (a.number == live.number) {
+            a.ended_at = record && record->ended_at > 0 ? record->ended_at : unix_now();
+            a.peak_mib = live.peak_mib;
+            a.outcome = std::string(to_string(outcome));
+            a.exit_code = end.exit_code;
+            a.signal = end.signal;
+            if (auto r = store_->update_attempt(a); !r) {
+                return fail(r.error().code, fmt::format("cannot record the end of attempt {}: {}",
+                                                        live.number, r.error().message));
             }
         }
     }
@@ -613,14 +661,14 @@ void Daemon::finish_attempt(LiveAttempt live, const exec::ExitRecord* record) {
     const bool retryable =
         outcome == AttemptOutcome::OutOfMemory ||
         (outcome == AttemptOutcome::Failed && config_.retry_failures && end.started);
-    if (retryable && task.attempts < task.max_attempts) {
+    const bool relaunch = retryable && task.attempts < task.max_attempts;
+    if (relaunch) {
         task.state = store::TaskState::Recovering;
         task.message = fmt::format("attempt {} {} ({}); relaunching on idle GPUs",
                                    live.number,
                                    outcome == AttemptOutcome::OutOfMemory ? "ran out of GPU memory"
                                                                          : "failed",
                                    how);
-        scheduler_.enqueue_recovery(task.id, task.spec);
     } else {
         switch (outcome) {
             case AttemptOutcome::Succeeded: task.state = store::TaskState::Succeeded; break;
@@ -634,12 +682,20 @@ void Daemon::finish_attempt(LiveAttempt live, const exec::ExitRecord* record) {
                            : fmt::format("{} after {} attempt(s): {}", to_string(outcome),
                                          task.attempts, how);
     }
+    if (auto r = store_->update_task(task); !r) {
+        return fail(r.error().code, fmt::format("cannot record that attempt {} ended: {}",
+                                                live.number, r.error().message));
+    }
+    scheduler_.task_exited(live.task);
+    if (relaunch) {
+        scheduler_.enqueue_recovery(task.id, task.spec);
+    }
     if (outcome == AttemptOutcome::OutOfMemory) {
         ++oom_total_;
     }
-    (void)store_->update_task(task);
     event(task.id, outcome == AttemptOutcome::OutOfMemory ? "oom" : "exited",
           fmt::format("attempt {}: {} ({})", live.number, to_string(outcome), how));
+    return {};
 }
 
 // Under MPS each GPU of a first attempt gets need + margin as its memory limit, so a task that
@@ -771,7 +827,8 @@ std::vector<GpuView> Daemon::gpu_views() const {
     return views;
 }
 
-void Daemon::decide() {
+std::vector<Daemon::PreparedLaunch> Daemon::decide() {
+    std::vector<PreparedLaunch> launches;
     const std::vector<GpuView> views = gpu_views();
     // Decisions wait until the monitor has a full window somewhere, as the paper's monitor does;
     // after that each GPU takes tasks once its own window is full.
@@ -781,35 +838,49 @@ void Daemon::decide() {
     });
     if (all_filling) {
         pending_reason_ = "the GPU monitor is filling its first window";
-        return;
+        return launches;
     }
     if (now() < launch_backoff_until_) {
-        return;  // the last launch failed for a reason of this machine: give it a moment
+        return launches;  // the last launch failed for a reason of this machine: give it a moment
     }
     StepResult step = scheduler_.step(views, now());
     pending_reason_ = step.pending_reason;
     for (const Rejection& r : step.rejected) {
         auto t = store_->task(r.task);
-        if (t && *t) {
-            store::TaskRow row = **t;
-            row.state = store::TaskState::Rejected;
-            row.finished_at = unix_now();
-            row.message = r.reason;
-            (void)store_->update_task(row);
-            event(row.id, "rejected", r.reason);
+        if (!t || !*t) {
+            continue;
         }
+        store::TaskRow row = **t;
+        row.state = store::TaskState::Rejected;
+        row.finished_at = unix_now();
+        row.message = r.reason;
+        if (auto u = store_->update_task(row); !u) {
+            // Still queued in the store, so queued in the scheduler: rejected again next tick.
+            spdlog::warn("task={}: cannot record its rejection: {}; will retry", row.id,
+                         u.error().message);
+            scheduler_.return_to_front(row.id, row.spec, false);
+            continue;
+        }
+        event(row.id, "rejected", r.reason);
     }
     for (const Placement& p : step.placed) {
-        launch(p);
+        if (auto l = prepare_launch(p)) {
+            launches.push_back(std::move(*l));
+        }
     }
     if (step.pending_task) {
         auto t = store_->task(*step.pending_task);
         if (t && *t && (*t)->message != step.pending_reason) {
             store::TaskRow row = **t;
             row.message = step.pending_reason;
-            (void)store_->update_task(row);
+            if (auto u = store_->update_task(row); !u) {
+                // Only the message is lost; it is written again on the next tick.
+                spdlog::debug("task={}: cannot record why it waits: {}", row.id,
+                              u.error().message);
+            }
         }
     }
+    return launches;
 }
 
 // A placed task whose attempt could not be prepared or started for a reason of this machine
@@ -840,15 +911,20 @@ void Daemon::postpone_launch(const Placement& p, const std::string& why) {
     launch_backoff_until_ = now() + kLaunchRetryPeriods;
 }
 
-void Daemon::launch(const Placement& p) {
+// Records the attempt before anything starts: a restart then knows an attempt may exist (see
+// restore()). Without that record nothing may start.
+std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p) {
     auto t = store_->task(p.task);
     if (!t || !*t) {
         postpone_launch(p, t ? "not in the store" : t.error().message);
-        return;
+        return std::nullopt;
     }
-    store::TaskRow task = **t;
+    PreparedLaunch l;
+    l.placement = p;
+    l.task = **t;
+    store::TaskRow& task = l.task;
     task.attempts += 1;
-    LiveAttempt live;
+    LiveAttempt& live = l.live;
     live.task = task.id;
     live.number = task.attempts;
     live.gpus = p.gpus;
@@ -857,31 +933,32 @@ void Daemon::launch(const Placement& p) {
     std::error_code ec;
     fs::create_directories(fs::path(dir).parent_path(), ec);
 
-    store::AttemptRow attempt;
+    store::AttemptRow& attempt = l.attempt;
     attempt.task = task.id;
     attempt.number = live.number;
     attempt.gpus = p.gpus;
     attempt.dir = dir;
     attempt.started_at = unix_now();
     attempt.recovered = p.recovered;
-    // Recorded before the launch: a restart then knows an attempt may exist (see restore()).
-    // Without that record nothing may start.
     task.state = store::TaskState::Running;
     task.message = fmt::format("running on GPU {}{}", fmt::join(p.gpus, ","),
                                p.exclusive ? "" : " (shared)");
     if (auto r = store_->insert_attempt(attempt); !r) {
         postpone_launch(p, r.error().message);
-        return;
+        return std::nullopt;
     }
     if (auto r = store_->update_task(task); !r) {
         attempt.ended_at = unix_now();
         attempt.outcome = "not-started";
-        (void)store_->update_attempt(attempt);
+        if (auto u = store_->update_attempt(attempt); !u) {
+            // Left open, restore() finds no attempt directory and re-queues the task.
+            spdlog::warn("task={}: {}", task.id, u.error().message);
+        }
         postpone_launch(p, r.error().message);
-        return;
+        return std::nullopt;
     }
 
-    exec::LaunchRequest req;
+    exec::LaunchRequest& req = l.request;
     req.argv = task.spec.command;
     req.workdir = task.workdir;
     req.env = task_environment(task, live, p);
@@ -893,30 +970,58 @@ void Daemon::launch(const Placement& p) {
     }
     req.attempt_dir = dir;
     req.kill_grace_s = config_.kill_grace_s;
-    auto handle = exec::launch(req, config_.shim_path);
+    return l;
+}
+
+void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle) {
+    const bool stop_requested = launching_[l.task.id];
+    launching_.erase(l.task.id);
+    const Placement& p = l.placement;
+    store::TaskRow& task = l.task;
+    store::AttemptRow& attempt = l.attempt;
+    LiveAttempt& live = l.live;
     if (!handle) {
         attempt.ended_at = unix_now();
         attempt.outcome = "not-started";
-        (void)store_->update_attempt(attempt);
-        if (handle.error().code != ErrorCode::InvalidArgument) {
+        if (auto u = store_->update_attempt(attempt); !u) {
+            spdlog::warn("task={}: {}", task.id, u.error().message);
+        }
+        if (stop_requested) {
+            // Cancelled while it was being started, and it never started: nothing to retry.
+            task.state = store::TaskState::Cancelled;
+            task.finished_at = unix_now();
+            task.message = "cancelled while it was being started; it did not start";
+        } else if (handle.error().code != ErrorCode::InvalidArgument) {
             // Half-written attempt directories must not stand in the way of the next attempt.
-            fs::remove_all(dir, ec);
+            std::error_code ec;
+            fs::remove_all(attempt.dir, ec);
             postpone_launch(p, handle.error().message);
             return;
+        } else {
+            task.state = store::TaskState::Failed;
+            task.finished_at = unix_now();
+            task.message = "could not launch: " + handle.error().message;
         }
-        task.state = store::TaskState::Failed;
-        task.finished_at = unix_now();
-        task.message = "could not launch: " + handle.error().message;
         if (auto r = store_->update_task(task); !r) {
             spdlog::warn("task={}: {}", task.id, r.error().message);
         }
         scheduler_.task_exited(task.id);
-        event(task.id, "failed", task.message);
+        event(task.id, std::string(store::to_string(task.state)), task.message);
         return;
     }
     live.handle = *handle;
     attempt.shim_pid = handle->shim_pid;
-    (void)store_->update_attempt(attempt);  // shim.pid in the attempt directory says the same
+    if (auto u = store_->update_attempt(attempt); !u) {
+        // shim.pid in the attempt directory says the same; restore() reads it from there.
+        spdlog::warn("task={}: cannot record its supervisor's pid: {}", task.id,
+                     u.error().message);
+    }
+    if (stop_requested) {
+        if (auto r = exec::request_stop(live.handle); !r) {
+            spdlog::warn("task={}: cannot stop it: {}", task.id, r.error().message);
+        }
+        live.stop_requested = true;
+    }
     live_[task.id] = live;
     event(task.id, "placed",
           fmt::format("attempt {} on GPU {}{}{}", live.number, fmt::join(p.gpus, ","),

@@ -4,6 +4,9 @@
 //
 // Threads: the API server's handler threads and the scheduler loop share one mutex around the
 // daemon's mutable state (scheduler queues, metric windows, live attempts); the store has its own.
+// What may be slow is done without it, so the API stays responsive: reading the GPUs and the
+// process table before a tick's decisions, and starting attempts (fork/exec of the supervisor and
+// the wait for the task's start) after them.
 // Restart safety: every state change is written to the store before it is acted on, attempts run
 // under detached supervisors (exec/launch.h), and on start the daemon re-queues waiting tasks and
 // re-attaches to live attempts, recording exits that happened while it was away.
@@ -24,6 +27,7 @@
 #include "device/gpu_backend.h"
 #include "exec/launch.h"
 #include "exec/mps.h"
+#include "exec/proc_tree.h"
 #include "store/store.h"
 
 namespace carma::daemon {
@@ -74,6 +78,7 @@ private:
         std::map<int, MiB> peak_mib;    // per GPU: the most its processes held at once
         bool peak_changed = false;      // not yet written to the store
         bool stop_requested = false;
+        int unstored_ends = 0;          // ticks its end could not be written to the store
     };
 
     // What the daemon knows of one GPU beyond its samples.
@@ -88,17 +93,28 @@ private:
     Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
            std::unique_ptr<store::Store> store, SchedulerConfig scheduler_config, int lock_fd);
 
+    // An attempt recorded in the store and ready to start; started without the lock.
+    struct PreparedLaunch {
+        Placement placement;
+        store::TaskRow task;
+        store::AttemptRow attempt;
+        LiveAttempt live;
+        exec::LaunchRequest request;
+    };
+
     Result<void> restore();
     double now() const;  // scheduler clock: seconds since start x time_scale
-    void sample_gpus();
+    void apply_samples(Result<std::vector<device::GpuSample>> samples);
     void note_missing_sample(std::size_t gpu, const std::string& why);
-    void notice_sightings();
+    void notice_sightings(const std::vector<exec::ProcEntry>& table);
     std::vector<GpuView> gpu_views() const;
     std::string schedulable_reason(std::size_t gpu) const;  // empty when it may take tasks
     void collect_exits();
-    void finish_attempt(LiveAttempt live, const exec::ExitRecord* record);
-    void decide();
-    void launch(const Placement& placement);
+    // Fails when the end could not be stored; the attempt then stays live and is tried again.
+    Result<void> finish_attempt(const LiveAttempt& live, const exec::ExitRecord* record);
+    std::vector<PreparedLaunch> decide();
+    std::optional<PreparedLaunch> prepare_launch(const Placement& placement);
+    void complete_launch(PreparedLaunch launch, Result<exec::LaunchHandle> handle);
     void postpone_launch(const Placement& placement, const std::string& why);
     void event(TaskId task, const std::string& kind, const std::string& message);
     api::ApiResult<store::TaskRow> load_task(std::int64_t id);
@@ -120,6 +136,8 @@ private:
     std::vector<GpuState> gpu_state_;  // by GPU index, like windows_
     std::vector<device::GpuSample> last_samples_;
     std::map<TaskId, LiveAttempt> live_;
+    // Attempts being started right now, outside the lock; true once a stop was requested.
+    std::map<TaskId, bool> launching_;
     std::string pending_reason_;
     std::uint64_t ticks_ = 0;
     std::uint64_t oom_total_ = 0;

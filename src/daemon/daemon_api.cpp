@@ -9,6 +9,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "daemon/daemon.h"
 #include "daemon/task_json.h"
@@ -230,15 +231,19 @@ api::ApiResult<nlohmann::json> Daemon::cancel_task(const api::Caller& caller, st
                                               store::to_string(task->state)));
     }
     if (task->state == store::TaskState::Running) {
-        auto it = live_.find(id);
-        if (it != live_.end()) {
+        if (auto it = live_.find(id); it != live_.end()) {
             if (auto r = exec::request_stop(it->second.handle); !r) {
                 return api::api_fail(500, "cannot stop task: " + r.error().message);
             }
             it->second.stop_requested = true;
+        } else if (auto l = launching_.find(id); l != launching_.end()) {
+            l->second = true;  // stopped as soon as its start completes (Daemon::tick)
         }
         task->message = fmt::format("stop requested by {}", caller.user);
-        (void)store_->update_task(*task);
+        if (auto r = store_->update_task(*task); !r) {
+            // The stop itself is under way; only the message could not be kept.
+            spdlog::warn("task={}: cannot record the stop request: {}", id, r.error().message);
+        }
         event(id, "cancel-requested", task->message);
         return task_to_json(*task);
     }
@@ -424,7 +429,7 @@ api::ApiResult<nlohmann::json> Daemon::status(const api::Caller&) {
                           {"time_scale", config_.time_scale},
                           {"queued", scheduler_.main_queue().size()},
                           {"recovering", scheduler_.recovery_queue().size()},
-                          {"running", live_.size()},
+                          {"running", live_.size() + launching_.size()},
                           {"pending_reason", pending_reason_}};
 }
 

@@ -325,7 +325,14 @@ TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
     for (int i = 0; i < 4; ++i) {  // one per GPU: what comes next waits
         sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
     }
-    ASSERT_TRUE(eventually([&] { return state(sleepers[3]) == "running"; }));
+    // Started, not only recorded as running: each attempt is recorded before it starts.
+    ASSERT_TRUE(eventually([&] {
+        int placed = 0;
+        for (const json& e : events()) {
+            placed += e["kind"] == "placed" ? 1 : 0;
+        }
+        return placed == 4;
+    }));
     const std::string marks = dir_ + "/marks";
     fs::create_directories(marks);
     std::vector<TaskId> waiting;
@@ -349,15 +356,21 @@ TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
     }
     EXPECT_GT(refused, 0);
     for (TaskId id : sleepers) {
-        ASSERT_TRUE(client().cancel(id));
+        auto cancelled = client().cancel(id);
+        ASSERT_TRUE(cancelled) << cancelled.error().message << daemon_log();
     }
-    // The GPUs are free but no attempt can be prepared: the tasks wait, they do not fail.
+    // Either the sleepers' ends cannot be stored (they keep their GPUs until they can: the
+    // scheduler never drops what the store still calls running), or they can but no attempt can
+    // be prepared. Both ways the waiting tasks wait, they do not fail.
     std::this_thread::sleep_for(3s);
     for (TaskId id : waiting) {
         EXPECT_TRUE(state(id) == "queued" || state(id) == "running" || state(id) == "succeeded")
             << id << " is " << state(id) << ": " << task(id).dump(2);
     }
-    EXPECT_NE(daemon_log().find("could not start an attempt"), std::string::npos) << daemon_log();
+    const std::string log = daemon_log();
+    EXPECT_TRUE(log.find("could not start an attempt") != std::string::npos ||
+                log.find("cannot record the end of attempt") != std::string::npos)
+        << log;
     fs::remove(dir_ + "/state/filler");
     for (std::size_t i = 0; i < waiting.size(); ++i) {
         EXPECT_EQ(wait_final(waiting[i])["state"], "succeeded") << task(waiting[i]).dump(2);
@@ -652,12 +665,12 @@ std::optional<passwd> ensure_user(const std::string& name) {
 // owner and root may.
 TEST_F(DaemonTest, TwoUsers) {
     if (::geteuid() != 0) {
-        GTEST_SKIP() << "needs root to create users and run tasks as them";
+        FAIL() << "needs root to create users and run tasks as them";
     }
     auto alice = ensure_user("carma-test-alice");
     auto bob = ensure_user("carma-test-bob");
     if (!alice || !bob) {
-        GTEST_SKIP() << "useradd is not available";
+        FAIL() << "useradd is not available";
     }
     start("exclusive");
     const std::string ids_file = dir_ + "/alice-ids";
@@ -778,6 +791,26 @@ TEST_F(DaemonTest, BadInputIsRefusedAndQueueSurvives) {
     }
     EXPECT_EQ(raw_request(socket_, "DELETE", "/v1/tasks/999999").status, 404);
     EXPECT_EQ(raw_request(socket_, "GET", "/v1/nothing-here").status, 404);
+    // Query parameters are checked, not wrapped (offset=-5 was 2^64-5), clamped or ignored.
+    const std::string logs = "/v1/tasks/" + std::to_string(sleepers[0]) + "/logs";
+    const std::vector<std::pair<std::string, std::string>> queries = {
+        {logs + "?offset=-5", "offset=-5 is out of range"},
+        {logs + "?offset=18446744073709551611", "out of range"},
+        {logs + "?offset=12abc", "not a whole number"},
+        {logs + "?stream=bogus", "stream='bogus' is not one of: stdout, stderr"},
+        {logs + "?attempt=-1", "attempt=-1 is out of range"},
+        {"/v1/events?limit=0", "limit=0 is out of range; give one from 1 to 10000"},
+        {"/v1/events?limit=-1", "out of range"},
+        {"/v1/events?after=x", "not a whole number"},
+        {"/v1/tasks?all=maybe", "not a yes/no switch"},
+    };
+    for (const auto& [target, says] : queries) {
+        RawReply r = raw_request(socket_, "GET", target);
+        EXPECT_EQ(r.status, 400) << target << " -> " << r.body;
+        EXPECT_NE(r.body.find(says), std::string::npos) << target << " -> " << r.body;
+    }
+    EXPECT_EQ(raw_request(socket_, "GET", logs + "?stream=stderr&attempt=0&offset=0").status, 200);
+    EXPECT_EQ(raw_request(socket_, "GET", "/v1/events?limit=10000&after=0").status, 200);
 
     // Still serving, with the same five tasks.
     ASSERT_TRUE(c.healthz());
@@ -884,11 +917,11 @@ RawReply raw_on_fd(int fd, const std::string& method, const std::string& target,
 // still act as alice: her submission is hers, and cancelling root's task is refused.
 TEST_F(DaemonTest, IdentityIsTakenAtConnect) {
     if (::geteuid() != 0) {
-        GTEST_SKIP() << "needs root to connect as another user and reuse a pid";
+        FAIL() << "needs root to connect as another user and reuse a pid";
     }
     auto alice = ensure_user("carma-test-alice");
     if (!alice) {
-        GTEST_SKIP() << "useradd is not available";
+        FAIL() << "useradd is not available";
     }
     const uid_t alice_uid = alice->pw_uid;
     const gid_t alice_gid = alice->pw_gid;
@@ -961,11 +994,11 @@ TEST_F(DaemonTest, IdentityIsTakenAtConnect) {
 // This test verifies that a root daemon runs TCP-submitted tasks as tcp_run_as, not as root.
 TEST_F(DaemonTest, TcpRunsAsConfiguredUser) {
     if (::geteuid() != 0) {
-        GTEST_SKIP() << "needs root to run tasks as another user";
+        FAIL() << "needs root to run tasks as another user";
     }
     auto alice = ensure_user("carma-test-alice");
     if (!alice) {
-        GTEST_SKIP() << "useradd is not available";
+        FAIL() << "useradd is not available";
     }
     const uid_t alice_uid = alice->pw_uid;
     const int port = tcp_port();
@@ -993,7 +1026,7 @@ TEST_F(DaemonTest, TcpRunsAsConfiguredUser) {
 // answered 429, and a head over the size limit 431.
 TEST_F(DaemonTest, SlowClientsDoNotStopService) {
     if (::geteuid() != 0) {
-        GTEST_SKIP() << "needs root to run the slow clients as another user";
+        FAIL() << "needs root to run the slow clients as another user";
     }
     passwd* nobody = ::getpwnam("nobody");
     ASSERT_NE(nobody, nullptr);

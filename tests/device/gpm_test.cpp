@@ -159,7 +159,7 @@ TEST_F(GpmTest, OnlyGpusWithGpmUseIt) {
 // the NVML proxies, even where the GPUs would have GPM.
 TEST_F(GpmTest, OldDriverWithoutGpmUsesProxies) {
 #ifndef CARMA_FAKE_NVML_OLD_PATH
-    GTEST_SKIP() << "CARMA_FAKE_NVML_OLD_PATH is not defined by the build";
+    FAIL() << "CARMA_FAKE_NVML_OLD_PATH is not defined by the build";
 #else
     set_env(kNvmlLibraryEnv, CARMA_FAKE_NVML_OLD_PATH);
     const auto samples = open_and_sample();

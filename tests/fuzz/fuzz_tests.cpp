@@ -1,5 +1,6 @@
 // Fuzz tests for the parsers of untrusted text: task files (YAML and .rad), the JSON body of
-// POST /v1/tasks, trace CSVs, memory sizes and the MPS memory limit variable. Each target runs a
+// POST /v1/tasks, the API's query parameters, trace CSVs, memory sizes and the MPS memory limit
+// variable. Each target runs a
 // fixed number of deterministic mutations (tests/fuzz/mutator.h) of real inputs; the property is
 // that the parser never crashes, never lets an exception escape (errors are Results), trips no
 // sanitizer, and that whatever it accepts is sane (memory within 0..16 TiB, gpus >= 1, names
@@ -18,12 +19,14 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "api/query.h"
 #include "api/task_file.h"
 #include "core/csv.h"
 #include "core/mps_limit.h"
@@ -389,6 +392,43 @@ TEST(FuzzUnits, ParseMemoryNeverThrowsAndStaysWithinAGpu) {
              return Verdict::Accepted;
          },
          512);
+}
+
+TEST(FuzzQuery, QueryParametersNeverThrowAndStayInRange) {
+    fuzz("query parameters", 8,
+         {"0", "100", "10000", "-5", "9223372036854775807", "18446744073709551611", "stderr",
+          "1", "true"},
+         {"-", "+", "0", "9", "e", "x", " ", "stdout", "stderr", "yes"},
+         [](const std::string& input) {
+             auto limit = api::integer_param("limit", input, 1, 10000, 100);
+             auto offset = api::integer_param("offset", input, 0,
+                                              std::numeric_limits<std::int64_t>::max(), 0);
+             auto stream = api::word_param("stream", input, {"stdout", "stderr"}, "stdout");
+             auto all = api::flag_param("all", input);
+             if (limit) {
+                 EXPECT_TRUE(*limit >= 1 && *limit <= 10000) << escaped(input);
+             }
+             if (offset) {
+                 EXPECT_GE(*offset, 0) << escaped(input);
+                 const std::string digits = input.starts_with('-') ? input.substr(1) : input;
+                 EXPECT_TRUE(!digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+                     return c >= '0' && c <= '9';
+                 })) << "only plain digits are numbers: " << escaped(input);
+             }
+             if (stream) {
+                 EXPECT_TRUE(*stream == "stdout" || *stream == "stderr") << escaped(input);
+             }
+             for (const Error* e : {limit ? nullptr : &limit.error(),
+                                    offset ? nullptr : &offset.error(),
+                                    stream ? nullptr : &stream.error(),
+                                    all ? nullptr : &all.error()}) {
+                 if (e != nullptr) {
+                     EXPECT_NE(e->message.find("query parameter"), std::string::npos);
+                 }
+             }
+             return limit || offset || stream || all ? Verdict::Accepted : Verdict::Rejected;
+         },
+         64);
 }
 
 TEST(FuzzMpsLimit, PinnedMemLimitNeverThrowsAndRoundTrips) {

@@ -1,0 +1,75 @@
+#include "api/query.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace carma::api {
+
+namespace {
+
+// Long or binary garbage is not echoed back whole.
+std::string shown(std::string_view text) {
+    std::string out;
+    for (char c : text.substr(0, 40)) {
+        out += (c >= 0x20 && c < 0x7f) ? c : '?';
+    }
+    return text.size() > 40 ? out + "..." : out;
+}
+
+}  // namespace
+
+Result<std::int64_t> integer_param(std::string_view name, std::optional<std::string_view> text,
+                                   std::int64_t min, std::int64_t max, std::int64_t fallback) {
+    if (!text) {
+        return fallback;
+    }
+    std::int64_t value = 0;
+    const char* end = text->data() + text->size();
+    const auto [ptr, ec] = std::from_chars(text->data(), end, value);
+    if (text->empty() || ec == std::errc::invalid_argument || ptr != end) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("query parameter {}='{}' is not a whole number; give one from {} "
+                                "to {}",
+                                name, shown(*text), min, max));
+    }
+    if (ec == std::errc::result_out_of_range || value < min || value > max) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("query parameter {}={} is out of range; give one from {} to {}",
+                                name, shown(*text), min, max));
+    }
+    return value;
+}
+
+Result<std::string> word_param(std::string_view name, std::optional<std::string_view> text,
+                               std::initializer_list<std::string_view> words,
+                               std::string_view fallback) {
+    if (!text) {
+        return std::string(fallback);
+    }
+    for (std::string_view w : words) {
+        if (*text == w) {
+            return std::string(w);
+        }
+    }
+    return fail(ErrorCode::InvalidArgument,
+                fmt::format("query parameter {}='{}' is not one of: {}", name, shown(*text),
+                            fmt::join(words, ", ")));
+}
+
+Result<bool> flag_param(std::string_view name, std::optional<std::string_view> text) {
+    if (!text) {
+        return false;
+    }
+    if (text->empty() || *text == "1" || *text == "true" || *text == "yes") {
+        return true;
+    }
+    if (*text == "0" || *text == "false" || *text == "no") {
+        return false;
+    }
+    return fail(ErrorCode::InvalidArgument,
+                fmt::format("query parameter {}='{}' is not a yes/no switch; give 1 or 0",
+                            name, shown(*text)));
+}
+
+}  // namespace carma::api
