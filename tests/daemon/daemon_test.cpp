@@ -378,6 +378,42 @@ TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
     }
 }
 
+// This test verifies that starting an attempt does not hold the lock the API needs: with the
+// supervisor's start held back (a wrapper around carma-shim that waits for a go file), status,
+// GPU and submit calls are answered, and a cancel of the task being started is honoured once the
+// start completes. Order, not time: every answer must come while the start is still held.
+TEST_F(DaemonTest, ApiAnswersWhileAnAttemptStarts) {
+    const std::string held = dir_ + "/shim-held";
+    const std::string go = dir_ + "/go";
+    const std::string wrapper = dir_ + "/slow-shim";
+    std::ofstream(wrapper) << "#!/bin/sh\ntouch " << held << "\nwhile [ ! -e " << go
+                           << " ]; do sleep 0.05; done\nexec " << CARMA_SHIM_PATH << " \"$@\"\n";
+    fs::permissions(wrapper, fs::perms::owner_all);
+    start("exclusive", {"--shim", wrapper});
+    // Lets a hung daemon fail the test instead of hanging it.
+    std::thread watchdog([&] {
+        for (int i = 0; i < 150 && !fs::exists(go); ++i) {  // 15 s, under the 30 s start limit
+            std::this_thread::sleep_for(100ms);
+        }
+        std::ofstream(go) << "watchdog\n";
+    });
+    const TaskId first = submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
+    ASSERT_TRUE(eventually([&] { return fs::exists(held); }));
+    api::ApiClient c = client();
+    auto status = c.status();
+    auto gpus = c.gpus();
+    auto second = c.submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"}});
+    auto cancelled = c.cancel(first);
+    const bool answered_while_held = !fs::exists(go);
+    std::ofstream(go) << "test\n";
+    watchdog.join();
+    ASSERT_TRUE(status && gpus && second && cancelled);
+    EXPECT_TRUE(answered_while_held) << "the API waited for the attempt's start";
+    EXPECT_EQ((*status)["running"], 1) << status->dump();
+    EXPECT_EQ(wait_final(first)["state"], "cancelled") << task(first).dump(2);
+    EXPECT_EQ(wait_final((*second)["id"].get<TaskId>())["state"], "succeeded");
+}
+
 // This test verifies that `carma replay` survives a daemon that is not there yet (restarting):
 // it retries refused connections with backoff instead of dropping the rest of the trace.
 TEST_F(DaemonTest, ReplayRetriesUntilTheDaemonAnswers) {
