@@ -24,6 +24,7 @@
 #include "core/exit_classify.h"
 #include "daemon/backend.h"
 #include "daemon/task_json.h"
+#include "exec/as_user.h"
 #include "exec/proc_tree.h"
 #include "exec/self.h"
 
@@ -63,17 +64,6 @@ constexpr double kLaunchRetryPeriods = 5;
 // older than this many periods counts as missing (its free memory would mislead placement).
 constexpr int kUnhealthyAfterMissing = 3;
 constexpr double kStaleAfterPeriods = 3;
-
-std::vector<gid_t> supplementary_groups(const std::string& user, gid_t gid) {
-    int n = 64;
-    std::vector<gid_t> groups(static_cast<std::size_t>(n));
-    if (getgrouplist(user.c_str(), gid, groups.data(), &n) < 0) {
-        groups.resize(static_cast<std::size_t>(n));
-        getgrouplist(user.c_str(), gid, groups.data(), &n);
-    }
-    groups.resize(static_cast<std::size_t>(std::max(n, 0)));
-    return groups;
-}
 
 // The state directory's lock. A daemon killed with SIGKILL may leave a child between fork and
 // exec that still shares the locked file description for a moment; when the pid recorded in
@@ -966,7 +956,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     req.gid = task.gid;
     req.switch_user = ::geteuid() == 0 && task.uid != 0;
     if (req.switch_user) {
-        req.groups = supplementary_groups(task.user, task.gid);
+        req.groups = exec::supplementary_groups(task.user, task.gid);
     }
     req.attempt_dir = dir;
     req.kill_grace_s = config_.kill_grace_s;

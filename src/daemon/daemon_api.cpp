@@ -13,6 +13,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/task_json.h"
+#include "exec/as_user.h"
 
 namespace carma::daemon {
 
@@ -34,35 +35,29 @@ api::ApiResult<void> may_act(const api::Caller& caller, const char* what) {
                                           what));
 }
 
-bool is_directory(const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool command_exists(const std::string& command, const std::string& path_list,
-                    const std::string& workdir) {
+// Where the command may be: itself when it names a path (relative to the working directory),
+// else each directory of the PATH it will run with.
+std::vector<std::string> command_candidates(const std::string& command,
+                                            const std::string& path_list,
+                                            const std::string& workdir) {
     if (command.find('/') != std::string::npos) {
-        const std::string full = command.front() == '/' ? command : workdir + "/" + command;
-        struct stat st {};
-        return ::stat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
+        return {command.front() == '/' ? command : workdir + "/" + command};
     }
+    std::vector<std::string> out;
     std::size_t start = 0;
     while (start <= path_list.size()) {
-        std::size_t colon = path_list.find(':', start);
-        const std::string dir = path_list.substr(start, colon == std::string::npos
-                                                            ? std::string::npos
-                                                            : colon - start);
-        struct stat st {};
-        if (!dir.empty() && ::stat((dir + "/" + command).c_str(), &st) == 0 &&
-            S_ISREG(st.st_mode) && (st.st_mode & 0111)) {
-            return true;
+        const std::size_t colon = path_list.find(':', start);
+        const std::string dir = path_list.substr(
+            start, colon == std::string::npos ? std::string::npos : colon - start);
+        if (!dir.empty()) {
+            out.push_back(dir + "/" + command);
         }
         if (colon == std::string::npos) {
             break;
         }
         start = colon + 1;
     }
-    return false;
+    return out;
 }
 
 api::ApiError store_error(const Error& e) { return api::ApiError{500, e.message}; }
@@ -114,20 +109,30 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
         return api::api_fail(ok.error().code == ErrorCode::Infeasible ? 422 : 400,
                              ok.error().message);
     }
-    if (!is_directory(t.workdir)) {
-        return api::api_fail(400, fmt::format("working directory {} does not exist or is not a "
-                                              "directory",
-                                              t.workdir));
-    }
     std::string path = "/usr/local/bin:/usr/bin:/bin";
     for (const auto& [k, v] : t.env) {
         if (k == "PATH") {
             path = v;
         }
     }
-    if (!command_exists(t.spec.command.front(), path, t.workdir)) {
-        return api::api_fail(400, fmt::format("command '{}' not found (searched {}); give an "
-                                              "absolute path or declare PATH with --env",
+    // With the submitter's rights: what they cannot reach reads as missing, so a root daemon
+    // does not reveal what exists inside directories they may not read.
+    const exec::UserIdentity who{caller.uid, caller.gid,
+                                 exec::supplementary_groups(caller.user, caller.gid)};
+    auto found = exec::check_paths_as(who, t.workdir,
+                                      command_candidates(t.spec.command.front(), path, t.workdir));
+    if (!found) {
+        return api::api_fail(500, found.error().message);
+    }
+    if (!found->workdir_ok) {
+        return api::api_fail(400, fmt::format("working directory {} does not exist, is not a "
+                                              "directory, or you may not enter it",
+                                              t.workdir));
+    }
+    if (!found->command_ok) {
+        return api::api_fail(400, fmt::format("command '{}' not found or not executable by you "
+                                              "(searched {}); give an absolute path or declare "
+                                              "PATH with --env",
                                               t.spec.command.front(),
                                               t.spec.command.front().find('/') != std::string::npos
                                                   ? "that path"

@@ -696,6 +696,62 @@ std::optional<passwd> ensure_user(const std::string& name) {
     return *pw;
 }
 
+// This test verifies that a root daemon checks a submission's working directory and command with
+// the submitter's rights: inside a directory they cannot read, what exists and what does not get
+// the same answer, so submitting does not reveal the directory's contents.
+TEST_F(DaemonTest, PathsAreCheckedAsTheSubmitter) {
+    if (::geteuid() != 0) {
+        FAIL() << "needs root to create a user and check paths as them";
+    }
+    auto alice = ensure_user("carma-test-alice");
+    if (!alice) {
+        FAIL() << "useradd is not available";
+    }
+    const std::string hidden = dir_ + "/hidden";
+    fs::create_directories(hidden + "/exists");
+    std::ofstream(hidden + "/tool") << "#!/bin/sh\ntrue\n";
+    fs::permissions(hidden + "/tool", fs::perms::owner_all);
+    fs::permissions(hidden, fs::perms::owner_all);  // 0700, root's
+    start("exclusive");
+    const std::string out = dir_ + "/out";
+    fs::create_directories(out);
+    fs::permissions(out, fs::perms::all);
+    auto body = [](const std::string& workdir, const std::string& command) {
+        return json{{"command", {command}}, {"workdir", workdir}}.dump();
+    };
+    const std::vector<std::pair<std::string, std::string>> probes = {
+        {hidden + "/exists", "/bin/true"}, {hidden + "/missing", "/bin/true"},
+        {"/tmp", hidden + "/tool"},        {"/tmp", hidden + "/missing-tool"}};
+    const int rc = as_user(*alice, [&] {
+        for (std::size_t i = 0; i < probes.size(); ++i) {
+            RawReply r = raw_request(socket_, "POST", "/v1/tasks",
+                                     body(probes[i].first, probes[i].second));
+            std::ofstream(out + "/" + std::to_string(i)) << r.status << " " << r.body;
+        }
+        return 0;
+    });
+    ASSERT_EQ(rc, 0);
+    auto answer = [&](std::size_t i) {
+        std::string text = read_text(out + "/" + std::to_string(i));
+        // The same answer but for the path it names.
+        const std::string& named = i < 2 ? probes[i].first : probes[i].second;
+        if (auto at = text.find(named); at != std::string::npos) {
+            text.replace(at, named.size(), "PATH");
+        }
+        return text;
+    };
+    EXPECT_EQ(answer(0), answer(1));
+    EXPECT_NE(answer(0).find("400 "), std::string::npos) << answer(0);
+    EXPECT_NE(answer(0).find("or you may not enter it"), std::string::npos) << answer(0);
+    EXPECT_EQ(answer(2), answer(3));
+    EXPECT_NE(answer(2).find("not found or not executable by you"), std::string::npos)
+        << answer(2);
+    // Root, who can reach them, is told they are fine.
+    EXPECT_EQ(raw_request(socket_, "POST", "/v1/tasks", body(hidden + "/exists", "/bin/true")).status,
+              201);
+    EXPECT_EQ(raw_request(socket_, "POST", "/v1/tasks", body("/tmp", hidden + "/tool")).status, 201);
+}
+
 // This test verifies multi-user rules: tasks run as their submitter; another user may list but
 // not cancel them, read their logs or see their environment (nor read the database file); the
 // owner and root may.

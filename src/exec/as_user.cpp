@@ -1,0 +1,91 @@
+#include "exec/as_user.h"
+
+#include <grp.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace carma::exec {
+
+namespace {
+
+constexpr int kCannotBecomeUser = 100;
+
+// Only async-signal-safe calls: it runs in the child of a multi-threaded process.
+int look(const char* workdir, const std::vector<const char*>& candidates) {
+    int bits = 0;
+    struct stat st {};
+    if (::stat(workdir, &st) == 0 && S_ISDIR(st.st_mode) && ::access(workdir, X_OK) == 0) {
+        bits |= 1;
+    }
+    for (const char* c : candidates) {
+        if (::stat(c, &st) == 0 && S_ISREG(st.st_mode) && ::access(c, X_OK) == 0) {
+            bits |= 2;
+            break;
+        }
+    }
+    return bits;
+}
+
+PathCheck from_bits(int bits) { return PathCheck{(bits & 1) != 0, (bits & 2) != 0}; }
+
+}  // namespace
+
+std::vector<gid_t> supplementary_groups(const std::string& user, gid_t gid) {
+    int n = 64;
+    std::vector<gid_t> groups(static_cast<std::size_t>(n));
+    if (getgrouplist(user.c_str(), gid, groups.data(), &n) < 0) {
+        groups.resize(static_cast<std::size_t>(n));
+        getgrouplist(user.c_str(), gid, groups.data(), &n);
+    }
+    groups.resize(static_cast<std::size_t>(std::max(n, 0)));
+    return groups;
+}
+
+Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& workdir,
+                                 const std::vector<std::string>& command_candidates) {
+    // Everything the child touches is prepared here: no allocation after fork.
+    std::vector<const char*> candidates;
+    candidates.reserve(command_candidates.size());
+    for (const std::string& c : command_candidates) {
+        candidates.push_back(c.c_str());
+    }
+    if (::geteuid() == who.uid) {
+        return from_bits(look(workdir.c_str(), candidates));
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        return fail(ErrorCode::Io, fmt::format("cannot check the working directory and command "
+                                               "as uid {}: fork failed: {}",
+                                               who.uid, std::strerror(errno)));
+    }
+    if (pid == 0) {
+        if (::setgroups(who.groups.size(), who.groups.data()) != 0 || ::setgid(who.gid) != 0 ||
+            ::setuid(who.uid) != 0) {
+            ::_exit(kCannotBecomeUser);
+        }
+        ::_exit(look(workdir.c_str(), candidates));
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            return fail(ErrorCode::Io, fmt::format("cannot check paths as uid {}: waitpid: {}",
+                                                   who.uid, std::strerror(errno)));
+        }
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) == kCannotBecomeUser) {
+        return fail(ErrorCode::Io, fmt::format("cannot check the working directory and command "
+                                               "as uid {} (the check could not take that "
+                                               "identity)",
+                                               who.uid));
+    }
+    return from_bits(WEXITSTATUS(status));
+}
+
+}  // namespace carma::exec

@@ -1,0 +1,37 @@
+#pragma once
+// Looking at the file system with a user's rights rather than the daemon's. A root daemon that
+// checked a submission's working directory and command with its own rights would tell any local
+// user which paths exist inside directories they cannot read; checked as the submitter, a path
+// they cannot reach looks exactly like one that does not exist.
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace carma::exec {
+
+struct UserIdentity {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;  // supplementary groups
+};
+
+// The user's supplementary groups (getgrouplist), `gid` included.
+std::vector<gid_t> supplementary_groups(const std::string& user, gid_t gid);
+
+struct PathCheck {
+    bool workdir_ok = false;  // a directory the user may enter
+    bool command_ok = false;  // one of the candidates is a regular file the user may execute
+};
+
+// Checks `workdir` and the `command_candidates` (absolute paths, tried in order) as `who`: in a
+// short-lived child process that takes the user's groups, gid and uid before it looks. When the
+// daemon already runs as that uid, it looks itself. Fails only when the child cannot be made or
+// cannot become the user.
+Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& workdir,
+                                 const std::vector<std::string>& command_candidates);
+
+}  // namespace carma::exec
