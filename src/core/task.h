@@ -29,12 +29,27 @@ struct MemoryInfo {
     std::optional<ModelDescriptor> model;
 };
 
+// What CARMA knows of a task from sources a deployment really has (history of earlier runs,
+// what the user declared, estimators), never the profiled oracle value. The daemon and the
+// simulator fill it with core/knowledge's derive_knowledge() before a task is enqueued; the
+// `carma` policy reads only this.
+struct Learned {
+    std::optional<MiB> need_mib;       // peak per GPU to plan for, margin not included
+    MiB margin_mib = 0;                // margin this figure deserves (shrinks as history agrees)
+    MiB lower_bound_mib = 0;           // the most an attempt held when it ran out of memory
+    int runs = 0;                      // finished runs of the same command behind need_mib
+    std::optional<double> duration_s;  // expected run time alone
+    std::optional<double> activity;    // expected SM activity alone, 0..1
+    std::string basis;                 // one line for people: where each figure comes from
+};
+
 struct TaskSpec {
     std::string name;
     std::vector<std::string> command;  // argv; empty in the simulator
     int gpus = 1;
     MemoryInfo memory;
     std::string workload;  // profile name for the simulator and fake jobs; may be empty
+    Learned learned;
 };
 
 }  // namespace carma
