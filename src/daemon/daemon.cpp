@@ -283,21 +283,39 @@ Result<void> Daemon::restore() {
                     std::ifstream pidfile(a.dir + "/shim.pid");
                     pidfile >> live.handle.shim_pid;
                 }
-                if (!fs::exists(a.dir)) {
-                    // Recorded but never launched: put it back, it has not run.
+                // Put back what has not run: recorded, but the launch never happened or was cut
+                // short by the daemon's death before the task started (and now never will).
+                auto requeue = [&](const char* why) -> Result<void> {
                     a.ended_at = unix_now();
-                    a.outcome = "lost";
-                    t.state = store::TaskState::Queued;
-                    t.message = "re-queued after a daemon restart (its launch had not happened)";
-                    if (auto r = store_->update_attempt(a).and_then([&] {
-                            return store_->update_task(t);
-                        });
-                        !r) {
-                        return tl::unexpected(r.error());
+                    a.outcome = "not-started";
+                    t.state = a.recovered ? store::TaskState::Recovering : store::TaskState::Queued;
+                    t.message = fmt::format("re-queued after a daemon restart ({})", why);
+                    if (auto r = store_->end_attempt(a, t); !r) {
+                        return r;
                     }
-                    scheduler_.enqueue(t.id, t.spec);
+                    if (a.recovered) {
+                        scheduler_.enqueue_recovery(t.id, t.spec);
+                    } else {
+                        scheduler_.enqueue(t.id, t.spec);
+                    }
                     ++requeued;
+                    return {};
+                };
+                if (!fs::exists(a.dir)) {
+                    if (auto r = requeue("its launch had not happened"); !r) {
+                        return r;
+                    }
                     break;
+                }
+                if (live.handle.shim_pid == 0 && !exec::read_exit(a.dir)) {
+                    const exec::InterruptedLaunch settled = exec::settle_interrupted_launch(a.dir);
+                    if (!settled.started) {
+                        if (auto r = requeue("it was being started and had not started"); !r) {
+                            return r;
+                        }
+                        break;
+                    }
+                    live.handle.shim_pid = settled.shim_pid;
                 }
                 live_[t.id] = live;
                 ++reattached;
@@ -624,17 +642,15 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         return fail(attempts.error().code,
                     "cannot read its attempts: " + attempts.error().message);
     }
-    for (store::AttemptRow& a : *attempts) {
+    std::optional<store::AttemptRow> ended;
+    for (const store::AttemptRow& a : *attempts) {
         if (a.number == live.number) {
-            a.ended_at = record && record->ended_at > 0 ? record->ended_at : unix_now();
-            a.peak_mib = live.peak_mib;
-            a.outcome = std::string(to_string(outcome));
-            a.exit_code = end.exit_code;
-            a.signal = end.signal;
-            if (auto r = store_->update_attempt(a); !r) {
-                return fail(r.error().code, fmt::format("cannot record the end of attempt {}: {}",
-                                                        live.number, r.error().message));
-            }
+            ended = a;
+            ended->ended_at = record && record->ended_at > 0 ? record->ended_at : unix_now();
+            ended->peak_mib = live.peak_mib;
+            ended->outcome = std::string(to_string(outcome));
+            ended->exit_code = end.exit_code;
+            ended->signal = end.signal;
         }
     }
 
@@ -672,9 +688,13 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
                            : fmt::format("{} after {} attempt(s): {}", to_string(outcome),
                                          task.attempts, how);
     }
-    if (auto r = store_->update_task(task); !r) {
-        return fail(r.error().code, fmt::format("cannot record that attempt {} ended: {}",
-                                                live.number, r.error().message));
+    // The attempt's end and the task's new state in one transaction: apart, a daemon killed
+    // between them would leave a running task without an open attempt, which a restart re-queues
+    // (and so runs twice).
+    auto stored = ended ? store_->end_attempt(*ended, task) : store_->update_task(task);
+    if (!stored) {
+        return fail(stored.error().code, fmt::format("cannot record that attempt {} ended: {}",
+                                                     live.number, stored.error().message));
     }
     scheduler_.task_exited(live.task);
     if (relaunch) {
@@ -933,17 +953,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     task.state = store::TaskState::Running;
     task.message = fmt::format("running on GPU {}{}", fmt::join(p.gpus, ","),
                                p.exclusive ? "" : " (shared)");
-    if (auto r = store_->insert_attempt(attempt); !r) {
-        postpone_launch(p, r.error().message);
-        return std::nullopt;
-    }
-    if (auto r = store_->update_task(task); !r) {
-        attempt.ended_at = unix_now();
-        attempt.outcome = "not-started";
-        if (auto u = store_->update_attempt(attempt); !u) {
-            // Left open, restore() finds no attempt directory and re-queues the task.
-            spdlog::warn("task={}: {}", task.id, u.error().message);
-        }
+    if (auto r = store_->begin_attempt(attempt, task); !r) {
         postpone_launch(p, r.error().message);
         return std::nullopt;
     }

@@ -705,4 +705,52 @@ std::optional<pid_t> task_pgid(const std::string& attempt_dir) {
     return read_pid_file(attempt_file(attempt_dir, kTaskPidFile));
 }
 
+namespace {
+
+// A live carma-shim started for this attempt directory, if any (its argv names the request).
+std::optional<pid_t> find_shim(const std::string& attempt_dir) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) {
+            continue;
+        }
+        const auto pid = static_cast<pid_t>(std::stol(name));
+        if (is_our_shim(pid, attempt_dir) && !process_gone(pid)) {
+            return pid;
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+InterruptedLaunch settle_interrupted_launch(const std::string& attempt_dir, double wait_s) {
+    const std::string request = attempt_file(attempt_dir, kRequestFile);
+    // After this rename no new shim can start the task: it finds no request.
+    (void)::rename(request.c_str(), (request + ".withdrawn").c_str());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+    for (;;) {
+        const auto shim = find_shim(attempt_dir);
+        // Files after the process check: a shim that wrote them and exited is not missed.
+        if (auto record = read_exit(attempt_dir)) {
+            const auto pid = read_pid_file(attempt_file(attempt_dir, kShimPidFile));
+            return InterruptedLaunch{record->started, pid.value_or(0)};
+        }
+        if (task_pgid(attempt_dir)) {
+            const auto pid = read_pid_file(attempt_file(attempt_dir, kShimPidFile));
+            return InterruptedLaunch{true, pid.value_or(shim.value_or(0))};
+        }
+        if (!shim) {
+            return InterruptedLaunch{};
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+            // A shim that holds the request but neither started the task nor gave up: treat it
+            // as running; its exit (or its death) is recorded as any other attempt's.
+            return InterruptedLaunch{true, *shim};
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
 }  // namespace carma::exec

@@ -63,6 +63,17 @@ Result<void> request_stop(const LaunchHandle& handle);
 // The task's process group id from task.pid, once known.
 std::optional<pid_t> task_pgid(const std::string& attempt_dir);
 
+// A restarted daemon's view of an attempt whose daemon died while starting it (recorded, but
+// neither shim.pid nor exit.json in its directory): did the task start, or can it be started
+// again without running twice? The request is withdrawn first (request.json renamed), so a shim
+// that has not read it yet never will (it records "not started"); then a shim that did read it
+// is waited for (at most `wait_s`) until it has started the task or given up.
+struct InterruptedLaunch {
+    bool started = false;  // false: nothing ran and nothing will; the task may be queued again
+    pid_t shim_pid = 0;    // when started (0 if its shim.pid is still missing)
+};
+InterruptedLaunch settle_interrupted_launch(const std::string& attempt_dir, double wait_s = 10);
+
 // --- The attempt directory's files, shared by launch() and carma-shim ------------------------
 // carma-shim is started as `carma-shim --request <attempt_dir>/request.json`.
 

@@ -709,6 +709,49 @@ Result<void> Store::update_task(const TaskRow& task) {
     });
 }
 
+Result<void> Store::begin_attempt(const AttemptRow& attempt, const TaskRow& task) {
+    auto encoded = encode_task(task);
+    if (!encoded) {
+        return tl::unexpected(encoded.error());
+    }
+    const std::string op =
+        fmt::format("record attempt {} of task {} as starting", attempt.number, attempt.task);
+    return impl_->write(op, [&](SQLite::Database& db) -> Result<void> {
+        SQLite::Statement insert(db, kInsertAttempt);
+        bind_attempt(insert, attempt);
+        insert.exec();
+        SQLite::Statement update(db, kUpdateTask);
+        update.bind(bind_task(update, task, *encoded), task.id);
+        if (update.exec() == 0) {
+            return fail(ErrorCode::NotFound, fmt::format("{} in {}: no such task", op, impl_->path));
+        }
+        return {};
+    });
+}
+
+Result<void> Store::end_attempt(const AttemptRow& attempt, const TaskRow& task) {
+    auto encoded = encode_task(task);
+    if (!encoded) {
+        return tl::unexpected(encoded.error());
+    }
+    const std::string op =
+        fmt::format("record the end of attempt {} of task {}", attempt.number, attempt.task);
+    return impl_->write(op, [&](SQLite::Database& db) -> Result<void> {
+        SQLite::Statement ended(db, kUpdateAttempt);
+        bind_attempt(ended, attempt);
+        if (ended.exec() == 0) {
+            return fail(ErrorCode::NotFound,
+                        fmt::format("{} in {}: no such attempt", op, impl_->path));
+        }
+        SQLite::Statement update(db, kUpdateTask);
+        update.bind(bind_task(update, task, *encoded), task.id);
+        if (update.exec() == 0) {
+            return fail(ErrorCode::NotFound, fmt::format("{} in {}: no such task", op, impl_->path));
+        }
+        return {};
+    });
+}
+
 Result<std::optional<TaskRow>> Store::task(TaskId id) {
     const std::string sql = fmt::format("SELECT {} FROM tasks WHERE id = ?", kTaskColumns);
     const auto body = [&](SQLite::Database& db) -> Result<std::optional<TaskRow>> {

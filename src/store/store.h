@@ -38,6 +38,11 @@ public:
 
     Result<void> insert_attempt(const AttemptRow& attempt);
     Result<void> update_attempt(const AttemptRow& attempt);  // by (task, number)
+    // An attempt and its task in one transaction, so a daemon killed in between cannot leave a
+    // task whose attempt count and attempts disagree (begin) or an ended attempt of a task still
+    // running (end, which restore() would re-queue and so run twice).
+    Result<void> begin_attempt(const AttemptRow& attempt, const TaskRow& task);  // insert + update
+    Result<void> end_attempt(const AttemptRow& attempt, const TaskRow& task);    // update + update
     // Only the per-GPU peak memory of a running attempt (written while it grows).
     Result<void> set_attempt_peak(TaskId task, int number, const std::map<int, MiB>& peak_mib);
     Result<std::vector<AttemptRow>> attempts(TaskId task);
