@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -95,27 +95,41 @@ Result<Inspection> inspect(int fd, const std::string& path) {
     if (st.st_size == 0) {
         return Inspection{Layout::Empty, "it is empty"};
     }
+    const Inspection wrong_size{Layout::OtherVersion,
+                                fmt::format("it is {} bytes long where it should be {} "
+                                            "(truncated or extended)",
+                                            st.st_size, sizeof(State))};
     Prefix p;
-    const bool read_ok = ::pread(fd, &p, sizeof p, 0) == static_cast<ssize_t>(sizeof p);
+    const ssize_t got = ::pread(fd, &p, sizeof p, 0);
+    const bool read_ok = got == static_cast<ssize_t>(sizeof p);
     // Our size but no magic yet: an initialisation that was interrupted (the magic comes last).
     if (read_ok && p.magic == 0 && st.st_size == static_cast<off_t>(sizeof(State))) {
         return Inspection{Layout::Empty, "its initialisation never finished (no magic number)"};
     }
     if (!read_ok) {
+        // Cut inside the prefix: ours if what is left is the start of the magic number.
+        const std::uint64_t magic = kMagic;
+        const std::size_t n = std::min(got > 0 ? static_cast<std::size_t>(got) : 0, sizeof magic);
+        if (n > 0 && std::memcmp(&p, &magic, n) == 0) {
+            return wrong_size;
+        }
         return Inspection{Layout::Foreign,
                           fmt::format("it is shorter ({} bytes) than an emulator file's header",
                                       st.st_size)};
     }
     if (p.magic != kMagic) {
-        return Inspection{Layout::Foreign, "it does not start with the emulator file's magic number"};
+        return Inspection{Layout::Foreign,
+                          "it does not start with the emulator file's magic number"};
     }
-    if (p.version != kVersion || p.size != sizeof(State) ||
+    if (p.version == kVersion && p.size == sizeof(State) &&
         st.st_size != static_cast<off_t>(sizeof(State))) {
+        return wrong_size;
+    }
+    if (p.version != kVersion || p.size != sizeof(State)) {
         return Inspection{Layout::OtherVersion,
-                          fmt::format("it holds layout version {} of {} bytes in a file of {} "
-                                      "bytes, where this CARMA writes version {} of {} bytes "
-                                      "(truncated, or written by another version)",
-                                      p.version, p.size, st.st_size, kVersion, sizeof(State))};
+                          fmt::format("it holds layout version {} of {} bytes, where this CARMA "
+                                      "writes version {} of {} bytes (another CARMA version)",
+                                      p.version, p.size, kVersion, sizeof(State))};
     }
     Header h;
     if (::pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) {
@@ -227,8 +241,9 @@ Result<Opened> open_or_create(const std::string& path) {
     } else if (!S_ISREG(st.st_mode)) {
         problem = "is not a regular file; remove it or choose another path";
     } else if (st.st_uid != ::geteuid()) {
-        problem = fmt::format("belongs to uid {}, not to this process's uid {}, and its owner could "
-                              "write false GPU readings; remove it (the file is created anew)",
+        problem = fmt::format("belongs to uid {}, not to this process's uid {}, and its owner "
+                              "could write false GPU readings; remove it (the file is created "
+                              "anew)",
                               st.st_uid, ::geteuid());
     } else if ((st.st_mode & 07777) != 0600 && ::fchmod(fd, 0600) != 0) {
         problem = fmt::format("cannot make it 0600: {}", errno_text(errno));
@@ -366,9 +381,9 @@ Result<bool> needs_fresh_start(int fd, const EmulatorOptions& o, bool created) {
         return fail(ErrorCode::InvalidArgument,
                     fmt::format("emulator file {}: {}, and {} attempt(s) recorded running may "
                                 "still use it: re-initialising it would lose their GPU state "
-                                "(memory held, progress); cancel them (`carma cancel ID`) or end "
-                                "their processes and start again, or move the file away to start "
-                                "afresh without their state",
+                                "(memory held, progress); stop them (end their tasks' process "
+                                "groups) and start again, or move the file away to start afresh "
+                                "without their state",
                                 o.file, found->detail, o.attempts_running));
     }
     if (found->layout == Layout::Foreign) {
