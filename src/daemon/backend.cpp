@@ -16,7 +16,8 @@ namespace {
 
 constexpr const char* kDefaultEmulated = "4xA100-40GB";
 
-Result<std::unique_ptr<device::GpuBackend>> emulated(const DaemonConfig& c, const std::string& set) {
+Result<std::unique_ptr<device::GpuBackend>> emulated(const DaemonConfig& c, const std::string& set,
+                                                     int attempts_running) {
     auto gpus = model::parse_gpu_set(set);
     if (!gpus) {
         return tl::unexpected(gpus.error());
@@ -29,6 +30,8 @@ Result<std::unique_ptr<device::GpuBackend>> emulated(const DaemonConfig& c, cons
     o.gpus = *gpus;
     o.sharing = *sharing;
     o.file = c.state_dir + "/emulated-gpus";
+    o.attempts_running = attempts_running;
+    o.on_note = [](std::string_view note) { spdlog::warn("{}", note); };
     return device::open_emulated(o);
 }
 
@@ -39,7 +42,7 @@ Result<std::unique_ptr<device::GpuBackend>> dcgm(const DaemonConfig& c) {
     return device::open_dcgm(o);
 }
 
-Result<std::unique_ptr<device::GpuBackend>> automatic(const DaemonConfig& c) {
+Result<std::unique_ptr<device::GpuBackend>> automatic(const DaemonConfig& c, int attempts_running) {
     auto from_dcgm = dcgm(c);
     if (from_dcgm && !(*from_dcgm)->gpus().empty()) {
         spdlog::info("--gpus auto: using {} NVIDIA GPU(s) through DCGM", (*from_dcgm)->gpus().size());
@@ -58,7 +61,7 @@ Result<std::unique_ptr<device::GpuBackend>> automatic(const DaemonConfig& c) {
     spdlog::info("--gpus auto: no NVIDIA GPU found (DCGM: {}; NVML: {}); using emulated GPUs {}",
                  no_dcgm, nvml ? "NVML reports no devices" : nvml.error().message,
                  kDefaultEmulated);
-    return emulated(c, kDefaultEmulated);
+    return emulated(c, kDefaultEmulated, attempts_running);
 }
 
 }  // namespace
@@ -107,12 +110,13 @@ std::string describe_sources(const device::GpuSample& s) {
                        to_string(s.sources.power), to_string(s.sources.memory));
 }
 
-Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c) {
+Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c,
+                                                         int attempts_running) {
     if (c.gpus.starts_with("emulated:")) {
-        return emulated(c, c.gpus.substr(9));
+        return emulated(c, c.gpus.substr(9), attempts_running);
     }
     if (c.gpus == "emulated") {
-        return emulated(c, kDefaultEmulated);
+        return emulated(c, kDefaultEmulated, attempts_running);
     }
     if (c.gpus == "nvml") {
         return device::open_nvml();
@@ -121,7 +125,7 @@ Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c) 
         return dcgm(c);
     }
     if (c.gpus == "auto") {
-        return automatic(c);
+        return automatic(c, attempts_running);
     }
     return fail(ErrorCode::InvalidArgument,
                 fmt::format("--gpus '{}' is not understood; use auto, dcgm, nvml or "

@@ -12,7 +12,10 @@
 
 namespace carma::daemon {
 
-Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& config);
+// `attempts_running`: attempts of the store whose supervisors still run; while any does, a damaged
+// emulated-GPU file is an error instead of being re-initialised (device::EmulatorOptions).
+Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& config,
+                                                         int attempts_running);
 
 // Why CARMA leaves this GPU alone, or "" when it uses it: a pattern of `exclude_gpus` matches
 // its index, its UUID, or its name (shell wildcards), or MIG mode is on (not supported yet).

@@ -132,8 +132,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
                                                "another with --state-dir",
                                                config.state_dir, ec.message()));
     }
-    // Others may reach the socket, the emulated-GPU file and the MPS pipes by name, but not
-    // list what is inside.
+    // Others may reach the socket and the MPS pipes by name (the emulated-GPU file is 0600), but
+    // not list what is inside.
     ::chmod(config.state_dir.c_str(), 0711);
     // Two daemons on one state directory would launch the same queued tasks twice.
     const std::string lock_path = config.state_dir + "/daemon.lock";
@@ -181,16 +181,29 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
                                 config.shim_path));
     }
 
-    auto backend = open_backend(config);
+    auto store = store::Store::open(config.state_dir + "/carma.db");
+    if (!store) {
+        return tl::unexpected(store.error());
+    }
+    // Attempts whose supervisor still runs may hold GPU state the backend must not wipe.
+    auto open_attempts = (*store)->open_attempts();
+    if (!open_attempts) {
+        return tl::unexpected(open_attempts.error());
+    }
+    int attempts_running = 0;
+    for (const store::AttemptRow& a : *open_attempts) {
+        pid_t shim = a.shim_pid;
+        if (shim == 0) {
+            std::ifstream(a.dir + "/shim.pid") >> shim;  // launched, not yet recorded
+        }
+        attempts_running += exec::shim_alive(exec::LaunchHandle{shim, a.dir}) ? 1 : 0;
+    }
+    auto backend = open_backend(config, attempts_running);
     if (!backend) {
         return tl::unexpected(backend.error());
     }
     if (auto usable = check_some_gpu_usable((*backend)->gpus(), config.exclude_gpus); !usable) {
         return tl::unexpected(usable.error());
-    }
-    auto store = store::Store::open(config.state_dir + "/carma.db");
-    if (!store) {
-        return tl::unexpected(store.error());
     }
 
     SchedulerConfig sc;
@@ -970,6 +983,9 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     }
     req.attempt_dir = dir;
     req.kill_grace_s = config_.kill_grace_s;
+    for (const device::TaskFile& f : backend_->task_files()) {
+        req.files.push_back(exec::TaskFile{f.path, f.env});
+    }
     return l;
 }
 

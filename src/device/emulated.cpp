@@ -47,6 +47,10 @@ class EmulatedBackend final : public GpuBackend {
         return {{kEmulatorFileEnv, file_->path()}};
     }
 
+    std::vector<TaskFile> task_files() const override {
+        return {TaskFile{file_->path(), kEmulatorFdEnv}};
+    }
+
   private:
     static GpuSample sample_gpu(const emu::State& s, int g) {
         GpuSample out;

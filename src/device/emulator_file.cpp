@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -62,7 +64,7 @@ bool anyone_attached(int fd) {
 
 // --- what the file holds ----------------------------------------------------------------------
 
-enum class Layout { Empty, Foreign, OtherVersion, Ours };
+enum class Layout { Empty, Foreign, OtherVersion, Damaged, Ours };
 
 struct Prefix {
     std::uint64_t magic = 0;
@@ -70,29 +72,73 @@ struct Prefix {
     std::uint32_t size = 0;
 };
 
-Result<Layout> inspect(int fd, const std::string& path) {
+struct Inspection {
+    Layout layout = Layout::Empty;
+    std::string detail;  // what is wrong with it, for messages ("" when Ours)
+};
+
+// What a header of our layout says that cannot be right (a damaged file), or "".
+std::string header_problem(const Header& h) {
+    if (h.gpu_count < 1 || h.gpu_count > kMaxGpus || h.usable_mib <= 0 || h.type_name[0] == 0) {
+        return fmt::format("its header is damaged ({} GPUs of {} MiB each)", h.gpu_count,
+                           h.usable_mib);
+    }
+    return {};
+}
+
+Result<Inspection> inspect(int fd, const std::string& path) {
     struct stat st = {};
     if (::fstat(fd, &st) != 0) {
         return fail(ErrorCode::Io,
                     fmt::format("emulator file {}: cannot stat it: {}", path, errno_text(errno)));
     }
     if (st.st_size == 0) {
-        return Layout::Empty;
+        return Inspection{Layout::Empty, "it is empty"};
     }
+    const Inspection wrong_size{Layout::OtherVersion,
+                                fmt::format("it is {} bytes long where it should be {} "
+                                            "(truncated or extended)",
+                                            st.st_size, sizeof(State))};
     Prefix p;
-    const bool read_ok = ::pread(fd, &p, sizeof p, 0) == static_cast<ssize_t>(sizeof p);
+    const ssize_t got = ::pread(fd, &p, sizeof p, 0);
+    const bool read_ok = got == static_cast<ssize_t>(sizeof p);
     // Our size but no magic yet: an initialisation that was interrupted (the magic comes last).
     if (read_ok && p.magic == 0 && st.st_size == static_cast<off_t>(sizeof(State))) {
-        return Layout::Empty;
+        return Inspection{Layout::Empty, "its initialisation never finished (no magic number)"};
     }
-    if (!read_ok || p.magic != kMagic) {
-        return Layout::Foreign;
+    if (!read_ok) {
+        // Cut inside the prefix: ours if what is left is the start of the magic number.
+        const std::uint64_t magic = kMagic;
+        const std::size_t n = std::min(got > 0 ? static_cast<std::size_t>(got) : 0, sizeof magic);
+        if (n > 0 && std::memcmp(&p, &magic, n) == 0) {
+            return wrong_size;
+        }
+        return Inspection{Layout::Foreign,
+                          fmt::format("it is shorter ({} bytes) than an emulator file's header",
+                                      st.st_size)};
     }
-    if (p.version != kVersion || p.size != sizeof(State) ||
+    if (p.magic != kMagic) {
+        return Inspection{Layout::Foreign,
+                          "it does not start with the emulator file's magic number"};
+    }
+    if (p.version == kVersion && p.size == sizeof(State) &&
         st.st_size != static_cast<off_t>(sizeof(State))) {
-        return Layout::OtherVersion;
+        return wrong_size;
     }
-    return Layout::Ours;
+    if (p.version != kVersion || p.size != sizeof(State)) {
+        return Inspection{Layout::OtherVersion,
+                          fmt::format("it holds layout version {} of {} bytes, where this CARMA "
+                                      "writes version {} of {} bytes (another CARMA version)",
+                                      p.version, p.size, kVersion, sizeof(State))};
+    }
+    Header h;
+    if (::pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) {
+        return Inspection{Layout::Damaged, "its header cannot be read"};
+    }
+    if (std::string problem = header_problem(h); !problem.empty()) {
+        return Inspection{Layout::Damaged, std::move(problem)};
+    }
+    return Inspection{Layout::Ours, ""};
 }
 
 void write_gpu_set(Header& h, const EmulatorOptions& o) {
@@ -157,24 +203,98 @@ Result<void> validate_options(const EmulatorOptions& o) {
     return {};
 }
 
-// Opens the file, creating it readable and writable by everyone: jobs may run as other users
-// than the daemon, and they must write their slots.
-Result<int> open_or_create(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+struct Opened {
+    int fd = -1;
+    bool created = false;  // by this call: empty, nothing to keep
+};
+
+// Opens the file, creating it 0600: whoever can write it steers placement with its readings, so
+// only the daemon's user opens it by name and tasks get a descriptor from their supervisor
+// (GpuBackend::task_files). Never through a symlink: a planted link would make the daemon write
+// (and chmod) whatever it points at.
+Result<Opened> open_or_create(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0) {
-        ::fchmod(fd, 0666);
-        return fd;
+        ::fchmod(fd, 0600);  // a umask may have taken the owner's bits too
+        return Opened{fd, true};
     }
     if (errno == EEXIST) {
-        fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+        fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
     }
     if (fd < 0) {
+        const int err = errno;
+        if (err == ELOOP) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("emulator file {}: is a symbolic link, which is never "
+                                    "followed there; remove it (the file is created anew)",
+                                    path));
+        }
         return fail(ErrorCode::Io,
                     fmt::format("emulator file {}: cannot open it for writing: {}; check that its "
                                 "directory exists and is writable",
-                                path, errno_text(errno)));
+                                path, errno_text(err)));
     }
-    return fd;
+    struct stat st = {};
+    std::string problem;
+    if (::fstat(fd, &st) != 0) {
+        problem = fmt::format("cannot stat it: {}", errno_text(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        problem = "is not a regular file; remove it or choose another path";
+    } else if (st.st_uid != ::geteuid()) {
+        problem = fmt::format("belongs to uid {}, not to this process's uid {}, and its owner "
+                              "could write false GPU readings; remove it (the file is created "
+                              "anew)",
+                              st.st_uid, ::geteuid());
+    } else if ((st.st_mode & 07777) != 0600 && ::fchmod(fd, 0600) != 0) {
+        problem = fmt::format("cannot make it 0600: {}", errno_text(errno));
+    }
+    if (!problem.empty()) {
+        ::close(fd);
+        return fail(ErrorCode::InvalidArgument, fmt::format("emulator file {}: {}", path, problem));
+    }
+    return Opened{fd, false};
+}
+
+// The descriptor of the file that carma-shim passed in $CARMA_EMULATOR_FD, duplicated
+// (close-on-exec, owned by the caller) so that closing it leaves the inherited one to the task's
+// other processes; -1 when the variable is unset or names no descriptor of `path`, with `why`
+// saying which (empty when unset). If `path` cannot be looked at (the task's user may not), the
+// descriptor is trusted: the layout checks that follow still apply.
+int inherited_fd(const std::string& path, std::string& why) {
+    const char* env = std::getenv(kEmulatorFdEnv);
+    if (env == nullptr || *env == '\0') {
+        return -1;
+    }
+    const std::string_view text(env);
+    int fd = -1;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), fd);
+    if (ec != std::errc() || end != text.data() + text.size() || fd < 0) {
+        why = fmt::format("{}='{}' is not a descriptor number", kEmulatorFdEnv, text);
+        return -1;
+    }
+    struct stat fd_st = {};
+    if (::fstat(fd, &fd_st) != 0 || !S_ISREG(fd_st.st_mode)) {
+        why = fmt::format("{}={} is not an open file here (a launcher in between may have closed "
+                          "it: keep it open for the job, e.g. Python's subprocess pass_fds)",
+                          kEmulatorFdEnv, fd);
+        return -1;
+    }
+    struct stat path_st = {};
+    if (::stat(path.c_str(), &path_st) == 0 &&
+        (path_st.st_dev != fd_st.st_dev || path_st.st_ino != fd_st.st_ino)) {
+        why = fmt::format("{}={} is another file", kEmulatorFdEnv, fd);
+        return -1;
+    }
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || (flags & O_ACCMODE) != O_RDWR) {
+        why = fmt::format("{}={} is not open for reading and writing", kEmulatorFdEnv, fd);
+        return -1;
+    }
+    const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (own < 0) {
+        why = fmt::format("{}={} cannot be duplicated: {}", kEmulatorFdEnv, fd, errno_text(errno));
+    }
+    return own;
 }
 
 struct ProcStat {
@@ -243,32 +363,45 @@ Result<void> init_mutex(pthread_mutex_t* m, const std::string& path) {
     return {};
 }
 
-// Whether the file must be written from scratch (new, or a layout we cannot read that nobody
-// uses); an error for a file that is not ours or is in use in another layout.
-Result<bool> needs_fresh_start(int fd, const std::string& path) {
-    auto layout = inspect(fd, path);
-    if (!layout) {
-        return tl::unexpected(layout.error());
+// Whether the file must be written from scratch: new, or (told through on_note) one we cannot
+// use that nobody uses. An error for a file that is not ours, one still in use, and any damaged
+// one while attempts are believed running: re-initialising would wipe their jobs' GPU state.
+Result<bool> needs_fresh_start(int fd, const EmulatorOptions& o, bool created) {
+    auto found = inspect(fd, o.file);
+    if (!found) {
+        return tl::unexpected(found.error());
     }
-    switch (*layout) {
-        case Layout::Empty:
-            return true;
-        case Layout::Ours:
-            return false;
-        case Layout::Foreign:
-            return fail(ErrorCode::InvalidArgument,
-                        fmt::format("emulator file {}: exists but is not an emulator file; "
-                                    "remove it or choose another path",
-                                    path));
-        case Layout::OtherVersion:
-            if (anyone_attached(fd)) {
-                return fail(ErrorCode::InvalidArgument,
-                            fmt::format("emulator file {}: written by another CARMA version and "
-                                        "still in use; stop its jobs (or use another path) and "
-                                        "retry",
-                                        path));
-            }
-            return true;
+    if (found->layout == Layout::Ours) {
+        return false;
+    }
+    if (created) {
+        return true;
+    }
+    if (o.attempts_running > 0) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("emulator file {}: {}, and {} attempt(s) recorded running may "
+                                "still use it: re-initialising it would lose their GPU state "
+                                "(memory held, progress); stop them (end their tasks' process "
+                                "groups) and start again, or move the file away to start afresh "
+                                "without their state",
+                                o.file, found->detail, o.attempts_running));
+    }
+    if (found->layout == Layout::Foreign) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("emulator file {}: exists but is not an emulator file ({}); "
+                                "remove it or choose another path",
+                                o.file, found->detail));
+    }
+    if (anyone_attached(fd)) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("emulator file {}: {}, and it is still in use; stop its jobs (or "
+                                "use another path) and retry",
+                                o.file, found->detail));
+    }
+    if (o.on_note) {
+        o.on_note(fmt::format("emulator file {}: {}; re-initialising it for {} (no attempt is "
+                              "running, nobody has it open)",
+                              o.file, found->detail, o.gpus.text()));
     }
     return true;
 }
@@ -430,16 +563,17 @@ Result<std::unique_ptr<EmulatorFile>> EmulatorFile::open_for_backend(const Emula
     if (auto ok = validate_options(o); !ok) {
         return tl::unexpected(ok.error());
     }
-    auto fd = open_or_create(o.file);
-    if (!fd) {
-        return tl::unexpected(fd.error());
+    auto opened = open_or_create(o.file);
+    if (!opened) {
+        return tl::unexpected(opened.error());
     }
-    std::unique_ptr<EmulatorFile> file(new EmulatorFile(o.file, *fd));
+    const int fd = opened->fd;
+    std::unique_ptr<EmulatorFile> file(new EmulatorFile(o.file, fd));
     // Exclusive until the header is right: jobs opening meanwhile wait.
-    if (auto ok = ofd_lock_or_fail(*fd, kInitByte, F_WRLCK, o.file); !ok) {
+    if (auto ok = ofd_lock_or_fail(fd, kInitByte, F_WRLCK, o.file); !ok) {
         return tl::unexpected(ok.error());
     }
-    auto fresh = needs_fresh_start(*fd, o.file);
+    auto fresh = needs_fresh_start(fd, o, opened->created);
     if (!fresh) {
         return tl::unexpected(fresh.error());
     }
@@ -449,8 +583,8 @@ Result<std::unique_ptr<EmulatorFile>> EmulatorFile::open_for_backend(const Emula
     if (auto ok = file->adopt_header(); !ok) {
         return tl::unexpected(ok.error());
     }
-    ofd_lock(*fd, kAttachedByte, F_RDLCK, true);
-    ofd_lock(*fd, kInitByte, F_UNLCK, false);
+    ofd_lock(fd, kAttachedByte, F_RDLCK, true);
+    ofd_lock(fd, kInitByte, F_UNLCK, false);
     return file;
 }
 
@@ -506,36 +640,61 @@ Result<void> EmulatorFile::reopen(const EmulatorOptions& o) {
                                 path_, s.header.gpu_count, gpu_type_of(s.header).name, live_jobs(s),
                                 live_pids(s), o.gpus.text()));
     }
+    if (o.on_note) {
+        o.on_note(fmt::format("emulator file {}: emulated {}x{}; re-initialising it for {} (no "
+                              "live job in it)",
+                              path_, s.header.gpu_count, gpu_type_of(s.header).name,
+                              o.gpus.text()));
+    }
     write_gpu_set(s.header, o);
     ++s.header.generation;
     clear_gpus_and_slots(s);
     return {};
 }
 
+// Through the inherited descriptor, the task's processes share one open file description, and
+// OFD locks belong to the description: the "attached" byte then stays held until the last of
+// them has closed it (attachment is over-reported while the task lives, which only keeps a
+// backend from re-initialising under it), and one process releasing "initialising" releases it
+// for the others still validating. That is safe: it is released only after "attached" is taken,
+// and a backend re-initialises an existing file only if nobody is attached to it.
 Result<std::unique_ptr<EmulatorFile>> EmulatorFile::open_for_job(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    std::string why_not_inherited;
+    int fd = inherited_fd(path, why_not_inherited);
+    if (fd < 0) {
+        fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    }
     if (fd < 0) {
         const int err = errno;
+        std::string hint = fmt::format("it is created by `carma serve` with emulated GPUs and "
+                                       "named in {}",
+                                       kEmulatorFileEnv);
+        if (err == EACCES) {
+            hint = fmt::format("only the daemon's user may open it by name; `carma serve` hands "
+                               "its tasks an open descriptor in {}",
+                               kEmulatorFdEnv);
+        }
+        if (!why_not_inherited.empty()) {
+            hint += "; " + why_not_inherited;
+        }
         return fail(err == ENOENT ? ErrorCode::NotFound : ErrorCode::Io,
-                    fmt::format("emulator file {}: cannot open it: {}; it is created by `carma "
-                                "serve` with emulated GPUs and named in {}",
-                                path, errno_text(err), kEmulatorFileEnv));
+                    fmt::format("emulator file {}: cannot open it: {}; {}", path, errno_text(err),
+                                hint));
     }
     std::unique_ptr<EmulatorFile> file(new EmulatorFile(path, fd));
     // Shared: waits while a backend is (re-)initialising it.
     if (auto ok = ofd_lock_or_fail(fd, kInitByte, F_RDLCK, path); !ok) {
         return tl::unexpected(ok.error());
     }
-    auto layout = inspect(fd, path);
-    if (!layout) {
-        return tl::unexpected(layout.error());
+    auto found = inspect(fd, path);
+    if (!found) {
+        return tl::unexpected(found.error());
     }
-    if (*layout != Layout::Ours) {
+    if (found->layout != Layout::Ours) {
         return fail(ErrorCode::InvalidArgument,
                     fmt::format("emulator file {}: not an emulator file of this CARMA version "
-                                "(empty, foreign or another version); restart `carma serve` with "
-                                "emulated GPUs",
-                                path));
+                                "({}); restart `carma serve` with emulated GPUs",
+                                path, found->detail));
     }
     if (auto ok = file->map(); !ok) {
         return tl::unexpected(ok.error());
@@ -559,11 +718,10 @@ Result<void> EmulatorFile::adopt_header() {
     generation_ = h.generation;
     gpu_count_ = h.gpu_count;
     type_ = gpu_type_of(h);
-    if (gpu_count_ < 1 || gpu_count_ > kMaxGpus || type_.usable_mib <= 0) {
+    if (std::string problem = header_problem(h); !problem.empty()) {
         return fail(ErrorCode::InvalidArgument,
-                    fmt::format("emulator file {}: header is damaged ({} GPUs, {} MiB each); "
-                                "remove the file once no job uses it",
-                                path_, gpu_count_, type_.usable_mib));
+                    fmt::format("emulator file {}: {}; remove the file once no job uses it",
+                                path_, problem));
     }
     return {};
 }

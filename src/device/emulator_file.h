@@ -147,11 +147,13 @@ class Locked {
 
 class EmulatorFile {
   public:
-    // The backend's open: creates the file, re-attaches to a compatible one (keeping its live
-    // jobs; a different sharing mode is taken over), or re-initialises an incompatible one if no
-    // live job is in it.
+    // The backend's open: creates the file (0600), re-attaches to a compatible one (keeping its
+    // live jobs; a different sharing mode is taken over), or re-initialises an incompatible one if
+    // no live job is in it and, for a damaged one, no attempt is believed running.
     static Result<std::unique_ptr<EmulatorFile>> open_for_backend(const EmulatorOptions& options);
-    // A job's open: the file must exist and be initialised.
+    // A job's open: through the descriptor in $CARMA_EMULATOR_FD when it is this file (tasks of
+    // another user than the daemon's cannot open it by name), else by path; the file must exist
+    // and be initialised.
     static Result<std::unique_ptr<EmulatorFile>> open_for_job(const std::string& path);
 
     EmulatorFile(const EmulatorFile&) = delete;

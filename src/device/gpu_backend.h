@@ -51,6 +51,14 @@ struct GpuSample {
     std::string error;    // non-empty when this GPU could not be read; the rest is then stale
 };
 
+// A file a task needs open read-write to reach the GPUs, handed over by the launcher as an open
+// descriptor whose number is in the environment variable `env` (the file itself stays closed to
+// the task's user).
+struct TaskFile {
+    std::string path;
+    std::string env;
+};
+
 class GpuBackend {
 public:
     virtual ~GpuBackend() = default;
@@ -60,6 +68,9 @@ public:
     // Environment variables a task needs to reach these GPUs (beyond CUDA_VISIBLE_DEVICES): the
     // emulated backend names its state file here.
     virtual std::vector<std::pair<std::string, std::string>> task_environment() const { return {}; }
+    // Files every task gets an open descriptor of (see TaskFile): the emulated backend's state
+    // file, which only the daemon's user may open by name.
+    virtual std::vector<TaskFile> task_files() const { return {}; }
 };
 
 }  // namespace carma::device

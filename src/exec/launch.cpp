@@ -206,6 +206,19 @@ Result<void> validate_strings(const LaunchRequest& r) {
     if (r.attempt_dir.empty() || has_nul(r.attempt_dir)) {
         return fail(ErrorCode::InvalidArgument, "the attempt directory is empty or contains NUL");
     }
+    for (const TaskFile& f : r.files) {
+        // The shim runs in "/": a relative path would name another file there.
+        if (f.path.empty() || f.path[0] != '/' || has_nul(f.path)) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("task file '{}' must be an absolute path without NUL", f.path));
+        }
+        if (f.env.empty() || f.env.find('=') != std::string::npos || has_nul(f.env)) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("task file {}: variable name '{}' is invalid: it must be "
+                                    "non-empty and contain neither '=' nor NUL",
+                                    f.path, f.env));
+        }
+    }
     return {};
 }
 
@@ -517,6 +530,11 @@ Result<std::string> request_to_json(const LaunchRequest& r) {
               {"switch_user", r.switch_user},
               {"attempt_dir", r.attempt_dir},
               {"kill_grace_s", r.kill_grace_s}};
+    json files = json::array();
+    for (const TaskFile& f : r.files) {
+        files.push_back({{"path", f.path}, {"env", f.env}});
+    }
+    j["files"] = std::move(files);
     try {
         return j.dump(2) + "\n";
     } catch (const json::exception& e) {
@@ -542,6 +560,13 @@ Result<LaunchRequest> request_from_json(std::string_view text) {
         j->at("switch_user").get_to(r.switch_user);
         j->at("attempt_dir").get_to(r.attempt_dir);
         j->at("kill_grace_s").get_to(r.kill_grace_s);
+        // Optional: a request written before task files existed has none.
+        if (j->contains("files")) {
+            for (const json& f : j->at("files")) {
+                r.files.push_back(TaskFile{f.at("path").get<std::string>(),
+                                           f.at("env").get<std::string>()});
+            }
+        }
         return r;
     } catch (const json::exception& e) {
         return fail(ErrorCode::InvalidArgument,

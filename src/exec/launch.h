@@ -6,6 +6,9 @@
 //   - starts the task in its own session and process group, as the given user (supplementary
 //     groups, gid, uid switched before exec when running as root), in its working directory, with
 //     exactly the given environment, stdout and stderr in files of the attempt directory;
+//   - opens the request's task files read-write before switching user and leaves them open in
+//     the task (not close-on-exec), each descriptor number announced in its environment variable:
+//     a file the daemon keeps closed to others (mode 0600) reaches only the tasks it launches;
 //   - on SIGTERM sends SIGTERM to the task's process group and SIGKILL after the grace period;
 //   - writes the attempt's end into `<attempt_dir>/exit.json` atomically (write + rename), so a
 //     daemon that was away finds it on restart.
@@ -24,6 +27,14 @@
 
 namespace carma::exec {
 
+// A file the task gets an open read-write descriptor of, whoever it runs as; `env` names the
+// variable that carries the descriptor's number (replacing one of that name in `env` of the
+// request). The path is opened without following a symlink and must be a regular file.
+struct TaskFile {
+    std::string path;
+    std::string env;  // e.g. CARMA_EMULATOR_FD
+};
+
 struct LaunchRequest {
     std::vector<std::string> argv;  // argv[0] is looked up in the environment's PATH
     std::string workdir;
@@ -34,6 +45,7 @@ struct LaunchRequest {
     bool switch_user = false;   // only as root
     std::string attempt_dir;    // created by launch(); must not exist yet
     double kill_grace_s = 10;
+    std::vector<TaskFile> files;  // opened by the shim for the task (see TaskFile)
 };
 
 struct LaunchHandle {

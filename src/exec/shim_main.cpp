@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -166,6 +167,35 @@ void redirect_output(int err_fd, const std::string& path, int target) {
     ::close(fd);
 }
 
+// Opened before switching user (the task's user may have no access to them) and left open across
+// exec (no O_CLOEXEC); each descriptor's number goes into the task's environment under the name
+// the request gives, replacing a variable of that name.
+void open_task_files(int err_fd, const LaunchRequest& r, TaskExec& x) {
+    if (r.files.empty()) {
+        return;
+    }
+    for (const TaskFile& f : r.files) {
+        const int fd = ::open(f.path.c_str(), O_RDWR | O_NOFOLLOW | O_NOCTTY);
+        if (fd < 0) {
+            child_fail(err_fd,
+                       fmt::format("cannot open task file {}: {}", f.path, errno_text(errno)));
+        }
+        struct stat st {};
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            child_fail(err_fd, fmt::format("task file {} is not a regular file", f.path));
+        }
+        const std::string prefix = f.env + "=";
+        std::erase_if(x.env_storage,
+                      [&](const std::string& entry) { return entry.starts_with(prefix); });
+        x.env_storage.push_back(prefix + std::to_string(fd));
+    }
+    x.envp.clear();
+    for (auto& entry : x.env_storage) {
+        x.envp.push_back(entry.data());
+    }
+    x.envp.push_back(nullptr);
+}
+
 // Groups first, then gid, then uid: after setuid the process may no longer change the others.
 void switch_user(int err_fd, const LaunchRequest& r) {
     if (::setgroups(r.groups.size(), r.groups.data()) != 0) {
@@ -185,13 +215,14 @@ void switch_user(int err_fd, const LaunchRequest& r) {
     }
 }
 
-[[noreturn]] void run_task_child(int err_fd, const LaunchRequest& r, const TaskExec& x) {
+[[noreturn]] void run_task_child(int err_fd, const LaunchRequest& r, TaskExec& x) {
     if (::setsid() < 0) {  // its own session and process group: pgid = its pid
         child_fail(err_fd, fmt::format("setsid: {}", errno_text(errno)));
     }
     reset_signals_for_task();
     redirect_output(err_fd, x.stdout_path, 1);
     redirect_output(err_fd, x.stderr_path, 2);
+    open_task_files(err_fd, r, x);
     if (r.switch_user) {
         switch_user(err_fd, r);
     }

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -369,7 +370,7 @@ TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
     }
     const std::string log = daemon_log();
     EXPECT_TRUE(log.find("could not start an attempt") != std::string::npos ||
-                log.find("cannot record the end of attempt") != std::string::npos)
+                log.find("cannot record that attempt") != std::string::npos)
         << log;
     fs::remove(dir_ + "/state/filler");
     for (std::size_t i = 0; i < waiting.size(); ++i) {
@@ -827,6 +828,93 @@ TEST_F(DaemonTest, TwoUsers) {
     EXPECT_EQ(st.st_mode & 0777, 0711u);
     ASSERT_TRUE(client().cancel(sleeper));  // root may
     EXPECT_EQ(wait_final(sleeper)["state"], "cancelled");
+}
+
+int file_mode(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+}
+
+// This test verifies that the emulated-GPU file is the daemon's alone (0600; another user cannot
+// open it by name, so cannot write false readings) while that user's task still runs on the
+// emulated GPU through the descriptor its supervisor passes.
+TEST_F(DaemonTest, EmulatorFileIsClosedToUsersButReachesTheirTasks) {
+    ASSERT_EQ(::geteuid(), 0u) << "this test needs root, to run a task as another user";
+    auto alice = ensure_user("carma-test-alice");
+    ASSERT_TRUE(alice) << "useradd could not create carma-test-alice";
+    start("exclusive");
+    const std::string file = dir_ + "/state/emulated-gpus";
+    EXPECT_EQ(file_mode(file), 0600);
+    int id_pipe[2];
+    ASSERT_EQ(::pipe(id_pipe), 0);
+    const int rc = as_user(*alice, [&] {
+        if (::open(file.c_str(), O_RDWR) >= 0 || errno != EACCES) {
+            return 2;  // the file must not open by name for her
+        }
+        auto r = api::ApiClient(socket_).submit(fake_job("resnet3", 300));
+        if (!r) {
+            return 3;
+        }
+        const TaskId id = (*r)["id"].get<TaskId>();
+        return ::write(id_pipe[1], &id, sizeof id) == static_cast<ssize_t>(sizeof id) ? 0 : 4;
+    });
+    ::close(id_pipe[1]);
+    ASSERT_EQ(rc, 0);
+    TaskId id = 0;
+    ASSERT_EQ(::read(id_pipe[0], &id, sizeof id), static_cast<ssize_t>(sizeof id));
+    ::close(id_pipe[0]);
+    json done = wait_final(id);
+    auto err = client().logs(id, api::LogRequest{api::LogStream::Stderr, 1, 0});
+    EXPECT_EQ(done["state"], "succeeded") << done.dump(2) << (err ? err->text : "");
+    EXPECT_EQ(done["user"], "carma-test-alice");
+    // The daemon saw her job's memory on the emulated GPU.
+    ASSERT_EQ(done["attempt_list"].size(), 1u);
+    EXPECT_FALSE(done["attempt_list"][0]["peak_mib"].empty()) << done.dump(2);
+    EXPECT_EQ(file_mode(file), 0600);
+}
+
+// This test verifies that a damaged emulated-GPU file is not wiped while an attempt still runs:
+// the daemon refuses to start and says why and what to do, leaving the file as it was; once
+// nothing runs, the daemon re-initialises it and logs why.
+TEST_F(DaemonTest, DamagedEmulatorFileWithALiveAttemptStopsTheStart) {
+    start("exclusive");
+    const TaskId id = submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
+    ASSERT_TRUE(eventually([&] { return task_groups().size() == 1; }));
+    const pid_t group = *task_groups().begin();
+    stop(SIGTERM);
+    const std::string file = dir_ + "/state/emulated-gpus";
+    const std::uintmax_t truncated = fs::file_size(file) / 2;
+    fs::resize_file(file, truncated);
+
+    const std::string cmd = std::string(CARMA_BIN) + " serve --gpus emulated:4xA100-40GB " +
+                            "--state-dir " + dir_ + "/state --socket " + socket_ + " >" + dir_ +
+                            "/refused.log 2>&1";
+    EXPECT_NE(std::system(cmd.c_str()), 0);
+    const std::string refused = read_text(dir_ + "/refused.log");
+    EXPECT_NE(refused.find("emulator file " + file), std::string::npos) << refused;
+    EXPECT_NE(refused.find("1 attempt(s) recorded running"), std::string::npos) << refused;
+    EXPECT_NE(refused.find("lose their GPU state"), std::string::npos) << refused;
+    EXPECT_NE(refused.find("move the file away"), std::string::npos) << refused;
+    EXPECT_EQ(fs::file_size(file), truncated);
+    EXPECT_EQ(::kill(-group, 0), 0) << "the task died with the refused start";
+
+    // The task ends while no daemon runs; its supervisor records it and leaves.
+    ::kill(-group, SIGKILL);
+    const std::string attempt = dir_ + "/state/attempts/" + std::to_string(id) + "/1";
+    ASSERT_TRUE(eventually([&] { return fs::exists(attempt + "/exit.json"); }));
+    pid_t shim = 0;
+    std::ifstream(attempt + "/shim.pid") >> shim;
+    ASSERT_GT(shim, 1);
+    // Gone, or a zombie (an empty command line) nobody has reaped yet.
+    ASSERT_TRUE(eventually(
+        [&] { return read_text("/proc/" + std::to_string(shim) + "/cmdline").empty(); }));
+    start("exclusive");
+    EXPECT_NE(daemon_log().find("re-initialising it"), std::string::npos) << daemon_log();
+    EXPECT_EQ(file_mode(file), 0600);
+    auto gpus = client().gpus();
+    ASSERT_TRUE(gpus);
+    EXPECT_EQ((*gpus)["gpus"].size(), 4u);
+    EXPECT_NE(wait_final(id)["state"], "running");
 }
 
 // This test verifies that bad input gets clear errors and leaves the daemon serving with its

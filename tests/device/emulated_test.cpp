@@ -3,11 +3,16 @@
 
 #include "device/emulated.h"
 
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -493,6 +498,211 @@ TEST_F(EmulatedTest, SlotTableFullIsAClearError) {
     EXPECT_NE(extra.error().message.find("slots"), std::string::npos);
     jobs.pop_back();
     EXPECT_TRUE(JobHandle::attach(file_, "0", kMedium).has_value());
+}
+
+int file_mode(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+}
+
+// This test verifies that the emulator file is the daemon's alone: created 0600, and an existing
+// one (left 0666 by an older version) is made 0600 when re-attached.
+TEST_F(EmulatedTest, FileIsOwnerOnly) {
+    auto backend = open();
+    ASSERT_TRUE(backend);
+    EXPECT_EQ(file_mode(file_), 0600);
+    backend.reset();
+    ASSERT_EQ(::chmod(file_.c_str(), 0666), 0);
+    backend = open();
+    ASSERT_TRUE(backend);
+    EXPECT_EQ(file_mode(file_), 0600);
+}
+
+// This test verifies that a symlink at the emulator file's path is refused, not followed: the
+// file it points at is neither written nor chmod-ed.
+TEST_F(EmulatedTest, SymlinkIsNotFollowed) {
+    const std::string target = (dir_ / "target").string();
+    std::ofstream(target) << "precious data\n";
+    ASSERT_EQ(::chmod(target.c_str(), 0644), 0);
+    fs::create_symlink(target, file_);
+    auto backend = open_emulated(options());
+    ASSERT_FALSE(backend.has_value());
+    EXPECT_NE(backend.error().message.find(file_), std::string::npos) << backend.error().message;
+    EXPECT_NE(backend.error().message.find("symbolic link"), std::string::npos)
+        << backend.error().message;
+    EXPECT_EQ(file_mode(target), 0644);
+    std::ifstream in(target);
+    std::string line;
+    std::getline(in, line);
+    EXPECT_EQ(line, "precious data");
+}
+
+// This test verifies that a damaged file (truncated, or emptied) is refused while attempts are
+// believed running, with a message naming the file, what is wrong, the attempts and what to do,
+// and that it is left as it was; with none running it is re-initialised and the reason told.
+TEST_F(EmulatedTest, DamagedFileIsKeptWhileAttemptsRun) {
+    const std::uintmax_t sizes[] = {sizeof(emu::State) / 2, 5, 0};
+    for (const std::uintmax_t size : sizes) {
+        ASSERT_TRUE(open());  // a whole file (again), closed at once
+        fs::resize_file(file_, size);
+        EmulatorOptions o = options();
+        o.attempts_running = 2;
+        auto refused = open_emulated(o);
+        ASSERT_FALSE(refused.has_value()) << "size " << size;
+        const std::string& m = refused.error().message;
+        EXPECT_NE(m.find(file_), std::string::npos) << m;
+        EXPECT_NE(m.find(size == 0 ? "it is empty" : "truncated"), std::string::npos) << m;
+        EXPECT_NE(m.find("2 attempt(s) recorded running"), std::string::npos) << m;
+        EXPECT_NE(m.find("lose their GPU state"), std::string::npos) << m;
+        EXPECT_NE(m.find("stop them"), std::string::npos) << m;
+        EXPECT_NE(m.find("move the file away"), std::string::npos) << m;
+        EXPECT_EQ(fs::file_size(file_), size);
+    }
+
+    ASSERT_TRUE(open());
+    fs::resize_file(file_, 5);  // even cut inside its magic number it is still ours
+    std::vector<std::string> notes;
+    EmulatorOptions o = options("2xA100-40GB");
+    o.on_note = [&](std::string_view note) { notes.emplace_back(note); };
+    auto backend = open_emulated(o);
+    ASSERT_TRUE(backend.has_value()) << backend.error().message;
+    EXPECT_EQ(sample(**backend).size(), 2u);
+    EXPECT_EQ(fs::file_size(file_), sizeof(emu::State));
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_NE(notes[0].find(file_), std::string::npos) << notes[0];
+    EXPECT_NE(notes[0].find("re-initialising"), std::string::npos) << notes[0];
+}
+
+// This test verifies that a healthy file is re-attached as usual while attempts run.
+TEST_F(EmulatedTest, HealthyFileIsReattachedWhileAttemptsRun) {
+    auto first = open();
+    JobHandle job = attach("1");
+    ASSERT_TRUE(job.set_memory(1500)->ok);
+    first.reset();
+    EmulatorOptions o = options();
+    o.attempts_running = 1;
+    auto second = open_emulated(o);
+    ASSERT_TRUE(second.has_value()) << second.error().message;
+    EXPECT_EQ(sample(**second)[1].used_mib, 1500);
+}
+
+// Sets an environment variable for the scope of one test.
+class ScopedEnv {
+  public:
+    ScopedEnv(const char* name, const std::string& value) : name_(name) {
+        ::setenv(name, value.c_str(), 1);
+    }
+    ~ScopedEnv() { ::unsetenv(name_); }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+  private:
+    const char* name_;
+};
+
+// Exit codes of the child in the test below, so a failure says which step failed.
+enum ChildStep {
+    kOpenedByPath = 10,
+    kAttachFailed,
+    kAllocFailed,
+    kGrandchildFailed,
+    kAfterGrandchild
+};
+
+// This test verifies the per-task descriptor: a process of another user, which cannot open the
+// 0600 file by name, uses the emulated GPU through the descriptor in CARMA_EMULATOR_FD; a second
+// process sharing that descriptor (same open file description) attaches and leaves without
+// disturbing the first, and the backend sees the memory held.
+TEST_F(EmulatedTest, AnotherUserUsesTheGpuThroughTheInheritedDescriptor) {
+    ASSERT_EQ(::geteuid(), 0u) << "this test needs root, to run a job as another uid";
+    ASSERT_EQ(::chmod(dir_.c_str(), 0711), 0);  // like the state directory: reachable by name
+    auto backend = open();
+    ASSERT_TRUE(backend);
+    const int fd = ::open(file_.c_str(), O_RDWR);  // what carma-shim hands the task
+    ASSERT_GE(fd, 0);
+    ScopedEnv env(kEmulatorFdEnv, std::to_string(fd));
+    int ready[2];
+    int release[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    ASSERT_EQ(::pipe(release), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        ::close(ready[0]);
+        ::close(release[1]);
+        constexpr uid_t kNobody = 65534;
+        if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0) {
+            ::_exit(9);
+        }
+        if (::open(file_.c_str(), O_RDWR) >= 0 || errno != EACCES) {
+            ::_exit(kOpenedByPath);
+        }
+        auto job = JobHandle::attach(file_, "0", kHeavy);
+        if (!job) {
+            std::fprintf(stderr, "%s\n", job.error().message.c_str());
+            ::_exit(kAttachFailed);
+        }
+        if (auto a = job->set_memory(1234); !a || !a->ok) {
+            ::_exit(kAllocFailed);
+        }
+        const pid_t grandchild = ::fork();
+        if (grandchild == 0) {
+            auto other = JobHandle::attach(file_, "0", kMedium);
+            ::_exit(other && other->set_memory(100) && other->set_active(true) ? 0 : 1);
+        }
+        int status = 0;
+        if (::waitpid(grandchild, &status, 0) != grandchild || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0) {
+            ::_exit(kGrandchildFailed);
+        }
+        if (auto a = job->set_memory(1300); !a || !a->ok) {
+            ::_exit(kAfterGrandchild);
+        }
+        char byte = 1;
+        (void)!::write(ready[1], &byte, 1);
+        (void)!::read(release[0], &byte, 1);  // returns once the parent closes its end
+        ::_exit(0);
+    }
+    ::close(ready[1]);
+    ::close(release[0]);
+    char byte = 0;
+    const bool got_ready = ::read(ready[0], &byte, 1) == 1;
+    if (got_ready) {
+        const auto s = sample(*backend);
+        EXPECT_EQ(s[0].used_mib, 1300);
+        ASSERT_EQ(s[0].processes.size(), 1u);
+        EXPECT_EQ(s[0].processes[0].pid, child);
+    }
+    ::close(release[1]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "the child failed at step " << WEXITSTATUS(status);
+    EXPECT_TRUE(got_ready);
+    EXPECT_EQ(sample(*backend)[0].used_mib, 0);
+    ::close(fd);
+}
+
+// This test verifies that a descriptor number that is not the emulator file (closed by a
+// launcher, or reused for something else) is not used: the job opens the file by its path.
+TEST_F(EmulatedTest, StaleDescriptorNumberFallsBackToThePath) {
+    auto backend = open();
+    const std::string other = (dir_ / "other").string();
+    std::ofstream(other) << "not the emulator file\n";
+    const int fd = ::open(other.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    for (const std::string& value : {std::to_string(fd), std::string("999"), std::string("x")}) {
+        ScopedEnv env(kEmulatorFdEnv, value);
+        auto job = JobHandle::attach(file_, "0", kHeavy);
+        ASSERT_TRUE(job.has_value()) << value << ": " << job.error().message;
+        ASSERT_TRUE(job->set_memory(700)->ok);
+        EXPECT_EQ(sample(*backend)[0].used_mib, 700);
+    }
+    ::close(fd);
+    std::ifstream in(other);
+    std::string line;
+    std::getline(in, line);
+    EXPECT_EQ(line, "not the emulator file");
 }
 
 }  // namespace

@@ -211,6 +211,88 @@ TEST_F(LaunchTest, LooksUpCommandInTasksPath) {
     EXPECT_EQ(read_file(attempt_file(kStdoutFile)), "tool ran\n");
 }
 
+// This test verifies task files: the task gets an open read-write descriptor of each, its number
+// in the named variable (replacing a declared one).
+TEST_F(LaunchTest, TaskFilesArePassedOpen) {
+    const fs::path shared = root_ / "shared";
+    write_file(shared, "from the daemon\n");
+    LaunchRequest r = request({"bash", "-c",
+                               "cat <&\"$CARMA_TEST_FD\"; echo from the task >&\"$CARMA_TEST_FD\"; "
+                               "echo \"fd=$CARMA_TEST_FD\""});
+    r.env.emplace_back("CARMA_TEST_FD", "declared");
+    r.files = {TaskFile{shared.string(), "CARMA_TEST_FD"}};
+    auto record = run(r);
+    ASSERT_TRUE(record);
+    ASSERT_TRUE(record->started) << record->error;
+    EXPECT_EQ(record->exit_code, 0) << read_file(attempt_file(kStderrFile));
+    auto out = read_file(attempt_file(kStdoutFile));
+    EXPECT_EQ(out.substr(0, out.find("fd=")), "from the daemon\n");
+    EXPECT_EQ(out.find("declared"), std::string::npos) << out;
+    EXPECT_NE(out.find("fd="), std::string::npos) << out;
+    EXPECT_EQ(read_file(shared), "from the daemon\nfrom the task\n");
+}
+
+// Which of `pid`'s descriptors refer to `path`.
+int descriptors_of(pid_t pid, const fs::path& path) {
+    int count = 0;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+        std::error_code link_ec;
+        count += fs::read_symlink(entry.path(), link_ec) == path ? 1 : 0;
+    }
+    return count;
+}
+
+// This test verifies that the task, not the shim, holds the task files: locks taken through the
+// descriptor end with the task.
+TEST_F(LaunchTest, OnlyTheTaskHoldsTaskFiles) {
+    const fs::path shared = root_ / "shared";
+    write_file(shared, "");
+    LaunchRequest r = request({"sleep", "60"});
+    r.files = {TaskFile{shared.string(), "CARMA_TEST_FD"}};
+    auto handle = launch(r, CARMA_SHIM_PATH);
+    ASSERT_TRUE(handle) << handle.error().message;
+    std::optional<pid_t> task;
+    ASSERT_TRUE(wait_until([&] { return (task = task_pgid(handle->attempt_dir)).has_value(); }));
+    EXPECT_TRUE(wait_until([&] { return descriptors_of(*task, shared) == 1; }));
+    EXPECT_EQ(descriptors_of(handle->shim_pid, shared), 0);
+    ASSERT_TRUE(request_stop(*handle));
+    EXPECT_TRUE(wait_for_exit(handle->attempt_dir));
+}
+
+// This test verifies that a task file that is missing, or a symlink, keeps the task from
+// starting (it would run without what it needs) with an error naming the file.
+TEST_F(LaunchTest, TaskFileThatCannotBeOpenedIsNotStarted) {
+    const fs::path target = root_ / "target";
+    write_file(target, "x");
+    fs::create_symlink(target, root_ / "link");
+    for (const fs::path& path : {root_ / "missing", root_ / "link"}) {
+        std::error_code ec;
+        fs::remove_all(root_ / "attempt", ec);
+        LaunchRequest r = request({"true"});
+        r.files = {TaskFile{path.string(), "CARMA_TEST_FD"}};
+        auto record = run(r);
+        ASSERT_TRUE(record);
+        EXPECT_FALSE(record->started) << path;
+        EXPECT_NE(record->error.find("cannot open task file " + path.string()), std::string::npos)
+            << record->error;
+    }
+}
+
+// This test verifies that task files are checked up front: a relative path or a bad variable
+// name is refused by launch() itself.
+TEST_F(LaunchTest, MalformedTaskFilesAreRefused) {
+    LaunchRequest r = request({"true"});
+    r.files = {TaskFile{"relative/file", "CARMA_TEST_FD"}};
+    auto relative = launch(r, CARMA_SHIM_PATH);
+    ASSERT_FALSE(relative);
+    EXPECT_NE(relative.error().message.find("absolute"), std::string::npos);
+    r.files = {TaskFile{(root_ / "f").string(), "A=B"}};
+    auto bad_name = launch(r, CARMA_SHIM_PATH);
+    ASSERT_FALSE(bad_name);
+    EXPECT_NE(bad_name.error().message.find("variable name"), std::string::npos);
+}
+
 // This test verifies that the task runs in its working directory.
 TEST_F(LaunchTest, HonoursWorkdir) {
     fs::create_directory(root_ / "work");
@@ -478,6 +560,7 @@ TEST(LaunchFormatTest, RoundTrips) {
     r.switch_user = true;
     r.attempt_dir = "/var/lib/carma/attempts/7-1";
     r.kill_grace_s = 2.5;
+    r.files = {TaskFile{"/var/lib/carma/emulated-gpus", "CARMA_EMULATOR_FD"}};
     auto text = request_to_json(r);
     ASSERT_TRUE(text);
     auto back = request_from_json(*text);
@@ -488,6 +571,9 @@ TEST(LaunchFormatTest, RoundTrips) {
     EXPECT_EQ(back->uid, r.uid);
     EXPECT_TRUE(back->switch_user);
     EXPECT_EQ(back->kill_grace_s, 2.5);
+    ASSERT_EQ(back->files.size(), 1u);
+    EXPECT_EQ(back->files[0].path, "/var/lib/carma/emulated-gpus");
+    EXPECT_EQ(back->files[0].env, "CARMA_EMULATOR_FD");
     EXPECT_FALSE(request_from_json("{\"argv\": 3}"));
 
     r.argv = {"\xff\xfe"};
@@ -648,6 +734,38 @@ TEST_F(RunAsUserTest, WorkdirTheUserCannotEnterFails) {
     EXPECT_EQ(record->error, "cannot enter working directory " + private_dir.string() + " as uid " +
                                  std::to_string(uid_) + ": Permission denied");
     EXPECT_EQ(read_file(attempt_file(kStdoutFile)), "");
+}
+
+// Task files for another user: the test fails (does not skip) where it cannot run as root.
+class TaskFileAsUserTest : public RunAsUserTest {
+protected:
+    void SetUp() override {
+        ASSERT_EQ(::geteuid(), 0u) << "this test needs root, to run a task as another user";
+        RunAsUserTest::SetUp();
+        if (IsSkipped()) {
+            FAIL() << "could not set up another user (see the skip reason above)";
+        }
+    }
+};
+
+// This test verifies that a task running as another user reaches a 0600 file of the daemon's
+// user through the descriptor the shim passes, while opening it by name is denied.
+TEST_F(TaskFileAsUserTest, AnotherUserReachesTheFileOnlyThroughItsDescriptor) {
+    ASSERT_EQ(::chmod(root_.c_str(), 0711), 0);  // reachable by name, as the state directory is
+    const fs::path shared = root_ / "shared";
+    write_file(shared, "");
+    ASSERT_EQ(::chmod(shared.c_str(), 0600), 0);
+    LaunchRequest r = as_user({"bash", "-c",
+                               "echo through the descriptor >&\"$CARMA_TEST_FD\"; "
+                               "if echo by name >>" + shared.string() + "; then echo opened; "
+                               "else echo denied; fi"});
+    r.files = {TaskFile{shared.string(), "CARMA_TEST_FD"}};
+    auto record = run(r);
+    ASSERT_TRUE(record);
+    ASSERT_TRUE(record->started) << record->error;
+    EXPECT_EQ(record->exit_code, 0) << read_file(attempt_file(kStderrFile));
+    EXPECT_EQ(read_file(attempt_file(kStdoutFile)), "denied\n");
+    EXPECT_EQ(read_file(shared), "through the descriptor\n");
 }
 
 }  // namespace
