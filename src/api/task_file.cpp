@@ -286,13 +286,32 @@ Status parse_workload(const Field& f, SubmitRequest& r) {
     return {};
 }
 
+Status parse_conda(const Field& f, SubmitRequest& r) {
+    auto text = non_empty_scalar(f);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    r.conda = std::string(trim(*text));  // a name, or a path: resolved by `carma submit`
+    return {};
+}
+
+Status parse_venv(const Field& f, SubmitRequest& r) {
+    auto text = non_empty_scalar(f);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    // Relative to the task file, like workdir.
+    r.venv = (f.ctx.base_dir / std::string(trim(*text))).lexically_normal().string();
+    return {};
+}
+
 struct FieldParser {
     std::string_view name;
     Status (*parse)(const Field&, SubmitRequest&);
 };
 
 // The order here is the order the "known fields" hint lists them in.
-constexpr std::array<FieldParser, 10> kFields = {{
+constexpr std::array<FieldParser, 12> kFields = {{
     {"name", parse_name},
     {"command", parse_command},
     {"gpus", parse_gpus},
@@ -303,6 +322,8 @@ constexpr std::array<FieldParser, 10> kFields = {{
     {"env", parse_env},
     {"max_attempts", parse_max_attempts},
     {"workload", parse_workload},
+    {"conda", parse_conda},
+    {"venv", parse_venv},
 }};
 
 std::string unknown_field_message(std::string_view key) {
@@ -418,6 +439,7 @@ Status parse_fields(const YAML::Node& root, const TaskFileContext& ctx, SubmitRe
 // ---- .rad -----------------------------------------------------------------------------------
 
 // 0-based line numbers of the .rad format (carma-spec.md §1.4).
+constexpr std::size_t kRadEnvironment = 1;  // "conda activate tf"
 constexpr std::size_t kRadFirstCommandLine = 2;
 constexpr std::size_t kRadGpus = 7;
 constexpr std::size_t kRadOracle = 8;
@@ -584,6 +606,12 @@ nlohmann::json request_body(const SubmitRequest& r) {
     if (r.max_attempts) {
         body["max_attempts"] = *r.max_attempts;
     }
+    if (!r.conda.empty()) {
+        body["conda"] = r.conda;
+    }
+    if (!r.venv.empty()) {
+        body["venv"] = r.venv;
+    }
     if (!r.workload.empty()) {
         body["workload"] = r.workload;
     }
@@ -652,6 +680,15 @@ Result<SubmitRequest> parse_rad_task(std::string_view text, const TaskFileContex
     r.gpus = static_cast<int>(**gpus);
     if (auto s = rad_memory(lines, ctx, r.memory); !s) {
         return tl::unexpected(s.error());
+    }
+    // The original server ignored this line and ran every task in one environment; CARMA
+    // activates the one named here.
+    if (lines.size() > kRadEnvironment) {
+        auto words = split_command(trim(lines[kRadEnvironment]));
+        if (words && words->size() == 3 && ((*words)[0] == "conda" || (*words)[0] == "source") &&
+            (*words)[1] == "activate") {
+            r.conda = (*words)[2];
+        }
     }
     r.name = ctx.default_name;
     r.workdir = ctx.default_workdir.lexically_normal().string();

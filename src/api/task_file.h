@@ -12,6 +12,8 @@
 //        env: {EPOCHS: "3"}
 //        max_attempts: 3
 //        workload: resnet3          # profile name, for fake jobs and the simulator
+//        conda: tf                  # a conda environment (name or path), or
+//        venv: .venv               #   a Python virtual environment (relative: to the file)
 //  - the paper's .rad files (carma-spec.md §1.4), read the way the original server reads them.
 // The parse functions are pure (text in, request out); load_task_file() is the thin I/O layer.
 
@@ -40,6 +42,10 @@ struct SubmitRequest {
     std::map<std::string, std::string> env;
     std::optional<int> max_attempts;
     std::string workload;
+    // As given (a conda name or path; a venv path); `carma submit` resolves both to absolute
+    // prefixes before sending, which is all the API takes.
+    std::string conda;
+    std::string venv;
 };
 
 // The JSON body of POST /v1/tasks for a request.
@@ -61,7 +67,8 @@ Result<std::vector<std::string>> split_command(std::string_view line);
 
 Result<SubmitRequest> parse_yaml_task(std::string_view text, const TaskFileContext& context);
 
-// .rad: from 0-based line 2 on, the first line containing "python" is the command (run with
+// .rad: line 1 `conda activate NAME` (or `source activate NAME`) names the conda environment;
+// from 0-based line 2 on, the first line containing "python" is the command (run with
 // /bin/sh -c when it uses shell syntax, as the original ran it through bash); line 7 is the GPU
 // count; lines 8-11, when present, are the oracle MiB (-> memory.profiled_mib) and the Horus,
 // FakeTensor and GPUMemNet estimates; numbers are read as Python's int(float(line)).

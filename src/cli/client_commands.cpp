@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
+#include "api/submit_env.h"
 #include "api/task_file.h"
 #include "core/units.h"
 #include "model/catalog.h"
@@ -279,6 +280,9 @@ struct SubmitOptions {
     int max_attempts = 0;
     CLI::Option* max_attempts_option = nullptr;
     std::string workload;
+    std::string export_spec = "ALL";
+    std::string conda;
+    std::string venv;
     std::vector<std::string> args;  // the command, or one task file
 };
 
@@ -321,6 +325,44 @@ void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest
     if (!o.workload.empty()) {
         r.workload = o.workload;
     }
+    if (!o.conda.empty()) {
+        r.conda = o.conda;
+        r.venv.clear();
+    }
+    if (!o.venv.empty()) {
+        r.venv = (cwd / o.venv).lexically_normal().string();
+        r.conda.clear();
+    }
+}
+
+// What the submitter's side contributes, as sbatch does: the exported environment (the task
+// file's and --env's variables win), the Python environment's prefix, and the executable found
+// in the submitter's PATH (the environment's bin first).
+void apply_submitter_side(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest& r) {
+    const api::EnvMap caller = api::current_environment();
+    const api::ExportedEnv exported = or_die(api::export_environment(o.export_spec, caller));
+    if (!exported.dropped.empty()) {
+        fmt::print(stderr, "carma: note: not passed to the task: {}\n",
+                   fmt::join(exported.dropped, "; "));
+    }
+    for (const auto& [k, v] : exported.vars) {
+        r.env.emplace(k, v);  // keeps what the file or --env set
+    }
+    if (!r.conda.empty() && !r.venv.empty()) {
+        die("give --conda or --venv, not both: a task runs in one Python environment");
+    }
+    std::string env_bin;
+    if (!r.conda.empty()) {
+        r.conda = or_die(api::resolve_conda(r.conda, caller, cwd));
+        env_bin = r.conda + "/bin";
+    } else if (!r.venv.empty()) {
+        r.venv = or_die(api::resolve_venv(r.venv, cwd));
+        env_bin = r.venv + "/bin";
+    }
+    const auto path = caller.find("PATH");
+    const std::string search = (env_bin.empty() ? "" : env_bin + ":") +
+                               (path != caller.end() ? path->second : std::string());
+    r.command.front() = or_die(api::resolve_command(r.command.front(), search));
 }
 
 api::SubmitRequest build_submit_request(const SubmitOptions& o) {
@@ -337,6 +379,7 @@ api::SubmitRequest build_submit_request(const SubmitOptions& o) {
         r.workdir = cwd.string();
     }
     apply_flags(o, cwd, r);
+    apply_submitter_side(o, cwd, r);
     return r;
 }
 
@@ -1042,6 +1085,13 @@ Action add_submit_command(CLI::App& app) {
     o->max_attempts_option = cmd->add_option("--max-attempts", o->max_attempts,
                                              "Launches at most, counting out-of-memory retries");
     cmd->add_option("--workload", o->workload, "Workload profile name (for fake jobs)");
+    cmd->add_option("--export", o->export_spec,
+                    "Environment variables the task gets: ALL (default, as sbatch), NONE, or "
+                    "NAME[=VALUE],... (may start with ALL)");
+    cmd->add_option("--conda", o->conda,
+                    "Run in this conda environment (name or path); a .rad file's `conda "
+                    "activate NAME` line does the same");
+    cmd->add_option("--venv", o->venv, "Run in this Python virtual environment (path)");
     cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
     add_socket_option(cmd, o->socket);
     cmd->add_option("args", o->args, "The command and its arguments (after --), or a task file");

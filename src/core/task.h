@@ -50,6 +50,10 @@ struct TaskSpec {
     MemoryInfo memory;
     std::string workload;  // profile name for the simulator and fake jobs; may be empty
     Learned learned;
+    // The Python environment an attempt runs in, activated by CARMA (core/python_env): an
+    // absolute prefix, at most one of the two; empty = none.
+    std::string conda;  // a conda environment's prefix (the CLI resolves names)
+    std::string venv;   // a virtual environment's directory
 };
 
 }  // namespace carma

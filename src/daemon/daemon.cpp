@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/exit_classify.h"
+#include "core/python_env.h"
 #include "daemon/backend.h"
 #include "daemon/task_json.h"
 #include "exec/as_user.h"
@@ -776,6 +777,7 @@ std::vector<std::pair<std::string, std::string>> Daemon::task_environment(
     add_default("PATH", kDefaultPath);
     add_default("USER", task.user);
     add_default("LOGNAME", task.user);
+    env = activate_python_env(std::move(env), task.spec.conda, task.spec.venv);
     // Set by CARMA whatever the submitter declared: where the task may run.
     std::erase_if(env, [](const auto& kv) {
         return kv.first == "CUDA_VISIBLE_DEVICES" || kv.first.starts_with("CARMA_") ||

@@ -109,18 +109,25 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
         return api::api_fail(ok.error().code == ErrorCode::Infeasible ? 422 : 400,
                              ok.error().message);
     }
+    // The PATH the task will run with: the Python environment's bin first, as activation does.
     std::string path = "/usr/local/bin:/usr/bin:/bin";
     for (const auto& [k, v] : t.env) {
         if (k == "PATH") {
             path = v;
         }
     }
+    const std::string& env_prefix = !t.spec.conda.empty() ? t.spec.conda : t.spec.venv;
+    const std::string env_bin = env_prefix.empty() ? "" : env_prefix + "/bin";
+    if (!env_bin.empty()) {
+        path = env_bin + ":" + path;
+    }
     // With the submitter's rights: what they cannot reach reads as missing, so a root daemon
     // does not reveal what exists inside directories they may not read.
     const exec::UserIdentity who{caller.uid, caller.gid,
                                  exec::supplementary_groups(caller.user, caller.gid)};
     auto found = exec::check_paths_as(who, t.workdir,
-                                      command_candidates(t.spec.command.front(), path, t.workdir));
+                                      command_candidates(t.spec.command.front(), path, t.workdir),
+                                      env_bin);
     if (!found) {
         return api::api_fail(500, found.error().message);
     }
@@ -128,6 +135,13 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
         return api::api_fail(400, fmt::format("working directory {} does not exist, is not a "
                                               "directory, or you may not enter it",
                                               t.workdir));
+    }
+    if (!found->env_bin_ok) {
+        return api::api_fail(400, fmt::format("{} environment {} has no bin directory you may "
+                                              "enter; check the path (`conda env list`, or the "
+                                              "directory `python3 -m venv` created)",
+                                              t.spec.conda.empty() ? "virtual" : "conda",
+                                              env_prefix));
     }
     if (!found->command_ok) {
         return api::api_fail(400, fmt::format("command '{}' not found or not executable by you "

@@ -2,6 +2,7 @@
 
 #include <regex>
 #include <set>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -81,6 +82,8 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
               {"faketensor_mib", optional_mib(t.spec.memory.faketensor_mib)},
               {"gpumemnet_mib", optional_mib(t.spec.memory.gpumemnet_mib)}}},
             {"workload", t.spec.workload},
+            {"conda", t.spec.conda.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.conda)},
+            {"venv", t.spec.venv.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.venv)},
             {"env", env},
             {"attempts", t.attempts},
             {"max_attempts", t.max_attempts},
@@ -121,14 +124,14 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
     if (!body.is_object()) {
         return api::api_fail(400, "the request body must be a JSON object describing the task");
     }
-    static const std::set<std::string> known = {"name", "command", "gpus",  "memory_mib",
-                                                "memory", "workdir", "env", "max_attempts",
-                                                "workload"};
+    static const std::set<std::string> known = {"name",    "command", "gpus",  "memory_mib",
+                                                "memory",  "workdir", "env",   "max_attempts",
+                                                "workload", "conda",  "venv"};
     for (const auto& [key, value] : body.items()) {
         if (!known.contains(key)) {
             return api::api_fail(400, fmt::format("unknown field '{}'; known fields: name, "
                                                   "command, gpus, memory_mib, memory, workdir, "
-                                                  "env, max_attempts, workload",
+                                                  "env, max_attempts, workload, conda, venv",
                                                   key));
         }
     }
@@ -259,6 +262,27 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
             return tl::unexpected(workload.error());
         }
         t.spec.workload = std::move(*workload);
+    }
+    // Python environments come as absolute prefixes: a conda environment's name means something
+    // only in the submitter's conda setup, which the client resolves.
+    for (const char* key : {"conda", "venv"}) {
+        if (!body.contains(key) || body[key].is_null()) {
+            continue;
+        }
+        auto prefix = c_string(body, key, "an absolute path");
+        if (!prefix) {
+            return tl::unexpected(prefix.error());
+        }
+        if (prefix->empty() || prefix->front() != '/') {
+            return api::api_fail(400, fmt::format("'{}' must be an absolute path (got '{}'); "
+                                                  "`carma submit --{}` resolves names",
+                                                  key, *prefix, key));
+        }
+        (std::string_view(key) == "conda" ? t.spec.conda : t.spec.venv) = std::move(*prefix);
+    }
+    if (!t.spec.conda.empty() && !t.spec.venv.empty()) {
+        return api::api_fail(400, "give 'conda' or 'venv', not both: a task runs in one Python "
+                                  "environment");
     }
     return t;
 }

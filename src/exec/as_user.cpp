@@ -18,11 +18,19 @@ namespace {
 constexpr int kCannotBecomeUser = 100;
 
 // Only async-signal-safe calls: it runs in the child of a multi-threaded process.
-int look(const char* workdir, const std::vector<const char*>& candidates) {
+bool enterable(const char* dir) {
+    struct stat st {};
+    return ::stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && ::access(dir, X_OK) == 0;
+}
+
+int look(const char* workdir, const std::vector<const char*>& candidates, const char* env_bin) {
     int bits = 0;
     struct stat st {};
-    if (::stat(workdir, &st) == 0 && S_ISDIR(st.st_mode) && ::access(workdir, X_OK) == 0) {
+    if (enterable(workdir)) {
         bits |= 1;
+    }
+    if (env_bin[0] == '\0' || enterable(env_bin)) {
+        bits |= 4;
     }
     for (const char* c : candidates) {
         if (::stat(c, &st) == 0 && S_ISREG(st.st_mode) && ::access(c, X_OK) == 0) {
@@ -33,7 +41,9 @@ int look(const char* workdir, const std::vector<const char*>& candidates) {
     return bits;
 }
 
-PathCheck from_bits(int bits) { return PathCheck{(bits & 1) != 0, (bits & 2) != 0}; }
+PathCheck from_bits(int bits) {
+    return PathCheck{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
+}
 
 }  // namespace
 
@@ -49,7 +59,8 @@ std::vector<gid_t> supplementary_groups(const std::string& user, gid_t gid) {
 }
 
 Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& workdir,
-                                 const std::vector<std::string>& command_candidates) {
+                                 const std::vector<std::string>& command_candidates,
+                                 const std::string& env_bin) {
     // Everything the child touches is prepared here: no allocation after fork.
     std::vector<const char*> candidates;
     candidates.reserve(command_candidates.size());
@@ -57,7 +68,7 @@ Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& wor
         candidates.push_back(c.c_str());
     }
     if (::geteuid() == who.uid) {
-        return from_bits(look(workdir.c_str(), candidates));
+        return from_bits(look(workdir.c_str(), candidates, env_bin.c_str()));
     }
     const pid_t pid = ::fork();
     if (pid < 0) {
@@ -70,7 +81,7 @@ Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& wor
             ::setuid(who.uid) != 0) {
             ::_exit(kCannotBecomeUser);
         }
-        ::_exit(look(workdir.c_str(), candidates));
+        ::_exit(look(workdir.c_str(), candidates, env_bin.c_str()));
     }
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0) {

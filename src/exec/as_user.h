@@ -25,6 +25,7 @@ std::vector<gid_t> supplementary_groups(const std::string& user, gid_t gid);
 struct PathCheck {
     bool workdir_ok = false;  // a directory the user may enter
     bool command_ok = false;  // one of the candidates is a regular file the user may execute
+    bool env_bin_ok = false;  // the Python environment's bin directory may be entered (or none)
 };
 
 // Checks `workdir` and the `command_candidates` (absolute paths, tried in order) as `who`: in a
@@ -32,6 +33,7 @@ struct PathCheck {
 // daemon already runs as that uid, it looks itself. Fails only when the child cannot be made or
 // cannot become the user.
 Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& workdir,
-                                 const std::vector<std::string>& command_candidates);
+                                 const std::vector<std::string>& command_candidates,
+                                 const std::string& env_bin = "");
 
 }  // namespace carma::exec

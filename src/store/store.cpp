@@ -171,11 +171,19 @@ MemoryInfo memory_from_json(const json& j) {
 }
 
 json spec_to_json(const TaskSpec& s) {
-    return {{"name", s.name},
-            {"command", s.command},
-            {"gpus", s.gpus},
-            {"memory", memory_to_json(s.memory)},
-            {"workload", s.workload}};
+    json j = {{"name", s.name},
+              {"command", s.command},
+              {"gpus", s.gpus},
+              {"memory", memory_to_json(s.memory)},
+              {"workload", s.workload}};
+    // Only when set: rows written before these fields existed read the same.
+    if (!s.conda.empty()) {
+        j["conda"] = s.conda;
+    }
+    if (!s.venv.empty()) {
+        j["venv"] = s.venv;
+    }
+    return j;
 }
 
 TaskSpec spec_from_json(const json& j) {
@@ -185,6 +193,8 @@ TaskSpec spec_from_json(const json& j) {
     s.gpus = j.at("gpus").get<int>();
     s.memory = memory_from_json(j.at("memory"));
     s.workload = j.at("workload").get<std::string>();
+    s.conda = j.value("conda", "");
+    s.venv = j.value("venv", "");
     return s;
 }
 

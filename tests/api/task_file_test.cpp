@@ -214,6 +214,7 @@ TEST(TaskFileTest, RadResnet3) {
     EXPECT_EQ(r->memory.gpumemnet_mib, 24000);
     EXPECT_FALSE(r->memory.declared_mib);
     EXPECT_EQ(r->workdir, "/home/alice/exp");
+    EXPECT_EQ(r->conda, "tf");  // line 2, `conda activate tf`: the CLI resolves it at submit
 }
 
 // This test verifies that gpt2_xl.rad, which stops after the GPU count, still parses (without
@@ -233,6 +234,7 @@ TEST(TaskFileTest, RadShortFileAndShellLine) {
         parse_rad_task("#\nenv\ncd /x && python t.py > out.txt\nm\nd\n1\ne\n2\n", rad_context("s"));
     ASSERT_TRUE(shell) << shell.error().message;
     EXPECT_THAT(shell->command, ElementsAre("/bin/sh", "-c", "cd /x && python t.py > out.txt"));
+    EXPECT_EQ(shell->conda, "") << "line 2 is not an activation";
     EXPECT_EQ(shell->gpus, 2);
 }
 
@@ -332,6 +334,27 @@ TEST(TaskFileTest, LoadFromDisk) {
     EXPECT_TRUE(is_task_file_name("x.rad"));
     EXPECT_FALSE(is_task_file_name("train.py"));
     std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace carma::api
+
+namespace carma::api {
+namespace {
+
+// This test verifies the YAML fields for Python environments: conda by name or path (resolved by
+// the CLI), venv relative to the task file, both carried in the request body.
+TEST(TaskFileTest, YamlPythonEnvironments) {
+    const TaskFileContext ctx{"t.yaml", "t", "/jobs", "/home/alice"};
+    auto conda = parse_yaml_task("command: python train.py\nconda: tf\n", ctx);
+    ASSERT_TRUE(conda) << conda.error().message;
+    EXPECT_EQ(conda->conda, "tf");
+    EXPECT_EQ(request_body(*conda)["conda"], "tf");
+    auto venv = parse_yaml_task("command: python train.py\nvenv: .venv\n", ctx);
+    ASSERT_TRUE(venv) << venv.error().message;
+    EXPECT_EQ(venv->venv, "/jobs/.venv");
+    EXPECT_FALSE(request_body(*venv).contains("conda"));
+    EXPECT_FALSE(parse_yaml_task("command: python train.py\nconda: \"\"\n", ctx));
 }
 
 }  // namespace

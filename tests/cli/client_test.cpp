@@ -332,23 +332,73 @@ const json kTask = json::parse(R"({
 
 // This test verifies that `carma submit` turns its flags into the request body and prints the
 // new task's id and name.
+// PATH set to a directory holding a fake `python`, for the duration of a test.
+class FakePath {
+public:
+    FakePath() : dir_(make_temp_dir()), old_(std::getenv("PATH") ? std::getenv("PATH") : "") {
+        std::ofstream(dir_ / "python") << "#!/bin/sh\n";
+        fs::permissions(dir_ / "python", fs::perms::owner_all);
+        ::setenv("PATH", (dir_.string() + ":/usr/bin:/bin").c_str(), 1);
+    }
+    ~FakePath() {
+        ::setenv("PATH", old_.c_str(), 1);
+        fs::remove_all(dir_);
+    }
+    std::string python() const { return (dir_ / "python").string(); }
+
+private:
+    fs::path dir_;
+    std::string old_;
+};
+
+// This test verifies that `carma submit` turns its flags into the request body and prints the
+// new task's id and name; the executable is resolved against the submitter's PATH.
 TEST(ClientCommandsTest, SubmitSendsFlags) {
     FakeDaemon daemon;
+    FakePath path;
     daemon.respond(
         [](const httplib::Request&, httplib::Response& res) { answer_json(res, 201, kTask); });
-    const std::string out = run_command(cli::add_submit_command,
-                                        {"submit",  "--socket",  daemon.socket(), "-g",
-                                         "2",       "--mem",     "12GiB",         "--name",
-                                         "resnet3", "--workdir", "/data",         "--env",
-                                         "A=1",     "--env",     "B=x=y",         "--max-attempts",
-                                         "4",       "--",        "python",        "train.py",
-                                         "--lr",    "0.1"});
+    const std::string out = run_command(
+        cli::add_submit_command,
+        {"submit", "--socket", daemon.socket(), "-g",     "2",      "--mem",  "12GiB",
+         "--name", "resnet3",  "--workdir",     "/data",  "--env",  "A=1",    "--env",
+         "B=x=y",  "--max-attempts", "4",       "--export", "NONE", "--",     "python",
+         "train.py", "--lr",   "0.1"});
     EXPECT_EQ(out, "submitted task 12 (resnet3)\n");
     ASSERT_EQ(daemon.seen().size(), 1u);
-    EXPECT_EQ(json::parse(daemon.seen()[0].body), json::parse(R"({
+    json expected = json::parse(R"({
         "command": ["python", "train.py", "--lr", "0.1"], "workdir": "/data", "name": "resnet3",
         "gpus": 2, "memory": {"declared_mib": 12288}, "env": {"A": "1", "B": "x=y"},
-        "max_attempts": 4})"));
+        "max_attempts": 4})");
+    expected["command"][0] = path.python();
+    EXPECT_EQ(json::parse(daemon.seen()[0].body), expected);
+}
+
+// This test verifies --export: the submitter's environment goes with the task by default (as
+// with sbatch), without what would change where it runs; NONE and a list narrow it.
+TEST(ClientCommandsTest, SubmitExportsTheEnvironment) {
+    FakeDaemon daemon;
+    FakePath path;
+    ::setenv("CARMA_TEST_EXPORTED", "yes", 1);
+    ::setenv("CUDA_VISIBLE_DEVICES", "3", 1);
+    auto env_of = [&](std::vector<std::string> args) {
+        std::vector<std::string> argv = {"submit", "--socket", daemon.socket()};
+        argv.insert(argv.end(), args.begin(), args.end());
+        (void)run_command(cli::add_submit_command, argv);
+        return json::parse(daemon.seen().back().body).value("env", json::object());
+    };
+    const json all = env_of({"--", "python", "t.py"});
+    EXPECT_FALSE(all.contains("CARMA_TEST_EXPORTED")) << "CARMA_* belongs to CARMA";
+    EXPECT_FALSE(all.contains("CUDA_VISIBLE_DEVICES"));
+    EXPECT_EQ(all.value("PATH", ""), std::getenv("PATH"));
+    ::setenv("MY_EXPORTED_VAR", "hello", 1);
+    EXPECT_EQ(env_of({"--", "python", "t.py"}).value("MY_EXPORTED_VAR", ""), "hello");
+    EXPECT_EQ(env_of({"--export", "NONE", "--", "python", "t.py"}), json::object());
+    EXPECT_EQ(env_of({"--export", "MY_EXPORTED_VAR,X=1", "--", "python", "t.py"}),
+              (json{{"MY_EXPORTED_VAR", "hello"}, {"X", "1"}}));
+    ::unsetenv("CARMA_TEST_EXPORTED");
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+    ::unsetenv("MY_EXPORTED_VAR");
 }
 
 // This test verifies that a task file given to `carma submit` is read, with flags overriding it.
@@ -385,8 +435,17 @@ TEST(ClientCommandsTest, SubmitRefusesBadInput) {
                 HasSubstr("--max-attempts must be from 1 to 100"));
     EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s}),
                 HasSubstr("nothing to submit"));
-    EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s, "x"}),
+    EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s, "/bin/true"}),
                 HasSubstr("cannot reach the CARMA daemon"));
+    EXPECT_THAT(command_error(cli::add_submit_command,
+                              {"submit", "--socket", s, "--", "no-such-program-here"}),
+                HasSubstr("command 'no-such-program-here' not found in your PATH"));
+    EXPECT_THAT(command_error(cli::add_submit_command,
+                              {"submit", "--socket", s, "--conda", "no-such-env", "/bin/true"}),
+                HasSubstr("conda environment 'no-such-env' not found (looked in"));
+    EXPECT_THAT(command_error(cli::add_submit_command,
+                              {"submit", "--socket", s, "--export", "NONE,A", "/bin/true"}),
+                HasSubstr("--export 'NONE,A': give ALL, NONE, or a comma list"));
 }
 
 // This test verifies the queue table's columns and that --json passes the answer through.

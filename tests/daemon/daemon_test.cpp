@@ -753,6 +753,84 @@ TEST_F(DaemonTest, PathsAreCheckedAsTheSubmitter) {
     EXPECT_EQ(raw_request(socket_, "POST", "/v1/tasks", body("/tmp", hidden + "/tool")).status, 201);
 }
 
+// This test verifies what `carma submit` brings from the submitter's side, run as an
+// unprivileged user: their exported variables reach the task by default and not with
+// --export=NONE; a .rad file's `conda activate tf` runs the task in that conda environment (a
+// fake conda install in the conda layout), and a missing environment fails at submit; --venv runs
+// it in a real `python3 -m venv`.
+TEST_F(DaemonTest, SubmitterEnvironmentCondaAndVenv) {
+    if (::geteuid() != 0) {
+        FAIL() << "needs root to create a user and submit as them";
+    }
+    auto alice = ensure_user("carma-test-alice");
+    if (!alice) {
+        FAIL() << "useradd is not available";
+    }
+    const std::string conda = dir_ + "/conda";
+    fs::create_directories(conda + "/bin");
+    fs::create_directories(conda + "/envs/tf/bin");
+    std::ofstream(conda + "/bin/conda") << "#!/bin/sh\nexit 1\n";
+    std::ofstream(conda + "/envs/tf/bin/python")
+        << "#!/bin/sh\necho \"python of $CONDA_DEFAULT_ENV at $CONDA_PREFIX: $*\"\n";
+    for (const char* f : {"/bin/conda", "/envs/tf/bin/python"}) {
+        fs::permissions(conda + f, fs::perms::owner_all | fs::perms::group_read |
+                                       fs::perms::group_exec | fs::perms::others_read |
+                                       fs::perms::others_exec);
+    }
+    auto rad = [](const std::string& env) {
+        return "# c\nconda activate " + env +
+               "\npython train.py --batch_size 32\nm\nd\n32\nexclusive\n1\n13236\n";
+    };
+    std::ofstream(dir_ + "/tf.rad") << rad("tf");
+    std::ofstream(dir_ + "/nope.rad") << rad("nope");
+    const std::string venv = dir_ + "/venv";
+    ASSERT_EQ(std::system(("/usr/bin/python3 -m venv --without-pip " + venv).c_str()), 0)
+        << "python3 -m venv failed; scripts/setup installs python3-venv";
+    start("exclusive");
+    const std::string out = dir_ + "/out";
+    fs::create_directories(out);
+    fs::permissions(out, fs::perms::all);
+    const std::string submit = std::string(CARMA_BIN) + " submit --socket " + socket_ + " --json ";
+    const int rc = as_user(*alice, [&] {
+        if (::chdir(out.c_str()) != 0) {
+            return 1;
+        }
+        ::setenv("CONDA_EXE", (conda + "/bin/conda").c_str(), 1);
+        ::setenv("MY_VAR", "from-alice", 1);
+        const std::string echo = " -- /bin/sh -c 'echo MY_VAR=$MY_VAR'";
+        const std::vector<std::string> cmds = {
+            submit + echo + " >a.json",
+            submit + "--export=NONE" + echo + " >b.json",
+            submit + dir_ + "/tf.rad >rad.json",
+            submit + "--venv " + venv + " -- python -c 'import sys; print(sys.prefix)' >venv.json",
+            submit + dir_ + "/nope.rad >nope.json 2>nope.err",
+        };
+        for (const std::string& c : cmds) {
+            std::ofstream(out + "/rc", std::ios::app) << std::system(c.c_str()) << "\n";
+        }
+        return 0;
+    });
+    ASSERT_EQ(rc, 0);
+    EXPECT_EQ(read_text(out + "/rc"), "0\n0\n0\n0\n256\n") << read_text(out + "/nope.err");
+    EXPECT_NE(read_text(out + "/nope.err").find("conda environment 'nope' not found"),
+              std::string::npos)
+        << read_text(out + "/nope.err");
+    auto output_of = [&](const char* file) {
+        const TaskId id = json::parse(read_text(out + "/" + file))["id"].get<TaskId>();
+        EXPECT_EQ(wait_final(id)["state"], "succeeded") << task(id).dump(2);
+        auto log = client().logs(id, {});
+        return log ? log->text : std::string("<no log>");
+    };
+    EXPECT_EQ(output_of("a.json"), "MY_VAR=from-alice\n");
+    EXPECT_EQ(output_of("b.json"), "MY_VAR=\n");
+    EXPECT_EQ(output_of("rad.json"),
+              "python of tf at " + conda + "/envs/tf: train.py --batch_size 32\n");
+    EXPECT_EQ(output_of("venv.json"), venv + "\n");
+    const json rad_task = json::parse(read_text(out + "/rad.json"));
+    EXPECT_EQ(rad_task["conda"], conda + "/envs/tf");
+    EXPECT_EQ(rad_task["command"][0], conda + "/envs/tf/bin/python");
+}
+
 // This test verifies multi-user rules: tasks run as their submitter; another user may list but
 // not cancel them, read their logs or see their environment (nor read the database file); the
 // owner and root may.
