@@ -25,6 +25,7 @@
 
 #include "api/client.h"
 #include "cli/client_commands.h"
+#include "core/csv.h"
 
 namespace carma {
 namespace {
@@ -651,6 +652,78 @@ TEST(ClientCommandsTest, ReplaySubmitsAndWaits) {
 }
 
 
+
+}  // namespace
+}  // namespace carma
+
+namespace carma {
+namespace {
+
+// This test verifies that each of the CARMA authors' 52 .rad files (rebuilt line by line from
+// data/rad_files.csv) is accepted by `carma submit` when its conda environment exists (a fake
+// conda install: <root>/envs/tf/bin/python), running under that environment's python, and fails
+// at submit with a clear message when it does not.
+TEST(ClientCommandsTest, TheAuthorsRadFilesRunInTheirCondaEnvironment) {
+    std::ifstream in(std::string(CARMA_SOURCE_DIR) + "/data/rad_files.csv");
+    ASSERT_TRUE(in) << "data/rad_files.csv is missing";
+    std::string text, line;
+    while (std::getline(in, line)) {
+        if (!line.starts_with("#")) {
+            text += line + "\n";
+        }
+    }
+    auto table = parse_csv(text, "data/rad_files.csv");
+    ASSERT_TRUE(table) << table.error().message;
+    ASSERT_EQ(table->rows.size(), 52u);
+    const fs::path dir = make_temp_dir();
+    const fs::path root = dir / "miniconda3";
+    fs::create_directories(root / "bin");
+    fs::create_directories(root / "envs" / "tf" / "bin");
+    std::ofstream(root / "bin" / "conda") << "#!/bin/sh\n";
+    std::ofstream(root / "envs" / "tf" / "bin" / "python") << "#!/bin/sh\n";
+    fs::permissions(root / "envs" / "tf" / "bin" / "python", fs::perms::owner_all);
+    FakeDaemon daemon;
+    daemon.respond(
+        [](const httplib::Request&, httplib::Response& res) { answer_json(res, 201, kTask); });
+    auto col = [&](std::size_t row, const char* name) {
+        return table->rows[row][static_cast<std::size_t>(table->column(name))];
+    };
+    for (std::size_t i = 0; i < table->rows.size(); ++i) {
+        const std::string name = col(i, "name");
+        // The authors' layout: comment, conda line, command, model file, dataset, batch size,
+        // placeholder, GPUs, then oracle and the three estimates (gpt2_xl stops after the GPUs).
+        std::string rad = "# assumption is that model.txt file is in this directory\n"
+                          "conda activate tf\n"
+                          "python /home/user/workloads/" + col(i, "script_args") + "\n" +
+                          col(i, "model_file") + "\n" + col(i, "dataset") + "\n" +
+                          col(i, "batch_size") + "\nexclusive\n" + col(i, "gpus") + "\n";
+        for (const char* c : {"oracle_mib", "horus_mib", "faketensor_mib", "gpumemnet_mib"}) {
+            if (!col(i, c).empty()) {
+                rad += col(i, c) + "\n";
+            }
+        }
+        const fs::path file = dir / (name + ".rad");
+        std::ofstream(file) << rad;
+        ::setenv("CONDA_EXE", (root / "bin" / "conda").c_str(), 1);
+        (void)run_command(cli::add_submit_command,
+                          {"submit", "--socket", daemon.socket(), file.string()});
+        const json body = json::parse(daemon.seen().back().body);
+        EXPECT_EQ(body["conda"], (root / "envs" / "tf").string()) << name;
+        EXPECT_EQ(body["command"][0], (root / "envs" / "tf" / "bin" / "python").string()) << name;
+        EXPECT_EQ(body["command"][1], "/home/user/workloads/" + col(i, "script_args").substr(
+                                          0, col(i, "script_args").find(' ')))
+            << name;
+        EXPECT_EQ(body["gpus"], std::stoi(col(i, "gpus"))) << name;
+        ::setenv("CONDA_EXE", "/nonexistent/bin/conda", 1);
+        EXPECT_THAT(command_error(cli::add_submit_command,
+                                  {"submit", "--socket", daemon.socket(), file.string()}),
+                    HasSubstr("conda environment 'tf' not found (looked in"))
+            << name;
+    }
+    ::unsetenv("CONDA_EXE");
+    EXPECT_EQ(daemon.seen().size(), 52u);
+    fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace carma
