@@ -21,6 +21,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <regex>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -119,6 +120,36 @@ bool socket_in_use(const std::string& path) {
     const bool in_use = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
     ::close(fd);
     return in_use;
+}
+
+// Every endpoint and the methods it takes: a known path asked with another method gets 405 with
+// an Allow header, not 404 or httplib's bare 400.
+struct Route {
+    std::regex path;
+    const char* methods;
+};
+
+const std::vector<Route>& routes() {
+    static const std::vector<Route> table = {
+        {std::regex("/v1/tasks"), "GET, POST"},
+        {std::regex(R"(/v1/tasks/-?\d+)"), "GET, DELETE"},
+        {std::regex(R"(/v1/tasks/-?\d+/logs)"), "GET"},
+        {std::regex("/v1/gpus"), "GET"},
+        {std::regex("/v1/events"), "GET"},
+        {std::regex("/v1/status"), "GET"},
+        {std::regex("/metrics"), "GET"},
+        {std::regex("/healthz"), "GET"},
+    };
+    return table;
+}
+
+const char* allowed_methods(const std::string& path) {
+    for (const Route& r : routes()) {
+        if (std::regex_match(path, r.path)) {
+            return r.methods;
+        }
+    }
+    return nullptr;
 }
 
 std::optional<std::string> param(const httplib::Request& req, const char* name) {
@@ -779,6 +810,19 @@ struct ApiServer::Impl {
         s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
             if (!res.body.empty()) {
                 return;
+            }
+            if (res.status == 404 || res.status == 400) {
+                if (const char* allowed = allowed_methods(req.path)) {
+                    res.status = 405;
+                    res.set_header("Allow", allowed);
+                    res.set_content(
+                        nlohmann::json{{"error", fmt::format("method {} is not allowed on {}; it "
+                                                             "takes {}",
+                                                             req.method, req.path, allowed)}}
+                            .dump(),
+                        "application/json");
+                    return;
+                }
             }
             std::string message;
             switch (res.status) {

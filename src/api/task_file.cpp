@@ -16,6 +16,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include "core/text.h"
 #include "core/units.h"
 
 namespace carma::api {
@@ -56,25 +57,6 @@ std::string resolve_dir(const fs::path& base, const std::string& dir) {
         p = base / p;
     }
     return p.lexically_normal().string();
-}
-
-// Levenshtein distance, to suggest the field a typo meant.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) {
-        row[j] = j;
-    }
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t above = row[j];
-            const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + cost});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
 }
 
 std::string lower_extension(const fs::path& path) {

@@ -29,6 +29,7 @@
 #include "api/client.h"
 #include "api/submit_env.h"
 #include "api/task_file.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "model/catalog.h"
 #include "exec/self.h"
@@ -296,6 +297,14 @@ void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest
         r.gpus = o.gpus;
     }
     if (!o.memory.empty()) {
+        // A bare number on the command line is a guess at the unit (12 = 12 MiB, nothing a
+        // training task needs); the paper writes GB for 1,000 MiB, so units are spelled out.
+        const std::string_view m = trim(o.memory);
+        if (!m.empty() && m.find_first_not_of("0123456789.") == std::string_view::npos) {
+            die(fmt::format("--mem {}: give a unit: {}GiB, {}MiB, or {}GB (= {} x 1,000 MiB, as "
+                            "the CARMA paper writes)",
+                            o.memory, m, m, m, m));
+        }
         auto mib = parse_memory(o.memory);
         if (!mib) {
             die("--mem: " + mib.error().message);
@@ -615,6 +624,38 @@ std::uint64_t drain_log(api::ApiClient& client, const LogsOptions& o, int attemp
 
 // Polls the task and its log until the task is final and the log drained. Without --attempt it
 // moves on to each new attempt (after an OOM relaunch) once the previous one is drained.
+// The end of a followed log: how the task ended, and for one that did not succeed the last lines
+// of its stderr (a failure usually says why there, not on stdout). Exit status 1 then.
+int report_end(api::ApiClient& client, const LogsOptions& o, const json& task, int attempt) {
+    const std::string state = text_of(task, "state");
+    fmt::print(stderr, "carma: {} {}: {}\n", task_label(task), state, text_of(task, "message"));
+    if (state == "succeeded") {
+        return 0;
+    }
+    if (!o.stderr_stream && attempt > 0) {
+        api::LogRequest tail{api::LogStream::Stderr, attempt, 0};
+        if (auto size = client.logs(o.id, tail); size && size->log_size > 0) {
+            constexpr std::uint64_t kTailBytes = 4096;
+            tail.offset = size->log_size > kTailBytes ? size->log_size - kTailBytes : 0;
+            if (auto chunk = client.logs(o.id, tail); chunk) {
+                std::vector<std::string> lines;
+                std::istringstream in(chunk->text);
+                for (std::string line; std::getline(in, line);) {
+                    lines.push_back(line);
+                }
+                const std::size_t keep = std::min<std::size_t>(lines.size(), 10);
+                fmt::print(stderr, "carma: the last {} line(s) of its stderr (`carma logs {} "
+                                   "--stderr` has all):\n",
+                           keep, o.id);
+                for (std::size_t i = lines.size() - keep; i < lines.size(); ++i) {
+                    fmt::print(stderr, "  {}\n", lines[i]);
+                }
+            }
+        }
+    }
+    return 1;
+}
+
 int follow_logs(api::ApiClient& client, const LogsOptions& o) {
     int current = 0;
     std::uint64_t offset = 0;
@@ -624,10 +665,12 @@ int follow_logs(api::ApiClient& client, const LogsOptions& o) {
         const bool final = api::is_final_state(text_of(task, "state"));
         const int wanted = o.attempt > 0 ? o.attempt : latest;
         if (wanted > latest || wanted == 0) {
+            if (final && wanted == 0) {
+                return report_end(client, o, task, 0);  // ended before any attempt (cancelled)
+            }
             if (final) {
-                die(fmt::format("{} ended with {} attempt(s); there is no log {}", task_label(task),
-                                latest,
-                                wanted == 0 ? "at all" : "for attempt " + std::to_string(wanted)));
+                die(fmt::format("{} ended with {} attempt(s); there is no log for attempt {}",
+                                task_label(task), latest, wanted));
             }
             std::this_thread::sleep_for(kLogPollInterval);
             continue;
@@ -653,7 +696,7 @@ int follow_logs(api::ApiClient& client, const LogsOptions& o) {
         // Only the task's state read *before* the log proves the log complete: a final state in
         // the log's header may hide an attempt started since the task was read.
         if (final && drained) {
-            return 0;
+            return report_end(client, o, task, current);
         }
         if (drained && !api::is_final_state(chunk.task_state)) {
             std::this_thread::sleep_for(kLogPollInterval);

@@ -4,10 +4,12 @@
 #include <exception>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/arg_check.h"
 #include "cli/client_commands.h"
 #include "cli/commands.h"
 
@@ -24,6 +26,13 @@ int main(int argc, char** argv) {
         {"replay", add_replay_command(app)},     {"demo", add_demo_command(app)},
         {"admin", add_admin_command(app)},
     };
+    // Before CLI11: its messages do not name the mistyped word.
+    if (const std::string wrong =
+            unknown_argument_message(app, std::vector<std::string>(argv + 1, argv + argc));
+        !wrong.empty()) {
+        fmt::print(stderr, "carma: {}\n", wrong);
+        return 2;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

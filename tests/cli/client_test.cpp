@@ -429,6 +429,9 @@ TEST(ClientCommandsTest, SubmitRefusesBadInput) {
         command_error(cli::add_submit_command, {"submit", "--socket", s, "--mem", "lots", "x"}),
         HasSubstr("memory 'lots' does not start with a number"));
     EXPECT_THAT(
+        command_error(cli::add_submit_command, {"submit", "--socket", s, "--mem", "12", "x"}),
+        HasSubstr("--mem 12: give a unit: 12GiB, 12MiB, or 12GB"));
+    EXPECT_THAT(
         command_error(cli::add_submit_command, {"submit", "--socket", s, "--env", "A", "x"}),
         HasSubstr("--env 'A' must be NAME=VALUE"));
     EXPECT_THAT(command_error(cli::add_submit_command,

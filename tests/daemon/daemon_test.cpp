@@ -24,6 +24,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -61,9 +62,14 @@ RawReply raw_request(const std::string& socket, const std::string& method,
     httplib::Client cli(socket, 80);
     cli.set_address_family(AF_UNIX);
     cli.set_read_timeout(60);
-    httplib::Result r = method == "POST"     ? cli.Post(target, body, "application/json")
-                        : method == "DELETE" ? cli.Delete(target)
-                                             : cli.Get(target);
+    httplib::Request req;
+    req.method = method;
+    req.path = target;
+    if (method != "GET" || !body.empty()) {
+        req.body = body;
+        req.set_header("Content-Type", "application/json");
+    }
+    httplib::Result r = cli.send(req);
     if (!r) {
         return {-1, httplib::to_string(r.error())};
     }
@@ -377,6 +383,34 @@ TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
         EXPECT_EQ(wait_final(waiting[i])["state"], "succeeded") << task(waiting[i]).dump(2);
         EXPECT_EQ(read_text(marks + "/" + std::to_string(i)), "x\n");  // ran exactly once
     }
+}
+
+// This test verifies that `carma logs -f` ends with the task's outcome and, for a failed task,
+// the last lines of its stderr, with a non-zero exit status; a succeeded one exits 0.
+TEST_F(DaemonTest, FollowedLogsEndWithTheOutcome) {
+    start("exclusive");
+    const TaskId bad = submit({{"command", {"/bin/sh", "-c", "echo working; echo 'boom: no "
+                                                             "such file' >&2; exit 3"}},
+                               {"workdir", "/tmp"},
+                               {"max_attempts", 1}});
+    const TaskId good = submit({{"command", {"/bin/echo", "fine"}}, {"workdir", "/tmp"}});
+    wait_final(bad);
+    wait_final(good);
+    auto follow = [&](TaskId id) {
+        const std::string cmd = std::string(CARMA_BIN) + " logs -f " + std::to_string(id) +
+                                " --socket " + socket_ + " >" + dir_ + "/f.out 2>" + dir_ +
+                                "/f.err";
+        return std::system(cmd.c_str());
+    };
+    EXPECT_NE(follow(bad), 0);
+    EXPECT_EQ(read_text(dir_ + "/f.out"), "working\n");
+    const std::string err = read_text(dir_ + "/f.err");
+    EXPECT_NE(err.find("failed"), std::string::npos) << err;
+    EXPECT_NE(err.find("exit code 3"), std::string::npos) << err;
+    EXPECT_NE(err.find("boom: no such file"), std::string::npos) << err;
+    EXPECT_EQ(follow(good), 0);
+    EXPECT_EQ(read_text(dir_ + "/f.out"), "fine\n");
+    EXPECT_NE(read_text(dir_ + "/f.err").find("succeeded"), std::string::npos);
 }
 
 // This test verifies that starting an attempt does not hold the lock the API needs: with the
@@ -1069,6 +1103,20 @@ TEST_F(DaemonTest, BadInputIsRefusedAndQueueSurvives) {
     }
     EXPECT_EQ(raw_request(socket_, "GET", logs + "?stream=stderr&attempt=0&offset=0").status, 200);
     EXPECT_EQ(raw_request(socket_, "GET", "/v1/events?limit=10000&after=0").status, 200);
+    // A known endpoint asked with the wrong method: 405 naming what it takes.
+    for (const auto& [method, target, allowed] :
+         std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"PUT", "/v1/tasks", "GET, POST"},
+             {"POST", "/v1/tasks/1", "GET, DELETE"},
+             {"DELETE", "/v1/status", "GET"},
+             {"PATCH", "/v1/tasks/1/logs", "GET"}}) {
+        RawReply r = raw_request(socket_, method, target);
+        EXPECT_EQ(r.status, 405) << method << " " << target << " -> " << r.body;
+        EXPECT_NE(r.body.find("method " + method + " is not allowed on " + target + "; it takes " +
+                              allowed),
+                  std::string::npos)
+            << r.body;
+    }
 
     // Still serving, with the same five tasks.
     ASSERT_TRUE(c.healthz());

@@ -1,0 +1,77 @@
+#include "cli/arg_check.h"
+
+#include <fmt/format.h>
+
+#include "core/text.h"
+
+namespace carma::cli {
+
+namespace {
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+        names.push_back(sub->get_name());
+    }
+    return names;
+}
+
+std::vector<std::string> long_options(const CLI::App& app) {
+    std::vector<std::string> names;
+    for (const CLI::Option* o : app.get_options()) {
+        for (const std::string& n : o->get_lnames()) {
+            names.push_back("--" + n);
+        }
+    }
+    return names;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+    const std::string near = closest_match(word, candidates);
+    return near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near);
+}
+
+}  // namespace
+
+std::string unknown_argument_message(const CLI::App& app, const std::vector<std::string>& args) {
+    const CLI::App* current = &app;
+    std::string path = "carma";
+    bool in_subcommand = false;
+    for (const std::string& arg : args) {
+        if (arg == "--") {
+            break;  // the task's own command follows
+        }
+        if (arg.starts_with("--")) {
+            const std::string name = arg.substr(0, arg.find('='));
+            std::vector<std::string> known = long_options(*current);
+            if (current != &app) {
+                for (const std::string& n : long_options(app)) {
+                    known.push_back(n);
+                }
+            }
+            if (std::find(known.begin(), known.end(), name) == known.end()) {
+                return fmt::format("unknown option '{}' for `{}`{}; `{} --help` lists them", name,
+                                   path, did_you_mean(name, known), path);
+            }
+            continue;
+        }
+        if (arg.starts_with("-")) {
+            continue;  // short options, and negative numbers given as values
+        }
+        const std::vector<std::string> subs = subcommand_names(*current);
+        if (std::find(subs.begin(), subs.end(), arg) != subs.end()) {
+            current = current->get_subcommand(arg);
+            path += " " + arg;
+            in_subcommand = true;
+            continue;
+        }
+        if (!in_subcommand) {
+            return fmt::format("unknown command '{}'{}; `carma --help` lists them", arg,
+                               did_you_mean(arg, subs));
+        }
+        // Otherwise a value or a positional argument of the current command.
+    }
+    return {};
+}
+
+}  // namespace carma::cli
