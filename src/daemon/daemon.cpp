@@ -1041,6 +1041,7 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
         live.stop_requested = true;
     }
     live_[task.id] = live;
+    ++attempts_total_;
     event(task.id, "placed",
           fmt::format("attempt {} on GPU {}{}{}", live.number, fmt::join(p.gpus, ","),
                       p.exclusive ? " (idle)" : " (collocated)",

@@ -141,6 +141,7 @@ private:
     std::string pending_reason_;
     std::uint64_t ticks_ = 0;
     std::uint64_t oom_total_ = 0;
+    std::uint64_t attempts_total_ = 0;  // attempts started since the daemon started
     double started_steady_ = 0;
     int lock_fd_ = -1;  // holds the state directory's lock for the daemon's lifetime
     std::optional<exec::MpsDaemon> mps_;  // the MPS control daemon CARMA started (--mps)

@@ -433,7 +433,8 @@ api::ApiResult<nlohmann::json> Daemon::events(const api::Caller&, std::int64_t a
     for (const store::EventRow& e : *rows) {
         list.push_back({{"id", e.id},
                         {"time", e.time},
-                        {"task", e.task},
+                        // Daemon-level events belong to no task.
+                        {"task", e.task == 0 ? nlohmann::json(nullptr) : nlohmann::json(e.task)},
                         {"kind", e.kind},
                         {"message", e.message}});
     }
@@ -469,6 +470,9 @@ std::string Daemon::metrics() {
     out += "# HELP carma_oom_crashes_total Attempts that ended out of GPU memory since start.\n"
            "# TYPE carma_oom_crashes_total counter\n";
     out += fmt::format("carma_oom_crashes_total {}\n", oom_total_);
+    out += "# HELP carma_attempts_total Attempts started since start.\n"
+           "# TYPE carma_attempts_total counter\n";
+    out += fmt::format("carma_attempts_total {}\n", attempts_total_);
     // An unknown value is left out rather than exported as 0.
     auto gauge = [&](const char* name, const char* help, auto value) {
         out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);

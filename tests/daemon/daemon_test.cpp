@@ -411,6 +411,14 @@ TEST_F(DaemonTest, FollowedLogsEndWithTheOutcome) {
     EXPECT_EQ(follow(good), 0);
     EXPECT_EQ(read_text(dir_ + "/f.out"), "fine\n");
     EXPECT_NE(read_text(dir_ + "/f.err").find("succeeded"), std::string::npos);
+    // What docs/api.md says: attempts are counted, daemon-level events name no task.
+    auto metrics = client().metrics();
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->find("\ncarma_attempts_total 2\n"), std::string::npos) << *metrics;
+    const json all = events();
+    ASSERT_FALSE(all.empty());
+    EXPECT_EQ(all[0]["kind"], "daemon-started");
+    EXPECT_TRUE(all[0]["task"].is_null()) << all[0].dump();
 }
 
 // This test verifies that starting an attempt does not hold the lock the API needs: with the
