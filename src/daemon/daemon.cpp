@@ -84,6 +84,12 @@ bool take_state_lock(int fd, const std::string& path) {
     }
 }
 
+bool same_learned(const Learned& a, const Learned& b) {
+    return a.need_mib == b.need_mib && a.margin_mib == b.margin_mib &&
+           a.lower_bound_mib == b.lower_bound_mib && a.runs == b.runs &&
+           a.duration_s == b.duration_s && a.activity == b.activity && a.basis == b.basis;
+}
+
 }  // namespace
 
 double unix_now() {
@@ -249,6 +255,14 @@ Result<void> Daemon::restore() {
     }
     int requeued = 0, reattached = 0;
     for (store::TaskRow& t : *tasks) {
+        // History may have grown while it waited (or the row predates schema 3).
+        if (Learned fresh = learn(t); !same_learned(fresh, t.spec.learned)) {
+            t.spec.learned = std::move(fresh);
+            if (auto r = store_->update_task(t); !r) {
+                spdlog::warn("task={}: cannot record what was learned of it: {}", t.id,
+                             r.error().message);
+            }
+        }
         switch (t.state) {
             case store::TaskState::Queued:
                 scheduler_.enqueue(t.id, t.spec);
@@ -378,6 +392,7 @@ void Daemon::tick() {
         ++ticks_;
         apply_samples(std::move(samples));
         notice_sightings(table);
+        accumulate_activity();
         collect_exits();
         launches = decide();
         for (const PreparedLaunch& l : launches) {
@@ -635,6 +650,9 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
                 return fail(r.error().code, fmt::format("cannot record the end of attempt {}: {}",
                                                         live.number, r.error().message));
             }
+            if (end.started) {
+                record_history(task, a, live);
+            }
         }
     }
 
@@ -653,6 +671,7 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         (outcome == AttemptOutcome::Failed && config_.retry_failures && end.started);
     const bool relaunch = retryable && task.attempts < task.max_attempts;
     if (relaunch) {
+        task.spec.learned = learn(task);  // an out-of-memory crash has just raised its lower bound
         task.state = store::TaskState::Recovering;
         task.message = fmt::format("attempt {} {} ({}); relaunching on idle GPUs",
                                    live.number,

@@ -58,7 +58,21 @@ std::string utf8_prefix(const std::string& s, std::size_t limit) {
     return s.substr(0, end);
 }
 
+nlohmann::json optional_number(const std::optional<double>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
 }  // namespace
+
+nlohmann::json learned_to_json(const Learned& l) {
+    return {{"need_mib", optional_mib(l.need_mib)},
+            {"margin_mib", l.margin_mib},
+            {"lower_bound_mib", l.lower_bound_mib},
+            {"runs", l.runs},
+            {"duration_s", optional_number(l.duration_s)},
+            {"activity", optional_number(l.activity)},
+            {"basis", l.basis}};
+}
 
 nlohmann::json task_to_json(const store::TaskRow& t) {
     nlohmann::json env = nlohmann::json::object();
@@ -81,6 +95,7 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
               {"faketensor_mib", optional_mib(t.spec.memory.faketensor_mib)},
               {"gpumemnet_mib", optional_mib(t.spec.memory.gpumemnet_mib)}}},
             {"workload", t.spec.workload},
+            {"learned", learned_to_json(t.spec.learned)},
             {"env", env},
             {"attempts", t.attempts},
             {"max_attempts", t.max_attempts},
