@@ -253,18 +253,36 @@ Result<std::string> ApiClient::exchange_text(const std::string& target) const {
     return std::move(reply->body);
 }
 
-Result<nlohmann::json> ApiClient::submit(const nlohmann::json& body) {
-    std::string text;
+namespace {
+
+// Unix arguments may be any bytes; JSON strings must be UTF-8.
+Result<std::string> task_body_text(const nlohmann::json& body) {
     try {
-        text = body.dump();
+        return body.dump();
     } catch (const nlohmann::json::type_error& e) {
-        // Unix arguments may be any bytes; JSON strings must be UTF-8.
         return fail(ErrorCode::InvalidArgument,
                     fmt::format("the task's command, name, workdir or environment is not valid "
                                 "UTF-8, which the API cannot carry ({})",
                                 e.what()));
     }
-    return exchange_json("POST", "/v1/tasks", &text);
+}
+
+}  // namespace
+
+Result<nlohmann::json> ApiClient::submit(const nlohmann::json& body) {
+    auto text = task_body_text(body);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    return exchange_json("POST", "/v1/tasks", &*text);
+}
+
+Result<nlohmann::json> ApiClient::estimate(const nlohmann::json& body) {
+    auto text = task_body_text(body);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    return exchange_json("POST", "/v1/estimate", &*text);
 }
 
 Result<nlohmann::json> ApiClient::list_tasks(bool all) {

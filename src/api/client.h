@@ -54,6 +54,7 @@ public:
     const std::string& socket_path() const { return socket_path_; }
 
     Result<nlohmann::json> submit(const nlohmann::json& body);    // POST /v1/tasks -> task
+    Result<nlohmann::json> estimate(const nlohmann::json& body);  // POST /v1/estimate
     Result<nlohmann::json> list_tasks(bool all);                  // GET /v1/tasks -> {"tasks"}
     Result<nlohmann::json> task(TaskId id);                       // GET /v1/tasks/{id}
     Result<nlohmann::json> cancel(TaskId id);                     // DELETE /v1/tasks/{id}

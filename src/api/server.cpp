@@ -132,6 +132,7 @@ struct Route {
 const std::vector<Route>& routes() {
     static const std::vector<Route> table = {
         {std::regex("/v1/tasks"), "GET, POST"},
+        {std::regex("/v1/estimate"), "POST"},
         {std::regex(R"(/v1/tasks/-?\d+)"), "GET, DELETE"},
         {std::regex(R"(/v1/tasks/-?\d+/logs)"), "GET"},
         {std::regex("/v1/gpus"), "GET"},
@@ -687,6 +688,24 @@ struct ApiServer::Impl {
         return caller_from_credentials(*conn->peer);
     }
 
+    // The request's JSON body, or nothing with the 400 already sent.
+    static std::optional<nlohmann::json> json_body(const httplib::Request& req,
+                                                   httplib::Response& res) {
+        if (auto bad = invalid_utf8_at(req.body); bad != std::string_view::npos) {
+            send_error(res, {400, fmt::format("the request body is not valid JSON (UTF-8): "
+                                              "invalid byte at offset {}",
+                                              bad)});
+            return std::nullopt;
+        }
+        try {
+            return nlohmann::json::parse(req.body);
+        } catch (const nlohmann::json::exception& e) {
+            send_error(res, {400, fmt::format("the request body is not valid JSON (UTF-8): {}",
+                                              e.what())});
+            return std::nullopt;
+        }
+    }
+
     // Wraps a handler: identity, admission, JSON errors for anything thrown.
     template <typename F>
     httplib::Server::Handler guarded(bool tcp, F handler) {
@@ -708,21 +727,15 @@ struct ApiServer::Impl {
         s.set_payload_max_length(options.max_body_bytes);
         s.Post("/v1/tasks", guarded(tcp, [this](const Caller& c, const httplib::Request& req,
                                                 httplib::Response& res) {
-                   if (auto bad = invalid_utf8_at(req.body); bad != std::string_view::npos) {
-                       send_error(res, {400, fmt::format("the request body is not valid JSON "
-                                                         "(UTF-8): invalid byte at offset {}",
-                                                         bad)});
-                       return;
+                   if (auto body = json_body(req, res)) {
+                       send_result(res, service.submit(c, *body), 201);
                    }
-                   nlohmann::json body;
-                   try {
-                       body = nlohmann::json::parse(req.body);
-                   } catch (const nlohmann::json::exception& e) {
-                       send_error(res, {400, fmt::format("the request body is not valid JSON "
-                                                         "(UTF-8): {}", e.what())});
-                       return;
+               }));
+        s.Post("/v1/estimate", guarded(tcp, [this](const Caller& c, const httplib::Request& req,
+                                                   httplib::Response& res) {
+                   if (auto body = json_body(req, res)) {
+                       send_result(res, service.estimate(c, *body));
                    }
-                   send_result(res, service.submit(c, body), 201);
                }));
         s.Get("/v1/tasks", guarded(tcp, [this](const Caller& c, const httplib::Request& req,
                                                httplib::Response& res) {

@@ -57,6 +57,12 @@ public:
     virtual std::string metrics() = 0;
     // Whether this caller may talk to the daemon at all (a non-root daemon serves its own user).
     virtual ApiResult<void> admit(const Caller& caller) = 0;
+    // What every knowledge source says about a task described like a submission, for this
+    // caller; changes nothing. Not every service keeps history, hence the default.
+    virtual ApiResult<nlohmann::json> estimate(const Caller& /*caller*/,
+                                               const nlohmann::json& /*body*/) {
+        return api_fail(501, "this service keeps no history to estimate from");
+    }
 };
 
 }  // namespace carma::api

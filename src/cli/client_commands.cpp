@@ -466,6 +466,28 @@ std::string memory_summary(const json& memory) {
     return given.empty() ? "not given" : fmt::format("{}", fmt::join(given, ", "));
 }
 
+// What the daemon plans with: "need 13,236 MiB + 1,024 MiB margin; run time 10m00s; activity
+// 0.71", or "-" from a daemon that does not learn.
+std::string knowledge_summary(const json& learned) {
+    if (!learned.is_object()) {
+        return "-";
+    }
+    const std::optional<std::int64_t> need = integer_of(learned, "need_mib");
+    std::string out = need ? fmt::format("need {} + {} margin", format_mib(*need),
+                                         format_mib_or_dash(integer_of(learned, "margin_mib")))
+                           : "need unknown";
+    if (const std::int64_t bound = integer_of(learned, "lower_bound_mib").value_or(0); bound > 0) {
+        out += fmt::format(", at least {}", format_mib(bound));
+    }
+    if (const std::optional<double> d = number_of(learned, "duration_s")) {
+        out += "; run time " + format_duration(*d);
+    }
+    if (const std::optional<double> a = number_of(learned, "activity")) {
+        out += "; activity " + format_ratio(a);
+    }
+    return out;
+}
+
 std::string env_summary(const json& task) {
     const json* env = member(task, "env");
     std::vector<std::string> pairs;
@@ -540,6 +562,10 @@ void print_task(const json& t, double now) {
     fmt::print("  workdir     {}\n", text_of(t, "workdir"));
     fmt::print("  gpus        {}\n", text_of(t, "gpus"));
     fmt::print("  memory      {}\n", memory != nullptr ? memory_summary(*memory) : "not given");
+    const json* learned = member(t, "learned");
+    fmt::print("  knowledge   {}\n", learned != nullptr ? knowledge_summary(*learned) : "-");
+    fmt::print("  basis       {}\n", learned != nullptr ? or_dash(text_of(*learned, "basis", ""))
+                                                       : "-");
     fmt::print("  env         {}\n", env_summary(t));
     fmt::print("  workload    {}\n", or_dash(text_of(t, "workload")));
     fmt::print("  attempts    {} of at most {}\n", text_of(t, "attempts", "0"),

@@ -3,6 +3,10 @@
 // --socket PATH (else $CARMA_SOCKET, else api::default_socket_path()). Register them in main.cpp
 // like add_simulate_command; their actions throw std::runtime_error with a user-facing message.
 
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
 #include "cli/commands.h"
 
 namespace carma::cli {
@@ -14,5 +18,10 @@ Action add_cancel_command(CLI::App& app);  // carma cancel ID [--json]
 Action add_logs_command(CLI::App& app);    // carma logs ID [--stderr] [--attempt N] [--follow]
 Action add_gpus_command(CLI::App& app);    // carma gpus [--json]
 Action add_replay_command(CLI::App& app);  // carma replay TRACE [--time-scale K] [--dry-run]
+// carma estimate [--gpus N] [--mem M] [--json] -- CMD... | FILE.yaml | FILE.rad
+Action add_estimate_command(CLI::App& app);
+
+// The human table of `carma estimate` for an answer of POST /v1/estimate.
+std::string format_estimate(const nlohmann::json& answer);
 
 }  // namespace carma::cli

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
         {"show", add_show_command(app)},         {"cancel", add_cancel_command(app)},
         {"logs", add_logs_command(app)},         {"gpus", add_gpus_command(app)},
         {"replay", add_replay_command(app)},     {"demo", add_demo_command(app)},
-        {"admin", add_admin_command(app)},
+        {"admin", add_admin_command(app)},       {"estimate", add_estimate_command(app)},
     };
     // Before CLI11: its messages do not name the mistyped word.
     if (const std::string wrong =

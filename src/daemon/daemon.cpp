@@ -85,6 +85,12 @@ bool take_state_lock(int fd, const std::string& path) {
     }
 }
 
+bool same_learned(const Learned& a, const Learned& b) {
+    return a.need_mib == b.need_mib && a.margin_mib == b.margin_mib &&
+           a.lower_bound_mib == b.lower_bound_mib && a.runs == b.runs &&
+           a.duration_s == b.duration_s && a.activity == b.activity && a.basis == b.basis;
+}
+
 }  // namespace
 
 double unix_now() {
@@ -263,6 +269,14 @@ Result<void> Daemon::restore() {
     }
     int requeued = 0, reattached = 0;
     for (store::TaskRow& t : *tasks) {
+        // History may have grown while it waited (or the row predates schema 3).
+        if (Learned fresh = learn(t); !same_learned(fresh, t.spec.learned)) {
+            t.spec.learned = std::move(fresh);
+            if (auto r = store_->update_task(t); !r) {
+                spdlog::warn("task={}: cannot record what was learned of it: {}", t.id,
+                             r.error().message);
+            }
+        }
         switch (t.state) {
             case store::TaskState::Queued:
                 scheduler_.enqueue(t.id, t.spec);
@@ -410,6 +424,7 @@ void Daemon::tick() {
         ++ticks_;
         apply_samples(std::move(samples));
         notice_sightings(table);
+        accumulate_activity();
         collect_exits();
         launches = decide();
         for (const PreparedLaunch& l : launches) {
@@ -667,6 +682,11 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
             ended->signal = end.signal;
         }
     }
+    // Before learn() below: an out-of-memory end raises the lower bound the relaunch plans with.
+    // Recording the same attempt again (a retried end) replaces its row.
+    if (ended && end.started) {
+        record_history(task, *ended, live);
+    }
 
     std::string how;
     if (!end.started) {
@@ -683,6 +703,7 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         (outcome == AttemptOutcome::Failed && config_.retry_failures && end.started);
     const bool relaunch = retryable && task.attempts < task.max_attempts;
     if (relaunch) {
+        task.spec.learned = learn(task);  // an out-of-memory crash has just raised its lower bound
         task.state = store::TaskState::Recovering;
         task.message = fmt::format("attempt {} {} ({}); relaunching on idle GPUs",
                                    live.number,

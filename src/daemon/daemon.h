@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "api/service.h"
+#include "core/knowledge.h"
 #include "core/metric_window.h"
 #include "core/scheduler.h"
 #include "daemon/config.h"
@@ -34,6 +35,10 @@ namespace carma::daemon {
 
 // Unix time now, in seconds: what the store records.
 double unix_now();
+
+// How the daemon weighs what it knows of tasks (core/knowledge.h): one place for submit,
+// restore, recovery and POST /v1/estimate.
+KnowledgeConfig knowledge_config();
 
 class Daemon final : public api::Service {
 public:
@@ -66,6 +71,8 @@ public:
     api::ApiResult<nlohmann::json> status(const api::Caller& caller) override;
     std::string metrics() override;
     api::ApiResult<void> admit(const api::Caller& caller) override;
+    api::ApiResult<nlohmann::json> estimate(const api::Caller& caller,
+                                            const nlohmann::json& body) override;
 
 private:
     struct LiveAttempt {
@@ -79,6 +86,9 @@ private:
         bool peak_changed = false;      // not yet written to the store
         bool stop_requested = false;
         int unstored_ends = 0;          // ticks its end could not be written to the store
+        // Running mean of the SMACT of the GPUs it has been seen on, for history.
+        double activity_sum = 0;
+        int activity_samples = 0;
     };
 
     // What the daemon knows of one GPU beyond its samples.
@@ -117,6 +127,12 @@ private:
     void complete_launch(PreparedLaunch launch, Result<exec::LaunchHandle> handle);
     void postpone_launch(const Placement& placement, const std::string& why);
     void event(TaskId task, const std::string& kind, const std::string& message);
+    // History and knowledge (store/history.h, core/knowledge.h).
+    void accumulate_activity();
+    void record_history(const store::TaskRow& task, const store::AttemptRow& attempt,
+                        const LiveAttempt& live);
+    // The knowledge rule over the task's history; without history when the store cannot be read.
+    Learned learn(const store::TaskRow& task);
     api::ApiResult<store::TaskRow> load_task(std::int64_t id);
     api::ApiResult<store::TaskRow> parse_submission(const api::Caller& caller,
                                                     const nlohmann::json& body);

@@ -11,7 +11,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/fingerprint.h"
 #include "daemon/daemon.h"
+#include "daemon/estimate.h"
 #include "daemon/task_json.h"
 #include "exec/as_user.h"
 
@@ -164,6 +166,7 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
     if (!task) {
         return tl::unexpected(task.error());
     }
+    task->spec.learned = learn(*task);
     std::lock_guard lock(mu_);
     auto id = store_->insert_task(*task);
     if (!id) {
@@ -179,6 +182,43 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
           fmt::format("by {} (uid {}): {} GPU(s), {}", task->user, task->uid, task->spec.gpus,
                       fmt::join(task->spec.command, " ")));
     return task_to_json(*task);
+}
+
+// Read-only: the body is checked as a submission's is (shape only: nothing runs, so the paths
+// are not looked at) and answered from the caller's own history.
+api::ApiResult<nlohmann::json> Daemon::estimate(const api::Caller& caller,
+                                                const nlohmann::json& body) {
+    auto parsed = task_from_submission(body);
+    if (!parsed) {
+        return tl::unexpected(parsed.error());
+    }
+    store::TaskRow task = std::move(*parsed);
+    task.uid = caller.uid;
+    task.gid = caller.gid;
+    task.user = caller.user;
+    EstimateInput in;
+    in.fingerprint = fingerprint_task(task.uid, task.spec.command, task.spec.gpus);
+    in.family = command_family(task.spec.command);
+    const int newest = static_cast<int>(knowledge_config().max_runs);
+    auto mine = store_->command_history(in.fingerprint.exact, newest);
+    if (!mine) {
+        return tl::unexpected(store_error(mine.error()));
+    }
+    auto kin = store_->family_history(in.fingerprint.family, in.fingerprint.exact, newest);
+    if (!kin) {
+        return tl::unexpected(store_error(kin.error()));
+    }
+    in.command = std::move(*mine);
+    in.family_runs = std::move(*kin);
+    // From the very rows shown, so the answer explains itself.
+    task.spec.learned = derive_knowledge(task.spec, store::run_facts(in.command),
+                                         store::run_facts(in.family_runs), std::nullopt,
+                                         knowledge_config());
+    in.spec = task.spec;
+    nlohmann::json answer = estimate_to_json(in);
+    answer["user"] = caller.user;
+    answer["uid"] = caller.uid;
+    return answer;
 }
 
 namespace {

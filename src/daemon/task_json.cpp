@@ -59,7 +59,21 @@ std::string utf8_prefix(const std::string& s, std::size_t limit) {
     return s.substr(0, end);
 }
 
+nlohmann::json optional_number(const std::optional<double>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
 }  // namespace
+
+nlohmann::json learned_to_json(const Learned& l) {
+    return {{"need_mib", optional_mib(l.need_mib)},
+            {"margin_mib", l.margin_mib},
+            {"lower_bound_mib", l.lower_bound_mib},
+            {"runs", l.runs},
+            {"duration_s", optional_number(l.duration_s)},
+            {"activity", optional_number(l.activity)},
+            {"basis", l.basis}};
+}
 
 nlohmann::json task_to_json(const store::TaskRow& t) {
     nlohmann::json env = nlohmann::json::object();
@@ -84,6 +98,7 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
             {"workload", t.spec.workload},
             {"conda", t.spec.conda.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.conda)},
             {"venv", t.spec.venv.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.venv)},
+            {"learned", learned_to_json(t.spec.learned)},
             {"env", env},
             {"attempts", t.attempts},
             {"max_attempts", t.max_attempts},

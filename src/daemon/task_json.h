@@ -9,6 +9,9 @@
 namespace carma::daemon {
 
 nlohmann::json task_to_json(const store::TaskRow& task);
+// What the knowledge rule made of a task: {need_mib, margin_mib, lower_bound_mib, runs,
+// duration_s, activity, basis}; unknown figures are null.
+nlohmann::json learned_to_json(const Learned& learned);
 nlohmann::json attempt_to_json(const store::AttemptRow& attempt);
 
 // The fields of a POST /v1/tasks body, checked for shape only (types, ranges, unknown fields);

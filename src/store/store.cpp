@@ -109,6 +109,29 @@ CREATE INDEX gpu_samples_time ON gpu_samples(time);
 -- learn memory needs from.
 ALTER TABLE attempts ADD COLUMN peak_mib_json TEXT NOT NULL DEFAULT '{}';
 )sql"},
+    {3, R"sql(
+-- What each finished attempt did, by command (store/history.h). Not tied to tasks by a foreign
+-- key: it is knowledge about a command and outlives any one task. id orders rows by when they
+-- were recorded (newest = largest).
+CREATE TABLE history (
+    id          INTEGER PRIMARY KEY,
+    task_id     INTEGER NOT NULL,
+    attempt     INTEGER NOT NULL,
+    fingerprint TEXT    NOT NULL,  -- core/fingerprint.h: owner + argv + GPU count
+    family      TEXT    NOT NULL,  -- owner + program + script
+    uid         INTEGER NOT NULL,
+    gpus        INTEGER NOT NULL,
+    peak_mib    INTEGER NOT NULL,  -- the most held on any one of its GPUs
+    peak_json   TEXT    NOT NULL,  -- {"<gpu index>": MiB}
+    run_s       REAL    NOT NULL,
+    activity    REAL,              -- mean SMACT of its GPUs; NULL when no GPU reported it
+    outcome     TEXT    NOT NULL,
+    ended_at    REAL    NOT NULL,
+    UNIQUE (task_id, attempt)
+);
+CREATE INDEX history_fingerprint ON history(fingerprint, id);
+CREATE INDEX history_family ON history(family, id);
+)sql"},
 };
 
 constexpr bool migrations_are_consecutive() {
@@ -170,6 +193,31 @@ MemoryInfo memory_from_json(const json& j) {
     return m;
 }
 
+json learned_to_json(const Learned& l) {
+    json j = {{"margin_mib", l.margin_mib},
+              {"lower_bound_mib", l.lower_bound_mib},
+              {"runs", l.runs},
+              {"basis", l.basis}};
+    put_optional(j, "need_mib", l.need_mib);
+    put_optional(j, "duration_s", l.duration_s);
+    put_optional(j, "activity", l.activity);
+    return j;
+}
+
+// Rows written before schema 3 have no "learned": the daemon derives it again when it
+// re-queues them.
+Learned learned_from_json(const json& j) {
+    Learned l;
+    l.margin_mib = j.value("margin_mib", MiB{0});
+    l.lower_bound_mib = j.value("lower_bound_mib", MiB{0});
+    l.runs = j.value("runs", 0);
+    l.basis = j.value("basis", std::string());
+    get_optional(j, "need_mib", l.need_mib);
+    get_optional(j, "duration_s", l.duration_s);
+    get_optional(j, "activity", l.activity);
+    return l;
+}
+
 json spec_to_json(const TaskSpec& s) {
     json j = {{"name", s.name},
               {"command", s.command},
@@ -183,6 +231,7 @@ json spec_to_json(const TaskSpec& s) {
     if (!s.venv.empty()) {
         j["venv"] = s.venv;
     }
+    j["learned"] = learned_to_json(s.learned);
     return j;
 }
 
@@ -195,6 +244,9 @@ TaskSpec spec_from_json(const json& j) {
     s.workload = j.at("workload").get<std::string>();
     s.conda = j.value("conda", "");
     s.venv = j.value("venv", "");
+    if (auto it = j.find("learned"); it != j.end() && it->is_object()) {
+        s.learned = learned_from_json(*it);
+    }
     return s;
 }
 
@@ -681,6 +733,34 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
     impl->version = *version;
     // make_unique cannot reach the private constructor.
     return std::unique_ptr<Store>(new Store(std::move(impl)));
+}
+
+Result<void> Store::add_history(const HistoryRow& row, const HistoryLimits& limits) {
+    const std::string op = fmt::format("record the history of attempt {} of task {}",
+                                       row.attempt, row.task);
+    return impl_->write(op, [&](SQLite::Database& db) -> Result<void> {
+        insert_history(db, row, limits);
+        return {};
+    });
+}
+
+Result<std::vector<HistoryRow>> Store::command_history(const std::string& fingerprint,
+                                                       int newest) {
+    return impl_->locked("read the history of a command",
+                         [&](SQLite::Database& db) -> Result<std::vector<HistoryRow>> {
+                             return history_rows(db, HistoryKey::Command, fingerprint, "",
+                                                 newest);
+                         });
+}
+
+Result<std::vector<HistoryRow>> Store::family_history(const std::string& family,
+                                                      const std::string& fingerprint,
+                                                      int newest) {
+    return impl_->locked("read the history of a command's family",
+                         [&](SQLite::Database& db) -> Result<std::vector<HistoryRow>> {
+                             return history_rows(db, HistoryKey::Family, family, fingerprint,
+                                                 newest);
+                         });
 }
 
 int Store::schema_version() const {

@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "core/result.h"
+#include "store/history.h"
 #include "store/records.h"
 
 namespace carma::store {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 class Store {
 public:
@@ -58,6 +59,15 @@ public:
     // Tasks and attempts are kept: they are the record of what ran.
     Result<std::int64_t> prune_history(double before);
     Result<std::vector<GpuSampleRow>> gpu_samples(double since, int gpu /* -1 = all */);
+
+    // History (store/history.h): one row per attempt that ran, kept per command.
+    Result<void> add_history(const HistoryRow& row, const HistoryLimits& limits = {});
+    // The newest `newest` rows of the command, oldest first.
+    Result<std::vector<HistoryRow>> command_history(const std::string& fingerprint, int newest);
+    // The newest `newest` rows of the family from other commands than `fingerprint`, oldest
+    // first.
+    Result<std::vector<HistoryRow>> family_history(const std::string& family,
+                                                   const std::string& fingerprint, int newest);
 
     int schema_version() const;
 

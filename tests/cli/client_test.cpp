@@ -183,13 +183,14 @@ TEST(ApiClientTest, EachMethodHitsItsRoute) {
     ASSERT_TRUE(client.status());
     ASSERT_TRUE(client.metrics());
     ASSERT_TRUE(client.healthz());
+    ASSERT_TRUE(client.estimate(json{{"command", {"true"}}, {"workdir", "/"}}));
     EXPECT_THAT(
         daemon.targets(),
         ElementsAre("POST /v1/tasks", "GET /v1/tasks", "GET /v1/tasks?all=1", "GET /v1/tasks/12",
                     "DELETE /v1/tasks/12", "GET /v1/tasks/12/logs?stream=stdout",
                     "GET /v1/tasks/12/logs?attempt=2&offset=100&stream=stderr", "GET /v1/gpus",
                     "GET /v1/events", "GET /v1/events?after=5&limit=10&task=12", "GET /v1/status",
-                    "GET /metrics", "GET /healthz"));
+                    "GET /metrics", "GET /healthz", "POST /v1/estimate"));
     EXPECT_EQ(json::parse(daemon.seen().front().body),
               json::parse(R"({"command": ["true"], "workdir": "/"})"));
 
@@ -655,6 +656,89 @@ TEST(ClientCommandsTest, ReplaySubmitsAndWaits) {
 }
 
 
+
+// This test verifies that `carma show` prints what the daemon learned of the task and why.
+TEST(ClientCommandsTest, ShowPrintsKnowledge) {
+    FakeDaemon daemon;
+    json task = kTask;
+    task["learned"] = {{"need_mib", 13236}, {"margin_mib", 1024}, {"lower_bound_mib", 6048},
+                       {"runs", 2},         {"duration_s", 600}, {"activity", 0.71},
+                       {"basis", "history: 2 run(s), peak 13,236 MiB"}};
+    daemon.respond(
+        [&](const httplib::Request&, httplib::Response& res) { answer_json(res, 200, task); });
+    const std::string out =
+        run_command(cli::add_show_command, {"show", "12", "--socket", daemon.socket()});
+    EXPECT_THAT(out, HasSubstr("knowledge   need 13,236 MiB + 1,024 MiB margin, at least 6,048 "
+                               "MiB; run time 10m00s; activity 0.71\n"));
+    EXPECT_THAT(out, HasSubstr("basis       history: 2 run(s), peak 13,236 MiB\n"));
+    task["learned"] = {{"need_mib", nullptr}, {"margin_mib", 0}, {"lower_bound_mib", 0},
+                       {"runs", 0}, {"duration_s", nullptr}, {"activity", 0.6},
+                       {"basis", "memory unknown"}};
+    const std::string unknown =
+        run_command(cli::add_show_command, {"show", "12", "--socket", daemon.socket()});
+    EXPECT_THAT(unknown, HasSubstr("knowledge   need unknown; activity 0.60\n"));
+}
+
+const json kEstimate = json::parse(R"({
+    "user": "alice", "uid": 1001, "command": ["python", "train.py", "--lr", "0.1"], "gpus": 1,
+    "fingerprint": "0123456789abcdef",
+    "family": {"id": "fedcba9876543210", "program": "python", "script": "train.py"},
+    "declared_mib": 12000,
+    "estimates": {"horus_mib": 28923, "faketensor_mib": null, "gpumemnet_mib": null},
+    "profiled_mib": 13236,
+    "history": {"runs": 3, "succeeded": 2, "out_of_memory": 1, "failed": 0,
+                "peak_mib": 13236, "min_peak_mib": 13180, "spread_mib": 56,
+                "median_run_s": 600, "activity": 0.71, "oom_held_mib": 6048,
+                "newest": {"task": 12, "attempt": 1, "outcome": "succeeded",
+                           "peak_mib": 13236, "run_s": 600, "activity": 0.7,
+                           "ended_at": 1764441600}},
+    "family_history": {"runs": 0, "succeeded": 0, "out_of_memory": 0, "failed": 0,
+                       "peak_mib": null, "min_peak_mib": null, "spread_mib": null,
+                       "median_run_s": null, "activity": null, "oom_held_mib": null,
+                       "newest": null},
+    "learned": {"need_mib": 13236, "margin_mib": 1024, "lower_bound_mib": 6048, "runs": 2,
+                "duration_s": 600, "activity": 0.71,
+                "basis": "history: 2 run(s), peak 13,236 MiB, spread 56 MiB + 1,080 MiB margin"}
+})");
+
+// This test verifies that `carma estimate -- CMD` sends the command like a submission to
+// POST /v1/estimate and prints every source, the need CARMA would plan with and why; --json
+// passes the answer through.
+TEST(ClientCommandsTest, EstimateTableAndJson) {
+    FakeDaemon daemon;
+    daemon.respond(
+        [](const httplib::Request&, httplib::Response& res) { answer_json(res, 200, kEstimate); });
+    const std::string out =
+        run_command(cli::add_estimate_command, {"estimate", "--socket", daemon.socket(), "-g", "1",
+                                                "--", "python", "train.py", "--lr", "0.1"});
+    ASSERT_EQ(daemon.targets().size(), 1u);
+    EXPECT_EQ(daemon.targets()[0], "POST /v1/estimate");
+    const json body = json::parse(daemon.seen()[0].body);
+    EXPECT_EQ(body["command"], json({"python", "train.py", "--lr", "0.1"}));
+    EXPECT_EQ(body["gpus"], 1);
+    EXPECT_EQ(body["workdir"], fs::current_path().string());
+    EXPECT_THAT(out, HasSubstr("estimate for alice: python train.py --lr 0.1 (1 GPU)\n"));
+    EXPECT_THAT(out, HasSubstr("family fedcba9876543210 (python train.py)\n"));
+    EXPECT_THAT(out, HasSubstr("SOURCE      MEMORY/GPU  DETAIL\n"));
+    EXPECT_THAT(out, HasSubstr("history     13,236 MiB  3 run(s): 2 succeeded, 1 out of memory "
+                               "(held 6,048 MiB); spread 56 MiB; median run 10m00s; activity "
+                               "0.71; newest task 12 attempt 1 succeeded\n"));
+    EXPECT_THAT(out, HasSubstr("family      -           no run of other commands of python "
+                               "train.py\n"));
+    EXPECT_THAT(out, HasSubstr("declared    12,000 MiB\n"));
+    EXPECT_THAT(out, HasSubstr("horus       28,923 MiB\n"));
+    EXPECT_THAT(out, HasSubstr("profiled    13,236 MiB  the oracle's value: shown, never used\n"));
+    EXPECT_THAT(out, HasSubstr("CARMA plans 13,236 MiB + 1,024 MiB margin\n"));
+    EXPECT_THAT(out, HasSubstr("lower bound 6,048 MiB (held when it ran out of memory)\n"));
+    EXPECT_THAT(out, HasSubstr("run time    10m00s\n"));
+    EXPECT_THAT(out, HasSubstr("activity    0.71\n"));
+    EXPECT_THAT(out, HasSubstr("why         history: 2 run(s), peak 13,236 MiB"));
+    const std::string js = run_command(
+        cli::add_estimate_command, {"estimate", "--json", "--socket", daemon.socket(), "x"});
+    EXPECT_EQ(json::parse(js), kEstimate);
+    EXPECT_THAT(command_error(cli::add_estimate_command, {"estimate", "--socket", "/nope"}),
+                HasSubstr("nothing to estimate"));
+}
 
 }  // namespace
 }  // namespace carma

@@ -666,6 +666,116 @@ TEST_F(DaemonTest, OutOfMemoryIsRecovered) {
     }
 }
 
+// The most an attempt held on any one GPU, from its peak_mib object.
+MiB attempt_peak(const json& attempt) {
+    MiB most = 0;
+    for (const auto& [gpu, mib] : attempt["peak_mib"].items()) {
+        most = std::max(most, mib.get<MiB>());
+    }
+    return most;
+}
+
+// This test verifies history end to end: a fake job that declares nothing is queued knowing
+// nothing; the same command submitted again after it finished is planned with the memory its
+// first run used (the basis says history), and `carma estimate -- CMD` explains it.
+TEST_F(DaemonTest, SecondRunIsPlannedFromTheFirst) {
+    start("exclusive");
+    const json body = fake_job("resnet3", 60);  // 13,236 MiB, 1 s wall
+    const TaskId first = submit(body);
+    const json before = task(first);
+    EXPECT_TRUE(before["learned"]["need_mib"].is_null()) << before.dump(2);
+    EXPECT_EQ(before["learned"]["runs"], 0);
+    EXPECT_NE(before["learned"]["basis"].get<std::string>().find("memory unknown"),
+              std::string::npos);
+    const json done = wait_final(first);
+    ASSERT_EQ(done["state"], "succeeded") << done.dump(2);
+    const MiB used = attempt_peak(done["attempt_list"][0]);
+    ASSERT_GT(used, 13000) << done.dump(2);  // the emulated ledger's figure
+
+    const TaskId second = submit(body);
+    const json again = task(second);
+    EXPECT_EQ(again["learned"]["need_mib"], used) << again.dump(2);
+    EXPECT_EQ(again["learned"]["runs"], 1);
+    EXPECT_TRUE(again["learned"]["duration_s"].is_number());
+    EXPECT_TRUE(again["learned"]["activity"].is_number());
+    const std::string basis = again["learned"]["basis"].get<std::string>();
+    EXPECT_EQ(basis.find("history: 1 run(s)"), 0u) << basis;
+    EXPECT_NE(basis.find("activity: history"), std::string::npos) << basis;
+    const json second_done = wait_final(second);
+    ASSERT_EQ(second_done["state"], "succeeded");
+    const MiB most = std::max(used, attempt_peak(second_done["attempt_list"][0]));
+
+    const std::string out = dir_ + "/estimate.out";
+    std::string cmd = std::string(CARMA_BIN) + " estimate --socket " + socket_ + " --";
+    for (const json& arg : body["command"]) {
+        cmd += " " + arg.get<std::string>();
+    }
+    ASSERT_EQ(std::system((cmd + " >" + out + " 2>&1").c_str()), 0) << read_text(out);
+    const std::string table = read_text(out);
+    EXPECT_NE(table.find("history     " + format_mib(most) + "  2 run(s): 2 succeeded"),
+              std::string::npos)
+        << table;
+    EXPECT_NE(table.find("CARMA plans " + format_mib(most) + " + "), std::string::npos) << table;
+    EXPECT_NE(table.find("why         history: 2 run(s)"), std::string::npos) << table;
+
+    // Another argument of the same program: its family's history.
+    json other = body;
+    other["command"][4] = "30";
+    auto estimate = client().estimate(other);
+    ASSERT_TRUE(estimate) << estimate.error().message;
+    EXPECT_EQ((*estimate)["history"]["runs"], 0) << estimate->dump(2);
+    EXPECT_EQ((*estimate)["family_history"]["runs"], 2);
+    EXPECT_EQ((*estimate)["learned"]["need_mib"], most);
+    EXPECT_EQ((*estimate)["learned"]["basis"].get<std::string>().find("family history"), 0u);
+
+    // Validated like a submission.
+    const RawReply bad = raw_request(socket_, "POST", "/v1/estimate", R"({"command": []})");
+    EXPECT_EQ(bad.status, 400) << bad.body;
+}
+
+// This test verifies that an out-of-memory crash teaches a lower bound: a big fake job that
+// lands beside a co-runner (OR-MAGM knows nothing) crashes, and its recovery is queued with the
+// memory it held at the crash as a lower bound.
+TEST_F(DaemonTest, OutOfMemoryRaisesTheLowerBound) {
+    start("OR-MAGM");
+    std::vector<TaskId> fillers;
+    for (int i = 0; i < 4; ++i) {
+        fillers.push_back(submit(fake_job("resnet3", 600)));  // 13,236 MiB each, 10 s wall
+    }
+    ASSERT_TRUE(eventually([&] {
+        for (TaskId id : fillers) {
+            if (state(id) != "running") {
+                return false;
+            }
+        }
+        return true;
+    }));
+    const TaskId big = submit(fake_job("maskrcnn", 60));  // 28,606 MiB: does not fit beside one
+    const json t = wait_final(big, 180s);
+    ASSERT_EQ(t["state"], "succeeded");
+    ASSERT_EQ(t["attempt_list"].size(), 2u) << t.dump(2);
+    ASSERT_EQ(t["attempt_list"][0]["outcome"], "out-of-memory");
+    const MiB held = attempt_peak(t["attempt_list"][0]);
+    ASSERT_GT(held, 0) << t.dump(2);
+    EXPECT_EQ(t["learned"]["lower_bound_mib"], held) << t.dump(2);
+    const std::string basis = t["learned"]["basis"].get<std::string>();
+    EXPECT_NE(basis.find("crashed out of memory holding " + format_mib(held)), std::string::npos)
+        << basis;
+
+    // Its history now holds the crash and the success: the need is what the success used, the
+    // bound what the crash held.
+    auto estimate = client().estimate(fake_job("maskrcnn", 60));
+    ASSERT_TRUE(estimate) << estimate.error().message;
+    EXPECT_EQ((*estimate)["history"]["runs"], 2) << estimate->dump(2);
+    EXPECT_EQ((*estimate)["history"]["out_of_memory"], 1);
+    EXPECT_EQ((*estimate)["history"]["oom_held_mib"], held);
+    EXPECT_EQ((*estimate)["learned"]["need_mib"], attempt_peak(t["attempt_list"][1]));
+    EXPECT_EQ((*estimate)["learned"]["lower_bound_mib"], held);
+    for (TaskId id : fillers) {
+        EXPECT_EQ(wait_final(id)["state"], "succeeded");
+    }
+}
+
 // Submits 6 tasks (4 run, 2 wait; one of the running ends while the daemon is away), stops the
 // daemon with `sig`, checks the jobs go on, restarts it and checks that everything completes
 // exactly once.

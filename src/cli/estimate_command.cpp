@@ -1,0 +1,256 @@
+// `carma estimate [options] [task.yaml | task.rad | -- COMMAND ARGS...]`: what every knowledge
+// source says about a task and the need CARMA would plan with, and why. The daemon answers from
+// the caller's history (POST /v1/estimate, docs/api.md); nothing is submitted.
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "api/client.h"
+#include "api/task_file.h"
+#include "cli/client_commands.h"
+#include "core/units.h"
+
+namespace carma::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct EstimateOptions {
+    std::string socket;
+    bool json = false;
+    int gpus = 0;
+    CLI::Option* gpus_option = nullptr;
+    std::string memory;
+    std::vector<std::string> args;
+};
+
+[[noreturn]] void die(const std::string& message) { throw std::runtime_error(message); }
+
+// ---- reading the answer defensively (a newer daemon may add or drop fields) -----------------
+
+const json* field(const json& object, const char* key) {
+    if (!object.is_object()) {
+        return nullptr;
+    }
+    auto it = object.find(key);
+    return it == object.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<double> number(const json& object, const char* key) {
+    const json* v = field(object, key);
+    return v != nullptr && v->is_number() ? std::optional(v->get<double>()) : std::nullopt;
+}
+
+std::optional<MiB> mib(const json& object, const char* key) {
+    const json* v = field(object, key);
+    return v != nullptr && v->is_number_integer() ? std::optional(v->get<MiB>()) : std::nullopt;
+}
+
+std::string text(const json& object, const char* key) {
+    const json* v = field(object, key);
+    return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+const json& object_at(const json& object, const char* key) {
+    static const json kEmpty = json::object();
+    const json* v = field(object, key);
+    return v != nullptr && v->is_object() ? *v : kEmpty;
+}
+
+std::string mib_cell(std::optional<MiB> v) { return v ? format_mib(*v) : "-"; }
+
+// 45s, 3m05s, 1h02m, as `carma queue` writes times.
+std::string duration_text(double seconds) {
+    if (!std::isfinite(seconds) || seconds < 0 || seconds > 1e11) {
+        return "-";
+    }
+    const auto s = static_cast<long long>(seconds);
+    if (s < 60) {
+        return fmt::format("{}s", s);
+    }
+    if (s < 3600) {
+        return fmt::format("{}m{:02}s", s / 60, s % 60);
+    }
+    return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
+}
+
+// "3 run(s): 2 succeeded, 1 out of memory (held 6,048 MiB); spread 56 MiB; median run 10m00s;
+// activity 0.71; newest task 12 attempt 1 succeeded"
+std::string history_detail(const json& h, const std::string& none) {
+    const std::optional<double> runs = number(h, "runs");
+    if (!runs || *runs == 0) {
+        return none;
+    }
+    std::string out = fmt::format("{} run(s): {} succeeded", *runs,
+                                  number(h, "succeeded").value_or(0));
+    if (const double oom = number(h, "out_of_memory").value_or(0); oom > 0) {
+        out += fmt::format(", {} out of memory (held {})", oom, mib_cell(mib(h, "oom_held_mib")));
+    }
+    if (const double failed = number(h, "failed").value_or(0); failed > 0) {
+        out += fmt::format(", {} failed", failed);
+    }
+    if (auto spread = mib(h, "spread_mib")) {
+        out += fmt::format("; spread {}", format_mib(*spread));
+    }
+    if (auto median = number(h, "median_run_s")) {
+        out += fmt::format("; median run {}", duration_text(*median));
+    }
+    if (auto activity = number(h, "activity")) {
+        out += fmt::format("; activity {:.2f}", *activity);
+    }
+    const json& newest = object_at(h, "newest");
+    if (!newest.empty()) {
+        out += fmt::format("; newest task {} attempt {} {}", newest.value("task", json()).dump(),
+                           newest.value("attempt", json()).dump(), text(newest, "outcome"));
+    }
+    return out;
+}
+
+std::string command_text(const json& argv) {
+    std::vector<std::string> parts;
+    for (const json& a : argv.is_array() ? argv : json::array()) {
+        parts.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+    }
+    return fmt::format("{}", fmt::join(parts, " "));
+}
+
+api::SubmitRequest build_request(const EstimateOptions& o) {
+    if (o.args.empty()) {
+        die("nothing to estimate; write `carma estimate [options] -- COMMAND ARGS...` or "
+            "`carma estimate task.yaml`");
+    }
+    const fs::path cwd = fs::current_path();
+    api::SubmitRequest r;
+    if (o.args.size() == 1 && api::is_task_file_name(o.args.front())) {
+        auto loaded = api::load_task_file(o.args.front(), cwd);
+        if (!loaded) {
+            die(loaded.error().message);
+        }
+        r = std::move(*loaded);
+    } else {
+        r.command = o.args;
+        r.workdir = cwd.string();
+    }
+    if (o.gpus_option->count() > 0) {
+        if (o.gpus < 1) {
+            die(fmt::format("--gpus must be at least 1 (got {}); every task gets whole GPUs",
+                            o.gpus));
+        }
+        r.gpus = o.gpus;
+    }
+    if (!o.memory.empty()) {
+        auto declared = parse_memory(o.memory);
+        if (!declared) {
+            die("--mem: " + declared.error().message);
+        }
+        r.memory.declared_mib = *declared;
+    }
+    return r;
+}
+
+int run_estimate(const EstimateOptions& o) {
+    const api::SubmitRequest request = build_request(o);
+    api::ApiClient client(api::resolve_socket_path(o.socket));
+    auto answer = client.estimate(api::request_body(request));
+    if (!answer) {
+        die(answer.error().message);
+    }
+    if (o.json) {
+        fmt::print("{}\n", answer->dump(2));
+    } else {
+        fmt::print("{}", format_estimate(*answer));
+    }
+    return 0;
+}
+
+}  // namespace
+
+std::string format_estimate(const json& e) {
+    const json& family = object_at(e, "family");
+    const json& estimates = object_at(e, "estimates");
+    const json& learned = object_at(e, "learned");
+    const std::string script = text(family, "script");
+    const std::string family_name =
+        text(family, "program") + (script.empty() ? std::string() : " " + script);
+    const double gpus = number(e, "gpus").value_or(1);
+    std::string out = fmt::format("estimate for {}: {} ({} GPU{})\n", text(e, "user"),
+                                  command_text(e.value("command", json())), gpus,
+                                  gpus == 1 ? "" : "s");
+    out += fmt::format("fingerprint {}, family {} ({})\n\n", text(e, "fingerprint"),
+                       text(family, "id"), family_name);
+
+    const json& mine = object_at(e, "history");
+    const json& kin = object_at(e, "family_history");
+    struct Row {
+        std::string source, memory, detail;
+    };
+    const std::vector<Row> rows = {
+        {"history", mib_cell(mib(mine, "peak_mib")),
+         history_detail(mine, "no earlier run of this command")},
+        {"family", mib_cell(mib(kin, "peak_mib")),
+         history_detail(kin, "no run of other commands of " + family_name)},
+        {"declared", mib_cell(mib(e, "declared_mib")), ""},
+        {"horus", mib_cell(mib(estimates, "horus_mib")), ""},
+        {"faketensor", mib_cell(mib(estimates, "faketensor_mib")), ""},
+        {"gpumemnet", mib_cell(mib(estimates, "gpumemnet_mib")), ""},
+        {"profiled", mib_cell(mib(e, "profiled_mib")),
+         mib(e, "profiled_mib") ? "the oracle's value: shown, never used" : ""},
+    };
+    std::size_t memory_width = std::string("MEMORY/GPU").size();
+    for (const Row& r : rows) {
+        memory_width = std::max(memory_width, r.memory.size());
+    }
+    out += fmt::format("{:<12}{:<{}}  {}\n", "SOURCE", "MEMORY/GPU", memory_width, "DETAIL");
+    for (const Row& r : rows) {
+        out += r.detail.empty()
+                   ? fmt::format("{:<12}{}\n", r.source, r.memory)
+                   : fmt::format("{:<12}{:<{}}  {}\n", r.source, r.memory, memory_width, r.detail);
+    }
+
+    out += "\n";
+    if (auto need = mib(learned, "need_mib")) {
+        out += fmt::format("{:<12}{} + {} margin\n", "CARMA plans", format_mib(*need),
+                           mib_cell(mib(learned, "margin_mib")));
+    } else {
+        out += fmt::format("{:<12}{}\n", "CARMA plans",
+                           "memory unknown: no run, declaration or estimate to go by");
+    }
+    if (const MiB bound = mib(learned, "lower_bound_mib").value_or(0); bound > 0) {
+        out += fmt::format("{:<12}{} (held when it ran out of memory)\n", "lower bound",
+                           format_mib(bound));
+    }
+    const std::optional<double> duration = number(learned, "duration_s");
+    out += fmt::format("{:<12}{}\n", "run time", duration ? duration_text(*duration) : "unknown");
+    const std::optional<double> activity = number(learned, "activity");
+    out += fmt::format("{:<12}{}\n", "activity",
+                       activity ? fmt::format("{:.2f}", *activity) : "unknown");
+    out += fmt::format("{:<12}{}\n", "why", text(learned, "basis"));
+    return out;
+}
+
+Action add_estimate_command(CLI::App& app) {
+    auto o = std::make_shared<EstimateOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "estimate",
+        "What CARMA knows of a task's memory, run time and activity, and what it would plan with: "
+        "`carma estimate [options] -- COMMAND ARGS...` or a task file (.yaml, .rad)");
+    o->gpus_option = cmd->add_option("-g,--gpus", o->gpus, "Number of GPUs (default 1)");
+    cmd->add_option("--mem", o->memory, "Memory the task would declare per GPU, e.g. 12GiB");
+    cmd->add_flag("--json", o->json, "Print the daemon's answer as JSON");
+    cmd->add_option("--socket", o->socket,
+                    "The daemon's socket (default: $CARMA_SOCKET, else " +
+                        api::default_socket_path() + ")");
+    cmd->add_option("args", o->args, "The command and its arguments (after --), or a task file");
+    return [o] { return run_estimate(*o); };
+}
+
+}  // namespace carma::cli

@@ -1,0 +1,99 @@
+// What the daemon learns from the attempts it ran: the GPU activity of each live attempt, one
+// history row per attempt that ran (store/history.h), and the knowledge rule (core/knowledge.h)
+// over a task's history before the task is queued. accumulate_activity() and record_history()
+// run with the daemon's lock held; learn() reads only the store, which has its own.
+
+#include <algorithm>
+#include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "core/exit_classify.h"
+#include "core/fingerprint.h"
+#include "daemon/daemon.h"
+
+namespace carma::daemon {
+
+namespace {
+
+// Attempts that say something about what the command needs: a cancelled or lost one was cut
+// short by something else.
+bool teaches(const std::string& outcome) {
+    return outcome == to_string(AttemptOutcome::Succeeded) ||
+           outcome == to_string(AttemptOutcome::Failed) ||
+           outcome == to_string(AttemptOutcome::OutOfMemory);
+}
+
+}  // namespace
+
+// Each tick, the mean SMACT of the GPUs each live attempt has been seen on. Co-runners count
+// too: it is the activity the attempt ran at, which is what planning needs of its next run.
+void Daemon::accumulate_activity() {
+    for (auto& [id, live] : live_) {
+        double sum = 0;
+        int known = 0;
+        for (const device::GpuSample& s : last_samples_) {
+            if (s.error.empty() && s.smact && std::isfinite(*s.smact) &&
+                live.seen_on.contains(s.index)) {
+                sum += std::clamp(*s.smact, 0.0, 1.0);
+                ++known;
+            }
+        }
+        if (known > 0) {
+            live.activity_sum += sum / known;
+            live.activity_samples += 1;
+        }
+    }
+}
+
+// A row that cannot be written costs this one lesson, never the attempt's end: it is logged.
+void Daemon::record_history(const store::TaskRow& task, const store::AttemptRow& attempt,
+                            const LiveAttempt& live) {
+    if (!teaches(attempt.outcome)) {
+        return;
+    }
+    const TaskFingerprint fp = fingerprint_task(task.uid, task.spec.command, task.spec.gpus);
+    store::HistoryRow row;
+    row.task = task.id;
+    row.attempt = attempt.number;
+    row.fingerprint = fp.exact;
+    row.family = fp.family;
+    row.uid = task.uid;
+    row.gpus = task.spec.gpus;
+    row.peak_per_gpu = live.peak_mib;
+    for (const auto& [gpu, mib] : live.peak_mib) {
+        row.peak_mib = std::max(row.peak_mib, mib);
+    }
+    const double ended = attempt.ended_at.value_or(unix_now());
+    // On the scheduler's clock, like durations the policy plans with: emulated jobs run
+    // time_scale times faster than the model they follow.
+    row.run_s = std::max(0.0, ended - attempt.started_at) * config_.time_scale;
+    if (live.activity_samples > 0) {
+        row.activity = live.activity_sum / live.activity_samples;
+    }
+    row.outcome = attempt.outcome;
+    row.ended_at = ended;
+    if (auto r = store_->add_history(row); !r) {
+        spdlog::warn("task={}: cannot record attempt {} in the history: {}", task.id,
+                     attempt.number, r.error().message);
+    }
+}
+
+KnowledgeConfig knowledge_config() { return KnowledgeConfig{}; }
+
+Learned Daemon::learn(const store::TaskRow& task) {
+    const KnowledgeConfig knowledge = knowledge_config();
+    const TaskFingerprint fp = fingerprint_task(task.uid, task.spec.command, task.spec.gpus);
+    const int newest = static_cast<int>(knowledge.max_runs);
+    auto mine = store_->command_history(fp.exact, newest);
+    auto kin = store_->family_history(fp.family, fp.exact, newest);
+    if (!mine || !kin) {
+        spdlog::warn("task={}: cannot read its history, planning without it: {}", task.id,
+                     (!mine ? mine.error() : kin.error()).message);
+    }
+    return derive_knowledge(task.spec, mine ? store::run_facts(*mine) : std::vector<RunFacts>{},
+                            kin ? store::run_facts(*kin) : std::vector<RunFacts>{}, std::nullopt,
+                            knowledge);
+}
+
+}  // namespace carma::daemon

@@ -1,0 +1,30 @@
+#pragma once
+// The answer of POST /v1/estimate (docs/api.md): what every knowledge source says about a task
+// and what the knowledge rule makes of them. Pure: the daemon reads the history, this shapes it.
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/fingerprint.h"
+#include "core/task.h"
+#include "store/history.h"
+
+namespace carma::daemon {
+
+// One history's summary: {runs, succeeded, out_of_memory, failed, peak_mib, min_peak_mib,
+// spread_mib, median_run_s, activity, oom_held_mib, newest}. Peaks, run time and activity are
+// those of the successful runs; oom_held_mib is the most an out-of-memory run held.
+nlohmann::json history_summary(const std::vector<store::HistoryRow>& rows);
+
+struct EstimateInput {
+    TaskSpec spec;                              // as submitted; spec.learned is the rule's answer
+    TaskFingerprint fingerprint;
+    CommandFamily family;
+    std::vector<store::HistoryRow> command;     // oldest first
+    std::vector<store::HistoryRow> family_runs; // other commands of the family, oldest first
+};
+
+nlohmann::json estimate_to_json(const EstimateInput& in);
+
+}  // namespace carma::daemon

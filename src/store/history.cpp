@@ -1,0 +1,142 @@
+#include "store/history.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <nlohmann/json.hpp>
+
+namespace carma::store {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kColumns =
+    "task_id, attempt, fingerprint, family, uid, gpus, peak_mib, peak_json, run_s, activity, "
+    "outcome, ended_at";
+
+// {"0": 13236}: the same shape as attempts.peak_mib_json.
+std::string peak_text(const std::map<int, MiB>& peak) {
+    json j = json::object();
+    for (const auto& [gpu, mib] : peak) {
+        j[std::to_string(gpu)] = mib;
+    }
+    return j.dump();
+}
+
+std::map<int, MiB> peak_from_text(const std::string& text) {
+    std::map<int, MiB> peak;
+    const json j = json::parse(text, nullptr, false);
+    if (!j.is_object()) {
+        return peak;  // a damaged cell costs one row's per-GPU detail, not the whole query
+    }
+    for (const auto& [gpu, mib] : j.items()) {
+        int index = 0;
+        const auto [end, ec] = std::from_chars(gpu.data(), gpu.data() + gpu.size(), index);
+        if (ec == std::errc() && end == gpu.data() + gpu.size() && mib.is_number_integer()) {
+            peak[index] = mib.get<MiB>();
+        }
+    }
+    return peak;
+}
+
+HistoryRow read_row(SQLite::Statement& st) {
+    HistoryRow r;
+    r.task = st.getColumn(0).getInt64();
+    r.attempt = st.getColumn(1).getInt();
+    r.fingerprint = st.getColumn(2).getString();
+    r.family = st.getColumn(3).getString();
+    r.uid = st.getColumn(4).getInt64();
+    r.gpus = st.getColumn(5).getInt();
+    r.peak_mib = st.getColumn(6).getInt64();
+    r.peak_per_gpu = peak_from_text(st.getColumn(7).getString());
+    r.run_s = st.getColumn(8).getDouble();
+    if (!st.getColumn(9).isNull()) {
+        r.activity = st.getColumn(9).getDouble();
+    }
+    r.outcome = st.getColumn(10).getString();
+    r.ended_at = st.getColumn(11).getDouble();
+    return r;
+}
+
+// Keeps the newest `keep` rows whose `column` equals `value`.
+void trim(SQLite::Database& db, const char* column, const std::string& value, int keep) {
+    SQLite::Statement st(db, std::string("DELETE FROM history WHERE ") + column +
+                                 " = ?1 AND id NOT IN (SELECT id FROM history WHERE " + column +
+                                 " = ?1 ORDER BY id DESC LIMIT ?2)");
+    st.bind(1, value);
+    st.bind(2, keep);
+    st.exec();
+}
+
+}  // namespace
+
+RunFacts run_facts(const HistoryRow& row) {
+    RunFacts f;
+    f.peak_mib = row.peak_mib;
+    f.run_s = row.run_s;
+    f.activity = row.activity;
+    f.succeeded = row.outcome == "succeeded";
+    f.out_of_memory = row.outcome == "out-of-memory";
+    return f;
+}
+
+std::vector<RunFacts> run_facts(const std::vector<HistoryRow>& rows) {
+    std::vector<RunFacts> out;
+    out.reserve(rows.size());
+    for (const HistoryRow& r : rows) {
+        out.push_back(run_facts(r));
+    }
+    return out;
+}
+
+void insert_history(SQLite::Database& db, const HistoryRow& row, const HistoryLimits& limits) {
+    // REPLACE on (task_id, attempt): the daemon retries an attempt's end until it is stored,
+    // and one attempt must count once. The replaced row gets a new id, i.e. counts as newest.
+    SQLite::Statement st(db, std::string("INSERT OR REPLACE INTO history (") + kColumns +
+                                 ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    st.bind(1, row.task);
+    st.bind(2, row.attempt);
+    st.bind(3, row.fingerprint);
+    st.bind(4, row.family);
+    st.bind(5, row.uid);
+    st.bind(6, row.gpus);
+    st.bind(7, row.peak_mib);
+    st.bind(8, peak_text(row.peak_per_gpu));
+    st.bind(9, row.run_s);
+    if (row.activity) {
+        st.bind(10, *row.activity);
+    } else {
+        st.bind(10);
+    }
+    st.bind(11, row.outcome);
+    st.bind(12, row.ended_at);
+    st.exec();
+    trim(db, "fingerprint", row.fingerprint, std::max(1, limits.per_command));
+    trim(db, "family", row.family, std::max(1, limits.per_family));
+}
+
+std::vector<HistoryRow> history_rows(SQLite::Database& db, HistoryKey key,
+                                     const std::string& value,
+                                     const std::string& exclude_fingerprint, int newest) {
+    // Newest first to apply the limit, then turned around: the rule reads oldest first.
+    const std::string where = key == HistoryKey::Command
+                                  ? "fingerprint = ?1"
+                                  : "family = ?1 AND fingerprint != ?3";
+    SQLite::Statement st(db, std::string("SELECT ") + kColumns + " FROM history WHERE " + where +
+                                 " ORDER BY id DESC LIMIT ?2");
+    st.bind(1, value);
+    st.bind(2, newest);
+    if (key == HistoryKey::Family) {
+        st.bind(3, exclude_fingerprint);
+    }
+    std::vector<HistoryRow> rows;
+    while (st.executeStep()) {
+        rows.push_back(read_row(st));
+    }
+    std::reverse(rows.begin(), rows.end());
+    return rows;
+}
+
+}  // namespace carma::store
