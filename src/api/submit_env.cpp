@@ -246,4 +246,39 @@ Result<std::string> resolve_command(const std::string& argv0, const std::string&
                             argv0, path_list));
 }
 
+Result<void> resolve_environment_and_command(SubmitRequest& r, const EnvMap& caller,
+                                             const fs::path& cwd) {
+    if (!r.conda.empty() && !r.venv.empty()) {
+        return fail(ErrorCode::InvalidArgument,
+                    "give --conda or --venv, not both: a task runs in one Python environment");
+    }
+    std::string env_bin;
+    if (!r.conda.empty()) {
+        auto prefix = resolve_conda(r.conda, caller, cwd);
+        if (!prefix) {
+            return tl::unexpected(prefix.error());
+        }
+        r.conda = *prefix;
+        env_bin = r.conda + "/bin";
+    } else if (!r.venv.empty()) {
+        auto dir = resolve_venv(r.venv, cwd);
+        if (!dir) {
+            return tl::unexpected(dir.error());
+        }
+        r.venv = *dir;
+        env_bin = r.venv + "/bin";
+    }
+    if (r.command.empty()) {
+        return {};
+    }
+    const std::string path = get(caller, "PATH");
+    auto resolved = resolve_command(r.command.front(),
+                                    env_bin.empty() ? path : env_bin + ":" + path);
+    if (!resolved) {
+        return tl::unexpected(resolved.error());
+    }
+    r.command.front() = *resolved;
+    return {};
+}
+
 }  // namespace carma::api

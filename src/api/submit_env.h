@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/task_file.h"
 #include "core/result.h"
 
 namespace carma::api {
@@ -45,5 +46,11 @@ Result<std::string> resolve_venv(std::string_view path, const std::filesystem::p
 // `argv0` as the submitter's shell would find it: unchanged when it contains a '/', else the
 // first executable regular file of that name in `path_list`. Errors name the PATH searched.
 Result<std::string> resolve_command(const std::string& argv0, const std::string& path_list);
+
+// What `carma submit` and `carma estimate` both do to a request so that the same command gets
+// the same fingerprint: the Python environment resolved to its prefix (a conda name or a relative
+// venv path), and argv[0] looked up in the caller's PATH with that environment's bin first.
+Result<void> resolve_environment_and_command(SubmitRequest& request, const EnvMap& caller,
+                                             const std::filesystem::path& cwd);
 
 }  // namespace carma::api

@@ -357,21 +357,9 @@ void apply_submitter_side(const SubmitOptions& o, const fs::path& cwd, api::Subm
     for (const auto& [k, v] : exported.vars) {
         r.env.emplace(k, v);  // keeps what the file or --env set
     }
-    if (!r.conda.empty() && !r.venv.empty()) {
-        die("give --conda or --venv, not both: a task runs in one Python environment");
+    if (auto ok = api::resolve_environment_and_command(r, caller, cwd); !ok) {
+        die(ok.error().message);
     }
-    std::string env_bin;
-    if (!r.conda.empty()) {
-        r.conda = or_die(api::resolve_conda(r.conda, caller, cwd));
-        env_bin = r.conda + "/bin";
-    } else if (!r.venv.empty()) {
-        r.venv = or_die(api::resolve_venv(r.venv, cwd));
-        env_bin = r.venv + "/bin";
-    }
-    const auto path = caller.find("PATH");
-    const std::string search = (env_bin.empty() ? "" : env_bin + ":") +
-                               (path != caller.end() ? path->second : std::string());
-    r.command.front() = or_die(api::resolve_command(r.command.front(), search));
 }
 
 api::SubmitRequest build_submit_request(const SubmitOptions& o) {

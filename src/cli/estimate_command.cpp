@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
+#include "api/submit_env.h"
 #include "api/task_file.h"
 #include "cli/client_commands.h"
 #include "core/units.h"
@@ -153,6 +154,10 @@ api::SubmitRequest build_request(const EstimateOptions& o) {
             die("--mem: " + declared.error().message);
         }
         r.memory.declared_mib = *declared;
+    }
+    // As `carma submit` sends it, so the fingerprint is the one its runs were recorded under.
+    if (auto ok = api::resolve_environment_and_command(r, api::current_environment(), cwd); !ok) {
+        die(ok.error().message);
     }
     return r;
 }

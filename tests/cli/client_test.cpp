@@ -625,6 +625,8 @@ TEST(ClientCommandsTest, ReplaySubmitsAndWaits) {
             answer_json(res, 201, t);
         } else if (req.path == "/v1/status") {
             answer_json(res, 200, {{"time_scale", 1000}});
+        } else if (req.path == "/healthz") {
+            res.set_content("ok\n", "text/plain");  // else replay waits a minute for the daemon
         } else if (req.path == "/v1/tasks") {
             answer_json(res, 200, {{"tasks", tasks}});
         } else {
@@ -706,6 +708,7 @@ const json kEstimate = json::parse(R"({
 // passes the answer through.
 TEST(ClientCommandsTest, EstimateTableAndJson) {
     FakeDaemon daemon;
+    FakePath path;  // `python` is the fake one: estimate resolves it as submit does
     daemon.respond(
         [](const httplib::Request&, httplib::Response& res) { answer_json(res, 200, kEstimate); });
     const std::string out =
@@ -714,7 +717,7 @@ TEST(ClientCommandsTest, EstimateTableAndJson) {
     ASSERT_EQ(daemon.targets().size(), 1u);
     EXPECT_EQ(daemon.targets()[0], "POST /v1/estimate");
     const json body = json::parse(daemon.seen()[0].body);
-    EXPECT_EQ(body["command"], json({"python", "train.py", "--lr", "0.1"}));
+    EXPECT_EQ(body["command"], json({path.python(), "train.py", "--lr", "0.1"}));
     EXPECT_EQ(body["gpus"], 1);
     EXPECT_EQ(body["workdir"], fs::current_path().string());
     EXPECT_THAT(out, HasSubstr("estimate for alice: python train.py --lr 0.1 (1 GPU)\n"));
@@ -734,7 +737,7 @@ TEST(ClientCommandsTest, EstimateTableAndJson) {
     EXPECT_THAT(out, HasSubstr("activity    0.71\n"));
     EXPECT_THAT(out, HasSubstr("why         history: 2 run(s), peak 13,236 MiB"));
     const std::string js = run_command(
-        cli::add_estimate_command, {"estimate", "--json", "--socket", daemon.socket(), "x"});
+        cli::add_estimate_command, {"estimate", "--json", "--socket", daemon.socket(), "python"});
     EXPECT_EQ(json::parse(js), kEstimate);
     EXPECT_THAT(command_error(cli::add_estimate_command, {"estimate", "--socket", "/nope"}),
                 HasSubstr("nothing to estimate"));
