@@ -40,6 +40,26 @@ double task_speed(double u_i, double summed_u, const SlowdownParams& p) {
     return smooth_load(u_i, p) / smooth_load(std::max(summed_u, u_i), p);
 }
 
+double demand_from_smact(double smact) {
+    if (smact <= 0) {
+        return 0;
+    }
+    return std::clamp(std::pow(smact / 0.905, 1.0 / 1.52), 0.0, 1.0);
+}
+
+SpeedPredictor speed_predictor(SharingMode mode) {
+    const SlowdownParams p = slowdown_params(mode);
+    return [p](std::span<const double> activities, std::span<double> speeds) {
+        double total = 0;
+        for (double a : activities) {
+            total += demand_from_smact(a);
+        }
+        for (std::size_t i = 0; i < activities.size() && i < speeds.size(); ++i) {
+            speeds[i] = task_speed(demand_from_smact(activities[i]), total, p);
+        }
+    };
+}
+
 GpuActivity aggregate_activity(std::span<const Contribution> tasks) {
     GpuActivity a;
     double idle_drama = 1;
