@@ -80,22 +80,38 @@ double activity_of(const TaskSpec& task) { return task.learned.activity.value_or
 
 CarmaNeed carma_need(const TaskSpec& task, bool recovered, const PlacementConfig& config) {
     const Learned& l = task.learned;
+    CarmaNeed out;
     if (recovered) {
-        return {true, 0, "recovered from out-of-memory: runs alone"};
-    }
-    if (l.need_mib) {
-        const MiB need = std::max(*l.need_mib, l.lower_bound_mib);
-        return {false, need + l.margin_mib,
-                fmt::format("learned {} + {} margin", format_mib(need), format_mib(l.margin_mib))};
-    }
-    if (config.memory_limits) {
+        out.idle_only = true;
+        out.basis = CarmaNeed::Basis::Recovered;
+    } else if (l.need_mib) {
+        out.need_mib = std::max(*l.need_mib, l.lower_bound_mib);
+        out.margin_mib = l.margin_mib;
+        out.min_available_mib = out.need_mib + out.margin_mib;
+    } else if (config.memory_limits) {
         // Its memory limit protects the co-runners; the floor gives it a chance to run.
-        const MiB floor = std::max(config.memory.no_info_min_free_mib, l.lower_bound_mib);
-        return {false, floor,
-                fmt::format("memory need unknown, limited per task: {} free required",
-                            format_mib(floor))};
+        out.basis = CarmaNeed::Basis::UnknownLimited;
+        out.min_available_mib = std::max(config.memory.no_info_min_free_mib, l.lower_bound_mib);
+    } else {
+        out.idle_only = true;
+        out.basis = CarmaNeed::Basis::Unknown;
     }
-    return {true, 0, "memory need unknown: only an idle GPU cannot crash a co-runner"};
+    return out;
+}
+
+std::string describe(const CarmaNeed& need) {
+    switch (need.basis) {
+        case CarmaNeed::Basis::Learned:
+            return fmt::format("learned {} + {} margin", format_mib(need.need_mib),
+                               format_mib(need.margin_mib));
+        case CarmaNeed::Basis::Recovered: return "recovered from out-of-memory: runs alone";
+        case CarmaNeed::Basis::UnknownLimited:
+            return fmt::format("memory need unknown, limited per task: {} free required",
+                               format_mib(need.min_available_mib));
+        case CarmaNeed::Basis::Unknown:
+            return "memory need unknown: only an idle GPU cannot crash a co-runner";
+    }
+    return {};
 }
 
 MiB planned_available_mib(const GpuView& gpu) {
@@ -110,7 +126,7 @@ MiB planned_available_mib(const GpuView& gpu) {
 }
 
 SharingPrediction predict_sharing(const GpuView& gpu, double activity,
-                                  const SpeedPredictor& predict) {
+                                  const SpeedPredictor& predict, SharingBaseline* baseline) {
     if (!predict) {
         return {};
     }
@@ -122,10 +138,15 @@ SharingPrediction predict_sharing(const GpuView& gpu, double activity,
         big.resize(acts.size() + 1);
         speeds = big;
     }
-    const Sums before = predicted_sums(acts.values(), speeds, predict);
+    SharingBaseline local;
+    SharingBaseline& base = baseline ? *baseline : local;
+    if (!base.known) {
+        const Sums before = predicted_sums(acts.values(), speeds, predict);
+        base = SharingBaseline{true, before.slowdown, before.speed};
+    }
     acts.push(activity);
     const Sums after = predicted_sums(acts.values(), speeds, predict);
-    return {after.slowdown - before.slowdown - 1.0, after.speed - before.speed};
+    return {after.slowdown - base.slowdown - 1.0, after.speed - base.speed};
 }
 
 FilterOutcome carma_gpu_open(const PolicySpec& policy, const GpuView& gpu,
@@ -145,7 +166,7 @@ FilterOutcome carma_gpu_open(const PolicySpec& policy, const GpuView& gpu,
 Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const CarmaNeed& need,
                        std::span<const GpuView> gpus, std::span<const char> open,
                        std::span<const char> allowed, const PlacementConfig& config,
-                       const CarmaConfig& carma) {
+                       const CarmaConfig& carma, std::span<SharingBaseline> baselines) {
     Selection sel;
     const auto wanted = static_cast<std::size_t>(std::max(task.gpus, 1));
 
@@ -163,7 +184,7 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
     if (need.idle_only) {
         if (config.explain) {
             sel.pending_reason = fmt::format("{} waits for {} idle GPU(s) ({})", task.name, wanted,
-                                             need.basis);
+                                             describe(need));
         } else {
             sel.pending_reason = "waits for idle GPUs";
         }
@@ -197,25 +218,30 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
             }
             continue;
         }
-        const bool shared = !gpu_idle(g);
-        const SharingPrediction predicted = shared
-                                                ? predict_sharing(g, activity, config.predict_speeds)
-                                                : SharingPrediction{};
-        if (shared && predicted.gain <= carma.min_gain) {
-            if (config.explain) {
-                rejections += fmt::format(
-                    "{}GPU {}: sharing would add {:.2f} GPU of progress (not above {:.2f})",
-                    rejections.empty() ? "" : "; ", g.index, predicted.gain, carma.min_gain);
-            }
-            continue;
-        }
+        // Memory first: it is cheap, and it turns most GPUs down in a busy round.
         const MiB available = planned_available_mib(g);
         if (available < need.min_available_mib) {
             if (config.explain) {
                 rejections += fmt::format("{}GPU {}: {} available < {} ({})",
                                           rejections.empty() ? "" : "; ", g.index,
                                           format_mib(available),
-                                          format_mib(need.min_available_mib), need.basis);
+                                          format_mib(need.min_available_mib), describe(need));
+            }
+            continue;
+        }
+        const bool shared = !gpu_idle(g);
+        const SharingPrediction predicted = shared
+                                                ? predict_sharing(g, activity,
+                                                                  config.predict_speeds,
+                                                                  baselines.empty()
+                                                                      ? nullptr
+                                                                      : &baselines[i])
+                                                : SharingPrediction{};
+        if (shared && predicted.gain <= carma.min_gain) {
+            if (config.explain) {
+                rejections += fmt::format(
+                    "{}GPU {}: sharing would add {:.2f} GPU of progress (not above {:.2f})",
+                    rejections.empty() ? "" : "; ", g.index, predicted.gain, carma.min_gain);
             }
             continue;
         }
@@ -395,14 +421,23 @@ bool may_pass_head(const TaskSpec& task, const GpuView& gpu, const HeadPlan& pla
     }
     Activities acts(gpu);
     const std::size_t n = acts.size();
-    std::vector<double> before(n + 1, 1.0);
-    std::vector<double> after(n + 1, 1.0);
+    std::array<double, 64> before_buf{}, after_buf{};
+    std::vector<double> before_big, after_big;
+    std::span<double> before(before_buf.data(), n + 1), after(after_buf.data(), n + 1);
+    if (n + 1 > before_buf.size()) {
+        before_big.resize(n + 1);
+        after_big.resize(n + 1);
+        before = before_big;
+        after = after_big;
+    }
+    std::fill(before.begin(), before.end(), 1.0);
+    std::fill(after.begin(), after.end(), 1.0);
     if (predict && n > 0) {
-        predict(acts.values(), std::span<double>(before).first(n));
+        predict(acts.values(), before.first(n));
     }
     acts.push(activity_of(task));
     if (predict) {
-        predict(acts.values(), std::span<double>(after));
+        predict(acts.values(), after);
     }
     const double end = task.learned.duration_s
                            ? now + *task.learned.duration_s / std::max(after[n], 1e-9)

@@ -67,13 +67,28 @@ struct CarmaConfig {
 
 // What `carma` asks of a GPU for one task.
 struct CarmaNeed {
+    enum class Basis { Learned, Recovered, UnknownLimited, Unknown };
     bool idle_only = false;        // only an idle GPU will do
     MiB min_available_mib = 0;     // otherwise: available memory (see step 3) at least this
-    std::string basis;             // for messages, e.g. "learned 9,000 MiB + 2,048 MiB margin"
+    Basis basis = Basis::Learned;
+    MiB need_mib = 0;              // Learned: the need and margin behind min_available_mib
+    MiB margin_mib = 0;
 };
 
 // `recovered`: the task's last attempt died of out-of-memory; it runs alone.
 CarmaNeed carma_need(const TaskSpec& task, bool recovered, const PlacementConfig& config);
+
+// For messages, e.g. "learned 9,000 MiB + 2,048 MiB margin" (formatted only when asked: a busy
+// round examines hundreds of tasks).
+std::string describe(const CarmaNeed& need);
+
+// The predicted summed slowdown and progress of a GPU's own tasks, which every task considered
+// for that GPU in a round shares; a cache of them saves half the predictions.
+struct SharingBaseline {
+    bool known = false;
+    double slowdown = 0;  // sum of 1/speed
+    double speed = 0;     // sum of speed
+};
 
 // min(measured available, ledger) of step 3.
 MiB planned_available_mib(const GpuView& gpu);
@@ -84,8 +99,10 @@ struct SharingPrediction {
     double gain = 1;            // increase of the GPU's summed progress rate (sum of speeds)
 };
 // Without a predictor: no slowdown, a gain of 1.
+// `baseline`: the GPU's cached baseline, filled on first use; may be null.
 SharingPrediction predict_sharing(const GpuView& gpu, double activity,
-                                  const SpeedPredictor& predict);
+                                  const SpeedPredictor& predict,
+                                  SharingBaseline* baseline = nullptr);
 
 // Why a GPU cannot take a task now, task-independent part (schedulable, warm-up, risk filter);
 // Pass when it could.
@@ -93,11 +110,12 @@ FilterOutcome carma_gpu_open(const PolicySpec& policy, const GpuView& gpu,
                              const RiskThresholds& risk);
 
 // Steps 2-3 for one task over the GPUs with allowed[i] (i = position in `gpus`): the exclusive
-// path first, then collocation. `open[i]` caches carma_gpu_open(...) == Pass.
+// path first, then collocation. `open[i]` caches carma_gpu_open(...) == Pass; `baselines`, when
+// not empty, one SharingBaseline per GPU position for the round.
 Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const CarmaNeed& need,
                        std::span<const GpuView> gpus, std::span<const char> open,
                        std::span<const char> allowed, const PlacementConfig& config,
-                       const CarmaConfig& carma);
+                       const CarmaConfig& carma, std::span<SharingBaseline> baselines = {});
 
 struct HeadPlan {
     double start = kNeverS;     // predicted start; kNeverS: unknown

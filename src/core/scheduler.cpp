@@ -182,6 +182,7 @@ void Scheduler::commit(const QueuedTask& task, const std::vector<int>& gpus, dou
                 task.id, l.activity.value_or(0.6), l.need_mib,
                 l.duration_s ? std::optional<double>(now + *l.duration_s) : std::nullopt});
             open_[i] = 0;
+            baselines_[i] = SharingBaseline{};
         }
     }
 }
@@ -299,6 +300,7 @@ StepResult Scheduler::step_carma(double now, std::span<const GpuCapacity> capaci
     const std::size_t n = scratch_.size();
     open_.assign(n, 0);
     allowed_.assign(n, 1);
+    baselines_.assign(n, SharingBaseline{});
     for (std::size_t i = 0; i < n; ++i) {
         open_[i] = carma_gpu_open(config_.policy, scratch_[i], pc.risk) == FilterOutcome::Pass;
     }
@@ -328,7 +330,7 @@ StepResult Scheduler::step_carma(double now, std::span<const GpuCapacity> capaci
         head_need = carma_need(head->spec, head_recovered, pc);
         Selection sel =
             carma_select(config_.policy, head->spec, head_need, scratch_, open_, allowed_, pc,
-                         config_.carma);
+                         config_.carma, baselines_);
         if (sel.gpus.empty()) {
             result.pending_task = head->id;
             result.pending_reason = std::move(sel.pending_reason);
@@ -352,6 +354,26 @@ StepResult Scheduler::step_carma(double now, std::span<const GpuCapacity> capaci
     // Backfilling around the waiting head.
     const HeadPlan plan =
         plan_head(head->spec, head_need, scratch_, open_, now, config_.warmup.settle_s);
+    // What each GPU could take now (planned available memory; idle), kept up to date as tasks
+    // are placed: most candidates of a busy round are turned down on it alone.
+    auto roomiest = [&](bool& idle_open) {
+        MiB most = -1;
+        idle_open = false;
+        for (std::size_t i = 0; i < n; ++i) {
+            const GpuView& g = scratch_[i];
+            const bool idle = g.schedulable && !g.locked && !g.has_processes && g.residents.empty();
+            idle_open = idle_open || idle;
+            if (open_[i] != 0) {
+                most = std::max(most, planned_available_mib(g));
+            }
+        }
+        return most;
+    };
+    bool idle_open = false;
+    MiB most = roomiest(idle_open);
+    if (most < 0 && !idle_open) {
+        return result;  // every GPU is closed this round
+    }
     candidates_.clear();
     carma_order(now, head->id, config_.carma.backfill_depth, candidates_);
     const std::string wait_text =
@@ -360,14 +382,7 @@ StepResult Scheduler::step_carma(double now, std::span<const GpuCapacity> capaci
                                 : fmt::format("predicted start of {} in {}", head->spec.name,
                                               format_duration(plan.start - now));
     for (TaskId id : candidates_) {
-        bool any_open = false;
-        for (std::size_t i = 0; i < n; ++i) {
-            any_open = any_open || open_[i] != 0 || (scratch_[i].schedulable &&
-                                                     !scratch_[i].locked &&
-                                                     scratch_[i].residents.empty() &&
-                                                     !scratch_[i].has_processes);
-        }
-        if (!any_open) {
+        if (most < 0 && !idle_open) {
             break;
         }
         const QueuedTask& t = *where_.at(id).it;
@@ -378,14 +393,25 @@ StepResult Scheduler::step_carma(double now, std::span<const GpuCapacity> capaci
             continue;
         }
         const CarmaNeed need = carma_need(t.spec, false, pc);
-        for (std::size_t i = 0; i < n; ++i) {
-            allowed_[i] = plan.shadow[i] == 0 ||
-                          may_pass_head(t.spec, scratch_[i], plan, head_need, now,
-                                        pc.predict_speeds);
-        }
         const bool explain = pc.explain && result.waiting.size() <= kExplainedWaiting;
+        if (!idle_open && (need.idle_only || need.min_available_mib > most)) {
+            if (explain) {
+                result.waiting.push_back(Waiting{
+                    t.id, fmt::format("behind {} ({}): no GPU has {} available ({})",
+                                      head->spec.name, wait_text,
+                                      format_mib(need.min_available_mib), describe(need))});
+            }
+            continue;
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+            // A shadow GPU without room turns the task down anyway; spare the prediction.
+            const bool room = planned_available_mib(scratch_[i]) >= need.min_available_mib;
+            allowed_[i] = plan.shadow[i] == 0 ||
+                          (room && may_pass_head(t.spec, scratch_[i], plan, head_need, now,
+                                                 pc.predict_speeds));
+        }
         Selection sel = carma_select(config_.policy, t.spec, need, scratch_, open_, allowed_,
-                                     explain ? pc : quiet_, config_.carma);
+                                     explain ? pc : quiet_, config_.carma, baselines_);
         if (sel.gpus.empty()) {
             if (explain) {
                 result.waiting.push_back(
@@ -397,6 +423,7 @@ StepResult Scheduler::step_carma(double now, std::span<const GpuCapacity> capaci
         commit(t, sel.gpus, now);
         result.placed.push_back(Placement{t.id, std::move(sel.gpus), false, sel.exclusive});
         remove(t.id);
+        most = roomiest(idle_open);
     }
     std::fill(allowed_.begin(), allowed_.end(), 1);
     return result;

@@ -169,6 +169,7 @@ private:
     std::size_t rr_cursor_ = 0;        // round-robin position, kept across decisions
     std::vector<GpuView> scratch_;     // reused per step to avoid allocating
     std::vector<char> open_, allowed_; // carma, per GPU position; reused
+    std::vector<SharingBaseline> baselines_;
     std::vector<TaskId> candidates_;   // carma backfilling; reused
 };
 

@@ -50,12 +50,16 @@ double demand_from_smact(double smact) {
 SpeedPredictor speed_predictor(SharingMode mode) {
     const SlowdownParams p = slowdown_params(mode);
     return [p](std::span<const double> activities, std::span<double> speeds) {
+        // task_speed(d_i, D) = f(d_i) / f(max(D, d_i)) with D >= d_i here: f(D) once.
+        const std::size_t n = std::min(activities.size(), speeds.size());
         double total = 0;
-        for (double a : activities) {
-            total += demand_from_smact(a);
+        for (std::size_t i = 0; i < n; ++i) {
+            speeds[i] = demand_from_smact(activities[i]);
+            total += speeds[i];
         }
-        for (std::size_t i = 0; i < activities.size() && i < speeds.size(); ++i) {
-            speeds[i] = task_speed(demand_from_smact(activities[i]), total, p);
+        const double f_total = smooth_load(total, p);
+        for (std::size_t i = 0; i < n; ++i) {
+            speeds[i] = std::min(1.0, smooth_load(speeds[i], p) / f_total);
         }
     };
 }
