@@ -2,6 +2,7 @@
 // starts from an earlier run's history (warm), and never reads the oracle.
 
 #include <algorithm>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,12 @@ struct Decision {
     double start_s = 0;
     std::vector<int> gpus;
     bool operator==(const Decision&) const = default;
+    friend void PrintTo(const Decision& d, std::ostream* os) {
+        *os << "task " << d.task << " at " << d.start_s << " s on GPUs";
+        for (int g : d.gpus) {
+            *os << ' ' << g;
+        }
+    }
 };
 
 // Every first start (task, time, GPUs) that happened before `before`.
