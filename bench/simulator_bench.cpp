@@ -158,9 +158,21 @@ BENCHMARK_CAPTURE(BM_Simulate, gen1k_gap34_64gpu_exclusive, "gen1000@34", "64xA1
 BENCHMARK_CAPTURE(BM_Simulate, gen1k_gap34_64gpu_oracle_MAGM, "gen1000@34", "64xA100-40GB",
                   "oracle-MAGM")
     ->Apply(small);
+// carma (issue 8: under 10 s at 100,000 tasks), from an empty history ("cold", as `carma
+// simulate` by default): it learns as tasks finish, re-derives waiting tasks' knowledge, plans
+// reservations and backfills.
+BENCHMARK_CAPTURE(BM_Simulate, gen100k_gap40_64gpu_carma, "gen100000@40", "64xA100-40GB", "carma")
+    ->Apply(big);
+BENCHMARK_CAPTURE(BM_Simulate, gen1k_gap40_64gpu_carma, "gen1000@40", "64xA100-40GB", "carma")
+    ->Apply(small);
+BENCHMARK_CAPTURE(BM_Simulate, gen100k_gap34_64gpu_carma, "gen100000@34", "64xA100-40GB", "carma")
+    ->Apply(big);
+BENCHMARK_CAPTURE(BM_Simulate, gen1k_gap34_64gpu_carma, "gen1000@34", "64xA100-40GB", "carma")
+    ->Apply(small);
 // Reference: what scripts/run simulates per policy (trace t1, 60 tasks, 4 GPUs).
 BENCHMARK_CAPTURE(BM_Simulate, t1_4gpu_exclusive, "t1", "4xA100-40GB", "exclusive")->Apply(small);
 BENCHMARK_CAPTURE(BM_Simulate, t1_4gpu_oracle_MAGM, "t1", "4xA100-40GB", "oracle-MAGM")
     ->Apply(small);
+BENCHMARK_CAPTURE(BM_Simulate, t1_4gpu_carma, "t1", "4xA100-40GB", "carma")->Apply(small);
 
 }  // namespace

@@ -1,6 +1,7 @@
 #pragma once
 // Fluent builders for test fixtures: MakeTask().Gpus(2).Profiled(13236), MakeGpu(0).Free(20000).
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -39,6 +40,16 @@ public:
     }
     MakeTask& Model(double params, double acts, int batch) {
         spec_.memory.model = ModelDescriptor{params, acts, batch};
+        return *this;
+    }
+    // What core/knowledge derived (the `carma` policy reads only this).
+    MakeTask& Knows(std::optional<MiB> need, std::optional<double> duration_s,
+                    double activity = 0.6, MiB margin = 2048) {
+        spec_.learned.need_mib = need;
+        spec_.learned.margin_mib = margin;
+        spec_.learned.duration_s = duration_s;
+        spec_.learned.activity = activity;
+        spec_.learned.runs = need ? 1 : 0;
         return *this;
     }
     TaskSpec Obj() const { return spec_; }
@@ -93,6 +104,15 @@ public:
     }
     MakeGpu& Busy() {
         view_.has_processes = true;
+        return *this;
+    }
+    // A task placed here, as the `carma` policy sees it; the measured free memory drops by its
+    // need (or to nothing when unknown) and the GPU is busy.
+    MakeGpu& Resident(TaskId task, std::optional<MiB> need, std::optional<double> end,
+                      double activity = 0.6) {
+        view_.residents.push_back(ResidentView{task, activity, need, end});
+        view_.has_processes = true;
+        Free(view_.stats.last_free_mib - need.value_or(view_.stats.last_free_mib));
         return *this;
     }
     MakeGpu& Smact(double v) {

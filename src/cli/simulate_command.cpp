@@ -33,6 +33,9 @@ struct SimulateOptions {
     double noise = 0;
     bool json = false;
     std::string report_dir;
+    std::string tasks_file;
+    std::string history = "cold";
+    bool memory_limits = false;
     bool quiet = false;
 };
 
@@ -65,7 +68,7 @@ std::vector<PolicySpec> parse_policies(const std::string& list) {
     std::stringstream ss(list);
     std::string item;
     while (std::getline(ss, item, ',')) {
-        if (item == "all") {
+        if (item == "all" || item == "paper") {
             for (const std::string& n : paper_policy_names()) {
                 names.push_back(n);
             }
@@ -94,12 +97,20 @@ int run_simulate(const SimulateOptions& o) {
     base.record_timelines = !o.report_dir.empty();
     base.scheduler.placement.memory.estimator = or_die(parse_estimator(o.estimator));
     base.scheduler.placement.explain = false;
+    base.memory_limits = o.memory_limits;
+    if (o.history == "warm") {
+        base.history = std::make_shared<const sim::SimHistory>(
+            sim::earlier_run_history(trace, model::Catalog::embedded(), base));
+    } else if (o.history != "cold") {
+        die(fmt::format("--history '{}': use cold or warm", o.history));
+    }
 
     const bool show_progress = !o.quiet && isatty(STDERR_FILENO) != 0;
     sim::Comparison comparison;
     comparison.trace = trace.name;
     comparison.gpus = base.gpus.text();
     comparison.sharing = std::string(model::to_string(base.sharing));
+    comparison.history = o.history;
     for (std::size_t k = 0; k < policies.size(); ++k) {
         sim::SimConfig config = base;
         config.scheduler.policy = policies[k];
@@ -120,6 +131,15 @@ int run_simulate(const SimulateOptions& o) {
     } else {
         fmt::print("{}", sim::format_table(comparison));
     }
+    if (!o.tasks_file.empty()) {
+        std::ofstream out(o.tasks_file);
+        out << sim::render_tasks_csv(comparison);
+        if (!out.flush()) {
+            die(fmt::format("--tasks {}: cannot write the file; check the folder exists and is "
+                            "writable",
+                            o.tasks_file));
+        }
+    }
     if (!o.report_dir.empty()) {
         std::string path = or_die(sim::write_html_report(comparison, o.report_dir));
         fmt::print(stderr, "report written to {}\n", path);
@@ -137,8 +157,19 @@ Action add_simulate_command(CLI::App& app) {
                     "t1, t2, mix-90, heavy-60 (built in), a CSV file, or gen:N (N random tasks)")
         ->capture_default_str();
     cmd->add_option("--policy", opts->policies,
-                    "Comma-separated policies (exclusive, oracle-MAGM, OR-RR, EST-LUG, ...) or all")
+                    "Comma-separated policies (carma, exclusive, oracle-MAGM, OR-RR, EST-LUG, ...); "
+                    "all = the paper's ten")
         ->capture_default_str();
+    cmd->add_option("--history", opts->history,
+                    "What carma knows at the start: cold (nothing; it learns as tasks finish) or "
+                    "warm (the history of one earlier run of the trace)")
+        ->capture_default_str();
+    cmd->add_flag("--memory-limits", opts->memory_limits,
+                  "Per-task memory limits protect co-runners (MPS limits): carma may then place "
+                  "tasks of unknown memory need beside others");
+    cmd->add_option("--tasks", opts->tasks_file,
+                    "Write one CSV line per task and policy (wait, start, end, GPUs, attempts, "
+                    "slowdown) to FILE");
     cmd->add_option("--gpus", opts->gpus, "GPUs as COUNTxTYPE, e.g. 4xA100-40GB")
         ->capture_default_str();
     cmd->add_option("--sharing", opts->sharing, "How collocated tasks share a GPU: mps|timeslice")

@@ -15,6 +15,7 @@ std::string_view to_string(MemoryKnowledge k) {
         case MemoryKnowledge::Oracle: return "oracle";
         case MemoryKnowledge::None: return "none";
         case MemoryKnowledge::Estimate: return "estimate";
+        case MemoryKnowledge::Learned: return "learned";
     }
     return "?";
 }
@@ -55,6 +56,8 @@ std::optional<MiB> known_need_mib(const TaskSpec& task, MemoryKnowledge knowledg
     switch (knowledge) {
         case MemoryKnowledge::None:
             return std::nullopt;
+        case MemoryKnowledge::Learned:
+            return task.learned.need_mib;
         case MemoryKnowledge::Oracle:
             if (mem.profiled_mib) {
                 return mem.profiled_mib;
@@ -84,6 +87,12 @@ std::optional<MiB> known_need_mib(const TaskSpec& task, MemoryKnowledge knowledg
 
 MemoryRequirement memory_requirement(const TaskSpec& task, MemoryKnowledge knowledge,
                                      const MemoryNeedConfig& config) {
+    if (knowledge == MemoryKnowledge::Learned && task.learned.need_mib) {
+        // The margin is the one knowledge gave this figure (it shrinks as history agrees).
+        return {*task.learned.need_mib + task.learned.margin_mib,
+                fmt::format("learned {} + {} margin", format_mib(*task.learned.need_mib),
+                            format_mib(task.learned.margin_mib))};
+    }
     std::optional<MiB> need = known_need_mib(task, knowledge, config.estimator);
     if (!need) {
         return {config.no_info_min_free_mib,

@@ -1,7 +1,8 @@
 #pragma once
 // How much free memory a policy demands of a GPU before collocating a task on it (spec §2.2,
 // §3.6). The three kinds of knowledge are the paper's: the profiled peak ("oracle"), none at all
-// ("OR", only recovery), and an estimate ("EST").
+// ("OR", only recovery), and an estimate ("EST"). A fourth, `Learned`, is CARMA's own: what
+// core/knowledge derived from history, declarations and estimators (TaskSpec::learned).
 
 #include <optional>
 #include <string>
@@ -12,7 +13,7 @@
 
 namespace carma {
 
-enum class MemoryKnowledge { Oracle, None, Estimate };
+enum class MemoryKnowledge { Oracle, None, Estimate, Learned };
 enum class Estimator { Horus, FakeTensor, GpuMemNet };
 
 std::string_view to_string(MemoryKnowledge k);
@@ -31,7 +32,7 @@ MiB horus_estimate_mib(const ModelDescriptor& model);
 
 // What is known about the task's peak memory per GPU under the given knowledge, or nothing.
 // Oracle: profiled, else declared. Estimate: the configured estimator (Horus computed from the
-// model descriptor when present), else declared.
+// model descriptor when present), else declared. Learned: task.learned.need_mib.
 std::optional<MiB> known_need_mib(const TaskSpec& task, MemoryKnowledge knowledge,
                                   Estimator estimator);
 

@@ -70,12 +70,65 @@ std::string_view to_string(Score s) {
         case Score::MostAvailableMemory: return "most-available-memory";
         case Score::LeastUtilised: return "least-utilised";
         case Score::RoundRobin: return "round-robin";
+        case Score::LeastSlowdown: return "least-slowdown";
     }
     return "?";
 }
 
+namespace {
+
+// "carma" and its ablations: each suffix removes one ingredient, in any order, each at most once.
+std::optional<PolicySpec> carma_policy(const std::string& name) {
+    if (name != "carma" && !name.starts_with("carma-")) {
+        return std::nullopt;
+    }
+    PolicySpec p;
+    p.name = "carma";
+    p.collocate = true;
+    p.knowledge = MemoryKnowledge::Learned;
+    p.score = Score::LeastSlowdown;
+    p.risk_filter = false;  // the predicted gain decides instead (CarmaConfig::min_gain)
+    p.carma = true;
+    p.backfill = true;
+    p.long_first = true;
+    std::string rest = name.substr(5);
+    while (!rest.empty()) {
+        bool matched = false;
+        for (std::string_view suffix : {"-nobackfill", "-fifo", "-magm", "-risk"}) {
+            if (!rest.starts_with(suffix)) {
+                continue;
+            }
+            if (p.name.find(suffix) != std::string::npos) {
+                return std::nullopt;  // each ingredient at most once
+            }
+            if (suffix == "-nobackfill") {
+                p.backfill = false;
+            } else if (suffix == "-fifo") {
+                p.long_first = false;
+            } else if (suffix == "-magm") {
+                p.score = Score::MostAvailableMemory;
+            } else {
+                p.risk_filter = true;
+            }
+            p.name += suffix;
+            rest = rest.substr(suffix.size());
+            matched = true;
+            break;
+        }
+        if (!matched) {
+            return std::nullopt;
+        }
+    }
+    return p;
+}
+
+}  // namespace
+
 Result<PolicySpec> find_policy(std::string_view raw) {
     std::string name = to_lower(raw);
+    if (auto carma = carma_policy(name)) {
+        return *carma;
+    }
     if (name == "exclusive") {
         return PolicySpec{"exclusive", false, MemoryKnowledge::None, Score::FirstFit, false};
     }
@@ -112,8 +165,9 @@ Result<PolicySpec> find_policy(std::string_view raw) {
         }
     }
     return fail(ErrorCode::NotFound,
-                fmt::format("unknown policy '{}'; known: exclusive and <oracle|OR|EST>-<FF|BF|"
-                            "MAGM|LUG|RR>[-norisk], e.g. oracle-MAGM, OR-RR, EST-LUG, or 'all'",
+                fmt::format("unknown policy '{}'; known: carma[-nobackfill][-fifo][-magm][-risk], "
+                            "exclusive and <oracle|OR|EST>-<FF|BF|MAGM|LUG|RR>[-norisk], e.g. "
+                            "oracle-MAGM, OR-RR, EST-LUG, or 'all'",
                             raw));
 }
 
@@ -123,7 +177,7 @@ std::vector<std::string> paper_policy_names() {
 }
 
 std::vector<std::string> registered_policy_names() {
-    std::vector<std::string> out = {"exclusive"};
+    std::vector<std::string> out = {"carma", "exclusive"};
     for (const KnowledgeName& k : knowledge_names()) {
         for (const ScoreName& s : score_names()) {
             out.push_back(std::string(k.canonical) + "-" + s.canonical);
@@ -227,6 +281,7 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
                 });
                 break;
             case Score::RoundRobin: break;
+            case Score::LeastSlowdown: break;  // carma's own path (core/carma.h) scores this
         }
         if (passing.size() >= wanted) {
             for (std::size_t i = 0; i < wanted; ++i) {

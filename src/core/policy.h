@@ -9,9 +9,12 @@
 //        LUG  least utilised GPU: ascending SMACT risk statistic
 //        RR   round robin: a cursor that keeps moving across decisions
 // Ties always fall back to GPU index order (the paper's sorts are stable over nvidia-smi order).
+// CARMA's own policy, `carma`, is described in core/carma.h: learned memory knowledge, the least
+// predicted slowdown as its score, backfilling and a long-first order with a bounded wait.
 // The exclusive path (idle GPUs first) is not part of a policy: Scheduler::step tries it before
 // any policy is consulted, and `exclusive` is simply the policy that never collocates.
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,7 +29,14 @@
 
 namespace carma {
 
-enum class Score { FirstFit, BestFit, MostAvailableMemory, LeastUtilised, RoundRobin };
+enum class Score {
+    FirstFit,
+    BestFit,
+    MostAvailableMemory,
+    LeastUtilised,
+    RoundRobin,
+    LeastSlowdown,  // carma: least predicted slowdown of the GPU's tasks and the newcomer
+};
 
 std::string_view to_string(Score s);
 
@@ -36,11 +46,19 @@ struct PolicySpec {
     MemoryKnowledge knowledge = MemoryKnowledge::None;
     Score score = Score::FirstFit;
     bool risk_filter = true;
+    // CARMA's own scheduling (core/carma.h); the paper's policies leave these off.
+    bool carma = false;       // memory from TaskSpec::learned, per-GPU ledger, unknown-need rule
+    bool backfill = false;    // tasks behind a waiting head may start if they cannot delay it
+    bool long_first = false;  // longest expected run first, a bounded wait for everyone
 };
 
 // Accepts the paper's names as they are (`oracle-MAGM`, `OR-RR`, `EST-LUG`, `exclusive`, ...),
 // case-insensitively, plus long aliases (`round-robin`, `oracle-most-available-memory`,
-// `least-utilised`) and a `-norisk` suffix that turns the risk filter off.
+// `least-utilised`) and a `-norisk` suffix that turns the risk filter off. `carma` is CARMA's
+// own policy; its ablations take suffixes that each change one ingredient: `-nobackfill`,
+// `-fifo` (arrival order instead of long-first), `-magm` (most available memory instead of the
+// least predicted slowdown), `-risk` (the paper's risk filter as well); e.g.
+// `carma-fifo-nobackfill`.
 Result<PolicySpec> find_policy(std::string_view name);
 
 // The ten policies of the paper's v2/v3 evaluation (spec §2.2), in its order; what `all` means.
@@ -48,6 +66,21 @@ std::vector<std::string> paper_policy_names();
 
 // Every knowledge x score combination the registry accepts (for help texts).
 std::vector<std::string> registered_policy_names();
+
+// A task placed on a GPU (starting or running), as the `carma` policy plans with it: figures
+// from the task's own TaskSpec::learned, never from measurement of the task itself.
+struct ResidentView {
+    TaskId task = 0;
+    double activity = 0;                 // learned SM activity alone, 0..1
+    std::optional<MiB> need_mib;         // learned need; unknown: it may use the whole GPU
+    std::optional<double> expected_end;  // dispatch + learned run time; unknown if no estimate
+};
+
+// Predicted progress rates of tasks sharing one GPU: `speeds[i]` (0..1] for the task whose
+// learned activity is `activities[i]`, all of them GPU-active together. Supplied by the simulator
+// and the daemon from the device model (model/interference.h); core only calls it.
+using SpeedPredictor =
+    std::function<void(std::span<const double> activities, std::span<double> speeds)>;
 
 // Everything the collocation path may know about one GPU at decision time.
 struct GpuView {
@@ -60,6 +93,10 @@ struct GpuView {
     bool schedulable = true;
     std::string unschedulable_reason;
     WindowStats stats;
+    // The tasks the scheduler's caller knows to be placed here (for `carma`: its memory ledger,
+    // predicted slowdown and predicted end times). Empty where the caller does not say; `carma`
+    // then falls back on the measured window.
+    std::vector<ResidentView> residents;
 };
 
 struct PlacementConfig {
@@ -68,6 +105,12 @@ struct PlacementConfig {
     // Spell out why each GPU was refused in Selection::pending_reason. The simulator turns it
     // off: the reason is for people, and formatting it every second costs more than deciding.
     bool explain = true;
+    // Per-task memory limits protect co-runners (MPS memory limits in the daemon, the emulated
+    // GPUs and the simulator): then `carma` may place a task whose need is unknown beside others,
+    // since it can only crash itself. Without them such a task gets an idle GPU only.
+    bool memory_limits = false;
+    // For `carma`'s slowdown score and backfill predictions; empty: no interference predicted.
+    SpeedPredictor predict_speeds;
 };
 
 enum class FilterOutcome { Pass, Unschedulable, WarmingUp, NotEnoughMemory, HighRisk };
@@ -84,6 +127,7 @@ struct Selection {
     std::vector<int> gpus;        // chosen GPU indices (size == task.gpus) or empty
     std::string pending_reason;   // why not, when empty
     std::size_t rr_cursor = 0;    // round-robin cursor after this decision
+    bool exclusive = false;       // carma: the GPUs were idle (the exclusive path)
 };
 
 // The collocation path for one task: filter every GPU, order the survivors by the policy's

@@ -16,13 +16,20 @@
 //      collocation path (filters + score, see policy.h).
 //   5. Otherwise the head waits and nothing behind it is tried (strict FIFO, no backfilling).
 // Ties: GPU index order everywhere.
+// The `carma` policy changes the order, the placement and step 5 (core/carma.h): the recovery
+// head first, then tasks that waited max_wait_s, then the longest expected run first; a waiting
+// head gets a reservation and the tasks behind it may backfill around it.
 
-#include <deque>
+#include <cstdint>
+#include <list>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "core/carma.h"
 #include "core/policy.h"
 #include "core/result.h"
 #include "core/task.h"
@@ -34,6 +41,7 @@ struct SchedulerConfig {
     PolicySpec policy;
     PlacementConfig placement;
     WarmupConfig warmup;
+    CarmaConfig carma;
 };
 
 struct GpuCapacity {
@@ -42,7 +50,10 @@ struct GpuCapacity {
 };
 
 // Whether the task could ever run on these GPUs; the error names the limit and what to change.
-Result<void> check_feasible(const TaskSpec& task, std::span<const GpuCapacity> gpus);
+// The memory need checked is the one the policy's knowledge has: the profiled (else declared)
+// peak, or for `Learned` what history or the user said (estimates may err, so they never reject).
+Result<void> check_feasible(const TaskSpec& task, std::span<const GpuCapacity> gpus,
+                            MemoryKnowledge knowledge = MemoryKnowledge::Oracle);
 
 struct Placement {
     TaskId task = 0;
@@ -56,24 +67,42 @@ struct Rejection {
     std::string reason;
 };
 
+// A task left waiting by a round and why.
+struct Waiting {
+    TaskId task = 0;
+    std::string reason;
+};
+
 struct StepResult {
     std::vector<Placement> placed;
     std::vector<Rejection> rejected;
     std::optional<TaskId> pending_task;  // the head left waiting, if any
     std::string pending_reason;
+    // carma: the head and every task examined for backfilling that still waits, with its own
+    // reason (only when PlacementConfig::explain); the tasks not examined wait behind them.
+    std::vector<Waiting> waiting;
 };
 
 struct QueuedTask {
     TaskId id = 0;
     TaskSpec spec;
+    double queued_at = 0;       // when it (re)entered its queue
+    std::int64_t seq = 0;       // arrival order; smaller = earlier
+    double order_key = 0;       // carma long-first: minus the expected run time
 };
 
 class Scheduler {
 public:
     explicit Scheduler(SchedulerConfig config);
 
-    void enqueue(TaskId id, TaskSpec spec);
-    void enqueue_recovery(TaskId id, TaskSpec spec);
+    // `queued_at`: when the task was submitted (it counts towards carma's bounded wait); when not
+    // given, the time of the next step.
+    void enqueue(TaskId id, TaskSpec spec, std::optional<double> queued_at = std::nullopt);
+    void enqueue_recovery(TaskId id, TaskSpec spec,
+                          std::optional<double> queued_at = std::nullopt);
+    // A waiting task's knowledge changed (an earlier run of the same command finished); false if
+    // it is not waiting.
+    bool relearn(TaskId id, const Learned& learned);
     // Puts a task that was placed but could not be launched (disk full, a fork that failed) back
     // at the front of its queue and releases its warm-up lock: it keeps its turn.
     void return_to_front(TaskId id, TaskSpec spec, bool recovery);
@@ -87,19 +116,61 @@ public:
 
     StepResult step(std::span<const GpuView> gpus, double now);
 
-    const std::deque<QueuedTask>& main_queue() const { return main_; }
-    const std::deque<QueuedTask>& recovery_queue() const { return recovery_; }
+    // carma: the next moment after `now` at which the order changes by itself (a task's bounded
+    // wait runs out); nothing for the paper's policies or when no task will age.
+    std::optional<double> next_order_change(double now) const;
+
+    const std::list<QueuedTask>& main_queue() const { return main_; }
+    const std::list<QueuedTask>& recovery_queue() const { return recovery_; }
     bool idle() const { return main_.empty() && recovery_.empty(); }
     const WarmupTracker& warmup() const { return warmup_; }
     const SchedulerConfig& config() const { return config_; }
 
 private:
+    using Queue = std::list<QueuedTask>;
+    struct Where {
+        Queue::iterator it;
+        bool recovery = false;
+    };
+    struct OrderKey {
+        double key = 0;
+        std::int64_t seq = 0;
+        TaskId id = 0;
+        Queue::iterator it;  // not part of the order
+        bool operator<(const OrderKey& o) const { return key != o.key ? key < o.key : seq < o.seq; }
+    };
+
+    void push(TaskId id, TaskSpec spec, std::optional<double> queued_at, bool recovery,
+              bool front);
+    void remove(TaskId id);
+    double order_key(const TaskSpec& spec) const;
+    void stamp(double now);
+    StepResult step_paper(double now, std::span<const GpuCapacity> capacity);
+    StepResult step_carma(double now, std::span<const GpuCapacity> capacity);
+    // Places one task on `gpus` for the rest of this round: warm-up lock, ledger.
+    void commit(const QueuedTask& task, const std::vector<int>& gpus, double now);
+    // The next waiting main-queue tasks in carma's order (aged first, then long-first or FIFO),
+    // skipping `skip`, at most `limit`.
+    void carma_order(double now, std::optional<TaskId> skip, std::size_t limit,
+                     std::vector<TaskId>& out) const;
+
     SchedulerConfig config_;
-    std::deque<QueuedTask> main_;      // FIFO of new submissions
-    std::deque<QueuedTask> recovery_;  // FIFO of tasks whose attempt died of OOM; strict priority
+    PlacementConfig quiet_;  // config_.placement without explanations
+    Queue main_;      // submissions, in arrival order
+    Queue recovery_;  // tasks whose attempt died of OOM, in order; strict priority
+    // Invariant: every task in main_ or recovery_ has exactly one entry here, and every main_
+    // task of a long-first policy exactly one in by_length_ (none otherwise).
+    std::unordered_map<TaskId, Where> where_;
+    std::set<OrderKey> by_length_;
+    std::vector<TaskId> unstamped_;    // queued without a time: stamped at the next step
+    std::int64_t next_seq_ = 0;
+    std::int64_t front_seq_ = 0;       // return_to_front goes before everything: decreasing
     WarmupTracker warmup_;
     std::size_t rr_cursor_ = 0;        // round-robin position, kept across decisions
     std::vector<GpuView> scratch_;     // reused per step to avoid allocating
+    std::vector<char> open_, allowed_; // carma, per GPU position; reused
+    std::vector<SharingBaseline> baselines_;
+    std::vector<TaskId> candidates_;   // carma backfilling; reused
 };
 
 }  // namespace carma

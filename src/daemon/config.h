@@ -11,7 +11,7 @@
 namespace carma::daemon {
 
 struct DaemonConfig {
-    std::string policy = "oracle-MAGM";
+    std::string policy = "carma";
     RiskThresholds risk;
     std::size_t window = 30;         // samples per GPU
     double warmup_s = 30;

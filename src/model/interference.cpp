@@ -40,6 +40,30 @@ double task_speed(double u_i, double summed_u, const SlowdownParams& p) {
     return smooth_load(u_i, p) / smooth_load(std::max(summed_u, u_i), p);
 }
 
+double demand_from_smact(double smact) {
+    if (smact <= 0) {
+        return 0;
+    }
+    return std::clamp(std::pow(smact / 0.905, 1.0 / 1.52), 0.0, 1.0);
+}
+
+SpeedPredictor speed_predictor(SharingMode mode) {
+    const SlowdownParams p = slowdown_params(mode);
+    return [p](std::span<const double> activities, std::span<double> speeds) {
+        // task_speed(d_i, D) = f(d_i) / f(max(D, d_i)) with D >= d_i here: f(D) once.
+        const std::size_t n = std::min(activities.size(), speeds.size());
+        double total = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            speeds[i] = demand_from_smact(activities[i]);
+            total += speeds[i];
+        }
+        const double f_total = smooth_load(total, p);
+        for (std::size_t i = 0; i < n; ++i) {
+            speeds[i] = std::min(1.0, smooth_load(speeds[i], p) / f_total);
+        }
+    };
+}
+
 GpuActivity aggregate_activity(std::span<const Contribution> tasks) {
     GpuActivity a;
     double idle_drama = 1;

@@ -5,6 +5,7 @@
 #include <span>
 #include <string_view>
 
+#include "core/policy.h"
 #include "core/result.h"
 #include "model/gpu_type.h"
 
@@ -47,6 +48,15 @@ struct GpuActivity {
 };
 
 GpuActivity aggregate_activity(std::span<const Contribution> tasks);
+
+// The slowdown demand (solo utilisation) of a task whose solo SM activity is `smact`: the
+// inverse of the A100 map SMACT = 0.905 u^1.52 (interference-model.md §6.3), clamped to [0, 1].
+// Learned activity is SM activity; the slowdown model's demand is utilisation.
+double demand_from_smact(double smact);
+
+// The `carma` policy's slowdown predictor (core/policy.h) under this sharing mode: each task's
+// task_speed among the others, its demand from its learned SM activity.
+SpeedPredictor speed_predictor(SharingMode mode);
 
 // Board power: idle when nothing is GPU-active, else max(idle, a + b*SMACT + c*DRAMA), capped.
 double gpu_power_w(const GpuActivity& activity, const GpuType& type, double scale = 1.0);

@@ -73,6 +73,8 @@ nlohmann::json to_json(const Comparison& c) {
                            {"p95_jct_s", r.p95_jct_s},
                            {"mean_wait_s", r.mean_wait_s},
                            {"p95_wait_s", r.p95_wait_s},
+                           {"max_wait_s", r.max_wait_s},
+                           {"p95_slowdown", r.p95_slowdown},
                            {"oom_crashes", r.oom_crashes},
                            {"tasks_completed", r.tasks_completed},
                            {"tasks_rejected", r.tasks_rejected},
@@ -82,7 +84,32 @@ nlohmann::json to_json(const Comparison& c) {
                            {"mean_memory_used_frac", r.mean_memory_used_frac},
                            {"per_gpu", per_gpu}});
     }
-    return {{"trace", c.trace}, {"gpus", c.gpus}, {"sharing", c.sharing}, {"results", results}};
+    return {{"trace", c.trace},     {"gpus", c.gpus},       {"sharing", c.sharing},
+            {"history", c.history}, {"results", results}};
+}
+
+std::string render_tasks_csv(const Comparison& c) {
+    std::string out =
+        "policy,task,gpus,submit_s,wait_s,start_s,end_s,gpu_ids,attempts,oom_crashes,slowdown,"
+        "outcome\n";
+    for (const PolicyResult& r : c.results) {
+        for (const TaskRecord& t : r.tasks) {
+            std::string ids;
+            for (int g : t.gpu_ids) {
+                if (!ids.empty()) {
+                    ids += ' ';
+                }
+                ids += std::to_string(g);
+            }
+            const char* outcome = t.rejected         ? "rejected"
+                                  : t.finish_s >= 0 ? "completed"
+                                                    : "not completed";
+            out += fmt::format("{},{},{},{:.1f},{:.1f},{:.1f},{:.1f},{},{},{},{:.3f},{}\n", r.policy,
+                               t.name, t.gpus, t.submit_s, t.wait_s, t.first_start_s, t.finish_s,
+                               ids, t.attempts, t.oom_crashes, t.slowdown, outcome);
+        }
+    }
+    return out;
 }
 
 }  // namespace carma::sim

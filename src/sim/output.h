@@ -13,4 +13,10 @@ namespace carma::sim {
 std::string format_table(const Comparison& comparison);
 nlohmann::json to_json(const Comparison& comparison);
 
+// One CSV line per task and policy (`carma simulate --tasks FILE`): the task's wait (over all
+// attempts), first start, end, the GPUs of its last attempt (space-separated), attempts, OOM
+// crashes and slowdown (run time of the successful attempt / solo run time). Times in seconds
+// from the trace's start; -1 where the task never started or never completed.
+std::string render_tasks_csv(const Comparison& comparison);
+
 }  // namespace carma::sim

@@ -43,6 +43,8 @@ struct TaskRecord {
     int oom_crashes = 0;
     bool rejected = false;
     std::string reject_reason;
+    std::vector<int> gpu_ids;  // of the last attempt
+    double slowdown = 0;     // run time of the successful attempt / its solo run time; 0 if none
 };
 
 struct PolicyResult {
@@ -53,6 +55,8 @@ struct PolicyResult {
     double p95_jct_s = 0;
     double mean_wait_s = 0;
     double p95_wait_s = 0;
+    double max_wait_s = 0;     // the longest any completed task waited (over all its attempts)
+    double p95_slowdown = 0;   // of the completed tasks' slowdowns (TaskRecord::slowdown)
     int oom_crashes = 0;
     int tasks_completed = 0;
     int tasks_rejected = 0;
@@ -69,6 +73,7 @@ struct Comparison {
     std::string trace;   // trace name or file
     std::string gpus;    // e.g. "4xA100-40GB"
     std::string sharing; // "mps" or "timeslice"
+    std::string history; // "cold" or "warm": what `carma` knew at the start
     std::vector<PolicyResult> results;  // in the order the policies were asked for
 };
 

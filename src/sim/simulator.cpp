@@ -5,6 +5,10 @@
 #include <limits>
 #include <queue>
 #include <random>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
 
 #include "core/metric_window.h"
 #include "model/constants.h"
@@ -41,6 +45,12 @@ struct SimTask {
     double progress_at = 0;  // time work_left was last brought up to date
     long version = 0;        // invalidates stale Finish events
     long launch_order = 0;
+    double dispatched_at = 0;
+    // Mean GPU SM activity while this attempt was GPU-active, for history: alone on its GPU when
+    // it ever was (what a monitor can attribute to it), else shared.
+    double activity_alone = 0, time_alone = 0, activity_shared = 0, time_shared = 0;
+    std::size_t exact_key = 0;   // into Simulation::exact_ / family_
+    std::size_t family_key = 0;
     TaskRecord record;
 };
 
@@ -71,9 +81,10 @@ class Simulation {
 public:
     Simulation(const Trace& trace, const model::Catalog& catalog, const SimConfig& config)
         : config_(config),
-          scheduler_(config.scheduler),
+          scheduler_(scheduler_config(config)),
           slowdown_(model::slowdown_params(config.sharing)),
-          rng_(config.seed) {
+          rng_(config.seed),
+          learning_(config.scheduler.policy.carma) {
         const int n = config.gpus.count;
         gpus_.resize(static_cast<std::size_t>(n));
         for (int g = 0; g < n; ++g) {
@@ -85,6 +96,14 @@ public:
         }
         views_.resize(gpus_.size());
         tasks_.reserve(trace.entries.size());
+        if (config.history) {
+            for (const auto& [key, runs] : config.history->exact) {
+                exact_[key_index(exact_keys_, exact_, key)] = runs;
+            }
+            for (const auto& [key, runs] : config.history->family) {
+                family_[key_index(family_keys_, family_, key)] = runs;
+            }
+        }
         for (const TraceEntry& e : trace.entries) {
             SimTask t;
             t.profile = resolve_profile(e, catalog);
@@ -92,9 +111,44 @@ public:
             t.record.name = e.task_name;
             t.record.gpus = t.profile.gpus;
             t.record.submit_s = e.submit_s;
+            t.exact_key = key_index(exact_keys_, exact_, fingerprint_of(e, t.profile.gpus));
+            t.family_key = key_index(family_keys_, family_, family_of(e, t.profile.gpus));
             tasks_.push_back(std::move(t));
             push_event(e.submit_s, EventKind::Arrival, tasks_.size() - 1, 0);
         }
+    }
+
+    static SchedulerConfig scheduler_config(const SimConfig& config) {
+        SchedulerConfig sc = config.scheduler;
+        sc.placement.memory_limits = config.memory_limits;
+        if (!sc.placement.predict_speeds) {
+            sc.placement.predict_speeds = model::speed_predictor(config.sharing);
+        }
+        return sc;
+    }
+
+    static std::size_t key_index(std::unordered_map<std::string, std::size_t>& keys,
+                                 std::vector<std::vector<RunFacts>>& runs, const std::string& key) {
+        auto [it, added] = keys.emplace(key, runs.size());
+        if (added) {
+            runs.emplace_back();
+        }
+        return it->second;
+    }
+
+    SimHistory history() const {
+        SimHistory h;
+        for (const auto& [key, index] : exact_keys_) {
+            if (!exact_[index].empty()) {
+                h.exact[key] = exact_[index];
+            }
+        }
+        for (const auto& [key, index] : family_keys_) {
+            if (!family_[index].empty()) {
+                h.family[key] = family_[index];
+            }
+        }
+        return h;
     }
 
     PolicyResult run() {
@@ -246,6 +300,20 @@ private:
         gpu.smocc_s += gpu.activity.smocc * dt;
         gpu.memory_frac_s += std::min(1.0, mem / cap) * dt;
         gpu.integrated_to = t;
+        std::size_t active = 0;
+        for (std::size_t i : gpu.residents) {
+            active += tasks_[i].phase == Phase::Active ? 1 : 0;
+        }
+        for (std::size_t i : gpu.residents) {
+            SimTask& task = tasks_[i];
+            if (task.phase != Phase::Active) {
+                continue;
+            }
+            double& sum = active == 1 ? task.activity_alone : task.activity_shared;
+            double& time = active == 1 ? task.time_alone : task.time_shared;
+            sum += gpu.activity.smact * dt;
+            time += dt;
+        }
     }
 
     model::ResidentMemory resident_memory(std::size_t i) const {
@@ -397,8 +465,61 @@ private:
             return;
         }
         t.phase = Phase::Queued;
-        scheduler_.enqueue(static_cast<TaskId>(i), t.spec);
+        learn(i);
+        scheduler_.enqueue(static_cast<TaskId>(i), t.spec, now_);
+        mark_queued(i, true);
         request_tick(now_);
+    }
+
+    // --- history and knowledge ---------------------------------------------------------------------
+    void learn(std::size_t i) {
+        SimTask& t = tasks_[i];
+        t.spec.learned = derive_knowledge(t.spec, exact_[t.exact_key], family_[t.family_key],
+                                          std::nullopt, config_.knowledge);
+    }
+
+    // Only `carma` reads what waiting tasks learn; the others skip the bookkeeping.
+    void mark_queued(std::size_t i, bool queued) {
+        if (!learning_) {
+            return;
+        }
+        const SimTask& t = tasks_[i];
+        if (queued) {
+            queued_by_exact_[t.exact_key].insert(i);
+            queued_by_family_[t.family_key].insert(i);
+        } else {
+            queued_by_exact_[t.exact_key].erase(i);
+            queued_by_family_[t.family_key].erase(i);
+        }
+    }
+
+    void remember(std::size_t i, const RunFacts& facts) {
+        const SimTask& t = tasks_[i];
+        exact_[t.exact_key].push_back(facts);
+        family_[t.family_key].push_back(facts);
+        if (!learning_) {
+            return;
+        }
+        // Waiting tasks of the same command or family learn at once, as a deployment's would.
+        std::set<std::size_t> waiting = queued_by_exact_[t.exact_key];
+        const auto& kin = queued_by_family_[t.family_key];
+        waiting.insert(kin.begin(), kin.end());
+        for (std::size_t j : waiting) {
+            learn(j);
+            scheduler_.relearn(static_cast<TaskId>(j), tasks_[j].spec.learned);
+        }
+    }
+
+    RunFacts attempt_facts(const SimTask& t, MiB peak) const {
+        RunFacts f;
+        f.peak_mib = peak;
+        f.run_s = now_ - t.dispatched_at;
+        if (t.time_alone > 0) {
+            f.activity = t.activity_alone / t.time_alone;
+        } else if (t.time_shared > 0) {
+            f.activity = t.activity_shared / t.time_shared;
+        }
+        return f;
     }
 
     void dispatch(std::size_t i, const std::vector<int>& gpus) {
@@ -416,7 +537,11 @@ private:
         }
         before_change(touched);
         t.phase = Phase::Starting;
+        mark_queued(i, false);
         t.gpus = gpus;
+        t.record.gpu_ids = gpus;
+        t.dispatched_at = now_;
+        t.activity_alone = t.time_alone = t.activity_shared = t.time_shared = 0;
         t.launch_order = next_launch_order_++;
         t.record.wait_s += now_ - t.queued_at;
         if (t.record.attempts == 0) {
@@ -475,6 +600,10 @@ private:
         remove_from_gpus(i);
         t.phase = Phase::Done;
         t.record.finish_s = now_;
+        t.record.slowdown = (now_ - t.dispatched_at) / std::max(t.profile.t_solo_s, 1e-9);
+        RunFacts facts = attempt_facts(t, t.profile.m_peak_mib);
+        facts.succeeded = true;
+        remember(i, facts);
         last_completion_ = std::max(last_completion_, now_);
         ++completed_;
         scheduler_.task_exited(static_cast<TaskId>(i));
@@ -500,6 +629,11 @@ private:
         SimTask& t = tasks_[i];
         const auto gpus = affected_gpus(t.gpus);
         before_change(gpus);
+        // What it held when it crashed: a lower bound on its need, never the need itself.
+        RunFacts facts = attempt_facts(
+            t, static_cast<MiB>(model::memory_at(resident_memory(i), now_)));
+        facts.out_of_memory = true;
+        remember(i, facts);
         remove_from_gpus(i);
         ++t.version;
         ++t.record.oom_crashes;
@@ -510,7 +644,9 @@ private:
         } else {
             t.phase = Phase::Queued;
             t.queued_at = now_;
-            scheduler_.enqueue_recovery(static_cast<TaskId>(i), t.spec);
+            learn(i);
+            scheduler_.enqueue_recovery(static_cast<TaskId>(i), t.spec, now_);
+            mark_queued(i, true);
         }
         after_change(gpus);
     }
@@ -534,6 +670,19 @@ private:
                 v.has_processes = v.has_processes || tasks_[i].phase == Phase::Active;
             }
             v.stats = gpu.stats;
+            if (learning_) {
+                // What carma plans with: each resident's own learned figures.
+                v.residents.clear();
+                for (std::size_t i : gpu.residents) {
+                    const SimTask& r = tasks_[i];
+                    const Learned& l = r.spec.learned;
+                    v.residents.push_back(ResidentView{
+                        static_cast<TaskId>(i), l.activity.value_or(config_.knowledge.default_activity),
+                        l.need_mib,
+                        l.duration_s ? std::optional<double>(r.dispatched_at + *l.duration_s)
+                                     : std::nullopt});
+                }
+            }
         }
         StepResult step = scheduler_.step(views_, t);
         for (const Rejection& r : step.rejected) {
@@ -559,6 +708,10 @@ private:
             next_tick_ = std::min(next_tick_, t + 1);
         } else if (auto unlock = scheduler_.warmup().next_unlock(t)) {
             next_tick_ = std::min(next_tick_, std::floor(*unlock) + 1);
+        }
+        // carma's order changes by itself when a task's bounded wait runs out.
+        if (auto change = scheduler_.next_order_change(t)) {
+            next_tick_ = std::min(next_tick_, std::max(t + 1, std::ceil(*change)));
         }
     }
 
@@ -586,7 +739,7 @@ private:
             integrate(g, end);
         }
         r.makespan_s = started_ ? end - first_dispatch_ : 0;
-        std::vector<double> jct, wait;
+        std::vector<double> jct, wait, slowdowns;
         for (const SimTask& t : tasks_) {
             r.tasks.push_back(t.record);
             r.attempts += t.record.attempts;
@@ -597,6 +750,8 @@ private:
                 ++r.tasks_completed;
                 jct.push_back(t.record.finish_s - t.record.submit_s);
                 wait.push_back(t.record.wait_s);
+                slowdowns.push_back(t.record.slowdown);
+                r.max_wait_s = std::max(r.max_wait_s, t.record.wait_s);
             }
         }
         r.oom_crashes = oom_crashes_;
@@ -615,6 +770,7 @@ private:
         r.p95_jct_s = p95(jct);
         r.mean_wait_s = mean(wait);
         r.p95_wait_s = p95(wait);
+        r.p95_slowdown = p95(slowdowns);
         const double span = r.makespan_s > 0 ? r.makespan_s : 1;
         for (std::size_t g = 0; g < gpus_.size(); ++g) {
             const SimGpu& gpu = gpus_[g];
@@ -656,13 +812,42 @@ private:
     double last_completion_ = 0;
     std::size_t completed_ = 0;
     int oom_crashes_ = 0;
+    bool learning_ = false;  // the policy reads TaskSpec::learned
+    std::unordered_map<std::string, std::size_t> exact_keys_, family_keys_;
+    std::vector<std::vector<RunFacts>> exact_, family_;  // history, by key index
+    std::unordered_map<std::size_t, std::set<std::size_t>> queued_by_exact_, queued_by_family_;
 };
 
 }  // namespace
 
-PolicyResult simulate(const Trace& trace, const model::Catalog& catalog, const SimConfig& config) {
+std::string fingerprint_of(const TraceEntry& e, int gpus) {
+    return fmt::format("{}|{}|{}|{}|{}", e.task_name, e.model, e.batch_size, e.epochs, gpus);
+}
+
+std::string family_of(const TraceEntry& e, int gpus) {
+    return fmt::format("{}|{}", e.model.empty() ? e.task_name : e.model, gpus);
+}
+
+PolicyResult simulate(const Trace& trace, const model::Catalog& catalog, const SimConfig& config,
+                      SimHistory* history_out) {
     Simulation sim(trace, catalog, config);
-    return sim.run();
+    PolicyResult r = sim.run();
+    if (history_out) {
+        *history_out = sim.history();
+    }
+    return r;
+}
+
+SimHistory earlier_run_history(const Trace& trace, const model::Catalog& catalog,
+                               const SimConfig& config) {
+    SimConfig earlier = config;
+    earlier.scheduler.policy = *find_policy("carma");
+    earlier.history = nullptr;
+    earlier.progress = nullptr;
+    earlier.record_timelines = false;
+    SimHistory h;
+    simulate(trace, catalog, earlier, &h);
+    return h;
 }
 
 }  // namespace carma::sim

@@ -12,7 +12,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
 
+#include "core/knowledge.h"
 #include "core/scheduler.h"
 #include "model/catalog.h"
 #include "model/gpu_type.h"
@@ -21,6 +26,17 @@
 #include "sim/trace.h"
 
 namespace carma::sim {
+
+// What a deployment has learned from finished attempts, keyed as the daemon's history keys them:
+// the exact command (here: task name, model, batch size, epochs and GPU count) and its family
+// (here: the model and GPU count, standing for program + script with other arguments).
+struct SimHistory {
+    std::map<std::string, std::vector<RunFacts>> exact;   // oldest first
+    std::map<std::string, std::vector<RunFacts>> family;
+};
+
+std::string fingerprint_of(const TraceEntry& entry, int gpus);
+std::string family_of(const TraceEntry& entry, int gpus);
 
 struct SimConfig {
     model::GpuSet gpus;
@@ -32,10 +48,27 @@ struct SimConfig {
     std::uint64_t seed = 1;         // for the noise
     bool record_timelines = false;
     int max_attempts = 100;         // a task crashing this often is given up (failed)
+    // History at the start (null: empty, "cold"). Every task's TaskSpec::learned is derived from
+    // it and from the attempts that finish during the run, before the task is queued, when it is
+    // requeued after an out-of-memory crash, and while it waits whenever its command's history
+    // grows. Only `carma` reads it; the paper's policies read the oracle or estimates as before.
+    std::shared_ptr<const SimHistory> history;
+    KnowledgeConfig knowledge;
+    // Per-task memory limits protect co-runners (PlacementConfig::memory_limits). The model's
+    // out-of-memory rule already crashes the task that crosses the capacity, which is what a
+    // limit does; the flag only tells the policy it may rely on it.
+    bool memory_limits = false;
     // Called now and then with the fraction of tasks finished (0..1).
     std::function<void(double)> progress;
 };
 
-PolicyResult simulate(const Trace& trace, const model::Catalog& catalog, const SimConfig& config);
+// `history_out`: when given, receives the history at the end of the run (start + what it added).
+PolicyResult simulate(const Trace& trace, const model::Catalog& catalog, const SimConfig& config,
+                      SimHistory* history_out = nullptr);
+
+// The history a deployment has after one earlier run of the trace: the trace replayed once under
+// `carma` from an empty history, everything else as in `config` ("warm" starts from this).
+SimHistory earlier_run_history(const Trace& trace, const model::Catalog& catalog,
+                               const SimConfig& config);
 
 }  // namespace carma::sim

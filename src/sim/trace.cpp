@@ -43,6 +43,9 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
     const int c_minutes = table->column("standalone_minutes");
     const int c_mem = table->column("memory_gb");
     const int c_class = table->column("class");
+    const int c_model = table->column("model");
+    const int c_batch = table->column("batch_size");
+    const int c_epochs = table->column("epochs");
     Trace trace;
     trace.name = std::string(name);
     for (std::size_t r = 0; r < table->rows.size(); ++r) {
@@ -114,6 +117,12 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
         if (c_class >= 0) {
             e.task_class = row[static_cast<std::size_t>(c_class)];
         }
+        for (auto [col, field] : {std::pair{c_model, &e.model}, std::pair{c_batch, &e.batch_size},
+                                  std::pair{c_epochs, &e.epochs}}) {
+            if (col >= 0) {
+                *field = row[static_cast<std::size_t>(col)];
+            }
+        }
         trace.entries.push_back(std::move(e));
     }
     std::stable_sort(trace.entries.begin(), trace.entries.end(),
@@ -170,7 +179,9 @@ Trace generate_trace(const model::Catalog& catalog, std::size_t count, double me
     for (std::size_t i = 0; i < count && !profiles.empty(); ++i) {
         TraceEntry e;
         e.submit_s = std::floor(t);
-        e.task_name = profiles[pick(rng)].name;
+        const model::WorkloadProfile& p = profiles[pick(rng)];
+        e.task_name = p.name;
+        e.model = p.model;
         trace.entries.push_back(std::move(e));
         t += gap(rng);
     }

@@ -23,6 +23,11 @@ struct TraceEntry {
     std::optional<double> standalone_s;
     std::optional<MiB> memory_mib;
     std::string task_class;
+    // With the task name these stand for the command line (the fingerprint history keys on);
+    // the model alone stands for the program and script (the looser family). Empty if absent.
+    std::string model;
+    std::string batch_size;
+    std::string epochs;
 };
 
 struct Trace {

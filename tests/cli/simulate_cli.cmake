@@ -25,3 +25,46 @@ foreach(bad "--policy;nonsense" "--trace;no-such-file.csv" "--gpus;4xB900" "--sh
     message(FATAL_ERROR "carma simulate ${bad} crashed (${rc}): ${err}")
   endif()
 endforeach()
+
+# carma beside the paper's ten, warm history, per-task output and the fairness figures.
+set(tasks_file "${CMAKE_CURRENT_BINARY_DIR}/simulate_cli_tasks.csv")
+file(REMOVE "${tasks_file}")
+execute_process(COMMAND ${CARMA} simulate --trace t1 --policy carma,all --history warm --json
+                        --quiet --tasks "${tasks_file}"
+                OUTPUT_VARIABLE out RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "carma simulate --history warm failed (${rc}): ${err}")
+endif()
+string(JSON n LENGTH "${out}" results)
+string(JSON history GET "${out}" history)
+string(JSON first GET "${out}" results 0 policy)
+string(JSON last GET "${out}" results 10 policy)
+if(NOT n EQUAL 11 OR NOT history STREQUAL "warm" OR NOT first STREQUAL "carma"
+   OR NOT last STREQUAL "EST-LUG")
+  message(FATAL_ERROR "expected carma + the ten paper policies, warm: ${n} ${history} ${first} ${last}")
+endif()
+string(JSON done GET "${out}" results 0 tasks_completed)
+string(JSON oom GET "${out}" results 0 oom_crashes)
+string(JSON max_wait GET "${out}" results 0 max_wait_s)
+string(JSON p95_slowdown GET "${out}" results 0 p95_slowdown)
+if(NOT done EQUAL 60 OR NOT oom EQUAL 0 OR max_wait LESS_EQUAL 0 OR p95_slowdown LESS 1)
+  message(FATAL_ERROR "unexpected carma figures: ${done} ${oom} ${max_wait} ${p95_slowdown}")
+endif()
+file(STRINGS "${tasks_file}" lines)
+list(LENGTH lines n_lines)
+list(GET lines 0 header)
+list(GET lines 1 row)
+if(NOT n_lines EQUAL 661
+   OR NOT header STREQUAL "policy,task,gpus,submit_s,wait_s,start_s,end_s,gpu_ids,attempts,oom_crashes,slowdown,outcome"
+   OR NOT row MATCHES "^carma,Xception,1,0.0,[0-9.]+,[0-9.]+,[0-9.]+,[0-3],1,0,[0-9.]+,completed$")
+  message(FATAL_ERROR "unexpected --tasks file (${n_lines} lines): ${header} / ${row}")
+endif()
+
+# Cold is the default; an unknown history mode or an unwritable tasks file fails with a message.
+foreach(bad "--history;lukewarm" "--tasks;/nonexistent-dir/tasks.csv")
+  execute_process(COMMAND ${CARMA} simulate --trace t1 --policy carma ${bad} --quiet
+                  RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+  if(rc EQUAL 0 OR err STREQUAL "" OR rc GREATER 2)
+    message(FATAL_ERROR "carma simulate ${bad} should fail with a message (${rc}): ${err}")
+  endif()
+endforeach()

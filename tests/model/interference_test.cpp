@@ -275,5 +275,27 @@ TEST(InterferenceTest, ParseSharingModeRejectsUnknownNames) {
     }
 }
 
+// This test verifies the carma policy's predictor: SM activity maps back to the utilisation
+// demand it came from (SMACT = 0.905 u^1.52), and the speeds are the model's task_speed among
+// the tasks given; a task alone runs at full speed.
+TEST(InterferenceTest, SpeedPredictorFollowsTheModel) {
+    EXPECT_DOUBLE_EQ(demand_from_smact(0), 0);
+    EXPECT_NEAR(demand_from_smact(0.905 * std::pow(0.8, 1.52)), 0.8, 1e-9);
+    EXPECT_DOUBLE_EQ(demand_from_smact(1.0), 1.0);  // clamped
+    const SpeedPredictor predict = speed_predictor(SharingMode::Mps);
+    const SlowdownParams p = slowdown_params(SharingMode::Mps);
+    std::vector<double> alone = {0.7};
+    std::vector<double> speed(1);
+    predict(alone, speed);
+    EXPECT_DOUBLE_EQ(speed[0], 1.0);
+    std::vector<double> pair = {0.7, 0.2};
+    std::vector<double> speeds(2);
+    predict(pair, speeds);
+    const double total = demand_from_smact(0.7) + demand_from_smact(0.2);
+    EXPECT_DOUBLE_EQ(speeds[0], task_speed(demand_from_smact(0.7), total, p));
+    EXPECT_DOUBLE_EQ(speeds[1], task_speed(demand_from_smact(0.2), total, p));
+    EXPECT_LT(speeds[0], 1.0);
+}
+
 }  // namespace
 }  // namespace carma::model

@@ -1,0 +1,467 @@
+#include "core/carma.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace carma {
+
+namespace {
+
+// The learned activities of a GPU's tasks, with room for one more. A GPU whose caller lists no
+// residents but shows processes counts as one task as busy as its measured SM activity.
+class Activities {
+public:
+    explicit Activities(const GpuView& gpu) {
+        if (gpu.residents.empty()) {
+            if (gpu.has_processes) {
+                push(gpu.stats.smact.known > 0 ? gpu.stats.smact.mean : gpu.stats.util.mean);
+            }
+            return;
+        }
+        for (const ResidentView& r : gpu.residents) {
+            push(r.activity);
+        }
+    }
+    void push(double a) {
+        if (size_ < fixed_.size()) {
+            fixed_[size_] = a;
+        } else {
+            if (spill_.empty()) {
+                spill_.assign(fixed_.begin(), fixed_.end());
+            }
+            spill_.push_back(a);
+        }
+        ++size_;
+    }
+    std::span<const double> values() const {
+        return spill_.empty() ? std::span<const double>(fixed_.data(), size_)
+                              : std::span<const double>(spill_.data(), size_);
+    }
+    std::size_t size() const { return size_; }
+
+private:
+    std::array<double, 16> fixed_{};
+    std::vector<double> spill_;
+    std::size_t size_ = 0;
+};
+
+struct Sums {
+    double slowdown = 0;  // sum of 1/speed
+    double speed = 0;     // sum of speed
+};
+
+// `speeds` is scratch of at least activities.size().
+Sums predicted_sums(std::span<const double> activities, std::span<double> speeds,
+                    const SpeedPredictor& predict) {
+    Sums sums;
+    if (activities.empty()) {
+        return sums;
+    }
+    predict(activities, speeds.first(activities.size()));
+    for (std::size_t i = 0; i < activities.size(); ++i) {
+        sums.slowdown += 1.0 / std::max(speeds[i], 1e-9);
+        sums.speed += speeds[i];
+    }
+    return sums;
+}
+
+bool gpu_idle(const GpuView& g) {
+    return g.schedulable && !g.has_processes && !g.locked && g.residents.empty();
+}
+
+MiB usable_mib(const GpuView& g) { return std::max<MiB>(0, g.total_mib - kFreeMemoryReserveMiB); }
+
+double activity_of(const TaskSpec& task) { return task.learned.activity.value_or(0.6); }
+
+}  // namespace
+
+CarmaNeed carma_need(const TaskSpec& task, bool recovered, const PlacementConfig& config) {
+    const Learned& l = task.learned;
+    CarmaNeed out;
+    if (recovered) {
+        out.idle_only = true;
+        out.basis = CarmaNeed::Basis::Recovered;
+    } else if (l.need_mib) {
+        out.need_mib = std::max(*l.need_mib, l.lower_bound_mib);
+        out.margin_mib = l.margin_mib;
+        out.min_available_mib = out.need_mib + out.margin_mib;
+    } else if (config.memory_limits) {
+        // Its memory limit protects the co-runners; the floor gives it a chance to run.
+        out.basis = CarmaNeed::Basis::UnknownLimited;
+        out.min_available_mib = std::max(config.memory.no_info_min_free_mib, l.lower_bound_mib);
+    } else {
+        out.idle_only = true;
+        out.basis = CarmaNeed::Basis::Unknown;
+    }
+    return out;
+}
+
+std::string describe(const CarmaNeed& need) {
+    switch (need.basis) {
+        case CarmaNeed::Basis::Learned:
+            return fmt::format("learned {} + {} margin", format_mib(need.need_mib),
+                               format_mib(need.margin_mib));
+        case CarmaNeed::Basis::Recovered: return "recovered from out-of-memory: runs alone";
+        case CarmaNeed::Basis::UnknownLimited:
+            return fmt::format("memory need unknown, limited per task: {} free required",
+                               format_mib(need.min_available_mib));
+        case CarmaNeed::Basis::Unknown:
+            return "memory need unknown: only an idle GPU cannot crash a co-runner";
+    }
+    return {};
+}
+
+MiB planned_available_mib(const GpuView& gpu) {
+    if (gpu.residents.empty()) {
+        return gpu.stats.available_mib;
+    }
+    MiB committed = 0;
+    for (const ResidentView& r : gpu.residents) {
+        committed += r.need_mib ? *r.need_mib : gpu.total_mib;
+    }
+    return std::max<MiB>(0, std::min(gpu.stats.available_mib, usable_mib(gpu) - committed));
+}
+
+SharingPrediction predict_sharing(const GpuView& gpu, double activity,
+                                  const SpeedPredictor& predict, SharingBaseline* baseline) {
+    if (!predict) {
+        return {};
+    }
+    Activities acts(gpu);
+    std::array<double, 64> buffer{};
+    std::vector<double> big;
+    std::span<double> speeds(buffer);
+    if (acts.size() + 1 > buffer.size()) {
+        big.resize(acts.size() + 1);
+        speeds = big;
+    }
+    SharingBaseline local;
+    SharingBaseline& base = baseline ? *baseline : local;
+    if (!base.known) {
+        const Sums before = predicted_sums(acts.values(), speeds, predict);
+        base = SharingBaseline{true, before.slowdown, before.speed};
+    }
+    acts.push(activity);
+    const Sums after = predicted_sums(acts.values(), speeds, predict);
+    return {after.slowdown - base.slowdown - 1.0, after.speed - base.speed};
+}
+
+FilterOutcome carma_gpu_open(const PolicySpec& policy, const GpuView& gpu,
+                             const RiskThresholds& risk) {
+    if (!gpu.schedulable) {
+        return FilterOutcome::Unschedulable;
+    }
+    if (gpu.locked) {
+        return FilterOutcome::WarmingUp;
+    }
+    if (policy.risk_filter && is_high_risk(gpu.stats, risk, gpu.has_processes)) {
+        return FilterOutcome::HighRisk;
+    }
+    return FilterOutcome::Pass;
+}
+
+Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const CarmaNeed& need,
+                       std::span<const GpuView> gpus, std::span<const char> open,
+                       std::span<const char> allowed, const PlacementConfig& config,
+                       const CarmaConfig& carma, std::span<SharingBaseline> baselines) {
+    Selection sel;
+    const auto wanted = static_cast<std::size_t>(std::max(task.gpus, 1));
+
+    // Exclusive path: idle GPUs in index order.
+    for (std::size_t i = 0; i < gpus.size() && sel.gpus.size() < wanted; ++i) {
+        if (allowed[i] && gpu_idle(gpus[i])) {
+            sel.gpus.push_back(gpus[i].index);
+        }
+    }
+    if (sel.gpus.size() == wanted) {
+        sel.exclusive = true;
+        return sel;
+    }
+    sel.gpus.clear();
+    if (need.idle_only) {
+        if (config.explain) {
+            sel.pending_reason = fmt::format("{} waits for {} idle GPU(s) ({})", task.name, wanted,
+                                             describe(need));
+        } else {
+            sel.pending_reason = "waits for idle GPUs";
+        }
+        return sel;
+    }
+
+    struct Candidate {
+        long tier = 0;      // quantised added slowdown (or -available for -magm)
+        MiB leftover = 0;   // available after placement
+        std::size_t pos = 0;
+    };
+    std::array<Candidate, 64> fixed{};
+    std::vector<Candidate> spill;
+    std::size_t count = 0;
+    std::string rejections;
+    const double activity = activity_of(task);
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+        const GpuView& g = gpus[i];
+        if (!allowed[i]) {
+            if (config.explain) {
+                rejections += fmt::format("{}GPU {}: kept for the queue's head",
+                                          rejections.empty() ? "" : "; ", g.index);
+            }
+            continue;
+        }
+        if (!open[i]) {
+            if (config.explain) {
+                const FilterOutcome why = carma_gpu_open(policy, g, config.risk);
+                rejections += fmt::format("{}GPU {}: {}", rejections.empty() ? "" : "; ", g.index,
+                                          explain_filter(why, g, {}, config.risk));
+            }
+            continue;
+        }
+        // Memory first: it is cheap, and it turns most GPUs down in a busy round.
+        const MiB available = planned_available_mib(g);
+        if (available < need.min_available_mib) {
+            if (config.explain) {
+                rejections += fmt::format("{}GPU {}: {} available < {} ({})",
+                                          rejections.empty() ? "" : "; ", g.index,
+                                          format_mib(available),
+                                          format_mib(need.min_available_mib), describe(need));
+            }
+            continue;
+        }
+        const bool shared = !gpu_idle(g);
+        const SharingPrediction predicted = shared
+                                                ? predict_sharing(g, activity,
+                                                                  config.predict_speeds,
+                                                                  baselines.empty()
+                                                                      ? nullptr
+                                                                      : &baselines[i])
+                                                : SharingPrediction{};
+        if (shared && predicted.gain <= carma.min_gain) {
+            if (config.explain) {
+                rejections += fmt::format(
+                    "{}GPU {}: sharing would add {:.2f} GPU of progress (not above {:.2f})",
+                    rejections.empty() ? "" : "; ", g.index, predicted.gain, carma.min_gain);
+            }
+            continue;
+        }
+        Candidate c;
+        c.pos = i;
+        c.leftover = available - need.min_available_mib;
+        if (policy.score == Score::MostAvailableMemory) {
+            c.tier = -static_cast<long>(available);
+            c.leftover = 0;
+        } else {
+            c.tier = static_cast<long>(
+                std::floor(std::max(0.0, predicted.added_slowdown) / kSlowdownTie));
+        }
+        if (count < fixed.size()) {
+            fixed[count] = c;
+        } else {
+            if (spill.empty()) {
+                spill.assign(fixed.begin(), fixed.end());
+            }
+            spill.push_back(c);
+        }
+        ++count;
+    }
+    if (count >= wanted) {
+        std::span<Candidate> cands = spill.empty() ? std::span<Candidate>(fixed.data(), count)
+                                                   : std::span<Candidate>(spill);
+        std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+            if (a.tier != b.tier) {
+                return a.tier < b.tier;
+            }
+            if (a.leftover != b.leftover) {
+                return a.leftover < b.leftover;
+            }
+            return a.pos < b.pos;
+        });
+        for (std::size_t k = 0; k < wanted; ++k) {
+            sel.gpus.push_back(gpus[cands[k].pos].index);
+        }
+        return sel;
+    }
+    if (!config.explain) {
+        sel.pending_reason = "no placement";
+        return sel;
+    }
+    sel.pending_reason = fmt::format("{} needs {} GPU(s), {} pass {}: {}", task.name, wanted, count,
+                                     policy.name,
+                                     rejections.empty() ? "not enough GPUs" : rejections);
+    return sel;
+}
+
+namespace {
+
+// When the head could start on this GPU (step 4), by its residents' expected ends.
+double ready_at(const GpuView& g, bool risky, const CarmaNeed& need, double now, double settle_s,
+                std::vector<const ResidentView*>& order) {
+    if (!g.schedulable) {
+        return kNeverS;
+    }
+    const double earliest = g.locked ? now + settle_s : now;
+    if (g.residents.empty()) {
+        // Processes nobody listed: when they end is unknown.
+        return g.has_processes ? kNeverS : earliest;
+    }
+    order.clear();
+    for (const ResidentView& r : g.residents) {
+        order.push_back(&r);
+    }
+    std::sort(order.begin(), order.end(), [](const ResidentView* a, const ResidentView* b) {
+        const double ea = a->expected_end.value_or(kNeverS);
+        const double eb = b->expected_end.value_or(kNeverS);
+        return ea != eb ? ea < eb : a->task < b->task;
+    });
+    const MiB usable = usable_mib(g);
+    const bool idle_only = need.idle_only || need.min_available_mib > usable;
+    MiB committed = 0;
+    for (const ResidentView* r : order) {
+        committed += r->need_mib ? *r->need_mib : g.total_mib;
+    }
+    // A GPU that passes memory but not the risk filter needs a resident to end first.
+    if (!idle_only && !risky && usable - committed >= need.min_available_mib &&
+        g.stats.available_mib >= need.min_available_mib) {
+        return earliest;
+    }
+    for (std::size_t k = 0; k < order.size(); ++k) {
+        const ResidentView* r = order[k];
+        if (!r->expected_end) {
+            return kNeverS;
+        }
+        committed -= r->need_mib ? *r->need_mib : g.total_mib;
+        const bool last = k + 1 == order.size();
+        if (last || (!idle_only && usable - committed >= need.min_available_mib)) {
+            return std::max(earliest, std::max(now, *r->expected_end));
+        }
+    }
+    return kNeverS;
+}
+
+}  // namespace
+
+HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const GpuView> gpus,
+                   std::span<const char> open, double now, double settle_s) {
+    HeadPlan plan;
+    plan.shadow.assign(gpus.size(), 0);
+    const auto wanted = static_cast<std::size_t>(std::max(head.gpus, 1));
+    struct Rank {
+        double ready = kNeverS;
+        std::size_t unknown = 0;  // residents with no expected end (all count when unlisted)
+        MiB committed = 0;
+        std::size_t pos = 0;
+        bool operator<(const Rank& o) const {
+            if (ready != o.ready) {
+                return ready < o.ready;
+            }
+            if (unknown != o.unknown) {
+                return unknown < o.unknown;
+            }
+            return committed != o.committed ? committed < o.committed : pos < o.pos;
+        }
+    };
+    std::vector<const ResidentView*> order;
+    std::vector<Rank> ranks;
+    ranks.reserve(gpus.size());
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+        const GpuView& g = gpus[i];
+        const bool risky = g.schedulable && !g.locked && open[i] == 0;
+        Rank r;
+        r.ready = ready_at(g, risky, need, now, settle_s, order);
+        r.pos = i;
+        if (!g.schedulable) {
+            r.unknown = std::numeric_limits<std::size_t>::max();
+        } else if (g.residents.empty() && g.has_processes) {
+            r.unknown = std::numeric_limits<std::size_t>::max() - 1;
+        }
+        for (const ResidentView& res : g.residents) {
+            r.unknown += res.expected_end ? 0 : 1;
+            r.committed += res.need_mib ? *res.need_mib : g.total_mib;
+        }
+        ranks.push_back(r);
+    }
+    std::sort(ranks.begin(), ranks.end());
+    if (ranks.size() < wanted) {
+        std::fill(plan.shadow.begin(), plan.shadow.end(), 1);
+        return plan;
+    }
+    // Even when the start cannot be predicted, the head reserves only the n GPUs likeliest to
+    // free first (fewest residents of unknown end, least memory held): they take nothing that
+    // could delay it, so they drain, and the head's wait stays bounded by their residents.
+    plan.start = ranks[wanted - 1].ready;
+    for (std::size_t k = 0; k < wanted; ++k) {
+        plan.shadow[ranks[k].pos] = 1;
+    }
+    return plan;
+}
+
+bool may_pass_head(const TaskSpec& task, const GpuView& gpu, const HeadPlan& plan,
+                   const CarmaNeed& head_need, double now, const SpeedPredictor& predict) {
+    // Its own memory does not keep the head out: beside it and the residents still running at
+    // the head's start (those with a later or unknown end), the head's need still fits. With an
+    // unknown start, which residents will have ended is unknown too; the GPU is the head's only
+    // once they all have, so only the task itself is counted.
+    bool leaves_room = false;
+    if (!head_need.idle_only && task.learned.need_mib) {
+        MiB staying = 0;
+        if (plan.start != kNeverS) {
+            for (const ResidentView& r : gpu.residents) {
+                if (!r.expected_end || *r.expected_end > plan.start) {
+                    staying += r.need_mib ? *r.need_mib : gpu.total_mib;
+                }
+            }
+        }
+        const MiB own = std::max(*task.learned.need_mib, task.learned.lower_bound_mib) +
+                        task.learned.margin_mib;
+        leaves_room = usable_mib(gpu) - staying - own >= head_need.min_available_mib;
+    }
+    if (plan.start == kNeverS) {
+        return leaves_room;  // no predicted start that its slowdown could delay
+    }
+    Activities acts(gpu);
+    const std::size_t n = acts.size();
+    std::array<double, 64> before_buf{}, after_buf{};
+    std::vector<double> before_big, after_big;
+    std::span<double> before(before_buf.data(), n + 1), after(after_buf.data(), n + 1);
+    if (n + 1 > before_buf.size()) {
+        before_big.resize(n + 1);
+        after_big.resize(n + 1);
+        before = before_big;
+        after = after_big;
+    }
+    std::fill(before.begin(), before.end(), 1.0);
+    std::fill(after.begin(), after.end(), 1.0);
+    if (predict && n > 0) {
+        predict(acts.values(), before.first(n));
+    }
+    acts.push(activity_of(task));
+    if (predict) {
+        predict(acts.values(), after);
+    }
+    const double end = task.learned.duration_s
+                           ? now + *task.learned.duration_s / std::max(after[n], 1e-9)
+                           : kNeverS;
+    if (end > plan.start && !leaves_room) {
+        return false;
+    }
+    if (gpu.residents.size() != n) {
+        return n == 0;  // unlisted processes: their ends are unknown, so any slowdown may delay
+    }
+    // The slowdown it causes must not push the end of a resident the head waits for past the
+    // head's predicted start.
+    for (std::size_t j = 0; j < n; ++j) {
+        const std::optional<double>& e = gpu.residents[j].expected_end;
+        if (!e || *e > plan.start) {
+            continue;
+        }
+        const double ratio = after[j] / std::max(before[j], 1e-9);
+        const double overlap = std::max(0.0, std::min(end, *e) - now);
+        if (*e + overlap * (1.0 / std::max(ratio, 1e-9) - 1.0) > plan.start) {
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace carma

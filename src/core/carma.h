@@ -1,0 +1,137 @@
+#pragma once
+// CARMA's own policy, `carma`: the paper's placement made to work without an oracle, plus an order
+// and backfilling that keep GPUs busy. Its pieces are pure functions; Scheduler::step runs them.
+//
+// Assumptions:
+//   1. Every queued task carries TaskSpec::learned (core/knowledge.h), filled by the daemon or the
+//      simulator. The policy reads nothing else about a task's memory, run time or activity: never
+//      the profiled ("oracle") value.
+//   2. The caller lists the tasks on each GPU (GpuView::residents) with their learned figures and
+//      supplies the device model's slowdown function (PlacementConfig::predict_speeds). Without
+//      them the policy falls back on measured free memory and predicts no interference.
+//   3. Learned figures are estimates. A wrong run time costs time (a backfilled task may delay the
+//      head after all), never a crash; memory is never planned below what knowledge says.
+// Steps of one decision round:
+//   1. Order: the recovery queue's front first; then every task that has waited max_wait_s or
+//      longer, in arrival order; then the longest expected run first (an unknown run time counts
+//      as longest: it may be long, and starting it early cannot hurt the makespan much).
+//   2. The head takes n idle GPUs if there are (exclusive path), else the n GPUs that pass the
+//      filters with the least predicted added slowdown. Filters: schedulable, not warming up,
+//      memory, and on a shared GPU a predicted gain in summed progress above min_gain (the
+//      paper's risk filter only in `carma-risk`).
+//   3. Memory: the GPU's available memory is the smaller of the measured one (last free - 512) and
+//      its ledger (usable - 512 - the learned needs of its residents; a resident of unknown need
+//      fills the GPU); it must cover the task's learned need + margin. A task of unknown need goes
+//      only to an idle GPU, or, where per-task memory limits protect co-runners
+//      (PlacementConfig::memory_limits), beside others when no_info_min_free is available.
+//   4. A head that cannot start gets a reservation: on each GPU, the moment enough of its
+//      residents have ended (by their expected ends) for the head to fit; the head's predicted
+//      start is the n-th earliest of these, on the n GPUs that are its "shadow". A resident with
+//      no expected end makes that GPU's moment unknown; among such GPUs the shadow is the n with
+//      the fewest residents of unknown end, then the least memory held.
+//   5. Backfilling: the tasks behind the head, in the same order (at most backfill_depth of them),
+//      may start now on GPUs outside the shadow, or on a shadow GPU when their own predicted end
+//      comes before the head's predicted start and the slowdown they cause its residents does not
+//      push any of their ends past it. A task with no run-time estimate may use only GPUs outside
+//      the shadow, or a shadow GPU where its own memory leaves room for the head's beside it (its
+//      slowdown still must not delay the head's start). When the head's start is unknown, only
+//      this last rule lets a task onto a shadow GPU, so the shadow drains and the head's wait
+//      stays bounded.
+// Ties: added slowdown within kSlowdownTie, then least available memory left (best fit: large
+// holes stay for large tasks), then GPU index.
+
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/policy.h"
+#include "core/task.h"
+
+namespace carma {
+
+inline constexpr double kNeverS = std::numeric_limits<double>::infinity();
+// Predicted added slowdowns closer than this are a tie: the model is not that precise.
+inline constexpr double kSlowdownTie = 0.01;
+
+struct CarmaConfig {
+    double max_wait_s = 7200;          // a task waiting this long goes to the front
+    std::size_t backfill_depth = 256;  // tasks behind the head examined per round
+    // A shared GPU takes a task only if the model predicts that the GPU's summed progress rate
+    // (in solo-task units) grows by more than this: by default, never where the newcomer would
+    // take more from its co-runners than it adds. Replaces the paper's risk filter (`carma-risk`
+    // applies both).
+    double min_gain = 0;
+};
+
+// What `carma` asks of a GPU for one task.
+struct CarmaNeed {
+    enum class Basis { Learned, Recovered, UnknownLimited, Unknown };
+    bool idle_only = false;        // only an idle GPU will do
+    MiB min_available_mib = 0;     // otherwise: available memory (see step 3) at least this
+    Basis basis = Basis::Learned;
+    MiB need_mib = 0;              // Learned: the need and margin behind min_available_mib
+    MiB margin_mib = 0;
+};
+
+// `recovered`: the task's last attempt died of out-of-memory; it runs alone.
+CarmaNeed carma_need(const TaskSpec& task, bool recovered, const PlacementConfig& config);
+
+// For messages, e.g. "learned 9,000 MiB + 2,048 MiB margin" (formatted only when asked: a busy
+// round examines hundreds of tasks).
+std::string describe(const CarmaNeed& need);
+
+// The predicted summed slowdown and progress of a GPU's own tasks, which every task considered
+// for that GPU in a round shares; a cache of them saves half the predictions.
+struct SharingBaseline {
+    bool known = false;
+    double slowdown = 0;  // sum of 1/speed
+    double speed = 0;     // sum of speed
+};
+
+// min(measured available, ledger) of step 3.
+MiB planned_available_mib(const GpuView& gpu);
+
+// What the device model predicts when a task of learned activity `activity` joins a GPU's tasks.
+struct SharingPrediction {
+    double added_slowdown = 0;  // increase of the summed slowdown (sum of 1/speed - 1 per task)
+    double gain = 1;            // increase of the GPU's summed progress rate (sum of speeds)
+};
+// Without a predictor: no slowdown, a gain of 1.
+// `baseline`: the GPU's cached baseline, filled on first use; may be null.
+SharingPrediction predict_sharing(const GpuView& gpu, double activity,
+                                  const SpeedPredictor& predict,
+                                  SharingBaseline* baseline = nullptr);
+
+// Why a GPU cannot take a task now, task-independent part (schedulable, warm-up, risk filter);
+// Pass when it could.
+FilterOutcome carma_gpu_open(const PolicySpec& policy, const GpuView& gpu,
+                             const RiskThresholds& risk);
+
+// Steps 2-3 for one task over the GPUs with allowed[i] (i = position in `gpus`): the exclusive
+// path first, then collocation. `open[i]` caches carma_gpu_open(...) == Pass; `baselines`, when
+// not empty, one SharingBaseline per GPU position for the round.
+Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const CarmaNeed& need,
+                       std::span<const GpuView> gpus, std::span<const char> open,
+                       std::span<const char> allowed, const PlacementConfig& config,
+                       const CarmaConfig& carma, std::span<SharingBaseline> baselines = {});
+
+struct HeadPlan {
+    double start = kNeverS;     // predicted start; kNeverS: unknown
+    std::vector<char> shadow;   // per position in `gpus`: the n GPUs reserved for the head
+};
+
+// Step 4. `settle_s`: how long a warming-up GPU stays closed at most.
+HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const GpuView> gpus,
+                   std::span<const char> open, double now, double settle_s);
+
+// Step 5 for a shadow GPU: whether `task` may start there now without delaying the head. It may
+// if (a) it is predicted to end before the head's start, or (b) its own need + margin leaves room
+// for the head's on this GPU whatever else runs there; and in both cases the slowdown it causes
+// pushes no resident that the head waits for past the head's start. With an unknown start only
+// (b) applies. (Outside the shadow every GPU may be used.)
+bool may_pass_head(const TaskSpec& task, const GpuView& gpu, const HeadPlan& plan,
+                   const CarmaNeed& head_need, double now, const SpeedPredictor& predict);
+
+}  // namespace carma
