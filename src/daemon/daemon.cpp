@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/exit_classify.h"
+#include "model/interference.h"
 #include "core/python_env.h"
 #include "daemon/backend.h"
 #include "daemon/task_json.h"
@@ -60,6 +61,8 @@ std::string read_tail(const std::string& path, std::size_t max_bytes) {
 // After an attempt could not be started for a reason of this machine (disk full), decisions
 // pause this many periods before the task is tried again.
 constexpr double kLaunchRetryPeriods = 5;
+// Waiting tasks whose reason is rewritten per tick, at most (one store write each).
+constexpr std::size_t kWaitingReasonsPerTick = 32;
 
 // A GPU whose samples failed or were stale this many times in a row is unhealthy; a sample
 // older than this many periods counts as missing (its free memory would mislead placement).
@@ -220,6 +223,12 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     sc.placement.memory.estimator = *parse_estimator(config.estimator);
     sc.placement.risk = config.risk;
     sc.warmup.settle_s = config.warmup_s;
+    // The `carma` policy predicts slowdowns with the device model: MPS sharing where tasks share
+    // through MPS (--mps, or emulated GPUs in mps mode), time slicing otherwise.
+    const bool mps_sharing =
+        config.mps || ((*backend)->name().starts_with("emulated") && config.sharing == "mps");
+    sc.placement.predict_speeds = model::speed_predictor(
+        mps_sharing ? model::SharingMode::Mps : model::SharingMode::Timeslice);
 
     std::optional<exec::MpsDaemon> mps;
     if (config.mps) {
@@ -279,11 +288,12 @@ Result<void> Daemon::restore() {
         }
         switch (t.state) {
             case store::TaskState::Queued:
-                scheduler_.enqueue(t.id, t.spec);
+                // Waiting time counts from submission, across restarts (carma's bounded wait).
+                scheduler_.enqueue(t.id, t.spec, clock_of(t.submitted_at));
                 ++requeued;
                 break;
             case store::TaskState::Recovering:
-                scheduler_.enqueue_recovery(t.id, t.spec);
+                scheduler_.enqueue_recovery(t.id, t.spec, clock_of(t.submitted_at));
                 ++requeued;
                 break;
             case store::TaskState::Running: {
@@ -307,6 +317,8 @@ Result<void> Daemon::restore() {
                 live.handle = exec::LaunchHandle{a.shim_pid, a.dir};
                 live.settled = true;  // it has been running for a while; no warm-up lock
                 live.peak_mib = a.peak_mib;
+                live.learned = t.spec.learned;
+                live.started_clock = clock_of(a.started_at);
                 if (live.handle.shim_pid == 0) {
                     std::ifstream pidfile(a.dir + "/shim.pid");
                     pidfile >> live.handle.shim_pid;
@@ -363,6 +375,10 @@ Result<void> Daemon::restore() {
 }
 
 double Daemon::now() const { return (steady_now() - started_steady_) * config_.time_scale; }
+
+double Daemon::clock_of(double unix_time) const {
+    return now() - std::max(0.0, unix_now() - unix_time) * config_.time_scale;
+}
 
 void Daemon::event(TaskId task, const std::string& kind, const std::string& message) {
     store::EventRow e;
@@ -862,10 +878,22 @@ std::vector<GpuView> Daemon::gpu_views() const {
             }
         }
         // A GPU running one of our attempts is never idle, even before (or without) its process
-        // showing up there: the exclusive path must not stack tasks on it.
+        // showing up there: the exclusive path must not stack tasks on it. Its attempts are the
+        // residents `carma` plans with (their learned figures, never their measurements).
         for (const auto& [id, live] : live_) {
             if (std::find(live.gpus.begin(), live.gpus.end(), g.index) != live.gpus.end()) {
                 v.has_processes = true;
+                ResidentView r;
+                r.task = id;
+                r.activity = live.learned.activity.value_or(0.6);
+                r.need_mib = live.learned.need_mib
+                                 ? std::optional<MiB>(*live.learned.need_mib +
+                                                      live.learned.margin_mib)
+                                 : std::nullopt;
+                if (live.learned.duration_s) {
+                    r.expected_end = live.started_clock + *live.learned.duration_s;
+                }
+                v.residents.push_back(r);
             }
         }
         views.push_back(std::move(v));
@@ -913,6 +941,29 @@ std::vector<Daemon::PreparedLaunch> Daemon::decide() {
         if (auto l = prepare_launch(p)) {
             launches.push_back(std::move(*l));
         }
+    }
+    // Every task a round looked at and left waiting carries its own reason (carma); written
+    // when it changes, a bounded number per tick.
+    std::size_t written = 0;
+    for (const Waiting& w : step.waiting) {
+        if (written >= kWaitingReasonsPerTick || (step.pending_task && w.task == *step.pending_task)) {
+            continue;
+        }
+        std::string& last = waiting_reasons_[w.task];
+        if (last == w.reason) {
+            continue;
+        }
+        if (auto t = store_->task(w.task); t && *t && !store::is_final((*t)->state)) {
+            store::TaskRow row = **t;
+            row.message = w.reason;
+            if (store_->update_task(row)) {
+                last = w.reason;
+                ++written;
+            }
+        }
+    }
+    if (waiting_reasons_.size() > 4 * kWaitingReasonsPerTick + step.waiting.size()) {
+        waiting_reasons_.clear();  // forget tasks that have left the queue
     }
     if (step.pending_task) {
         auto t = store_->task(*step.pending_task);
@@ -974,6 +1025,8 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     live.task = task.id;
     live.number = task.attempts;
     live.gpus = p.gpus;
+    live.learned = task.spec.learned;
+    live.started_clock = now();
     const std::string dir = fmt::format("{}/attempts/{}/{}", config_.state_dir, task.id,
                                         live.number);
     std::error_code ec;

@@ -89,6 +89,9 @@ private:
         // Running mean of the SMACT of the GPUs it has been seen on, for history.
         double activity_sum = 0;
         int activity_samples = 0;
+        // What the `carma` policy plans with for a task placed here (GpuView::residents).
+        Learned learned;
+        double started_clock = 0;  // scheduler clock when the attempt started
     };
 
     // What the daemon knows of one GPU beyond its samples.
@@ -114,6 +117,7 @@ private:
 
     Result<void> restore();
     double now() const;  // scheduler clock: seconds since start x time_scale
+    double clock_of(double unix_time) const;  // a past unix time on the scheduler clock
     void apply_samples(Result<std::vector<device::GpuSample>> samples);
     void note_missing_sample(std::size_t gpu, const std::string& why);
     void notice_sightings(const std::vector<exec::ProcEntry>& table);
@@ -155,6 +159,7 @@ private:
     // Attempts being started right now, outside the lock; true once a stop was requested.
     std::map<TaskId, bool> launching_;
     std::string pending_reason_;
+    std::map<TaskId, std::string> waiting_reasons_;  // last reason written per waiting task
     std::uint64_t ticks_ = 0;
     std::uint64_t oom_total_ = 0;
     std::uint64_t attempts_total_ = 0;  // attempts started since the daemon started

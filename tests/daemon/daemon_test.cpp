@@ -675,6 +675,48 @@ MiB attempt_peak(const json& attempt) {
     return most;
 }
 
+// This test verifies the daemon's `carma` policy (the default) plans with what it learned: a
+// command of unknown memory never shares a GPU (it could crash a co-runner), so a fifth copy
+// waits for an idle GPU with its reason; once the command has run, a fifth copy is placed
+// beside a running one, with the memory its first run used.
+TEST_F(DaemonTest, CarmaPolicySharesOnlyWhatItHasLearned) {
+    start("carma");
+    const json body = fake_job("resnet3", 360);  // 13,236 MiB, 6 s wall
+    auto placed_shared = [&](TaskId id) {
+        for (const json& e : events()) {
+            if (e["task"] == id && e["kind"] == "placed") {
+                return e["message"].get<std::string>().find("(collocated)") != std::string::npos;
+            }
+        }
+        return false;
+    };
+    std::vector<TaskId> cold;
+    for (int i = 0; i < 5; ++i) {
+        cold.push_back(submit(body));
+    }
+    ASSERT_TRUE(eventually([&] { return state(cold[3]) == "running"; }));
+    std::this_thread::sleep_for(2s);  // a few rounds with four GPUs busy
+    EXPECT_EQ(state(cold[4]), "queued") << task(cold[4]).dump(2);
+    EXPECT_NE(task(cold[4])["message"].get<std::string>().find("idle"), std::string::npos)
+        << task(cold[4]).dump(2);
+    for (TaskId id : cold) {
+        EXPECT_EQ(wait_final(id)["state"], "succeeded");
+        EXPECT_FALSE(placed_shared(id)) << id;
+    }
+    std::vector<TaskId> warm;
+    for (int i = 0; i < 5; ++i) {
+        warm.push_back(submit(body));
+    }
+    EXPECT_TRUE(task(warm[4])["learned"]["need_mib"].is_number()) << task(warm[4]).dump(2);
+    int shared = 0;
+    for (TaskId id : warm) {
+        EXPECT_EQ(wait_final(id)["state"], "succeeded") << task(id).dump(2);
+        shared += placed_shared(id) ? 1 : 0;
+        EXPECT_EQ(task(id)["attempts"], 1) << "no out-of-memory crash: " << task(id).dump(2);
+    }
+    EXPECT_GE(shared, 1) << daemon_log();
+}
+
 // This test verifies history end to end: a fake job that declares nothing is queued knowing
 // nothing; the same command submitted again after it finished is planned with the memory its
 // first run used (the basis says history), and `carma estimate -- CMD` explains it.
