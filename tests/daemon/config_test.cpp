@@ -12,7 +12,7 @@ namespace {
 TEST(ConfigTest, ExampleConfigParses) {
     auto c = load_config(CARMA_SOURCE_DIR "/examples/carma.yaml", DaemonConfig{});
     ASSERT_TRUE(c) << c.error().message;
-    EXPECT_EQ(c->policy, "oracle-MAGM");
+    EXPECT_EQ(c->policy, "carma");
     EXPECT_EQ(c->memory_margin_mib, 2048);
     EXPECT_EQ(c->no_info_min_free_mib, 5120);
     EXPECT_DOUBLE_EQ(c->risk.smocc, 0.45);
