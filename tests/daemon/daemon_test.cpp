@@ -196,6 +196,21 @@ protected:
 
     api::ApiClient client() const { return api::ApiClient(socket_); }
 
+    // A copy of one of our programs that another user can run: the build tree may sit in a
+    // directory only root can enter (a clone under /root, a 0700 temp dir).
+    std::string reachable_copy(const std::string& program) {
+        const fs::path dir = fs::path(dir_) / "bin";
+        fs::create_directories(dir);
+        fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                 fs::perms::others_read | fs::perms::others_exec);
+        const fs::path copy = dir / fs::path(program).filename();
+        fs::copy_file(program, copy, fs::copy_options::overwrite_existing);
+        fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read |
+                                  fs::perms::group_exec | fs::perms::others_read |
+                                  fs::perms::others_exec);
+        return copy.string();
+    }
+
     static json fake_job(const std::string& profile, double duration_s,
                          std::optional<MiB> declared = std::nullopt) {
         json body = {{"name", profile},
@@ -984,7 +999,7 @@ TEST_F(DaemonTest, SubmitterEnvironmentCondaAndVenv) {
     const std::string out = dir_ + "/out";
     fs::create_directories(out);
     fs::permissions(out, fs::perms::all);
-    const std::string submit = std::string(CARMA_BIN) + " submit --socket " + socket_ + " --json ";
+    const std::string submit = reachable_copy(CARMA_BIN) + " submit --socket " + socket_ + " --json ";
     const int rc = as_user(*alice, [&] {
         if (::chdir(out.c_str()) != 0) {
             return 1;
@@ -1119,11 +1134,14 @@ TEST_F(DaemonTest, EmulatorFileIsClosedToUsersButReachesTheirTasks) {
     EXPECT_EQ(file_mode(file), 0600);
     int id_pipe[2];
     ASSERT_EQ(::pipe(id_pipe), 0);
+    const std::string fakejob = reachable_copy(CARMA_FAKEJOB_PATH);
     const int rc = as_user(*alice, [&] {
         if (::open(file.c_str(), O_RDWR) >= 0 || errno != EACCES) {
             return 2;  // the file must not open by name for her
         }
-        auto r = api::ApiClient(socket_).submit(fake_job("resnet3", 300));
+        json body = fake_job("resnet3", 300);
+        body["command"][0] = fakejob;
+        auto r = api::ApiClient(socket_).submit(body);
         if (!r) {
             return 3;
         }
