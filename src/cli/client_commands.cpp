@@ -290,26 +290,10 @@ struct SubmitOptions {
 // The flags given on the command line override a task file's fields.
 void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest& r) {
     if (o.gpus_option->count() > 0) {
-        if (o.gpus < 1) {
-            die(fmt::format("--gpus must be at least 1 (got {}); every task gets whole GPUs",
-                            o.gpus));
-        }
-        r.gpus = o.gpus;
+        r.gpus = or_die(check_gpus_flag(o.gpus));
     }
     if (!o.memory.empty()) {
-        // A bare number on the command line is a guess at the unit (12 = 12 MiB, nothing a
-        // training task needs); the paper writes GB for 1,000 MiB, so units are spelled out.
-        const std::string_view m = trim(o.memory);
-        if (!m.empty() && m.find_first_not_of("0123456789.") == std::string_view::npos) {
-            die(fmt::format("--mem {}: give a unit: {}GiB, {}MiB, or {}GB (= {} x 1,000 MiB, as "
-                            "the CARMA paper writes)",
-                            o.memory, m, m, m, m));
-        }
-        auto mib = parse_memory(o.memory);
-        if (!mib) {
-            die("--mem: " + mib.error().message);
-        }
-        r.memory.declared_mib = *mib;
+        r.memory.declared_mib = or_die(parse_mem_flag(o.memory));
     }
     if (!o.name.empty()) {
         r.name = o.name;
@@ -1126,6 +1110,32 @@ int run_replay(const ReplayOptions& o) {
 }
 
 }  // namespace
+
+Result<MiB> parse_mem_flag(const std::string& text) {
+    // A bare number on the command line is a guess at the unit (12 = 12 MiB, nothing a training
+    // task needs); the paper writes GB for 1,000 MiB, so units are spelled out.
+    const std::string_view m = trim(text);
+    if (!m.empty() && m.find_first_not_of("0123456789.") == std::string_view::npos) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("--mem {}: give a unit: {}GiB, {}MiB, or {}GB (= {} x 1,000 MiB, "
+                                "as the CARMA paper writes)",
+                                text, m, m, m, m));
+    }
+    auto mib = parse_memory(text);
+    if (!mib) {
+        return fail(mib.error().code, "--mem: " + mib.error().message);
+    }
+    return *mib;
+}
+
+Result<int> check_gpus_flag(int gpus) {
+    if (gpus < 1) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("--gpus must be at least 1 (got {}); every task gets whole GPUs",
+                                gpus));
+    }
+    return gpus;
+}
 
 Action add_submit_command(CLI::App& app) {
     auto o = std::make_shared<SubmitOptions>();

@@ -8,6 +8,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "cli/commands.h"
+#include "core/result.h"
+#include "core/units.h"
 
 namespace carma::cli {
 
@@ -20,6 +22,11 @@ Action add_gpus_command(CLI::App& app);    // carma gpus [--json]
 Action add_replay_command(CLI::App& app);  // carma replay TRACE [--time-scale K] [--dry-run]
 // carma estimate [--gpus N] [--mem M] [--json] -- CMD... | FILE.yaml | FILE.rad
 Action add_estimate_command(CLI::App& app);
+
+// `--mem` and `--gpus` of submit and estimate, read one way: memory needs a unit (a bare number
+// is refused, naming the three spellings); a task gets at least one whole GPU.
+Result<MiB> parse_mem_flag(const std::string& text);
+Result<int> check_gpus_flag(int gpus);
 
 // The human table of `carma estimate` for an answer of POST /v1/estimate.
 std::string format_estimate(const nlohmann::json& answer);

@@ -142,16 +142,16 @@ api::SubmitRequest build_request(const EstimateOptions& o) {
         r.workdir = cwd.string();
     }
     if (o.gpus_option->count() > 0) {
-        if (o.gpus < 1) {
-            die(fmt::format("--gpus must be at least 1 (got {}); every task gets whole GPUs",
-                            o.gpus));
+        auto gpus = check_gpus_flag(o.gpus);
+        if (!gpus) {
+            die(gpus.error().message);
         }
-        r.gpus = o.gpus;
+        r.gpus = *gpus;
     }
     if (!o.memory.empty()) {
-        auto declared = parse_memory(o.memory);
+        auto declared = parse_mem_flag(o.memory);
         if (!declared) {
-            die("--mem: " + declared.error().message);
+            die(declared.error().message);
         }
         r.memory.declared_mib = *declared;
     }

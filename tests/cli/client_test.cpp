@@ -432,6 +432,12 @@ TEST(ClientCommandsTest, SubmitRefusesBadInput) {
     EXPECT_THAT(
         command_error(cli::add_submit_command, {"submit", "--socket", s, "--mem", "12", "x"}),
         HasSubstr("--mem 12: give a unit: 12GiB, 12MiB, or 12GB"));
+    EXPECT_THAT(  // estimate reads the flags as submit does
+        command_error(cli::add_estimate_command, {"estimate", "--socket", s, "--mem", "12", "x"}),
+        HasSubstr("--mem 12: give a unit: 12GiB, 12MiB, or 12GB"));
+    EXPECT_THAT(
+        command_error(cli::add_estimate_command, {"estimate", "--socket", s, "-g", "0", "x"}),
+        HasSubstr("--gpus must be at least 1 (got 0)"));
     EXPECT_THAT(
         command_error(cli::add_submit_command, {"submit", "--socket", s, "--env", "A", "x"}),
         HasSubstr("--env 'A' must be NAME=VALUE"));
