@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/text.h"
+
 extern char** environ;
 
 namespace carma::api {
@@ -48,21 +50,6 @@ bool is_utf8(const std::string& s) {
     } catch (const nlohmann::json::exception&) {
         return false;
     }
-}
-
-std::vector<std::string> split(std::string_view s, char sep) {
-    std::vector<std::string> out;
-    std::size_t start = 0;
-    while (start <= s.size()) {
-        const std::size_t at = s.find(sep, start);
-        out.emplace_back(s.substr(start, at == std::string_view::npos ? std::string_view::npos
-                                                                        : at - start));
-        if (at == std::string_view::npos) {
-            break;
-        }
-        start = at + 1;
-    }
-    return out;
 }
 
 std::string upper(std::string_view s) {
@@ -113,7 +100,7 @@ Result<ExportedEnv> export_environment(std::string_view spec, const EnvMap& call
     if (upper(spec) == "NONE") {
         return out;
     }
-    const std::vector<std::string> items = split(spec, ',');
+    const std::vector<std::string> items = split_list(spec, ',');
     for (std::size_t i = 0; i < items.size(); ++i) {
         const std::string& item = items[i];
         if (i == 0 && upper(item) == "ALL") {
@@ -157,7 +144,7 @@ Result<std::string> resolve_conda(std::string_view name_or_path, const EnvMap& c
     }
     std::vector<fs::path> env_dirs;  // directories that hold environments by name
     for (const char* var : {"CONDA_ENVS_PATH", "CONDA_ENVS_DIRS"}) {
-        for (const std::string& d : split(get(caller, var), ':')) {
+        for (const std::string& d : split_list(get(caller, var), ':')) {
             if (!d.empty()) {
                 env_dirs.emplace_back(d);
             }
@@ -229,7 +216,7 @@ Result<std::string> resolve_command(const std::string& argv0, const std::string&
     if (argv0.find('/') != std::string::npos) {
         return argv0;
     }
-    for (const std::string& dir : split(path_list, ':')) {
+    for (const std::string& dir : split_list(path_list, ':')) {
         if (dir.empty()) {
             continue;
         }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string_view>
 
+#include "core/text.h"
+
 namespace carma {
 
 namespace {
@@ -31,21 +33,13 @@ void unset(EnvList& env, std::string_view name) {
 // PATH without `dir` (an environment that was active when the task was submitted).
 std::string without_dir(const std::string& path, const std::string& dir) {
     std::string out;
-    std::size_t start = 0;
-    while (start <= path.size()) {
-        const std::size_t colon = path.find(':', start);
-        const std::string part =
-            path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    for (const std::string& part : split_list(path, ':')) {
         if (part != dir) {
             if (!out.empty()) {
                 out += ':';
             }
             out += part;
         }
-        if (colon == std::string::npos) {
-            break;
-        }
-        start = colon + 1;
     }
     return out;
 }

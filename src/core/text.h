@@ -29,6 +29,22 @@ inline std::string_view trim(std::string_view s) {
     return s;
 }
 
+// `text` cut at every `sep` (PATH-like lists); empty pieces are kept, callers skip them.
+inline std::vector<std::string> split_list(std::string_view text, char sep) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const std::size_t at = text.find(sep, start);
+        out.emplace_back(
+            text.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
+        if (at == std::string_view::npos) {
+            break;
+        }
+        start = at + 1;
+    }
+    return out;
+}
+
 // Levenshtein distance, to suggest what a typo meant.
 inline std::size_t edit_distance(std::string_view a, std::string_view b) {
     std::vector<std::size_t> row(b.size() + 1);

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/fingerprint.h"
+#include "core/text.h"
 #include "daemon/daemon.h"
 #include "daemon/estimate.h"
 #include "daemon/task_json.h"
@@ -46,18 +47,10 @@ std::vector<std::string> command_candidates(const std::string& command,
         return {command.front() == '/' ? command : workdir + "/" + command};
     }
     std::vector<std::string> out;
-    std::size_t start = 0;
-    while (start <= path_list.size()) {
-        const std::size_t colon = path_list.find(':', start);
-        const std::string dir = path_list.substr(
-            start, colon == std::string::npos ? std::string::npos : colon - start);
+    for (const std::string& dir : split_list(path_list, ':')) {
         if (!dir.empty()) {
             out.push_back(dir + "/" + command);
         }
-        if (colon == std::string::npos) {
-            break;
-        }
-        start = colon + 1;
     }
     return out;
 }
