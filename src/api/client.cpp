@@ -170,8 +170,8 @@ std::string resolve_socket_path(std::string_view flag) {
 }
 
 bool is_final_state(std::string_view state) {
-    static constexpr std::array<std::string_view, 5> kFinal = {"succeeded", "failed", "cancelled",
-                                                               "lost", "rejected"};
+    static constexpr std::array<std::string_view, 6> kFinal = {"succeeded", "failed", "cancelled",
+                                                               "lost", "rejected", "timeout"};
     for (std::string_view s : kFinal) {
         if (state == s) {
             return true;
@@ -295,6 +295,10 @@ Result<nlohmann::json> ApiClient::task(TaskId id) {
 
 Result<nlohmann::json> ApiClient::cancel(TaskId id) {
     return exchange_json("DELETE", fmt::format("/v1/tasks/{}", id));
+}
+
+Result<nlohmann::json> ApiClient::hold(TaskId id, bool hold) {
+    return exchange_json("POST", fmt::format("/v1/tasks/{}/{}", id, hold ? "hold" : "release"));
 }
 
 Result<LogChunk> ApiClient::logs(TaskId id, const LogRequest& request) {

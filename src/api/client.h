@@ -58,6 +58,7 @@ public:
     Result<nlohmann::json> list_tasks(bool all);                  // GET /v1/tasks -> {"tasks"}
     Result<nlohmann::json> task(TaskId id);                       // GET /v1/tasks/{id}
     Result<nlohmann::json> cancel(TaskId id);                     // DELETE /v1/tasks/{id}
+    Result<nlohmann::json> hold(TaskId id, bool hold);  // POST /v1/tasks/{id}/hold|release
     Result<LogChunk> logs(TaskId id, const LogRequest& request);  // GET /v1/tasks/{id}/logs
     Result<nlohmann::json> gpus();                                // GET /v1/gpus
     Result<nlohmann::json> events(const EventQuery& query);       // GET /v1/events

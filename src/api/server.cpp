@@ -135,6 +135,7 @@ const std::vector<Route>& routes() {
         {std::regex("/v1/estimate"), "POST"},
         {std::regex(R"(/v1/tasks/-?\d+)"), "GET, DELETE"},
         {std::regex(R"(/v1/tasks/-?\d+/logs)"), "GET"},
+        {std::regex(R"(/v1/tasks/-?\d+/(hold|release))"), "POST"},
         {std::regex("/v1/gpus"), "GET"},
         {std::regex("/v1/events"), "GET"},
         {std::regex("/v1/status"), "GET"},
@@ -761,6 +762,12 @@ struct ApiServer::Impl {
                                      httplib::Response& res) {
                      send_result(res, service.cancel_task(c, parse_id(req.matches[1])));
                  }));
+        s.Post(R"(/v1/tasks/(-?\d+)/(hold|release))",
+               guarded(tcp, [this](const Caller& c, const httplib::Request& req,
+                                   httplib::Response& res) {
+                   send_result(res, service.hold_task(c, parse_id(req.matches[1]),
+                                                      req.matches[2] == "hold"));
+               }));
         s.Get(R"(/v1/tasks/(-?\d+)/logs)",
               guarded(tcp, [this](const Caller& c, const httplib::Request& req,
                                   httplib::Response& res) {

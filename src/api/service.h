@@ -48,6 +48,9 @@ public:
     virtual ApiResult<std::string> list_tasks(const Caller& caller, bool include_final) = 0;
     virtual ApiResult<nlohmann::json> show_task(const Caller& caller, std::int64_t id) = 0;
     virtual ApiResult<nlohmann::json> cancel_task(const Caller& caller, std::int64_t id) = 0;
+    // Keeps a queued task from starting (`hold`) or lets a held one queue again.
+    virtual ApiResult<nlohmann::json> hold_task(const Caller& caller, std::int64_t id,
+                                                bool hold) = 0;
     virtual ApiResult<LogSlice> task_logs(const Caller& caller, std::int64_t id, bool stderr_stream,
                                           int attempt, std::uint64_t offset) = 0;
     virtual ApiResult<nlohmann::json> gpus(const Caller& caller) = 0;

@@ -16,6 +16,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include "core/controls.h"
 #include "core/text.h"
 #include "core/units.h"
 
@@ -287,13 +288,72 @@ Status parse_venv(const Field& f, SubmitRequest& r) {
     return {};
 }
 
+Status parse_time_limit_field(const Field& f, SubmitRequest& r) {
+    auto text = non_empty_scalar(f);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    auto seconds = parse_time_limit(*text);
+    if (!seconds) {
+        return f.error(seconds.error().message);
+    }
+    r.time_limit_s = *seconds;
+    return {};
+}
+
+// `after: 12` or `after: [12, 13]`.
+Status parse_after(const Field& f, SubmitRequest& r) {
+    std::vector<YAML::Node> items;
+    if (f.value.IsSequence()) {
+        for (std::size_t i = 0; i < f.value.size(); ++i) {
+            items.push_back(f.value[i]);
+        }
+    } else {
+        items.push_back(f.value);
+    }
+    for (const YAML::Node& item : items) {
+        const Field one{f.key, item, f.ctx};
+        auto id = integer(one, 1, std::numeric_limits<int>::max());
+        if (!id) {
+            return tl::unexpected(id.error());
+        }
+        r.after.push_back(*id);
+    }
+    return {};
+}
+
+Status parse_hold(const Field& f, SubmitRequest& r) {
+    auto text = non_empty_scalar(f);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    const std::string word = to_lower(trim(*text));
+    if (word != "true" && word != "false" && word != "yes" && word != "no") {
+        return f.error("must be true or false");
+    }
+    r.hold = word == "true" || word == "yes";
+    return {};
+}
+
+Status parse_array(const Field& f, SubmitRequest& r) {
+    auto text = non_empty_scalar(f);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    if (auto ok = parse_array_indices(*text); !ok) {
+        return f.error(ok.error().message);
+    }
+    r.array = std::string(trim(*text));
+    return {};
+}
+
 struct FieldParser {
     std::string_view name;
     Status (*parse)(const Field&, SubmitRequest&);
 };
 
 // The order here is the order the "known fields" hint lists them in.
-constexpr std::array<FieldParser, 12> kFields = {{
+constexpr std::array<FieldParser, 16> kFields = {{
     {"name", parse_name},
     {"command", parse_command},
     {"gpus", parse_gpus},
@@ -306,6 +366,10 @@ constexpr std::array<FieldParser, 12> kFields = {{
     {"workload", parse_workload},
     {"conda", parse_conda},
     {"venv", parse_venv},
+    {"time_limit", parse_time_limit_field},
+    {"after", parse_after},
+    {"hold", parse_hold},
+    {"array", parse_array},
 }};
 
 std::string unknown_field_message(std::string_view key) {
@@ -596,6 +660,18 @@ nlohmann::json request_body(const SubmitRequest& r) {
     }
     if (!r.workload.empty()) {
         body["workload"] = r.workload;
+    }
+    if (r.time_limit_s) {
+        body["time_limit_s"] = *r.time_limit_s;
+    }
+    if (!r.after.empty()) {
+        body["after"] = r.after;
+    }
+    if (r.hold) {
+        body["hold"] = true;
+    }
+    if (!r.array.empty()) {
+        body["array"] = r.array;
     }
     return body;
 }

@@ -46,6 +46,11 @@ struct SubmitRequest {
     // prefixes before sending, which is all the API takes.
     std::string conda;
     std::string venv;
+    // Scheduling controls (docs/api.md): sent as given; the daemon checks them.
+    std::optional<double> time_limit_s;
+    std::vector<TaskId> after;
+    bool hold = false;
+    std::string array;  // "0-9", "1,3,8-12:2"
 };
 
 // The JSON body of POST /v1/tasks for a request.

@@ -5,6 +5,7 @@
 
 #include "cli/client_commands.h"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -29,6 +30,8 @@
 #include "api/client.h"
 #include "api/submit_env.h"
 #include "api/task_file.h"
+#include "cli/task_select.h"
+#include "core/controls.h"
 #include "core/text.h"
 #include "core/units.h"
 #include "model/catalog.h"
@@ -284,6 +287,10 @@ struct SubmitOptions {
     std::string export_spec = "ALL";
     std::string conda;
     std::string venv;
+    std::string time_limit;
+    std::vector<std::string> after;
+    bool hold = false;
+    std::string array;
     std::vector<std::string> args;  // the command, or one task file
 };
 
@@ -325,6 +332,31 @@ void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest
     if (!o.venv.empty()) {
         r.venv = (cwd / o.venv).lexically_normal().string();
         r.conda.clear();
+    }
+    if (!o.time_limit.empty()) {
+        r.time_limit_s = or_die(parse_time_limit(o.time_limit));
+    }
+    for (const std::string& list : o.after) {
+        // sbatch writes afterok:12:13; commas are accepted too.
+        for (const std::string& word : split_list(list, list.find(':') != std::string::npos ? ':' : ',')) {
+            if (word.empty()) {
+                continue;
+            }
+            const TaskRef ref = or_die(parse_task_ref(word));
+            if (!ref.plain()) {
+                die(fmt::format("--after {}: give task ids (12:13); an array's members are "
+                                "its own ids, listed by `carma queue --wide`",
+                                word));
+            }
+            r.after.push_back(ref.id);
+        }
+    }
+    if (o.hold) {
+        r.hold = true;
+    }
+    if (!o.array.empty()) {
+        or_die(parse_array_indices(o.array));
+        r.array = o.array;
     }
 }
 
@@ -567,19 +599,106 @@ int run_show(const ShowOptions& o) {
 
 // ---- cancel -------------------------------------------------------------------------------
 
-int run_cancel(const ShowOptions& o) {
-    api::ApiClient client = connect(o.socket);
-    const json task = or_die(client.cancel(o.id));
-    if (o.json) {
-        print_json(task);
-    } else if (text_of(task, "state") == "cancelled") {
+// The name the daemon knows the caller by (it identifies callers by uid).
+std::string login_name() {
+    const passwd* pw = ::getpwuid(::geteuid());
+    return pw != nullptr ? pw->pw_name : std::to_string(::geteuid());
+}
+
+// cancel, hold and release: the same selection of tasks, one request per task.
+enum class TaskAction { Cancel, Hold, Release };
+
+struct SelectOptions {
+    std::string socket;
+    std::vector<std::string> ids;
+    std::vector<std::string> users;
+    std::vector<std::string> states;
+    bool me = false;
+    bool json = false;
+};
+
+TaskFilter build_filter(const SelectOptions& o) {
+    TaskFilter filter;
+    for (const std::string& word : o.ids) {
+        filter.refs.push_back(or_die(parse_task_ref(word)));
+    }
+    for (const std::string& list : o.users) {
+        for (const std::string& u : split_list(list, ',')) {
+            if (!u.empty()) {
+                filter.users.push_back(u);
+            }
+        }
+    }
+    if (o.me) {
+        filter.users.push_back(login_name());
+    }
+    for (const std::string& list : o.states) {
+        for (const std::string& st : split_list(list, ',')) {
+            if (!st.empty()) {
+                filter.states.push_back(to_lower(st));
+            }
+        }
+    }
+    if (auto ok = check_filter(filter); !ok) {
+        die(ok.error().message);
+    }
+    return filter;
+}
+
+void report_action(TaskAction action, const json& task) {
+    const std::string state = text_of(task, "state");
+    if (action == TaskAction::Hold) {
+        fmt::print("held {}\n", task_label(task));
+    } else if (action == TaskAction::Release) {
+        fmt::print("released {}\n", task_label(task));
+    } else if (state == "cancelled") {
         fmt::print("cancelled {}\n", task_label(task));
     } else {
         // Running tasks get SIGTERM and keep their state until the daemon sees them exit.
         fmt::print("stopping {}; it stays {} until its processes have exited\n", task_label(task),
-                   text_of(task, "state"));
+                   state);
     }
-    return 0;
+}
+
+int run_task_action(TaskAction action, const SelectOptions& o) {
+    const TaskFilter filter = build_filter(o);
+    api::ApiClient client = connect(o.socket);
+    std::vector<TaskId> ids;
+    if (needs_task_list(filter)) {
+        const json listed = or_die(client.list_tasks(false));
+        ids = select_tasks(array_of(listed, "tasks"), filter);
+        if (ids.empty()) {
+            fmt::print(stderr, "carma: no unfinished task matches\n");
+            return 1;
+        }
+    } else {
+        for (const TaskRef& r : filter.refs) {
+            ids.push_back(r.id);
+        }
+    }
+    json answers = json::array();
+    int failures = 0;
+    for (TaskId id : ids) {
+        auto task = action == TaskAction::Cancel ? client.cancel(id)
+                                                 : client.hold(id, action == TaskAction::Hold);
+        if (!task && ids.size() == 1) {
+            die(task.error().message);  // one task: its error is the command's
+        }
+        if (!task) {
+            fmt::print(stderr, "carma: task {}: {}\n", id, task.error().message);
+            ++failures;
+            continue;
+        }
+        if (o.json) {
+            answers.push_back(*task);
+        } else {
+            report_action(action, *task);
+        }
+    }
+    if (o.json) {
+        print_json(answers.size() == 1 && ids.size() == 1 ? answers.front() : answers);
+    }
+    return failures == 0 ? 0 : 1;
 }
 
 // ---- logs ---------------------------------------------------------------------------------
@@ -1159,6 +1278,15 @@ Action add_submit_command(CLI::App& app) {
                     "Run in this conda environment (name or path); a .rad file's `conda "
                     "activate NAME` line does the same");
     cmd->add_option("--venv", o->venv, "Run in this Python virtual environment (path)");
+    cmd->add_option("-t,--time-limit", o->time_limit,
+                    "Stop the task after this long: 45s, 90m, 2h, 1h30m, 2d or HH:MM:SS "
+                    "(SIGTERM, then SIGKILL after the grace period; state timeout)");
+    cmd->add_option("--after", o->after,
+                    "Start only after these tasks succeeded: ID[:ID...] (fails if one does not)");
+    cmd->add_flag("-H,--hold", o->hold, "Submit held: it waits for `carma release`");
+    cmd->add_option("--array", o->array,
+                    "One task per index: 0-9, 0-20:5, 1,3,8-12 (CARMA_ARRAY_INDEX tells each "
+                    "which)");
     cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
     add_socket_option(cmd, o->socket);
     cmd->add_option("args", o->args, "The command and its arguments (after --), or a task file");
@@ -1183,13 +1311,34 @@ Action add_show_command(CLI::App& app) {
     return [o] { return run_show(*o); };
 }
 
-Action add_cancel_command(CLI::App& app) {
-    auto o = std::make_shared<ShowOptions>();
-    CLI::App* cmd = app.add_subcommand("cancel", "Cancel a queued task or stop a running one");
-    cmd->add_option("id", o->id, "Task ID")->required();
-    cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
+Action add_task_action_command(CLI::App& app, TaskAction action) {
+    auto o = std::make_shared<SelectOptions>();
+    const char* name = action == TaskAction::Cancel ? "cancel"
+                       : action == TaskAction::Hold ? "hold"
+                                                    : "release";
+    const char* about = action == TaskAction::Cancel
+                            ? "Cancel queued tasks or stop running ones"
+                        : action == TaskAction::Hold ? "Keep queued tasks from starting"
+                                                     : "Let held tasks queue again";
+    CLI::App* cmd = app.add_subcommand(name, about);
+    cmd->add_option("ids", o->ids, "Task ids: 12, an array member 12_3, a whole array 12_*");
+    cmd->add_option("-u,--user", o->users, "Only tasks of these users (comma list, repeatable)");
+    cmd->add_option("-t,--state", o->states,
+                    "Only tasks in these states, e.g. queued,held (comma list, repeatable)");
+    cmd->add_flag("--me", o->me, "Only your own tasks");
+    cmd->add_flag("--json", o->json, "Print the task object(s) the daemon returns");
     add_socket_option(cmd, o->socket);
-    return [o] { return run_cancel(*o); };
+    return [o, action] { return run_task_action(action, *o); };
+}
+
+Action add_cancel_command(CLI::App& app) {
+    return add_task_action_command(app, TaskAction::Cancel);
+}
+
+Action add_hold_command(CLI::App& app) { return add_task_action_command(app, TaskAction::Hold); }
+
+Action add_release_command(CLI::App& app) {
+    return add_task_action_command(app, TaskAction::Release);
 }
 
 Action add_logs_command(CLI::App& app) {

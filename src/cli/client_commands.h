@@ -16,7 +16,9 @@ namespace carma::cli {
 Action add_submit_command(CLI::App& app);  // carma submit [opts] -- CMD... | FILE.yaml | FILE.rad
 Action add_queue_command(CLI::App& app);   // carma queue [--all] [--json]
 Action add_show_command(CLI::App& app);    // carma show ID [--json]
-Action add_cancel_command(CLI::App& app);  // carma cancel ID [--json]
+Action add_cancel_command(CLI::App& app);  // carma cancel ID... [--user U] [--state S] [--json]
+Action add_hold_command(CLI::App& app);     // carma hold ID... (same selection as cancel)
+Action add_release_command(CLI::App& app);  // carma release ID...
 Action add_logs_command(CLI::App& app);    // carma logs ID [--stderr] [--attempt N] [--follow]
 Action add_gpus_command(CLI::App& app);    // carma gpus [--json]
 Action add_replay_command(CLI::App& app);  // carma replay TRACE [--time-scale K] [--dry-run]

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
         {"logs", add_logs_command(app)},         {"gpus", add_gpus_command(app)},
         {"replay", add_replay_command(app)},     {"demo", add_demo_command(app)},
         {"admin", add_admin_command(app)},       {"estimate", add_estimate_command(app)},
+        {"hold", add_hold_command(app)},         {"release", add_release_command(app)},
     };
     // Before CLI11: its messages do not name the mistyped word.
     if (const std::string wrong =

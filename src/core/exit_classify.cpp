@@ -35,6 +35,8 @@ std::string_view to_string(AttemptOutcome o) {
             return "lost";
         case AttemptOutcome::OutOfMemory:
             return "out-of-memory";
+        case AttemptOutcome::Timeout:
+            return "timeout";
     }
     return "unknown";
 }
@@ -58,6 +60,9 @@ AttemptOutcome classify_attempt(const AttemptEnd& end, std::string_view stderr_t
     // A task that finished its work before the stop took effect did succeed: keep its result.
     if (!end.signal && end.exit_code == 0) {
         return AttemptOutcome::Succeeded;
+    }
+    if (end.time_limit_reached && failed(end)) {
+        return AttemptOutcome::Timeout;
     }
     if (end.cancel_requested && failed(end)) {
         return AttemptOutcome::Cancelled;

@@ -6,7 +6,7 @@
 
 namespace carma {
 
-enum class AttemptOutcome { Succeeded, Failed, Cancelled, Lost, OutOfMemory };
+enum class AttemptOutcome { Succeeded, Failed, Cancelled, Lost, OutOfMemory, Timeout };
 
 std::string_view to_string(AttemptOutcome o);
 
@@ -15,6 +15,7 @@ struct AttemptEnd {
     std::optional<int> exit_code;    // set when the task exited
     std::optional<int> signal;       // set when a signal ended it
     bool cancel_requested = false;   // someone asked for it to stop
+    bool time_limit_reached = false; // CARMA stopped it because its time limit ran out
     bool record_missing = false;     // its supervisor vanished without writing an exit record
 };
 

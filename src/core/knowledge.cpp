@@ -131,6 +131,11 @@ Learned derive_knowledge(const TaskSpec& task, const std::vector<RunFacts>& exac
     if (!mine.run_s.empty()) {
         out.duration_s = median(mine.run_s);
         duration_basis = "run time: history median";
+        // It is stopped at its limit, however long it ran before.
+        if (time_limit_s && *time_limit_s < *out.duration_s) {
+            out.duration_s = *time_limit_s;
+            duration_basis += ", cut to the time limit";
+        }
     } else if (time_limit_s) {
         out.duration_s = *time_limit_s;
         duration_basis = "run time: the time limit";

@@ -43,6 +43,13 @@ struct Learned {
     std::string basis;                 // one line for people: where each figure comes from
 };
 
+// A task created by `--array`: every member shares the array's id (the id of its first member)
+// and has its own index (CARMA_ARRAY_INDEX in its environment).
+struct ArrayMember {
+    TaskId id = 0;
+    int index = 0;
+};
+
 struct TaskSpec {
     std::string name;
     std::vector<std::string> command;  // argv; empty in the simulator
@@ -54,6 +61,10 @@ struct TaskSpec {
     // absolute prefix, at most one of the two; empty = none.
     std::string conda;  // a conda environment's prefix (the CLI resolves names)
     std::string venv;   // a virtual environment's directory
+    // Scheduling controls (like sbatch --time, --dependency=afterok, --array).
+    std::optional<double> time_limit_s;  // stopped (SIGTERM, then SIGKILL) after this long
+    std::vector<TaskId> after;           // starts only once all of these succeeded
+    std::optional<ArrayMember> array;
 };
 
 }  // namespace carma

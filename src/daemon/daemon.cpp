@@ -289,7 +289,7 @@ Result<void> Daemon::restore() {
         switch (t.state) {
             case store::TaskState::Queued:
                 // Waiting time counts from submission, across restarts (carma's bounded wait).
-                scheduler_.enqueue(t.id, t.spec, clock_of(t.submitted_at));
+                admit_to_queue(t);
                 ++requeued;
                 break;
             case store::TaskState::Recovering:
@@ -319,6 +319,8 @@ Result<void> Daemon::restore() {
                 live.peak_mib = a.peak_mib;
                 live.learned = t.spec.learned;
                 live.started_clock = clock_of(a.started_at);
+                live.started_unix = a.started_at;
+                live.time_limit_s = t.spec.time_limit_s;
                 if (live.handle.shim_pid == 0) {
                     std::ifstream pidfile(a.dir + "/shim.pid");
                     pidfile >> live.handle.shim_pid;
@@ -442,6 +444,8 @@ void Daemon::tick() {
         notice_sightings(table);
         accumulate_activity();
         collect_exits();
+        enforce_time_limits();
+        resolve_dependencies();
         launches = decide();
         for (const PreparedLaunch& l : launches) {
             launching_[l.task.id] = false;
@@ -664,6 +668,11 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         end.exit_code = record->exit_code;
         end.signal = record->signal;
         end.cancel_requested = record->cancel_requested || live.stop_requested;
+        // After a restart the flag is gone; an attempt stopped once it had run its limit was
+        // stopped for it.
+        end.time_limit_reached =
+            live.timed_out || (record->cancel_requested && live.time_limit_s &&
+                               record->ended_at - live.started_unix >= *live.time_limit_s);
     } else {
         end.record_missing = true;
     }
@@ -731,13 +740,18 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
             case AttemptOutcome::Succeeded: task.state = store::TaskState::Succeeded; break;
             case AttemptOutcome::Cancelled: task.state = store::TaskState::Cancelled; break;
             case AttemptOutcome::Lost: task.state = store::TaskState::Lost; break;
+            case AttemptOutcome::Timeout: task.state = store::TaskState::Timeout; break;
             default: task.state = store::TaskState::Failed; break;
         }
         task.finished_at = unix_now();
+        if (outcome == AttemptOutcome::Timeout) {
+            how = fmt::format("stopped at its time limit of {:.0f} s", *live.time_limit_s);
+        }
         task.message = outcome == AttemptOutcome::Succeeded
                            ? "succeeded"
                            : fmt::format("{} after {} attempt(s): {}", to_string(outcome),
                                          task.attempts, how);
+        dependencies_due_ = true;
     }
     // The attempt's end and the task's new state in one transaction: apart, a daemon killed
     // between them would leave a running task without an open attempt, which a restart re-queues
@@ -823,6 +837,10 @@ std::vector<std::pair<std::string, std::string>> Daemon::task_environment(
     env.emplace_back("CUDA_VISIBLE_DEVICES", devices);
     env.emplace_back("CARMA_TASK_ID", std::to_string(task.id));
     env.emplace_back("CARMA_ATTEMPT", std::to_string(live.number));
+    if (task.spec.array) {
+        env.emplace_back("CARMA_ARRAY_ID", std::to_string(task.spec.array->id));
+        env.emplace_back("CARMA_ARRAY_INDEX", std::to_string(task.spec.array->index));
+    }
     if (config_.time_scale != 1) {
         env.emplace_back("CARMA_TIME_SCALE", fmt::format("{}", config_.time_scale));
     }
@@ -936,6 +954,7 @@ std::vector<Daemon::PreparedLaunch> Daemon::decide() {
             continue;
         }
         event(row.id, "rejected", r.reason);
+        dependencies_due_ = true;
     }
     for (const Placement& p : step.placed) {
         if (auto l = prepare_launch(p)) {
@@ -1027,6 +1046,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     live.gpus = p.gpus;
     live.learned = task.spec.learned;
     live.started_clock = now();
+    live.time_limit_s = task.spec.time_limit_s;
     const std::string dir = fmt::format("{}/attempts/{}/{}", config_.state_dir, task.id,
                                         live.number);
     std::error_code ec;
@@ -1038,6 +1058,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     attempt.gpus = p.gpus;
     attempt.dir = dir;
     attempt.started_at = unix_now();
+    live.started_unix = attempt.started_at;
     attempt.recovered = p.recovered;
     task.state = store::TaskState::Running;
     task.message = fmt::format("running on GPU {}{}", fmt::join(p.gpus, ","),
@@ -1098,6 +1119,7 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
             spdlog::warn("task={}: {}", task.id, r.error().message);
         }
         scheduler_.task_exited(task.id);
+        dependencies_due_ = true;
         event(task.id, std::string(store::to_string(task.state)), task.message);
         return;
     }

@@ -62,6 +62,8 @@ public:
                                               bool include_final) override;
     api::ApiResult<nlohmann::json> show_task(const api::Caller& caller, std::int64_t id) override;
     api::ApiResult<nlohmann::json> cancel_task(const api::Caller& caller, std::int64_t id) override;
+    api::ApiResult<nlohmann::json> hold_task(const api::Caller& caller, std::int64_t id,
+                                             bool hold) override;
     api::ApiResult<api::LogSlice> task_logs(const api::Caller& caller, std::int64_t id,
                                             bool stderr_stream, int attempt,
                                             std::uint64_t offset) override;
@@ -92,6 +94,9 @@ private:
         // What the `carma` policy plans with for a task placed here (GpuView::residents).
         Learned learned;
         double started_clock = 0;  // scheduler clock when the attempt started
+        double started_unix = 0;   // what the store says; time limits count from it
+        std::optional<double> time_limit_s;
+        bool timed_out = false;    // CARMA stopped it at its time limit
     };
 
     // What the daemon knows of one GPU beyond its samples.
@@ -138,6 +143,16 @@ private:
     // The knowledge rule over the task's history; without history when the store cannot be read.
     Learned learn(const store::TaskRow& task);
     api::ApiResult<store::TaskRow> load_task(std::int64_t id);
+    // Scheduling controls (daemon_controls.cpp).
+    // Every dependency must name an existing task; the error says which does not.
+    api::ApiResult<void> check_dependencies(const std::vector<TaskId>& after);
+    // A queued task goes to the scheduler, or waits in blocked_ while a dependency is unmet.
+    void admit_to_queue(const store::TaskRow& task);
+    // Blocked tasks whose dependencies all succeeded are queued; those with one that ended
+    // otherwise fail with the reason.
+    void resolve_dependencies();
+    // Attempts past their task's time limit are asked to stop (SIGTERM, then SIGKILL).
+    void enforce_time_limits();
     api::ApiResult<store::TaskRow> parse_submission(const api::Caller& caller,
                                                     const nlohmann::json& body);
     nlohmann::json task_json(const store::TaskRow& task, bool with_attempts);
@@ -160,6 +175,9 @@ private:
     std::map<TaskId, bool> launching_;
     std::string pending_reason_;
     std::map<TaskId, std::string> waiting_reasons_;  // last reason written per waiting task
+    // Queued tasks kept from the scheduler until their dependencies succeed (--after).
+    std::set<TaskId> blocked_;
+    bool dependencies_due_ = false;  // a task ended since blocked_ was last looked at
     std::uint64_t ticks_ = 0;
     std::uint64_t oom_total_ = 0;
     std::uint64_t attempts_total_ = 0;  // attempts started since the daemon started

@@ -92,7 +92,9 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
     t.gid = caller.gid;
     t.user = caller.user;
     t.submitted_at = unix_now();
-    t.state = store::TaskState::Queued;
+    if (t.state != store::TaskState::Held) {
+        t.state = store::TaskState::Queued;
+    }
     if (t.max_attempts == 0) {
         t.max_attempts = config_.max_attempts;
     }
@@ -159,22 +161,68 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
     if (!task) {
         return tl::unexpected(task.error());
     }
+    auto indices = array_from_submission(body);
+    if (!indices) {
+        return tl::unexpected(indices.error());
+    }
     task->spec.learned = learn(*task);
     std::lock_guard lock(mu_);
-    auto id = store_->insert_task(*task);
-    if (!id) {
-        // Nothing was accepted: say so with 507 (Insufficient Storage), the usual cause.
-        return api::api_fail(507, fmt::format("the task could not be stored, so it was not "
-                                              "accepted: {}; free space in the daemon's state "
-                                              "directory and submit again",
-                                              id.error().message));
+    if (auto deps = check_dependencies(task->spec.after); !deps) {
+        return tl::unexpected(deps.error());
     }
-    task->id = *id;
-    scheduler_.enqueue(task->id, task->spec);
-    event(task->id, "submitted",
-          fmt::format("by {} (uid {}): {} GPU(s), {}", task->user, task->uid, task->spec.gpus,
-                      fmt::join(task->spec.command, " ")));
-    return task_to_json(*task);
+    if (task->state == store::TaskState::Held) {
+        task->message = "held at submission; `carma release` lets it run";
+    } else if (!task->spec.after.empty()) {
+        task->message = fmt::format("waits for task(s) {} to succeed",
+                                    fmt::join(task->spec.after, ", "));
+    }
+    std::vector<TaskId> ids;
+    if (indices->empty()) {
+        auto id = store_->insert_task(*task);
+        if (id) {
+            ids.push_back(*id);
+        } else {
+            return api::api_fail(507, fmt::format("the task could not be stored, so it was not "
+                                                  "accepted: {}; free space in the daemon's "
+                                                  "state directory and submit again",
+                                                  id.error().message));
+        }
+    } else {
+        auto inserted = store_->insert_array(*task, *indices);
+        if (!inserted) {
+            // All or nothing: one transaction.
+            return api::api_fail(507, fmt::format("the array could not be stored, so none of it "
+                                                  "was accepted: {}; free space in the daemon's "
+                                                  "state directory and submit again",
+                                                  inserted.error().message));
+        }
+        ids = std::move(*inserted);
+    }
+    nlohmann::json answer;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        store::TaskRow member = *task;
+        member.id = ids[i];
+        if (!indices->empty()) {
+            member.spec.array = ArrayMember{ids.front(), (*indices)[i]};
+        }
+        if (member.state == store::TaskState::Queued) {
+            admit_to_queue(member);
+        }
+        event(member.id, "submitted",
+              fmt::format("by {} (uid {}): {} GPU(s), {}{}", member.user, member.uid,
+                          member.spec.gpus, fmt::join(member.spec.command, " "),
+                          member.spec.array
+                              ? fmt::format(" (array {} index {})", member.spec.array->id,
+                                            member.spec.array->index)
+                              : std::string()));
+        if (i == 0) {
+            answer = task_to_json(member);
+        }
+    }
+    if (!indices->empty()) {
+        answer["array_tasks"] = ids;
+    }
+    return answer;
 }
 
 // Read-only: the body is checked as a submission's is (shape only: nothing runs, so the paths
@@ -205,7 +253,8 @@ api::ApiResult<nlohmann::json> Daemon::estimate(const api::Caller& caller,
     in.family_runs = std::move(*kin);
     // From the very rows shown, so the answer explains itself.
     task.spec.learned = derive_knowledge(task.spec, store::run_facts(in.command),
-                                         store::run_facts(in.family_runs), std::nullopt,
+                                         store::run_facts(in.family_runs),
+                                         task.spec.time_limit_s,
                                          knowledge_config());
     in.spec = task.spec;
     nlohmann::json answer = estimate_to_json(in);
@@ -300,6 +349,8 @@ api::ApiResult<nlohmann::json> Daemon::cancel_task(const api::Caller& caller, st
         return task_to_json(*task);
     }
     scheduler_.cancel(id);
+    blocked_.erase(id);
+    dependencies_due_ = true;
     task->state = store::TaskState::Cancelled;
     task->finished_at = unix_now();
     task->message = fmt::format("cancelled by {} before it started", caller.user);

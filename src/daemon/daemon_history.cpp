@@ -92,8 +92,8 @@ Learned Daemon::learn(const store::TaskRow& task) {
                      (!mine ? mine.error() : kin.error()).message);
     }
     return derive_knowledge(task.spec, mine ? store::run_facts(*mine) : std::vector<RunFacts>{},
-                            kin ? store::run_facts(*kin) : std::vector<RunFacts>{}, std::nullopt,
-                            knowledge);
+                            kin ? store::run_facts(*kin) : std::vector<RunFacts>{},
+                            task.spec.time_limit_s, knowledge);
 }
 
 }  // namespace carma::daemon

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/controls.h"
+
 namespace carma::daemon {
 
 namespace {
@@ -99,6 +101,11 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
             {"conda", t.spec.conda.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.conda)},
             {"venv", t.spec.venv.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.venv)},
             {"learned", learned_to_json(t.spec.learned)},
+            {"time_limit_s", optional_number(t.spec.time_limit_s)},
+            {"after", t.spec.after},
+            {"array", t.spec.array ? nlohmann::json{{"id", t.spec.array->id},
+                                                   {"index", t.spec.array->index}}
+                                   : nlohmann::json(nullptr)},
             {"env", env},
             {"attempts", t.attempts},
             {"max_attempts", t.max_attempts},
@@ -139,15 +146,13 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
     if (!body.is_object()) {
         return api::api_fail(400, "the request body must be a JSON object describing the task");
     }
-    static const std::set<std::string> known = {"name",    "command", "gpus",  "memory_mib",
-                                                "memory",  "workdir", "env",   "max_attempts",
-                                                "workload", "conda",  "venv"};
+    static const std::set<std::string> known = {
+        "name",     "command", "gpus", "memory_mib",   "memory", "workdir", "env",
+        "max_attempts", "workload", "conda", "venv", "time_limit_s", "after", "hold", "array"};
     for (const auto& [key, value] : body.items()) {
         if (!known.contains(key)) {
-            return api::api_fail(400, fmt::format("unknown field '{}'; known fields: name, "
-                                                  "command, gpus, memory_mib, memory, workdir, "
-                                                  "env, max_attempts, workload, conda, venv",
-                                                  key));
+            return api::api_fail(400, fmt::format("unknown field '{}'; known fields: {}", key,
+                                                  fmt::join(known, ", ")));
         }
     }
     store::TaskRow t;
@@ -299,7 +304,72 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         return api::api_fail(400, "give 'conda' or 'venv', not both: a task runs in one Python "
                                   "environment");
     }
+    if (body.contains("time_limit_s") && !body["time_limit_s"].is_null()) {
+        const nlohmann::json& v = body["time_limit_s"];
+        if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > kMaxTimeLimitS) {
+            return api::api_fail(400, fmt::format("'time_limit_s' must be a number of seconds, "
+                                                  "above 0 and at most {:.0f} (a year)",
+                                                  kMaxTimeLimitS));
+        }
+        t.spec.time_limit_s = v.get<double>();
+    }
+    if (body.contains("after") && !body["after"].is_null()) {
+        const nlohmann::json& v = body["after"];
+        constexpr std::size_t kMaxDependencies = 1000;
+        if (!v.is_array() || v.size() > kMaxDependencies) {
+            return api::api_fail(400, "'after' must be a list of at most 1000 task ids");
+        }
+        for (const nlohmann::json& id : v) {
+            if (!id.is_number_integer() || id.get<std::int64_t>() < 1) {
+                return api::api_fail(400, "every element of 'after' must be a task id (a whole "
+                                          "number >= 1)");
+            }
+            t.spec.after.push_back(id.get<std::int64_t>());
+        }
+    }
+    if (body.contains("hold") && !body["hold"].is_null()) {
+        if (!body["hold"].is_boolean()) {
+            return api::api_fail(400, "'hold' must be true or false");
+        }
+        if (body["hold"].get<bool>()) {
+            t.state = store::TaskState::Held;
+        }
+    }
     return t;
+}
+
+api::ApiResult<std::vector<int>> array_from_submission(const nlohmann::json& body) {
+    if (!body.is_object() || !body.contains("array") || body["array"].is_null()) {
+        return std::vector<int>{};
+    }
+    const nlohmann::json& v = body["array"];
+    if (v.is_string()) {
+        auto parsed = parse_array_indices(v.get<std::string>());
+        if (!parsed) {
+            return api::api_fail(400, parsed.error().message);
+        }
+        return *parsed;
+    }
+    if (!v.is_array() || v.empty() || v.size() > kMaxArrayMembers) {
+        return api::api_fail(400, fmt::format("'array' must be a range like \"0-9\" or a list of "
+                                              "1 to {} indices",
+                                              kMaxArrayMembers));
+    }
+    std::set<int> seen;
+    std::vector<int> out;
+    for (const nlohmann::json& i : v) {
+        if (!i.is_number_integer() || i.get<std::int64_t>() < 0 ||
+            i.get<std::int64_t>() > kMaxArrayIndex) {
+            return api::api_fail(400, fmt::format("every element of 'array' must be an index "
+                                                  "0..{}",
+                                                  kMaxArrayIndex));
+        }
+        if (!seen.insert(i.get<int>()).second) {
+            return api::api_fail(400, fmt::format("'array' lists index {} twice", i.get<int>()));
+        }
+        out.push_back(i.get<int>());
+    }
+    return out;
 }
 
 }  // namespace carma::daemon

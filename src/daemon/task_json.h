@@ -16,6 +16,9 @@ nlohmann::json attempt_to_json(const store::AttemptRow& attempt);
 
 // The fields of a POST /v1/tasks body, checked for shape only (types, ranges, unknown fields);
 // what needs the server (GPU limits, paths, the command) is checked by the daemon.
+// `hold: true` makes the row Held; `array` is read by array_from_submission.
 api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body);
+// The indices of a submission's `array` ("0-9" or [0, 1, ...]); empty when it has none.
+api::ApiResult<std::vector<int>> array_from_submission(const nlohmann::json& body);
 
 }  // namespace carma::daemon

@@ -10,6 +10,7 @@ namespace {
 constexpr std::array kAllStates = {
     TaskState::Queued,    TaskState::Recovering, TaskState::Running, TaskState::Succeeded,
     TaskState::Failed,    TaskState::Cancelled,  TaskState::Lost,    TaskState::Rejected,
+    TaskState::Held,      TaskState::Timeout,
 };
 
 }  // namespace
@@ -25,6 +26,8 @@ std::string_view to_string(TaskState s) {
         case TaskState::Cancelled: return "cancelled";
         case TaskState::Lost: return "lost";
         case TaskState::Rejected: return "rejected";
+        case TaskState::Held: return "held";
+        case TaskState::Timeout: return "timeout";
     }
     return "unknown";
 }
@@ -44,12 +47,14 @@ bool is_final(TaskState s) {
     switch (s) {
         case TaskState::Queued:
         case TaskState::Recovering:
-        case TaskState::Running: return false;
+        case TaskState::Running:
+        case TaskState::Held: return false;
         case TaskState::Succeeded:
         case TaskState::Failed:
         case TaskState::Cancelled:
         case TaskState::Lost:
-        case TaskState::Rejected: return true;
+        case TaskState::Rejected:
+        case TaskState::Timeout: return true;
     }
     return false;
 }

@@ -26,6 +26,8 @@ enum class TaskState {
     Cancelled,
     Lost,        // the attempt vanished (supervisor gone, no exit record)
     Rejected,    // could never fit (kept for the record; rejected submissions get an error)
+    Held,        // kept out of the queues until `carma release`
+    Timeout,     // its attempt was stopped at the task's time limit
 };
 
 std::string_view to_string(TaskState s);

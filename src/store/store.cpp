@@ -232,6 +232,13 @@ json spec_to_json(const TaskSpec& s) {
         j["venv"] = s.venv;
     }
     j["learned"] = learned_to_json(s.learned);
+    put_optional(j, "time_limit_s", s.time_limit_s);
+    if (!s.after.empty()) {
+        j["after"] = s.after;
+    }
+    if (s.array) {
+        j["array"] = {{"id", s.array->id}, {"index", s.array->index}};
+    }
     return j;
 }
 
@@ -247,6 +254,11 @@ TaskSpec spec_from_json(const json& j) {
     if (auto it = j.find("learned"); it != j.end() && it->is_object()) {
         s.learned = learned_from_json(*it);
     }
+    get_optional(j, "time_limit_s", s.time_limit_s);
+    s.after = j.value("after", std::vector<TaskId>{});
+    if (auto it = j.find("array"); it != j.end() && it->is_object()) {
+        s.array = ArrayMember{it->at("id").get<TaskId>(), it->at("index").get<int>()};
+    }
     return s;
 }
 
@@ -260,6 +272,10 @@ Result<void> check_finite(const TaskSpec& spec) {
                     fmt::format("task '{}': the model's parameters and activations must be finite "
                                 "numbers",
                                 spec.name));
+    }
+    if (spec.time_limit_s && !std::isfinite(*spec.time_limit_s)) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("task '{}': the time limit must be a finite number", spec.name));
     }
     return {};
 }
@@ -779,6 +795,43 @@ Result<TaskId> Store::insert_task(const TaskRow& task) {
                             st.exec();
                             return db.getLastInsertRowid();
                         });
+}
+
+Result<std::vector<TaskId>> Store::insert_array(const TaskRow& task,
+                                                std::span<const int> indices) {
+    if (indices.empty()) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("array task '{}' has no indices", task.spec.name));
+    }
+    TaskRow member = task;
+    member.spec.array = ArrayMember{0, indices.front()};
+    auto encoded = encode_task(member);
+    if (!encoded) {
+        return tl::unexpected(encoded.error());
+    }
+    return impl_->write(
+        fmt::format("insert array task '{}' ({} members)", task.spec.name, indices.size()),
+        [&](SQLite::Database& db) -> Result<std::vector<TaskId>> {
+            std::vector<TaskId> ids;
+            SQLite::Statement insert(db, kInsertTask);
+            SQLite::Statement update(db, kUpdateTask);
+            // The array's id is its first member's, known only once that one is in: each member is
+            // inserted and then rewritten with it, all in this one transaction.
+            for (int index : indices) {
+                member.spec.array = ArrayMember{ids.empty() ? 0 : ids.front(), index};
+                insert.reset();
+                bind_task(insert, member, EncodedTask{spec_to_json(member.spec).dump(),
+                                                      encoded->env_json});
+                insert.exec();
+                ids.push_back(db.getLastInsertRowid());
+            }
+            member.spec.array = ArrayMember{ids.front(), indices.front()};
+            update.bind(bind_task(update, member, EncodedTask{spec_to_json(member.spec).dump(),
+                                                              encoded->env_json}),
+                        ids.front());
+            update.exec();
+            return ids;
+        });
 }
 
 // Writes every column but the id: which fields change is the caller's business.

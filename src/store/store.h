@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ public:
 
     // Assigns the id (monotonic, never reused) and stores the row; returns the id.
     Result<TaskId> insert_task(const TaskRow& task);
+    // One task per index, all or none (one transaction): `--array`. Each member's spec.array
+    // carries the array's id (its first member's) and its index; returns the ids in order.
+    Result<std::vector<TaskId>> insert_array(const TaskRow& task, std::span<const int> indices);
     Result<void> update_task(const TaskRow& task);  // every mutable field by id
     Result<std::optional<TaskRow>> task(TaskId id);
     // Tasks in id order; `include_final` false leaves out succeeded/failed/cancelled/lost/rejected.

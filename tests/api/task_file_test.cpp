@@ -359,3 +359,38 @@ TEST(TaskFileTest, YamlPythonEnvironments) {
 
 }  // namespace
 }  // namespace carma::api
+
+namespace carma::api {
+namespace {
+
+// This test verifies the scheduling controls of a YAML task file and that they reach the body.
+TEST(TaskFileTest, YamlSchedulingControls) {
+    auto r = parse_yaml_task("command: python train.py\ntime_limit: 1h30m\nafter: [3, 4]\n"
+                             "hold: yes\narray: 0-9:3\n",
+                             TaskFileContext{"t.yaml", "t", "/w", "/w"});
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->time_limit_s, 5400);
+    EXPECT_EQ(r->after, (std::vector<TaskId>{3, 4}));
+    EXPECT_TRUE(r->hold);
+    EXPECT_EQ(r->array, "0-9:3");
+    const nlohmann::json body = request_body(*r);
+    EXPECT_EQ(body["time_limit_s"], 5400);
+    EXPECT_EQ(body["after"], nlohmann::json({3, 4}));
+    EXPECT_EQ(body["hold"], true);
+    EXPECT_EQ(body["array"], "0-9:3");
+    auto single = parse_yaml_task("command: x\nafter: 7\n", TaskFileContext{"t.yaml", "t", "/w", "/w"});
+    ASSERT_TRUE(single);
+    EXPECT_EQ(single->after, std::vector<TaskId>{7});
+    for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+             {"command: x\ntime_limit: 90\n", "has no unit"},
+             {"command: x\nafter: [0]\n", "after"},
+             {"command: x\nhold: maybe\n", "true or false"},
+             {"command: x\narray: 9-1\n", "ends before it starts"}}) {
+        auto bad = parse_yaml_task(text, TaskFileContext{"t.yaml", "t", "/w", "/w"});
+        ASSERT_FALSE(bad) << text;
+        EXPECT_NE(bad.error().message.find(why), std::string::npos) << bad.error().message;
+    }
+}
+
+}  // namespace
+}  // namespace carma::api

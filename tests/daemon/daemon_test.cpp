@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 #include <thread>
 #include <tuple>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -95,8 +97,7 @@ std::string read_text(const std::string& path) {
 }
 
 bool is_final(const std::string& state) {
-    return state == "succeeded" || state == "failed" || state == "cancelled" || state == "lost" ||
-           state == "rejected";
+    return api::is_final_state(state);
 }
 
 class DaemonTest : public ::testing::Test {
@@ -299,6 +300,158 @@ TEST_F(DaemonTest, SubmitQueueShowLogsCancel) {
     auto again = client().cancel(sleepers[0]);
     ASSERT_FALSE(again);
     EXPECT_NE(again.error().message.find("already ended"), std::string::npos);
+}
+
+// This test verifies --time-limit: the attempt is stopped at the limit and the task ends
+// `timeout` (not retried, not "cancelled"), with the event that says why.
+TEST_F(DaemonTest, TimeLimitEndsTheTaskAsTimeout) {
+    start("exclusive");
+    json body = {{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}, {"time_limit_s", 1}};
+    const TaskId id = submit(body);
+    EXPECT_EQ(task(id)["time_limit_s"], 1);
+    const json done = wait_final(id, 60s);
+    EXPECT_EQ(done["state"], "timeout") << done.dump();
+    ASSERT_EQ(done["attempt_list"].size(), 1u);
+    EXPECT_EQ(done["attempt_list"][0]["outcome"], "timeout");
+    EXPECT_NE(done["message"].get<std::string>().find("time limit"), std::string::npos);
+    bool said = false;
+    for (const json& e : events()) {
+        said = said || (e["task"] == id && e["kind"] == "timeout");
+    }
+    EXPECT_TRUE(said);
+    // A task that finishes within its limit is not touched.
+    body["command"] = {"/bin/true"};
+    body["time_limit_s"] = 3600;
+    EXPECT_EQ(wait_final(submit(body))["state"], "succeeded");
+}
+
+// This test verifies --after: a dependent starts only once its dependency succeeded, and fails
+// (with the reason, never starting) when one ended otherwise, transitively; an unknown
+// dependency is refused at submission.
+TEST_F(DaemonTest, DependenciesRunInOrderAndFailTogether) {
+    start("exclusive");
+    const std::string marker = dir_ + "/first-done";
+    const TaskId first = submit({{"command", {"/bin/sh", "-c", "sleep 1; touch " + marker}},
+                                 {"workdir", "/tmp"}});
+    // Fails unless the first task has finished when it starts.
+    const TaskId second = submit({{"command", {"/bin/test", "-f", marker}},
+                                  {"workdir", "/tmp"},
+                                  {"after", {first}}});
+    EXPECT_EQ(state(second), "queued");
+    EXPECT_NE(task(second)["message"].get<std::string>().find("waits for"), std::string::npos);
+    EXPECT_EQ(wait_final(second)["state"], "succeeded");
+
+    const TaskId failing = submit({{"command", {"/bin/false"}}, {"workdir", "/tmp"}});
+    const TaskId dependent = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"},
+                                     {"after", {failing}}});
+    const TaskId transitive = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"},
+                                      {"after", {first, dependent}}});
+    const json d = wait_final(dependent);
+    EXPECT_EQ(d["state"], "failed");
+    EXPECT_EQ(d["attempts"], 0);
+    EXPECT_NE(d["message"].get<std::string>().find(
+                  fmt::format("dependency task {} ended failed", failing)),
+              std::string::npos)
+        << d.dump();
+    const json t = wait_final(transitive);
+    EXPECT_EQ(t["state"], "failed");
+    EXPECT_NE(t["message"].get<std::string>().find(std::to_string(dependent)), std::string::npos);
+
+    auto unknown = client().submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"},
+                                    {"after", {999999}}});
+    ASSERT_FALSE(unknown);
+    EXPECT_NE(unknown.error().message.find("999999 does not exist"), std::string::npos);
+}
+
+// This test verifies hold and release: a held task never starts on idle GPUs until released;
+// only queued tasks can be held and only held ones released. With --after, release leaves the
+// dependency in force.
+TEST_F(DaemonTest, HoldAndRelease) {
+    start("exclusive");
+    const TaskId held = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"hold", true}});
+    EXPECT_EQ(state(held), "held");
+    std::this_thread::sleep_for(500ms);  // many rounds with four idle GPUs
+    EXPECT_EQ(state(held), "held");
+    auto again = client().hold(held, true);
+    ASSERT_FALSE(again);
+    EXPECT_NE(again.error().message.find("already held"), std::string::npos);
+    ASSERT_TRUE(client().hold(held, false));
+    EXPECT_EQ(wait_final(held)["state"], "succeeded");
+    auto late = client().hold(held, false);
+    ASSERT_FALSE(late);
+    EXPECT_NE(late.error().message.find("not held"), std::string::npos);
+
+    const TaskId sleeper = submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
+    ASSERT_TRUE(eventually([&] { return state(sleeper) == "running"; }));
+    auto running = client().hold(sleeper, true);
+    ASSERT_FALSE(running);
+    EXPECT_NE(running.error().message.find("only a queued task"), std::string::npos);
+    const TaskId waiting = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"},
+                                   {"after", {sleeper}}});
+    ASSERT_TRUE(client().hold(waiting, true));
+    ASSERT_TRUE(client().hold(waiting, false));
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(state(waiting), "queued");  // still waits for the sleeper
+    ASSERT_TRUE(client().cancel(sleeper));
+    EXPECT_EQ(wait_final(waiting)["state"], "failed");  // the sleeper was cancelled
+}
+
+// This test verifies --array through the CLI: one member per index, each told its index, all
+// recorded with the array's id; `carma cancel ID_*` cancels the rest of an array, and
+// `carma cancel --me --state queued` every queued task of the caller's, leaving running ones.
+TEST_F(DaemonTest, ArraysAndCancellingMany) {
+    start("exclusive");
+    const std::string out = dir_ + "/array";
+    fs::create_directories(out);
+    auto carma = [&](const std::string& command, const std::string& args) {
+        const std::string cmd = std::string(CARMA_BIN) + " " + command + " --socket " + socket_ +
+                                " " + args + " > " + dir_ + "/cli.out 2>&1";
+        const int rc = std::system(cmd.c_str());
+        return std::pair{rc, read_text(dir_ + "/cli.out")};
+    };
+    auto [rc, text] = carma("submit", "--json --array 0-3 --workdir " + out +
+                            " -- /bin/sh -c 'echo $CARMA_ARRAY_ID > idx.$CARMA_ARRAY_INDEX'");
+    ASSERT_EQ(rc, 0) << text;
+    const json answer = json::parse(text);
+    ASSERT_EQ(answer["array_tasks"].size(), 4u);
+    const TaskId array_id = answer["id"];
+    for (std::size_t i = 0; i < 4; ++i) {
+        const TaskId id = answer["array_tasks"][i];
+        const json done = wait_final(id);
+        EXPECT_EQ(done["state"], "succeeded");
+        EXPECT_EQ(done["array"]["id"], array_id);
+        EXPECT_EQ(done["array"]["index"], i);
+        EXPECT_EQ(read_text(out + "/idx." + std::to_string(i)), std::to_string(array_id) + "\n");
+    }
+
+    std::vector<TaskId> sleepers;
+    for (int i = 0; i < 4; ++i) {
+        sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
+    }
+    ASSERT_TRUE(eventually([&] {
+        return std::all_of(sleepers.begin(), sleepers.end(),
+                           [&](TaskId id) { return state(id) == "running"; });
+    }));
+    auto [rc2, text2] = carma("submit", "--json --array 0-2 -- /bin/true");
+    ASSERT_EQ(rc2, 0) << text2;
+    const json waiting = json::parse(text2);
+    auto [rc3, text3] = carma("cancel", "'" + std::to_string(waiting["id"].get<TaskId>()) + "_*'");
+    EXPECT_EQ(rc3, 0) << text3;
+    for (const json& id : waiting["array_tasks"]) {
+        EXPECT_EQ(state(id.get<TaskId>()), "cancelled");
+    }
+    const TaskId one = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"}});
+    const TaskId two = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"hold", true}});
+    auto [rc4, text4] = carma("cancel", "--me --state queued,held");
+    EXPECT_EQ(rc4, 0) << text4;
+    EXPECT_EQ(state(one), "cancelled");
+    EXPECT_EQ(state(two), "cancelled");
+    for (TaskId id : sleepers) {
+        EXPECT_EQ(state(id), "running");
+    }
+    auto [rc5, text5] = carma("cancel", "--state qeued");
+    EXPECT_NE(rc5, 0);
+    EXPECT_NE(text5.find("did you mean 'queued'"), std::string::npos) << text5;
 }
 
 // This test verifies that a task's environment is what its submitter declared plus the
@@ -765,7 +918,8 @@ TEST_F(DaemonTest, SecondRunIsPlannedFromTheFirst) {
     const std::string out = dir_ + "/estimate.out";
     std::string cmd = std::string(CARMA_BIN) + " estimate --socket " + socket_ + " --";
     for (const json& arg : body["command"]) {
-        cmd += " " + arg.get<std::string>();
+        cmd += ' ';
+        cmd += arg.get<std::string>();
     }
     ASSERT_EQ(std::system((cmd + " >" + out + " 2>&1").c_str()), 0) << read_text(out);
     const std::string table = read_text(out);

@@ -105,6 +105,12 @@ AttemptEnd not_started() {
     return e;
 }
 
+AttemptEnd timed_out(int sig) {
+    AttemptEnd e = killed(sig, true);
+    e.time_limit_reached = true;
+    return e;
+}
+
 AttemptEnd missing() {
     AttemptEnd e;
     e.record_missing = true;
@@ -135,6 +141,8 @@ TEST(ExitClassifyTest, ClassifiesEachCase) {
         {"record missing", missing(), "", AttemptOutcome::Lost},
         {"record missing, OOM text", missing(), oom, AttemptOutcome::Lost},
         {"neither exit code nor signal", AttemptEnd{}, "", AttemptOutcome::Failed},
+        {"stopped at the time limit", timed_out(SIGTERM), "", AttemptOutcome::Timeout},
+        {"killed at the time limit", timed_out(SIGKILL), oom, AttemptOutcome::Timeout},
     };
     for (const auto& c : cases) {
         EXPECT_EQ(classify_attempt(c.end, c.stderr_tail), c.expected) << c.name;

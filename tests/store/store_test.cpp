@@ -286,7 +286,7 @@ TEST_F(StoreTest, RefusesWhatJsonCannotHold) {
 // This test verifies that every state survives the database by name, and that unknown names
 // are rejected.
 TEST(TaskStateTest, NamesRoundTrip) {
-    ASSERT_EQ(all_task_states().size(), 8u);
+    ASSERT_EQ(all_task_states().size(), 10u);
     for (TaskState s : all_task_states()) {
         EXPECT_EQ(parse_task_state(to_string(s)), s) << to_string(s);
     }
@@ -301,6 +301,41 @@ TEST(TaskStateTest, NamesRoundTrip) {
     EXPECT_TRUE(is_final(TaskState::Cancelled));
     EXPECT_TRUE(is_final(TaskState::Lost));
     EXPECT_TRUE(is_final(TaskState::Rejected));
+    EXPECT_FALSE(is_final(TaskState::Held));
+    EXPECT_TRUE(is_final(TaskState::Timeout));
+    EXPECT_EQ(to_string(TaskState::Held), "held");
+    EXPECT_EQ(to_string(TaskState::Timeout), "timeout");
+}
+
+// This test verifies that an array is stored all at once with its id and indices, and that the
+// scheduling controls survive the round trip.
+TEST_F(StoreTest, InsertsAnArrayWithItsControls) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->insert_task(named_task("before")));
+    TaskRow proto = named_task("sweep");
+    proto.spec.time_limit_s = 5400;
+    proto.spec.after = {1};
+    const std::vector<int> indices = {0, 5, 10};
+    auto ids = store->insert_array(proto, indices);
+    ASSERT_TRUE(ids) << ids.error().message;
+    ASSERT_EQ(ids->size(), 3u);
+    for (std::size_t i = 0; i < ids->size(); ++i) {
+        auto t = store->task((*ids)[i]);
+        ASSERT_TRUE(t && *t);
+        const TaskSpec& spec = (**t).spec;
+        ASSERT_TRUE(spec.array);
+        EXPECT_EQ(spec.array->id, ids->front());
+        EXPECT_EQ(spec.array->index, indices[i]);
+        EXPECT_EQ(spec.time_limit_s, 5400);
+        EXPECT_EQ(spec.after, std::vector<TaskId>{1});
+    }
+    auto plain = store->task(1);
+    ASSERT_TRUE(plain && *plain);
+    EXPECT_FALSE((**plain).spec.array);
+    EXPECT_FALSE((**plain).spec.time_limit_s);
+    EXPECT_TRUE((**plain).spec.after.empty());
+    EXPECT_FALSE(store->insert_array(proto, {}));
 }
 
 // This test verifies that tasks(false) leaves out every final state and keeps id order.

@@ -1,0 +1,167 @@
+#include "core/controls.h"
+
+#include <cctype>
+#include <charconv>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/text.h"
+
+namespace carma {
+
+namespace {
+
+std::optional<long long> whole_number(std::string_view s) {
+    long long v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < 0) {
+        return std::nullopt;
+    }
+    return v;
+}
+
+tl::unexpected<Error> bad_limit(std::string_view text, std::string_view why) {
+    return fail(ErrorCode::InvalidArgument,
+                fmt::format("time limit '{}' {}; write it like 45s, 90m, 2h, 1h30m, 2d or "
+                            "HH:MM:SS",
+                            text, why));
+}
+
+// "D-HH:MM:SS", "HH:MM:SS", "MM:SS".
+std::optional<double> clock_form(std::string_view s) {
+    long long days = 0;
+    if (const auto dash = s.find('-'); dash != std::string_view::npos) {
+        const auto d = whole_number(s.substr(0, dash));
+        if (!d) {
+            return std::nullopt;
+        }
+        days = *d;
+        s.remove_prefix(dash + 1);
+    }
+    const std::vector<std::string> parts = split_list(s, ':');
+    if (parts.size() < 2 || parts.size() > 3) {
+        return std::nullopt;
+    }
+    double total = 0;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        const auto v = whole_number(parts[i]);
+        if (!v || (i > 0 && *v >= 60)) {
+            return std::nullopt;
+        }
+        total = total * 60 + static_cast<double>(*v);
+    }
+    if (parts.size() == 2 && days == 0) {
+        return total;  // MM:SS
+    }
+    if (parts.size() == 2) {
+        total *= 60;  // D-HH:MM
+    }
+    return total + static_cast<double>(days) * 86400;
+}
+
+}  // namespace
+
+Result<double> parse_time_limit(std::string_view text) {
+    const std::string_view s = trim(text);
+    if (s.empty()) {
+        return bad_limit(text, "is empty");
+    }
+    if (whole_number(s)) {
+        return bad_limit(text, "has no unit");
+    }
+    double total = 0;
+    if (s.find(':') != std::string_view::npos) {
+        const auto v = clock_form(s);
+        if (!v) {
+            return bad_limit(text, "is not a valid clock time");
+        }
+        total = *v;
+    } else {
+        std::string_view rest = s;
+        std::string seen;
+        while (!rest.empty()) {
+            std::size_t digits = 0;
+            while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') {
+                ++digits;
+            }
+            const auto v = whole_number(rest.substr(0, digits));
+            if (!v || digits == rest.size()) {
+                return bad_limit(text, "is not a number followed by a unit");
+            }
+            const char unit = static_cast<char>(std::tolower(static_cast<unsigned char>(rest[digits])));
+            const double scale = unit == 'd'   ? 86400
+                                 : unit == 'h' ? 3600
+                                 : unit == 'm' ? 60
+                                 : unit == 's' ? 1
+                                               : 0;
+            if (scale == 0) {
+                return bad_limit(text, fmt::format("has an unknown unit '{}' (use d, h, m, s)",
+                                                   rest[digits]));
+            }
+            if (seen.find(unit) != std::string::npos) {
+                return bad_limit(text, fmt::format("gives the unit '{}' twice", unit));
+            }
+            seen += unit;
+            total += static_cast<double>(*v) * scale;
+            rest.remove_prefix(digits + 1);
+        }
+    }
+    if (total <= 0) {
+        return bad_limit(text, "is zero");
+    }
+    if (total > kMaxTimeLimitS) {
+        return bad_limit(text, "is longer than a year");
+    }
+    return total;
+}
+
+Result<std::vector<int>> parse_array_indices(std::string_view text) {
+    auto bad = [&](std::string_view why) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("array '{}' {}; write it like 0-9, 0-20:5 or 1,3,8-12", text, why));
+    };
+    std::set<int> indices;
+    const std::string_view s = trim(text);
+    if (s.empty()) {
+        return bad("is empty");
+    }
+    for (const std::string& piece : split_list(s, ',')) {
+        std::string_view range = trim(piece);
+        long long step = 1;
+        if (const auto colon = range.find(':'); colon != std::string_view::npos) {
+            const auto st = whole_number(range.substr(colon + 1));
+            if (!st || *st < 1) {
+                return bad(fmt::format("has a step '{}' that is not a whole number >= 1",
+                                       range.substr(colon + 1)));
+            }
+            step = *st;
+            range = range.substr(0, colon);
+        }
+        const auto dash = range.find('-');
+        const auto first = whole_number(range.substr(0, dash));
+        const auto last = dash == std::string_view::npos ? first
+                                                         : whole_number(range.substr(dash + 1));
+        if (!first || !last) {
+            return bad(fmt::format("has '{}', which is not an index or a range of indices",
+                                   piece));
+        }
+        if (*last < *first) {
+            return bad(fmt::format("has the range '{}', which ends before it starts", piece));
+        }
+        if (*last > kMaxArrayIndex) {
+            return bad(fmt::format("has an index above {}", kMaxArrayIndex));
+        }
+        for (long long i = *first; i <= *last; i += step) {
+            indices.insert(static_cast<int>(i));
+            if (indices.size() > kMaxArrayMembers) {
+                return bad(fmt::format("has more than {} members", kMaxArrayMembers));
+            }
+        }
+    }
+    return std::vector<int>(indices.begin(), indices.end());
+}
+
+}  // namespace carma

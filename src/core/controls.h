@@ -1,0 +1,27 @@
+#pragma once
+// The words of the scheduling controls people type: time limits ("2h", "1:30:00") and array
+// index sets ("0-9", "1,3,8-12:2"). Pure.
+
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace carma {
+
+// The most members one `--array` may create: enough for any sweep, small enough that one
+// submission cannot flood the store.
+inline constexpr std::size_t kMaxArrayMembers = 10000;
+inline constexpr int kMaxArrayIndex = 1'000'000;
+// A year: beyond any training run, and far from overflowing anything that adds to it.
+inline constexpr double kMaxTimeLimitS = 366.0 * 24 * 3600;
+
+// Seconds from "45s", "90m", "2h", "1h30m", "2d", "1d12h" or sbatch's clock forms "MM:SS",
+// "HH:MM:SS", "D-HH:MM:SS". A bare number is refused: minutes for sbatch, seconds elsewhere.
+Result<double> parse_time_limit(std::string_view text);
+
+// "0-9" (both ends included), "0-20:5" (step), "1,3,8-12" (lists of those); ascending, no
+// duplicates.
+Result<std::vector<int>> parse_array_indices(std::string_view text);
+
+}  // namespace carma

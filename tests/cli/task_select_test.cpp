@@ -1,0 +1,66 @@
+#include "cli/task_select.h"
+
+#include <gtest/gtest.h>
+
+namespace carma::cli {
+namespace {
+
+using nlohmann::json;
+
+json listed() {
+    return json::parse(R"([
+        {"id": 3, "user": "ana", "state": "running", "array": null},
+        {"id": 4, "user": "ana", "state": "queued", "array": {"id": 4, "index": 0}},
+        {"id": 5, "user": "ana", "state": "queued", "array": {"id": 4, "index": 1}},
+        {"id": 6, "user": "bo", "state": "held", "array": {"id": 4, "index": 2}},
+        {"id": 7, "user": "bo", "state": "queued"}
+    ])");
+}
+
+std::vector<TaskId> pick(std::vector<std::string> words, std::vector<std::string> users = {},
+                         std::vector<std::string> states = {}) {
+    TaskFilter f;
+    for (const std::string& w : words) {
+        f.refs.push_back(*parse_task_ref(w));
+    }
+    f.users = std::move(users);
+    f.states = std::move(states);
+    return select_tasks(listed(), f);
+}
+
+// This test verifies how ids, array members, whole arrays, users and states select tasks.
+TEST(TaskSelectTest, Selects) {
+    EXPECT_EQ(pick({"3", "7"}), (std::vector<TaskId>{3, 7}));
+    EXPECT_EQ(pick({"4_*"}), (std::vector<TaskId>{4, 5, 6}));
+    EXPECT_EQ(pick({"4_1"}), (std::vector<TaskId>{5}));
+    EXPECT_EQ(pick({}, {"ana"}), (std::vector<TaskId>{3, 4, 5}));
+    EXPECT_EQ(pick({}, {}, {"queued"}), (std::vector<TaskId>{4, 5, 7}));
+    EXPECT_EQ(pick({"4_*"}, {"bo"}), (std::vector<TaskId>{6}));
+    EXPECT_EQ(pick({}, {"bo"}, {"held", "queued"}), (std::vector<TaskId>{6, 7}));
+    // A finished task is not listed: its id goes to the daemon, which answers for it.
+    EXPECT_EQ(pick({"1", "3"}), (std::vector<TaskId>{1, 3}));
+    EXPECT_TRUE(pick({"9_*"}).empty());
+}
+
+// This test verifies that malformed ids, unknown states and an empty selection are refused
+// with what to write instead.
+TEST(TaskSelectTest, Refuses) {
+    for (const char* word : {"", "x", "0", "12_", "12_x", "-3", "12_*_1"}) {
+        auto r = parse_task_ref(word);
+        ASSERT_FALSE(r) << word;
+        EXPECT_NE(r.error().message.find("12_*"), std::string::npos);
+    }
+    TaskFilter typo;
+    typo.states = {"qeued"};
+    auto t = check_filter(typo);
+    ASSERT_FALSE(t);
+    EXPECT_NE(t.error().message.find("did you mean 'queued'"), std::string::npos);
+    auto none = check_filter(TaskFilter{});
+    ASSERT_FALSE(none);
+    EXPECT_NE(none.error().message.find("--user"), std::string::npos);
+    EXPECT_TRUE(needs_task_list(TaskFilter{{*parse_task_ref("4_*")}, {}, {}}));
+    EXPECT_FALSE(needs_task_list(TaskFilter{{*parse_task_ref("4")}, {}, {}}));
+}
+
+}  // namespace
+}  // namespace carma::cli

@@ -1,0 +1,58 @@
+#include "core/controls.h"
+
+#include <gtest/gtest.h>
+
+namespace carma {
+namespace {
+
+// This test verifies the spellings a time limit may take and that each mistake is named.
+TEST(ControlsTest, TimeLimits) {
+    const std::vector<std::pair<const char*, double>> good = {
+        {"45s", 45},        {"90m", 5400},         {"2h", 7200},   {"1h30m", 5400},
+        {"2d", 172800},     {"1d12h", 129600},     {"2H", 7200},   {"10:00", 600},
+        {"01:30:00", 5400}, {"1-00:00:00", 86400}, {" 3h ", 10800},
+    };
+    for (const auto& [text, seconds] : good) {
+        auto v = parse_time_limit(text);
+        ASSERT_TRUE(v) << text << ": " << v.error().message;
+        EXPECT_DOUBLE_EQ(*v, seconds) << text;
+    }
+    for (const auto& [text, why] : std::vector<std::pair<const char*, const char*>>{
+             {"90", "has no unit"},
+             {"", "is empty"},
+             {"2x", "unknown unit 'x'"},
+             {"1h1h", "twice"},
+             {"h", "not a number"},
+             {"0s", "is zero"},
+             {"400d", "longer than a year"},
+             {"1:75", "not a valid clock time"},
+             {"-5m", "not a number"}}) {
+        auto v = parse_time_limit(text);
+        ASSERT_FALSE(v) << text;
+        EXPECT_NE(v.error().message.find(why), std::string::npos) << v.error().message;
+        EXPECT_NE(v.error().message.find("HH:MM:SS"), std::string::npos);
+    }
+}
+
+// This test verifies array index sets: ranges, steps, lists, order, and the limits.
+TEST(ControlsTest, ArrayIndices) {
+    EXPECT_EQ(*parse_array_indices("0-3"), (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(*parse_array_indices("0-20:5"), (std::vector<int>{0, 5, 10, 15, 20}));
+    EXPECT_EQ(*parse_array_indices("7,1,3-4,3"), (std::vector<int>{1, 3, 4, 7}));
+    EXPECT_EQ(*parse_array_indices("5"), (std::vector<int>{5}));
+    for (const auto& [text, why] : std::vector<std::pair<const char*, const char*>>{
+             {"", "is empty"},
+             {"3-1", "ends before it starts"},
+             {"a-b", "not an index"},
+             {"0-9:0", "step"},
+             {"0-20000", "more than 10000 members"},
+             {"2000000", "index above"},
+             {"1,,2", "not an index"}}) {
+        auto v = parse_array_indices(text);
+        ASSERT_FALSE(v) << text;
+        EXPECT_NE(v.error().message.find(why), std::string::npos) << v.error().message;
+    }
+}
+
+}  // namespace
+}  // namespace carma
