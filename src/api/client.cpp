@@ -15,7 +15,8 @@
 #include <utility>
 
 #include <fmt/format.h>
-#include <httplib.h>
+
+#include "api/unix_http.h"
 
 namespace carma::api {
 
@@ -32,8 +33,8 @@ std::string errno_text(int err) {
     return std::error_code(err, std::generic_category()).message();
 }
 
-// httplib reports only "Connection" when a Unix socket cannot be reached; look at the path
-// ourselves so the user learns whether the daemon is absent, stopped, or not theirs to talk to.
+// Why the socket cannot be reached, from the path itself, so the user learns whether the daemon
+// is absent, stopped, or not theirs to talk to.
 std::string connect_failure_reason(const std::string& path) {
     sockaddr_un addr{};
     if (path.size() >= sizeof(addr.sun_path)) {
@@ -187,36 +188,22 @@ Result<ApiClient::Reply> ApiClient::exchange(std::string_view method, const std:
     if (method != "GET" && method != "POST" && method != "DELETE") {
         return fail(ErrorCode::Internal, fmt::format("ApiClient: unsupported method {}", method));
     }
-    // The host is the socket path and the port is ignored for AF_UNIX; passing them separately
-    // keeps httplib from parsing the path as a URL.
-    httplib::Client cli(socket_path_, 80);
-    cli.set_address_family(AF_UNIX);
-    cli.set_connection_timeout(5);
-    cli.set_read_timeout(60);
-    cli.set_write_timeout(30);
-    const std::string payload = body != nullptr ? *body : std::string();
-    httplib::Result res = [&] {
-        if (method == "POST") {
-            return cli.Post(target, payload, "application/json");
-        }
-        return method == "DELETE" ? cli.Delete(target) : cli.Get(target);
-    }();
+    auto res = unix_http_exchange(socket_path_, method, target, body);
     if (!res) {
-        const httplib::Error err = res.error();
-        if (err == httplib::Error::Connection || err == httplib::Error::ConnectionTimeout) {
+        if (res.error().failure == HttpFailure::Connect) {
             return fail(ErrorCode::Io,
                         unreachable_message(socket_path_, connect_failure_reason(socket_path_)));
         }
         return fail(ErrorCode::Io,
                     fmt::format("lost the connection to the CARMA daemon at {} during {} {} ({}); "
                                 "see the daemon's log",
-                                socket_path_, method, target, httplib::to_string(err)));
+                                socket_path_, method, target, res.error().message));
     }
     Reply reply;
     reply.status = res->status;
     reply.body = std::move(res->body);
-    reply.log_size = res->get_header_value("X-Carma-Log-Size");
-    reply.task_state = res->get_header_value("X-Carma-Task-State");
+    reply.log_size = res->header("x-carma-log-size");
+    reply.task_state = res->header("x-carma-task-state");
     return reply;
 }
 

@@ -39,8 +39,11 @@ std::optional<std::string> reason_to_drop(const std::string& name) {
     return std::nullopt;
 }
 
+// Not the task's business, and too common to note every time: the shell's own bookkeeping and
+// where the `carma` client finds its daemon.
 bool shell_bookkeeping(const std::string& name) {
-    return name == "_" || name == "PWD" || name == "OLDPWD" || name == "SHLVL";
+    return name == "_" || name == "PWD" || name == "OLDPWD" || name == "SHLVL" ||
+           name == "CARMA_SOCKET";
 }
 
 bool is_utf8(const std::string& s) {

@@ -15,11 +15,14 @@
 
 int main(int argc, char** argv) {
     using namespace carma::cli;
+    if (argc > 1 && std::string(argv[1]) == "serve") {
+        return exec_daemon(argv);
+    }
     CLI::App app{"CARMA: collocation-aware GPU resource manager for deep-learning training"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "carma 0.1.0");
     const std::map<std::string, Action> actions = {
-        {"simulate", add_simulate_command(app)}, {"serve", add_serve_command(app)},
+        {"simulate", add_simulate_command(app)}, {"serve", add_serve_stub(app)},
         {"submit", add_submit_command(app)},     {"queue", add_queue_command(app)},
         {"show", add_show_command(app)},         {"cancel", add_cancel_command(app)},
         {"logs", add_logs_command(app)},         {"gpus", add_gpus_command(app)},

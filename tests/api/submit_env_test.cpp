@@ -35,13 +35,14 @@ TEST(ExportTest, AllNoneAndLists) {
 TEST(ExportTest, WhoAndWhereAreNotExported) {
     const EnvMap caller = {{"CUDA_VISIBLE_DEVICES", "0"}, {"LD_PRELOAD", "/x.so"},
                            {"CARMA_SOCKET", "/s"},        {"CUDA_MPS_PIPE_DIRECTORY", "/p"},
+                           {"CARMA_TASK_ID", "7"},
                            {"PWD", "/w"},                 {"SHLVL", "2"},
                            {"_", "/usr/bin/carma"},       {"BAD", std::string("\xff\xfe")},
                            {"KEEP", "1"}};
     auto e = export_environment("ALL", caller);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->vars, (EnvMap{{"KEEP", "1"}}));
-    ASSERT_EQ(e->dropped.size(), 5u);  // PWD, SHLVL and _ silently
+    ASSERT_EQ(e->dropped.size(), 5u);  // PWD, SHLVL, _ and CARMA_SOCKET silently
     std::string all;
     for (const std::string& d : e->dropped) {
         all += d + "\n";
@@ -50,6 +51,8 @@ TEST(ExportTest, WhoAndWhereAreNotExported) {
               std::string::npos) << all;
     EXPECT_NE(all.find("LD_PRELOAD (it would load code"), std::string::npos) << all;
     EXPECT_NE(all.find("BAD (its value is not UTF-8)"), std::string::npos) << all;
+    EXPECT_NE(all.find("CARMA_TASK_ID (CARMA's own variables"), std::string::npos) << all;
+    EXPECT_EQ(all.find("CARMA_SOCKET"), std::string::npos) << all;
     // Asked for by name: still not.
     EXPECT_TRUE(export_environment("LD_PRELOAD", caller)->vars.empty());
 }

@@ -30,7 +30,7 @@ case $mode in
     bundle)
         make_bundle
         cat "$tmp/bundle.out"
-        for f in bin/carma bin/carma-shim bin/carma-fakejob gpu-check gpu-check-train.py; do
+        for f in bin/carma bin/carma-daemon bin/carma-shim bin/carma-fakejob gpu-check gpu-check-train.py; do
             [[ -x $dir/$f ]] || fail "the bundle lacks $f (or it is not executable)"
         done
         [[ -s $dir/MANIFEST ]] || fail "the bundle lacks MANIFEST"
