@@ -1009,6 +1009,11 @@ public:
         // "running" is recorded just before the launch; wait for the four task groups too.
         ASSERT_TRUE(eventually([&] { return task_groups().size() == 4; }));
         const std::set<pid_t> groups = task_groups();
+        // Scheduling controls outlive the daemon too: held stays held, a dependency holds.
+        const TaskId held = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"},
+                                    {"hold", true}});
+        const TaskId dependent = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"},
+                                         {"after", {ids[1]}}});
         stop(sig);
         for (pid_t g : groups) {
             EXPECT_EQ(::kill(-g, 0), 0) << "task group " << g << " died with the daemon";
@@ -1020,8 +1025,15 @@ public:
             EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
             EXPECT_EQ(done["attempts"], 1) << "task " << id << " ran more than once";
         }
-        // Every task ran in its own attempt directory exactly once.
-        EXPECT_EQ(task_groups().size(), ids.size());
+        const json after = wait_final(dependent);
+        // Every task ran in its own attempt directory exactly once (the dependent too).
+        EXPECT_EQ(task_groups().size(), ids.size() + 1);
+        EXPECT_EQ(after["state"], "succeeded");
+        EXPECT_GE(after["attempt_list"][0]["started_at"].get<double>(),
+                  task(ids[1])["finished_at"].get<double>());
+        EXPECT_EQ(state(held), "held");
+        ASSERT_TRUE(client().hold(held, false));
+        EXPECT_EQ(wait_final(held)["state"], "succeeded");
     }
 };
 
