@@ -20,6 +20,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <regex>
 #include <iostream>
 #include <limits>
 #include <set>
@@ -452,6 +454,197 @@ TEST_F(DaemonTest, ArraysAndCancellingMany) {
     auto [rc5, text5] = carma("cancel", "--state qeued");
     EXPECT_NE(rc5, 0);
     EXPECT_NE(text5.find("did you mean 'queued'"), std::string::npos) << text5;
+}
+
+// ---- docs/api.md against the daemon -----------------------------------------------------------
+
+// One row of docs/api.md's endpoint table.
+struct DocEndpoint {
+    std::string method, path, query, answer;
+};
+
+// Cells split at '|' that is not escaped as "\|" (the table escapes pipes inside cells).
+std::vector<std::string> table_cells(const std::string& row) {
+    std::vector<std::string> cells;
+    std::string cell;
+    for (std::size_t i = 1; i < row.size(); ++i) {
+        if (row[i] == '\\' && i + 1 < row.size() && row[i + 1] == '|') {
+            cell += '|';
+            ++i;
+        } else if (row[i] == '|') {
+            cells.push_back(cell);
+            cell.clear();
+        } else {
+            cell += row[i];
+        }
+    }
+    return cells;
+}
+
+std::vector<DocEndpoint> doc_endpoints(const std::string& markdown) {
+    std::vector<DocEndpoint> out;
+    std::istringstream in(markdown);
+    const std::regex head(R"(^ *`(GET|POST|DELETE) ([^`]+)` *$)");
+    for (std::string line; std::getline(in, line);) {
+        if (!line.starts_with("| `")) {
+            continue;
+        }
+        const std::vector<std::string> cells = table_cells(line);
+        std::smatch m;
+        if (cells.size() >= 3 && std::regex_match(cells[0], m, head)) {
+            out.push_back({m[1], m[2], cells[1], cells[2]});
+        }
+    }
+    return out;
+}
+
+// Every "name" token in a piece of the docs: the field names a JSON answer may have.
+std::set<std::string> quoted_words(const std::string& text) {
+    std::set<std::string> out;
+    const std::regex word("\"([A-Za-z_][A-Za-z0-9_]*)\"");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), word);
+         it != std::sregex_iterator(); ++it) {
+        out.insert((*it)[1]);
+    }
+    return out;
+}
+
+// Every object key anywhere in `j`, as "key" (numeric keys, e.g. GPU indices, left out).
+void collect_keys(const json& j, std::set<std::string>& out) {
+    if (j.is_object()) {
+        for (const auto& [k, v] : j.items()) {
+            if (k.empty() || std::isdigit(static_cast<unsigned char>(k[0])) == 0) {
+                out.insert(k);
+            }
+            collect_keys(v, out);
+        }
+    } else if (j.is_array()) {
+        for (const json& e : j) {
+            collect_keys(e, out);
+        }
+    }
+}
+
+// This test verifies that docs/api.md says what the daemon does: every documented endpoint
+// answers its method (no 404/405); every documented query parameter takes a valid value and
+// refuses a bad one naming itself; the task object has exactly the documented fields; every
+// field of every JSON answer is documented; every documented metric is exported and every
+// exported metric documented.
+TEST_F(DaemonTest, ApiDocsMatchTheDaemon) {
+    std::ifstream doc_file(std::string(CARMA_SOURCE_DIR) + "/docs/api.md");
+    const std::string doc((std::istreambuf_iterator<char>(doc_file)), {});
+    ASSERT_FALSE(doc.empty()) << "cannot read docs/api.md";
+    const std::vector<DocEndpoint> endpoints = doc_endpoints(doc);
+    ASSERT_GE(endpoints.size(), 10u) << "the endpoint table of docs/api.md was not found";
+
+    start("exclusive");
+    const json minimal = {{"command", {"/bin/true"}}, {"workdir", "/tmp"}};
+    const TaskId done = submit(minimal);
+    ASSERT_EQ(wait_final(done)["state"], "succeeded");
+
+    // The task object: the documented example's fields, exactly (as its owner sees it).
+    const std::size_t block = doc.find("```json", doc.find("## Task object"));
+    ASSERT_NE(block, std::string::npos);
+    const json example = json::parse(doc.substr(block + 7, doc.find("```", block + 7) - block - 7));
+    const json shown = task(done);
+    std::set<std::string> documented, actual;
+    for (const auto& [k, v] : example.items()) {
+        documented.insert(k);
+    }
+    for (const auto& [k, v] : shown.items()) {
+        actual.insert(k);
+    }
+    EXPECT_EQ(actual, documented) << "task object fields differ from docs/api.md";
+    documented.clear();
+    actual.clear();
+    for (const auto& [k, v] : example["attempt_list"][0].items()) {
+        documented.insert(k);
+    }
+    for (const auto& [k, v] : shown["attempt_list"][0].items()) {
+        actual.insert(k);
+    }
+    EXPECT_EQ(actual, documented) << "attempt fields differ from docs/api.md";
+    std::set<std::string> task_fields;
+    collect_keys(example, task_fields);
+
+    // A valid and an invalid value for every query parameter the docs name.
+    const std::map<std::string, std::pair<std::string, std::string>> samples = {
+        {"all", {"1", "maybe"}},         {"stream", {"stderr", "bogus"}},
+        {"attempt", {"1", "-1"}},        {"offset", {"0", "-5"}},
+        {"after", {"0", "x"}},           {"task", {std::to_string(done), "-2"}},
+        {"limit", {"5", "0"}},           {"user", {"root", ""}},
+        {"state", {"succeeded", "bogus"}}, {"since", {"0", "yesterday-ish"}}};
+    const std::regex param(R"(\?([a-z_]+)=)");
+    for (const DocEndpoint& e : endpoints) {
+        SCOPED_TRACE(e.method + " " + e.path);
+        std::string target = e.path;
+        if (const std::size_t at = target.find("{id}"); at != std::string::npos) {
+            TaskId id = done;
+            if (e.method != "GET") {
+                // Held, or queued for as long as the test needs (it waits for a held task).
+                const TaskId blocker = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"},
+                                               {"hold", true}});
+                id = e.path.ends_with("/release")
+                         ? blocker
+                         : submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"},
+                                   {"after", {blocker}}});
+            }
+            target.replace(at, 4, std::to_string(id));
+        }
+        const std::string body = e.method == "POST" && !e.path.starts_with("/v1/tasks/")
+                                     ? minimal.dump()
+                                     : std::string();
+        const RawReply r = raw_request(socket_, e.method, target, body);
+        EXPECT_GE(r.status, 200) << r.body;
+        EXPECT_LT(r.status, 300) << r.body;
+        if (e.path.starts_with("/v1/") && r.status >= 200 && r.status < 300 &&
+            !e.path.ends_with("/logs")) {
+            const json answer = json::parse(r.body, nullptr, false);
+            ASSERT_FALSE(answer.is_discarded()) << r.body;
+            std::set<std::string> keys;
+            collect_keys(answer, keys);
+            std::set<std::string> allowed = quoted_words(e.answer);
+            allowed.insert(task_fields.begin(), task_fields.end());
+            for (const std::string& k : keys) {
+                EXPECT_TRUE(allowed.contains(k)) << "field '" << k << "' is not documented";
+            }
+        }
+        for (auto it = std::sregex_iterator(e.query.begin(), e.query.end(), param);
+             it != std::sregex_iterator(); ++it) {
+            const std::string name = (*it)[1];
+            ASSERT_TRUE(samples.contains(name)) << "no sample value for documented ?" << name;
+            const auto& [good, bad] = samples.at(name);
+            const std::string sep = target.find('?') == std::string::npos ? "?" : "&";
+            const RawReply ok = raw_request(socket_, "GET", target + sep + name + "=" + good);
+            EXPECT_EQ(ok.status, 200) << "?" << name << "=" << good << ": " << ok.body;
+            if (!bad.empty()) {
+                const RawReply no = raw_request(socket_, "GET", target + sep + name + "=" + bad);
+                EXPECT_EQ(no.status, 400) << "?" << name << "=" << bad << ": " << no.body;
+                EXPECT_NE(no.body.find(name), std::string::npos) << no.body;
+            }
+        }
+    }
+
+    // Metrics, both ways.
+    const RawReply metrics = raw_request(socket_, "GET", "/metrics");
+    ASSERT_EQ(metrics.status, 200);
+    std::set<std::string> exported;
+    const std::regex type_line(R"(# TYPE (carma_[a-z_]+))");
+    for (auto it = std::sregex_iterator(metrics.body.begin(), metrics.body.end(), type_line);
+         it != std::sregex_iterator(); ++it) {
+        exported.insert((*it)[1]);
+    }
+    std::set<std::string> named;
+    for (const DocEndpoint& e : endpoints) {
+        if (e.path == "/metrics") {
+            const std::regex metric(R"((carma_[a-z_]+))");
+            for (auto it = std::sregex_iterator(e.answer.begin(), e.answer.end(), metric);
+                 it != std::sregex_iterator(); ++it) {
+                named.insert((*it)[1]);
+            }
+        }
+    }
+    EXPECT_EQ(exported, named) << "metrics differ from docs/api.md";
 }
 
 // This test verifies that a task's environment is what its submitter declared plus the
