@@ -991,9 +991,11 @@ void print_summary(const std::string& trace, std::size_t count, double k, const 
     }
 }
 
-// Waits until every submitted task is final, reporting each as it finishes.
+// Waits until every submitted task is final, reporting each as it finishes. A finish line is
+// stamped with the task's own finished_at, against the replay's start on the wall clock
+// (`start_unix`; the daemon's clock is this machine's), not with when the poll saw it.
 void wait_for_tasks(api::ApiClient& client, const std::vector<Submitted>& submitted,
-                    Clock::time_point start) {
+                    Clock::time_point start, double start_unix) {
     std::map<TaskId, std::string> pending;
     for (const Submitted& s : submitted) {
         pending.emplace(s.id, s.name);
@@ -1001,15 +1003,25 @@ void wait_for_tasks(api::ApiClient& client, const std::vector<Submitted>& submit
     while (!pending.empty()) {
         const json answer = or_die(client.list_tasks(true));
         std::map<TaskId, std::string> unseen = pending;
+        std::vector<std::pair<double, std::string>> finished;  // stamp, line
         for (const json& t : array_of(answer, "tasks")) {
             const TaskId id = integer_of(t, "id").value_or(-1);
             unseen.erase(id);
             auto it = pending.find(id);
             if (it != pending.end() && api::is_final_state(text_of(t, "state"))) {
-                fmt::print("[{:>9.1f}s] {} {} after {} attempt(s)\n", seconds_since(start),
-                           task_label(t), text_of(t, "state"), text_of(t, "attempts", "0"));
+                const std::optional<double> at = number_of(t, "finished_at");
+                const double stamp = at ? *at - start_unix : seconds_since(start);
+                finished.emplace_back(stamp, fmt::format("[{:>9.1f}s] {} {} after {} attempt(s)",
+                                                         stamp, task_label(t), text_of(t, "state"),
+                                                         text_of(t, "attempts", "0")));
                 pending.erase(it);
             }
+        }
+        // Tasks seen in one poll are listed in the order they finished.
+        std::stable_sort(finished.begin(), finished.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (const auto& [stamp, line] : finished) {
+            fmt::print("{}\n", line);
         }
         // A task the daemon no longer lists (its state was lost) would be waited for forever.
         for (const auto& [id, name] : unseen) {
@@ -1142,11 +1154,12 @@ int run_replay(const ReplayOptions& o) {
     check_time_scale(k, trace);
     fmt::print("replaying {} ({} tasks) at time scale {}\n", trace.name, requests.size(), k);
     const Clock::time_point start = Clock::now();
+    const double start_unix = now_epoch();
     const std::vector<Submitted> submitted = submit_trace(client, trace, requests, k, start);
     fmt::print("submitted {} of {} tasks of trace {}\n", submitted.size(), requests.size(),
                trace.name);
     if (o.wait && !submitted.empty()) {
-        wait_for_tasks(client, submitted, start);
+        wait_for_tasks(client, submitted, start, start_unix);
         ReplaySummary summary;
         for (const Submitted& s : submitted) {
             tally(or_die(client.task(s.id)), summary);

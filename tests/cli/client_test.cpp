@@ -713,15 +713,21 @@ TEST(ClientCommandsTest, ReplaySubmitsAndWaits) {
     ::setenv("CARMA_FAKEJOB", (dir / "carma-fakejob").c_str(), 1);
     std::mutex m;
     std::vector<json> tasks;
+    // Listed as finished a minute and two minutes after the first submission, at once: the
+    // finish lines must say when they finished, not when replay saw it.
+    double submitted_at = 0;
     daemon.respond([&](const httplib::Request& req, httplib::Response& res) {
         std::lock_guard lock(m);
         if (req.method == "POST") {
+            if (tasks.empty()) {
+                submitted_at = now_seconds();
+            }
             json t = json::parse(req.body);
             t["id"] = static_cast<int>(tasks.size()) + 1;
             t["state"] = "succeeded";
             t["attempts"] = 2;
-            t["submitted_at"] = 1000.0;
-            t["finished_at"] = 1000.0 + 60.0 * static_cast<double>(tasks.size() + 1);
+            t["submitted_at"] = submitted_at;
+            t["finished_at"] = submitted_at + 60.0 * static_cast<double>(tasks.size() + 1);
             t["attempt_list"] = {{{"number", 1}, {"outcome", "out-of-memory"}},
                                  {{"number", 2}, {"outcome", "succeeded"}}};
             tasks.push_back(t);
@@ -757,6 +763,20 @@ TEST(ClientCommandsTest, ReplaySubmitsAndWaits) {
     EXPECT_THAT(out, HasSubstr("attempts: 4 (2 out of memory)\n"));
     EXPECT_THAT(out, HasSubstr("makespan: 2m00s (first submission to last finish), 1d09h in "
                                "trace time at time scale 1000\n"));  // 120 s x 1000 = 33h20m
+    // "[     60.0s] task 1 (resnet3) succeeded after 2 attempt(s)": the stamp is finished_at
+    // against the replay's start, which came just before the first submission.
+    std::vector<double> stamps;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.find(" succeeded after 2 attempt(s)") != std::string::npos) {
+            stamps.push_back(std::stod(line.substr(1, line.find('s') - 1)));
+        }
+    }
+    ASSERT_EQ(stamps.size(), 2u) << out;
+    EXPECT_GE(stamps[0], 60.0);
+    EXPECT_LT(stamps[0], 70.0);
+    EXPECT_GE(stamps[1], 120.0);
+    EXPECT_LT(stamps[1], 130.0);
     fs::remove_all(dir);
 }
 
