@@ -6,6 +6,7 @@
 #include "cli/client_commands.h"
 
 #include <pwd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -30,6 +31,8 @@
 #include "api/client.h"
 #include "api/submit_env.h"
 #include "api/task_file.h"
+#include "cli/cells.h"
+#include "cli/queue_view.h"
 #include "cli/task_select.h"
 #include "core/controls.h"
 #include "core/text.h"
@@ -47,8 +50,6 @@ using nlohmann::json;
 
 constexpr auto kLogPollInterval = std::chrono::milliseconds(500);
 constexpr auto kWaitPollInterval = std::chrono::seconds(1);
-constexpr std::size_t kNameWidth = 24;
-constexpr std::size_t kMessageWidth = 48;
 constexpr std::size_t kReasonWidth = 48;
 constexpr int kMaxAttemptsLimit = 100;  // docs/api.md: max_attempts is 1..100
 constexpr double kLongestTime = 1e11;   // seconds; ~3,000 years: beyond it a time is garbage
@@ -132,24 +133,6 @@ double now_epoch() {
     return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
-// Compact like squeue's TIME: 45s, 3m05s, 1h02m, 2d03h.
-std::string format_duration(double seconds) {
-    if (!std::isfinite(seconds) || seconds > kLongestTime) {
-        return "-";  // a nonsense timestamp from the daemon; casting it would be undefined
-    }
-    const auto s = static_cast<long long>(std::max(0.0, std::floor(seconds)));
-    if (s < 60) {
-        return fmt::format("{}s", s);
-    }
-    if (s < 3600) {
-        return fmt::format("{}m{:02}s", s / 60, s % 60);
-    }
-    if (s < 86400) {
-        return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
-    }
-    return fmt::format("{}d{:02}h", s / 86400, s % 86400 / 3600);
-}
-
 std::string format_clock(std::optional<double> epoch) {
     if (!epoch || !std::isfinite(*epoch) || std::abs(*epoch) > kLongestTime) {
         return "-";
@@ -170,31 +153,6 @@ std::string format_mib_or_dash(std::optional<std::int64_t> mib) {
 
 std::string format_ratio(std::optional<double> value) {
     return value ? fmt::format("{:.2f}", *value) : "-";
-}
-
-// Columns are measured in code points so names with accents do not shift the table.
-std::size_t display_width(std::string_view s) {
-    std::size_t n = 0;
-    for (char c : s) {
-        n += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
-    }
-    return n;
-}
-
-// Cuts at a code point boundary and marks the cut.
-std::string truncate(std::string_view s, std::size_t width) {
-    if (display_width(s) <= width || width < 4) {
-        return std::string(s);
-    }
-    std::size_t kept = 0;
-    std::size_t i = 0;
-    for (; i < s.size(); ++i) {
-        const bool starts_code_point = (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80;
-        if (starts_code_point && kept++ == width - 3) {
-            break;
-        }
-    }
-    return std::string(s.substr(0, i)) + "...";
 }
 
 // Shell-style quoting for showing argv: what a user could paste back into a terminal.
@@ -409,47 +367,135 @@ int run_submit(const SubmitOptions& o) {
 }
 
 // ---- queue --------------------------------------------------------------------------------
-
-// Unfinished tasks: time since submission; finished ones: submission to finish.
-std::string task_time(const json& task, double now) {
-    const std::optional<double> submitted = number_of(task, "submitted_at");
-    if (!submitted) {
-        return "-";
-    }
-    const std::optional<double> finished = number_of(task, "finished_at");
-    return format_duration(finished.value_or(now) - *submitted);
-}
-
-std::string attempts_cell(const json& task) {
-    const std::string max = text_of(task, "max_attempts", "");
-    const std::string done = text_of(task, "attempts", "0");
-    return max.empty() ? done : done + "/" + max;
-}
-
-void print_queue(const json& tasks, double now) {
-    TextTable table({"ID", "NAME", "USER", "STATE", "GPUS", "ATTEMPTS", "TIME", "MESSAGE"});
-    for (const json& t : tasks) {
-        table.add({text_of(t, "id"), truncate(text_of(t, "name"), kNameWidth), text_of(t, "user"),
-                   text_of(t, "state"), text_of(t, "gpus"), attempts_cell(t), task_time(t, now),
-                   truncate(text_of(t, "message", ""), kMessageWidth)});
-    }
-    table.print();
-}
+// The table is cli/queue_view (pure); here: the options, the terminal and --watch.
 
 struct QueueOptions {
     std::string socket;
     bool all = false;
     bool json = false;
+    std::vector<std::string> users;
+    std::vector<std::string> states;
+    bool me = false;
+    bool wide = false;
+    bool expand_arrays = false;
+    std::string format;
+    CLI::Option* format_option = nullptr;
+    double watch_s = 0;
+    CLI::Option* watch_option = nullptr;
 };
 
-int run_queue(const QueueOptions& o) {
-    api::ApiClient client = connect(o.socket);
-    const json answer = or_die(client.list_tasks(o.all));
-    if (o.json) {
-        print_json(answer);
-    } else {
-        print_queue(array_of(answer, "tasks"), now_epoch());
+// The caller's login as the daemon names it: from the uid the socket carries.
+std::string login_name() {
+    struct passwd pw {};
+    struct passwd* found = nullptr;
+    char buf[4096];
+    const uid_t uid = ::geteuid();
+    if (::getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) {
+        return found->pw_name;
     }
+    return std::to_string(uid);
+}
+
+// A terminal's width, which long names and reasons are cut to; 0 (nothing cut) when stdout is
+// not a terminal, so a pipe or a file gets every character.
+std::size_t terminal_width() {
+    if (::isatty(STDOUT_FILENO) == 0) {
+        return 0;
+    }
+    winsize ws{};
+    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+        return ws.ws_col;
+    }
+    return 80;
+}
+
+QueueView queue_view(const QueueOptions& o) {
+    QueueView v;
+    v.users = parse_queue_users(o.users);
+    if (o.me) {
+        v.users.push_back(login_name());
+    }
+    if (!o.states.empty()) {
+        v.states = or_die(parse_queue_states(o.states));
+    }
+    if (o.format_option->count() > 0) {
+        v.fields = or_die(parse_queue_format(o.format));
+    }
+    v.expand_arrays = o.expand_arrays || o.wide;
+    return v;
+}
+
+// One listing as text: the table, or with --json the answer with the tasks the filters keep.
+std::string queue_text(const json& answer, const QueueOptions& o, QueueView v) {
+    if (o.json) {
+        if (v.users.empty() && v.states.empty()) {
+            return answer.dump(2) + "\n";
+        }
+        json kept = answer;
+        kept["tasks"] = filter_queue_tasks(array_of(answer, "tasks"), v);
+        return kept.dump(2) + "\n";
+    }
+    v.width = o.wide ? 0 : terminal_width();  // again each time: a terminal may be resized
+    std::string out;
+    for (const std::string& line : queue_lines(array_of(answer, "tasks"), v, now_epoch())) {
+        out += line + "\n";
+    }
+    return out;
+}
+
+// Refreshes every --watch seconds until interrupted. On a terminal the screen is redrawn in
+// place (home, each line cleared to its end, the rest cleared); elsewhere each listing follows
+// the last after a blank line. A refused connection (a daemon restarting) is shown and waited
+// out; any other error ends the watch.
+int watch_queue(api::ApiClient& client, const QueueOptions& o, const QueueView& v, bool all) {
+    const bool terminal = ::isatty(STDOUT_FILENO) != 0;
+    const auto period = std::chrono::duration<double>(o.watch_s);
+    for (bool printed = false;; std::this_thread::sleep_for(period)) {
+        auto answer = client.list_tasks(all);
+        if (!answer && answer.error().code != ErrorCode::Io) {
+            die(answer.error().message);
+        }
+        std::string text;
+        if (answer) {
+            text = queue_text(*answer, o, v);
+        } else {
+            text = fmt::format("carma: {}; still watching\n", answer.error().message);
+            if (!terminal) {
+                fmt::print(stderr, "{}", text);  // a pipe gets tables only
+                continue;
+            }
+        }
+        if (terminal) {
+            std::string screen = fmt::format("Every {:g}s: carma queue    {}\033[K\n\033[K\n",
+                                             o.watch_s, format_clock(now_epoch()));
+            for (const std::string& line : split_list(text, '\n')) {
+                screen += line + "\033[K\n";
+            }
+            screen.resize(screen.size() - 4);  // the last piece is empty: no line after it
+            text = "\033[H" + screen + "\033[J";
+        } else if (printed) {
+            text = "\n" + text;
+        }
+        printed = true;
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+    }
+}
+
+int run_queue(const QueueOptions& o) {
+    const QueueView view = queue_view(o);
+    // Finished tasks are only in the full listing.
+    const bool all = o.all || queue_states_need_finished(view.states);
+    api::ApiClient client = connect(o.socket);
+    if (o.watch_option->count() > 0) {
+        if (!(o.watch_s >= 0.1) || !std::isfinite(o.watch_s)) {
+            die(fmt::format("--watch {:g}: give the seconds between refreshes, 0.1 or more",
+                            o.watch_s));
+        }
+        return watch_queue(client, o, view, all);
+    }
+    const std::string text = queue_text(or_die(client.list_tasks(all)), o, view);
+    std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
 }
 
@@ -599,12 +645,6 @@ int run_show(const ShowOptions& o) {
 
 // ---- cancel -------------------------------------------------------------------------------
 
-// The name the daemon knows the caller by (it identifies callers by uid).
-std::string login_name() {
-    const passwd* pw = ::getpwuid(::geteuid());
-    return pw != nullptr ? pw->pw_name : std::to_string(::geteuid());
-}
-
 // cancel, hold and release: the same selection of tasks, one request per task.
 enum class TaskAction { Cancel, Hold, Release };
 
@@ -622,23 +662,12 @@ TaskFilter build_filter(const SelectOptions& o) {
     for (const std::string& word : o.ids) {
         filter.refs.push_back(or_die(parse_task_ref(word)));
     }
-    for (const std::string& list : o.users) {
-        for (const std::string& u : split_list(list, ',')) {
-            if (!u.empty()) {
-                filter.users.push_back(u);
-            }
-        }
-    }
+    // The same words as `carma queue --user/--state`.
+    filter.users = parse_queue_users(o.users);
     if (o.me) {
         filter.users.push_back(login_name());
     }
-    for (const std::string& list : o.states) {
-        for (const std::string& st : split_list(list, ',')) {
-            if (!st.empty()) {
-                filter.states.push_back(to_lower(st));
-            }
-        }
-    }
+    filter.states = or_die(parse_queue_states(o.states));
     if (auto ok = check_filter(filter); !ok) {
         die(ok.error().message);
     }
@@ -1063,9 +1092,11 @@ void print_summary(const std::string& trace, std::size_t count, double k, const 
     }
 }
 
-// Waits until every submitted task is final, reporting each as it finishes.
+// Waits until every submitted task is final, reporting each as it finishes. A finish line is
+// stamped with the task's own finished_at, against the replay's start on the wall clock
+// (`start_unix`; the daemon's clock is this machine's), not with when the poll saw it.
 void wait_for_tasks(api::ApiClient& client, const std::vector<Submitted>& submitted,
-                    Clock::time_point start) {
+                    Clock::time_point start, double start_unix) {
     std::map<TaskId, std::string> pending;
     for (const Submitted& s : submitted) {
         pending.emplace(s.id, s.name);
@@ -1073,15 +1104,25 @@ void wait_for_tasks(api::ApiClient& client, const std::vector<Submitted>& submit
     while (!pending.empty()) {
         const json answer = or_die(client.list_tasks(true));
         std::map<TaskId, std::string> unseen = pending;
+        std::vector<std::pair<double, std::string>> finished;  // stamp, line
         for (const json& t : array_of(answer, "tasks")) {
             const TaskId id = integer_of(t, "id").value_or(-1);
             unseen.erase(id);
             auto it = pending.find(id);
             if (it != pending.end() && api::is_final_state(text_of(t, "state"))) {
-                fmt::print("[{:>9.1f}s] {} {} after {} attempt(s)\n", seconds_since(start),
-                           task_label(t), text_of(t, "state"), text_of(t, "attempts", "0"));
+                const std::optional<double> at = number_of(t, "finished_at");
+                const double stamp = at ? *at - start_unix : seconds_since(start);
+                finished.emplace_back(stamp, fmt::format("[{:>9.1f}s] {} {} after {} attempt(s)",
+                                                         stamp, task_label(t), text_of(t, "state"),
+                                                         text_of(t, "attempts", "0")));
                 pending.erase(it);
             }
+        }
+        // Tasks seen in one poll are listed in the order they finished.
+        std::stable_sort(finished.begin(), finished.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (const auto& [stamp, line] : finished) {
+            fmt::print("{}\n", line);
         }
         // A task the daemon no longer lists (its state was lost) would be waited for forever.
         for (const auto& [id, name] : unseen) {
@@ -1214,11 +1255,12 @@ int run_replay(const ReplayOptions& o) {
     check_time_scale(k, trace);
     fmt::print("replaying {} ({} tasks) at time scale {}\n", trace.name, requests.size(), k);
     const Clock::time_point start = Clock::now();
+    const double start_unix = now_epoch();
     const std::vector<Submitted> submitted = submit_trace(client, trace, requests, k, start);
     fmt::print("submitted {} of {} tasks of trace {}\n", submitted.size(), requests.size(),
                trace.name);
     if (o.wait && !submitted.empty()) {
-        wait_for_tasks(client, submitted, start);
+        wait_for_tasks(client, submitted, start, start_unix);
         ReplaySummary summary;
         for (const Submitted& s : submitted) {
             tally(or_die(client.task(s.id)), summary);
@@ -1297,7 +1339,26 @@ Action add_queue_command(CLI::App& app) {
     auto o = std::make_shared<QueueOptions>();
     CLI::App* cmd = app.add_subcommand("queue", "List queued and running tasks");
     cmd->add_flag("-a,--all", o->all, "Include finished tasks");
-    cmd->add_flag("--json", o->json, "Print {\"tasks\": [...]} as the daemon returns it");
+    cmd->add_flag("--json", o->json,
+                  "Print {\"tasks\": [...]} as the daemon returns it (only the tasks the "
+                  "filters keep)");
+    cmd->add_option("-u,--user", o->users, "Only these users' tasks (repeatable, or a comma list)")
+        ->allow_extra_args(false);
+    cmd->add_flag("--me", o->me, "Only your own tasks");
+    cmd->add_option("-t,--state", o->states,
+                    "Only tasks in these states (comma list; a finished state implies --all)")
+        ->allow_extra_args(false);
+    cmd->add_flag("--wide", o->wide,
+                  "Cut nothing, and one line per task of a job array");
+    cmd->add_flag("-r,--array", o->expand_arrays, "One line per task of a job array");
+    o->format_option = cmd->add_option(
+        "-o,--format", o->format,
+        "Columns: a comma list of id,user,name,state,gpus,mem,wait,time,reason, or squeue "
+        "codes \"%i %u %j %t %b %m %W %M %R\"");
+    o->watch_option = cmd->add_option("--watch", o->watch_s,
+                                      "Refresh every S seconds (default 2) until ctrl-C")
+                          ->expected(0, 1)
+                          ->default_str("2");
     add_socket_option(cmd, o->socket);
     return [o] { return run_queue(*o); };
 }

@@ -14,7 +14,9 @@
 namespace carma::cli {
 
 Action add_submit_command(CLI::App& app);  // carma submit [opts] -- CMD... | FILE.yaml | FILE.rad
-Action add_queue_command(CLI::App& app);   // carma queue [--all] [--json]
+// carma queue [--all] [--json] [--user U]... [--me] [--state S,...] [--wide] [--array]
+//             [--format F] [--watch [S]]
+Action add_queue_command(CLI::App& app);
 Action add_show_command(CLI::App& app);    // carma show ID [--json]
 Action add_cancel_command(CLI::App& app);  // carma cancel ID... [--user U] [--state S] [--json]
 Action add_hold_command(CLI::App& app);     // carma hold ID... (same selection as cancel)

@@ -7,19 +7,10 @@
 
 #include <fmt/format.h>
 
-#include "core/text.h"
 
 namespace carma::cli {
 
 namespace {
-
-// Every state a task can be in (docs/api.md).
-const std::vector<std::string>& task_states() {
-    static const std::vector<std::string> states = {
-        "queued", "held",      "recovering", "running", "succeeded",
-        "failed", "cancelled", "timeout",    "lost",    "rejected"};
-    return states;
-}
 
 std::optional<std::int64_t> whole(std::string_view s) {
     std::int64_t v = 0;
@@ -63,16 +54,6 @@ Result<TaskRef> parse_task_ref(std::string_view word) {
 }
 
 Result<void> check_filter(const TaskFilter& filter) {
-    for (const std::string& s : filter.states) {
-        const std::vector<std::string>& known = task_states();
-        if (std::find(known.begin(), known.end(), s) == known.end()) {
-            const std::string near = closest_match(s, known);
-            return fail(ErrorCode::InvalidArgument,
-                        fmt::format("unknown state '{}'{}; states: {}", s,
-                                    near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near),
-                                    fmt::join(known, ", ")));
-        }
-    }
     if (filter.refs.empty() && filter.users.empty() && filter.states.empty()) {
         return fail(ErrorCode::InvalidArgument,
                     "name the tasks: ids (12, 12_3, 12_*), or --user and/or --state");

@@ -27,10 +27,10 @@ Result<TaskRef> parse_task_ref(std::string_view word);
 struct TaskFilter {
     std::vector<TaskRef> refs;         // empty: every task the filters let through
     std::vector<std::string> users;    // empty: anyone's
-    std::vector<std::string> states;   // empty: any state
+    std::vector<std::string> states;   // empty: any state (checked by parse_queue_states)
 };
 
-// Checks the state names (with the closest valid one on a typo) and that something was named.
+// That something was named.
 Result<void> check_filter(const TaskFilter& filter);
 
 // Whether the list is needed at all: plain ids without filters are sent as they are.

@@ -282,14 +282,22 @@ api::ApiResult<std::string> Daemon::list_tasks(const api::Caller& caller, bool i
     if (!tasks) {
         return tl::unexpected(store_error(tasks.error()));
     }
+    // Read after the tasks: a task listed as running has its attempt by then (an attempt and
+    // its task are written in one transaction).
+    auto starts = store_->latest_attempt_starts(include_final);
+    if (!starts) {
+        return tl::unexpected(store_error(starts.error()));
+    }
     // One task's JSON tree at a time, appended as text: the peak stays one task plus the answer.
     std::string out = "{\"tasks\":[";
     for (std::size_t i = 0; i < tasks->size(); ++i) {
         if (i > 0) {
             out += ',';
         }
-        out += visible_task_json(caller, (*tasks)[i]).dump(-1, ' ', false,
-                                              nlohmann::json::error_handler_t::replace);
+        nlohmann::json j = visible_task_json(caller, (*tasks)[i]);
+        const auto start = starts->find((*tasks)[i].id);
+        j["started_at"] = start != starts->end() ? nlohmann::json(start->second) : nullptr;
+        out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
     out += "]}";
     return out;
@@ -310,6 +318,8 @@ api::ApiResult<nlohmann::json> Daemon::show_task(const api::Caller& caller, std:
         list.push_back(attempt_to_json(a));
     }
     j["attempt_list"] = list;
+    j["started_at"] = attempts->empty() ? nlohmann::json(nullptr)
+                                        : nlohmann::json(attempts->back().started_at);
     return j;
 }
 

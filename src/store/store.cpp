@@ -979,6 +979,27 @@ Result<std::vector<AttemptRow>> Store::open_attempts() {
     return impl_->locked("list open attempts", body);
 }
 
+Result<std::map<TaskId, double>> Store::latest_attempt_starts(bool include_final) {
+    const std::string where =
+        include_final ? "" : fmt::format(" WHERE t.state IN ({})", live_states_sql());
+    // The subquery walks the attempts' primary key (task_id, number) backwards: one row each.
+    const std::string sql = fmt::format(
+        "SELECT t.id, (SELECT a.started_at FROM attempts a WHERE a.task_id = t.id "
+        "ORDER BY a.number DESC LIMIT 1) FROM tasks t{}",
+        where);
+    const auto body = [&](SQLite::Database& db) -> Result<std::map<TaskId, double>> {
+        SQLite::Statement st(db, sql);
+        std::map<TaskId, double> starts;
+        while (st.executeStep()) {
+            if (!st.getColumn(1).isNull()) {
+                starts.emplace(st.getColumn(0).getInt64(), st.getColumn(1).getDouble());
+            }
+        }
+        return starts;
+    };
+    return impl_->locked("list the starts of the tasks' latest attempts", body);
+}
+
 Result<std::int64_t> Store::add_event(const EventRow& event) {
     return impl_->write(
         fmt::format("add event '{}' of task {}", event.kind, event.task),

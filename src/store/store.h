@@ -53,6 +53,9 @@ public:
     Result<std::vector<AttemptRow>> attempts(TaskId task);
     // Attempts without an end: what a restarted daemon must find again.
     Result<std::vector<AttemptRow>> open_attempts();
+    // Per task, when its latest attempt started (tasks never started are absent), for the same
+    // tasks as tasks(include_final): one query for a whole listing.
+    Result<std::map<TaskId, double>> latest_attempt_starts(bool include_final);
 
     Result<std::int64_t> add_event(const EventRow& event);  // assigns id
     // Events with id > after_id, oldest first, at most `limit`; task 0 = all tasks.

@@ -1,10 +1,12 @@
 // The API client and the client commands against a small fake daemon: an httplib server on a
 // temporary Unix socket that records every request and answers what each test scripts.
 
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -12,11 +14,14 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -287,6 +292,12 @@ void answer_json(httplib::Response& res, int status, const json& body) {
     res.set_content(body.dump(), "application/json");
 }
 
+// Unix seconds now, as the daemon stamps tasks.
+double now_seconds() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
 using AddCommand = cli::Action (*)(CLI::App&);
 
 // Parses `args` as `carma <args>` with one command registered and runs it, returning stdout.
@@ -459,22 +470,108 @@ TEST(ClientCommandsTest, SubmitRefusesBadInput) {
                 HasSubstr("--export 'NONE,A': give ALL, NONE, or a comma list"));
 }
 
-// This test verifies the queue table's columns and that --json passes the answer through.
+// This test verifies the queue table's columns (a running task's TIME from started_at), that
+// nothing is cut when stdout is not a terminal, and that --json passes the answer through.
 TEST(ClientCommandsTest, QueueTableAndJson) {
     FakeDaemon daemon;
     json list = {{"tasks", json::array({kTask})}};
     list["tasks"][0]["message"] = std::string(100, 'm');
+    list["tasks"][0]["started_at"] = now_seconds() - 5 * 3600;
     daemon.respond(
         [&](const httplib::Request&, httplib::Response& res) { answer_json(res, 200, list); });
     const std::string out =
         run_command(cli::add_queue_command, {"queue", "--all", "--socket", daemon.socket()});
-    EXPECT_THAT(out, HasSubstr("ID  NAME     USER   STATE    GPUS  ATTEMPTS  TIME"));
-    EXPECT_THAT(out, HasSubstr("12  resnet3  alice  running  1     2/3"));
-    EXPECT_THAT(out, HasSubstr(std::string(45, 'm') + "...\n"));  // the message is cut at 48
+    EXPECT_THAT(out, HasSubstr("ID  USER   NAME     STATE    GPUS  MEM         WAIT  TIME   "
+                               "REASON\n"));
+    EXPECT_THAT(out, HasSubstr("12  alice  resnet3  running  1     13,236 MiB  -     5h00m  " +
+                               std::string(100, 'm') + "\n"));
     EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks?all=1");
     const std::string js =
         run_command(cli::add_queue_command, {"queue", "--json", "--socket", daemon.socket()});
     EXPECT_EQ(json::parse(js), list);
+}
+
+// The login the daemon would name this process's tasks with.
+std::string my_login() {
+    const passwd* pw = ::getpwuid(::geteuid());
+    return pw != nullptr ? pw->pw_name : std::to_string(::geteuid());
+}
+
+// This test verifies --user (repeatable, comma lists), --me, --state (a finished state fetches
+// finished tasks too; an unknown one is named with the nearest) and --format, in the table and
+// in --json.
+TEST(ClientCommandsTest, QueueFiltersAndFormat) {
+    FakeDaemon daemon;
+    json list = {{"tasks", json::array()}};
+    for (const auto& [id, user, state] : {std::tuple{1, "alice", "running"},
+                                          std::tuple{2, "bob", "queued"},
+                                          std::tuple{3, "carol", "succeeded"}}) {
+        json t = kTask;
+        t["id"] = id;
+        t["user"] = user;
+        t["state"] = state;
+        list["tasks"].push_back(t);
+    }
+    list["tasks"][2]["user"] = my_login();
+    daemon.respond(
+        [&](const httplib::Request&, httplib::Response& res) { answer_json(res, 200, list); });
+    const std::string s = daemon.socket();
+    auto queue = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), {"queue", "--socket", s, "--format", "id,user"});
+        return run_command(cli::add_queue_command, args);
+    };
+    EXPECT_EQ(queue({"--user", "bob"}), "ID  USER\n2   bob\n");
+    EXPECT_EQ(queue({"-u", "alice,bob"}), "ID  USER\n1   alice\n2   bob\n");
+    EXPECT_EQ(queue({"--user", "alice", "--user", "bob"}), "ID  USER\n1   alice\n2   bob\n");
+    EXPECT_EQ(queue({"--me"}), fmt::format("ID  USER\n3   {}\n", my_login()));
+    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks");
+    EXPECT_EQ(queue({"--state", "succeeded,queued"}),
+              fmt::format("ID  USER\n2   bob\n3   {}\n", my_login()));
+    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks?all=1");  // finished tasks were asked for
+    EXPECT_EQ(run_command(cli::add_queue_command,
+                          {"queue", "--socket", s, "-o", "%i %t", "-t", "running"}),
+              "ID  STATE\n1   running\n");
+    const json js = json::parse(run_command(cli::add_queue_command,
+                                            {"queue", "--socket", s, "--json", "--user", "bob"}));
+    EXPECT_EQ(js, json({{"tasks", json::array({list["tasks"][1]})}}));
+
+    EXPECT_THAT(command_error(cli::add_queue_command, {"queue", "--socket", s, "--state", "runing"}),
+                HasSubstr("unknown state 'runing' in --state (did you mean 'running'?)"));
+    EXPECT_THAT(command_error(cli::add_queue_command,
+                              {"queue", "--socket", s, "--format", "id,stat"}),
+                HasSubstr("unknown field 'stat' in --format (did you mean 'state'?)"));
+    EXPECT_THAT(command_error(cli::add_queue_command, {"queue", "--socket", s, "--watch", "0"}),
+                HasSubstr("--watch 0: give the seconds between refreshes, 0.1 or more"));
+}
+
+// This test verifies that --watch lists again and again, each listing after a blank line when
+// stdout is not a terminal, and that an error the daemon answers with ends it.
+TEST(ClientCommandsTest, QueueWatchRepeatsUntilAnError) {
+    FakeDaemon daemon;
+    std::atomic<int> listings{0};
+    daemon.respond([&](const httplib::Request&, httplib::Response& res) {
+        if (++listings <= 2) {
+            answer_json(res, 200, {{"tasks", json::array({kTask})}});
+        } else {
+            answer_json(res, 403, {{"error", "not yours"}});
+        }
+    });
+    CLI::App app;
+    cli::Action action = cli::add_queue_command(app);
+    const char* argv[] = {"carma", "queue", "--socket", daemon.socket().c_str(), "--watch", "0.1",
+                          "--format", "id,state"};
+    app.parse(8, argv);
+    ::testing::internal::CaptureStdout();
+    std::string error;
+    try {
+        action();
+    } catch (const std::exception& e) {
+        error = e.what();
+    }
+    const std::string out = ::testing::internal::GetCapturedStdout();
+    EXPECT_EQ(out, "ID  STATE\n12  running\n\nID  STATE\n12  running\n");
+    EXPECT_THAT(error, HasSubstr("not yours"));
+    EXPECT_EQ(listings.load(), 3);
 }
 
 // This test verifies that `carma show` prints the fields and one row per attempt.
@@ -616,15 +713,21 @@ TEST(ClientCommandsTest, ReplaySubmitsAndWaits) {
     ::setenv("CARMA_FAKEJOB", (dir / "carma-fakejob").c_str(), 1);
     std::mutex m;
     std::vector<json> tasks;
+    // Listed as finished a minute and two minutes after the first submission, at once: the
+    // finish lines must say when they finished, not when replay saw it.
+    double submitted_at = 0;
     daemon.respond([&](const httplib::Request& req, httplib::Response& res) {
         std::lock_guard lock(m);
         if (req.method == "POST") {
+            if (tasks.empty()) {
+                submitted_at = now_seconds();
+            }
             json t = json::parse(req.body);
             t["id"] = static_cast<int>(tasks.size()) + 1;
             t["state"] = "succeeded";
             t["attempts"] = 2;
-            t["submitted_at"] = 1000.0;
-            t["finished_at"] = 1000.0 + 60.0 * static_cast<double>(tasks.size() + 1);
+            t["submitted_at"] = submitted_at;
+            t["finished_at"] = submitted_at + 60.0 * static_cast<double>(tasks.size() + 1);
             t["attempt_list"] = {{{"number", 1}, {"outcome", "out-of-memory"}},
                                  {{"number", 2}, {"outcome", "succeeded"}}};
             tasks.push_back(t);
@@ -660,6 +763,20 @@ TEST(ClientCommandsTest, ReplaySubmitsAndWaits) {
     EXPECT_THAT(out, HasSubstr("attempts: 4 (2 out of memory)\n"));
     EXPECT_THAT(out, HasSubstr("makespan: 2m00s (first submission to last finish), 1d09h in "
                                "trace time at time scale 1000\n"));  // 120 s x 1000 = 33h20m
+    // "[     60.0s] task 1 (resnet3) succeeded after 2 attempt(s)": the stamp is finished_at
+    // against the replay's start, which came just before the first submission.
+    std::vector<double> stamps;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.find(" succeeded after 2 attempt(s)") != std::string::npos) {
+            stamps.push_back(std::stod(line.substr(1, line.find('s') - 1)));
+        }
+    }
+    ASSERT_EQ(stamps.size(), 2u) << out;
+    EXPECT_GE(stamps[0], 60.0);
+    EXPECT_LT(stamps[0], 70.0);
+    EXPECT_GE(stamps[1], 120.0);
+    EXPECT_LT(stamps[1], 130.0);
     fs::remove_all(dir);
 }
 

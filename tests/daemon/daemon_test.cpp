@@ -292,6 +292,18 @@ TEST_F(DaemonTest, SubmitQueueShowLogsCancel) {
     auto listed = client().list_tasks(false);
     ASSERT_TRUE(listed);
     EXPECT_EQ((*listed)["tasks"].size(), 5u);  // 4 running + 1 queued; the finished echo is hidden
+    // started_at: the current attempt's start for running tasks, as the attempt records it;
+    // null for one never started.
+    for (const json& t : (*listed)["tasks"]) {
+        if (t["id"] == waiting) {
+            EXPECT_TRUE(t["started_at"].is_null()) << t.dump();
+            continue;
+        }
+        auto shown = client().task(t["id"].get<TaskId>());
+        ASSERT_TRUE(shown);
+        EXPECT_EQ(t["started_at"], (*shown)["attempt_list"].back()["started_at"]) << t.dump();
+        EXPECT_EQ((*shown)["started_at"], t["started_at"]);
+    }
     ASSERT_TRUE(client().cancel(waiting));
     EXPECT_EQ(state(waiting), "cancelled");
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -415,6 +416,33 @@ TEST_F(StoreTest, StoresAttempts) {
     auto missing = store->update_attempt(attempt(*t1, 7));
     ASSERT_FALSE(missing);
     EXPECT_EQ(missing.error().code, ErrorCode::NotFound);
+}
+
+// This test verifies latest_attempt_starts: per task the start of its highest-numbered attempt,
+// none for a task never started, and finished tasks only when asked for.
+TEST_F(StoreTest, ListsTheStartsOfLatestAttempts) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    auto running = store->insert_task(named_task("running", TaskState::Running));
+    auto waiting = store->insert_task(named_task("waiting"));
+    auto done = store->insert_task(named_task("done", TaskState::Succeeded));
+    ASSERT_TRUE(running && waiting && done);
+    AttemptRow second = attempt(*running, 2);
+    second.started_at = 250.25;
+    AttemptRow first = attempt(*running, 1);
+    first.started_at = 900;  // an earlier attempt, whatever its stamp
+    ASSERT_TRUE(store->insert_attempt(second));
+    ASSERT_TRUE(store->insert_attempt(first));
+    AttemptRow finished = attempt(*done, 1);
+    finished.started_at = 120;
+    ASSERT_TRUE(store->insert_attempt(finished));
+
+    auto live = store->latest_attempt_starts(false);
+    ASSERT_TRUE(live) << live.error().message;
+    EXPECT_EQ(*live, (std::map<TaskId, double>{{*running, 250.25}}));
+    auto all = store->latest_attempt_starts(true);
+    ASSERT_TRUE(all) << all.error().message;
+    EXPECT_EQ(*all, (std::map<TaskId, double>{{*running, 250.25}, {*done, 120}}));
 }
 
 // This test verifies that attempt writes the schema forbids fail with the operation, the task,
