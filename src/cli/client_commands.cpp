@@ -667,7 +667,9 @@ TaskFilter build_filter(const SelectOptions& o) {
     if (o.me) {
         filter.users.push_back(login_name());
     }
-    filter.states = or_die(parse_queue_states(o.states));
+    if (!o.states.empty()) {
+        filter.states = or_die(parse_queue_states(o.states));
+    }
     if (auto ok = check_filter(filter); !ok) {
         die(ok.error().message);
     }
