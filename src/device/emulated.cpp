@@ -74,7 +74,8 @@ class EmulatedBackend final : public GpuBackend {
     // speed among its co-runners (emu::gpu_activity sums exactly these terms), and 0 while it is
     // starting up. Not the solo smact alone, which would give a slowed-down job the share of one
     // running at full speed, nor its utilisation, which is the slowdown model's demand rather
-    // than what the SMs did; so the shares of a GPU's jobs add up to its measured SMACT.
+    // than what the SMs did; so the shares of a GPU's jobs add up to its measured SMACT (below
+    // the GPU's cap of 1).
     static std::vector<GpuProcess> processes_on(const emu::State& s, int g) {
         std::map<int, GpuProcess> by_pid;
         for (const emu::Slot& slot : s.slots) {
