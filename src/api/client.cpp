@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -133,6 +134,20 @@ void add_query(std::string& target, std::string_view key, std::string_view value
     target += key;
     target += '=';
     target += value;
+}
+
+// RFC 3986 percent-encoding of a query value (user names may hold anything).
+std::string query_escape(std::string_view value) {
+    std::string out;
+    for (char c : value) {
+        const auto u = static_cast<unsigned char>(c);
+        if (std::isalnum(u) != 0 || c == '-' || c == '_' || c == '.' || c == '~') {
+            out += c;
+        } else {
+            out += fmt::format("%{:02X}", u);
+        }
+    }
+    return out;
 }
 
 }  // namespace
@@ -323,6 +338,20 @@ Result<nlohmann::json> ApiClient::events(const EventQuery& query) {
     }
     if (query.limit) {
         add_query(target, "limit", std::to_string(*query.limit));
+    }
+    return exchange_json("GET", target);
+}
+
+Result<nlohmann::json> ApiClient::acct(const AcctRequest& request) {
+    std::string target = "/v1/acct";
+    if (request.user) {
+        add_query(target, "user", query_escape(*request.user));
+    }
+    if (request.state) {
+        add_query(target, "state", query_escape(*request.state));
+    }
+    if (request.since) {
+        add_query(target, "since", fmt::format("{:.3f}", *request.since));
     }
     return exchange_json("GET", target);
 }

@@ -47,6 +47,12 @@ struct EventQuery {
     std::optional<int> limit;           // at most this many (the daemon's default is 100)
 };
 
+struct AcctRequest {
+    std::optional<std::string> user;   // only this submitter's tasks
+    std::optional<std::string> state;  // only these final states, comma-separated
+    std::optional<double> since;       // only tasks finished at or after (unix seconds)
+};
+
 class ApiClient {
 public:
     explicit ApiClient(std::string socket_path);
@@ -63,6 +69,7 @@ public:
     Result<nlohmann::json> gpus();                                // GET /v1/gpus
     Result<nlohmann::json> events(const EventQuery& query);       // GET /v1/events
     Result<nlohmann::json> status();                              // GET /v1/status
+    Result<nlohmann::json> acct(const AcctRequest& request);      // GET /v1/acct
     Result<std::string> metrics();                                // GET /metrics (Prometheus text)
     Result<std::string> healthz();                                // GET /healthz
 

@@ -1,6 +1,7 @@
 #include "api/query.h"
 
 #include <charconv>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -70,6 +71,75 @@ Result<bool> flag_param(std::string_view name, std::optional<std::string_view> t
     return fail(ErrorCode::InvalidArgument,
                 fmt::format("query parameter {}='{}' is not a yes/no switch; give 1 or 0",
                             name, shown(*text)));
+}
+
+Result<double> number_param(std::string_view name, std::optional<std::string_view> text,
+                            double min, double max, double fallback) {
+    if (!text) {
+        return fallback;
+    }
+    double value = 0;
+    const char* end = text->data() + text->size();
+    const auto [ptr, ec] = std::from_chars(text->data(), end, value, std::chars_format::fixed);
+    if (text->empty() || ec == std::errc::invalid_argument || ptr != end || !std::isfinite(value)) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("query parameter {}='{}' is not a number; give one from {} to {}",
+                                name, shown(*text), min, max));
+    }
+    if (ec == std::errc::result_out_of_range || value < min || value > max) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("query parameter {}={} is out of range; give one from {} to {}",
+                                name, shown(*text), min, max));
+    }
+    return value;
+}
+
+Result<std::string> text_param(std::string_view name, std::optional<std::string_view> text,
+                               std::size_t max_bytes) {
+    if (!text) {
+        return std::string();
+    }
+    if (text->empty()) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("query parameter {} is empty; leave it out or give a value", name));
+    }
+    if (text->size() > max_bytes) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("query parameter {}='{}' is longer than {} bytes", name,
+                                shown(*text), max_bytes));
+    }
+    for (char c : *text) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("query parameter {}='{}' holds a control character", name,
+                                    shown(*text)));
+        }
+    }
+    return std::string(*text);
+}
+
+Result<std::vector<std::string>> list_param(std::string_view name,
+                                            std::optional<std::string_view> text) {
+    std::vector<std::string> out;
+    if (!text) {
+        return out;
+    }
+    std::string_view rest = *text;
+    while (true) {
+        const std::size_t comma = rest.find(',');
+        const std::string_view word = rest.substr(0, comma);
+        if (word.empty()) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("query parameter {}='{}' has an empty item; give words "
+                                    "separated by single commas",
+                                    name, shown(*text)));
+        }
+        out.emplace_back(word);
+        if (comma == std::string_view::npos) {
+            return out;
+        }
+        rest.remove_prefix(comma + 1);
+    }
 }
 
 }  // namespace carma::api

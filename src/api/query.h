@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/result.h"
 
@@ -25,5 +26,19 @@ Result<std::string> word_param(std::string_view name, std::optional<std::string_
 
 // A yes/no switch: absent = no; "", "1", "true", "yes" = yes; "0", "false", "no" = no.
 Result<bool> flag_param(std::string_view name, std::optional<std::string_view> text);
+
+// A decimal number ("1764441600", "1764441600.25") within [min, max], or `fallback` when absent.
+Result<double> number_param(std::string_view name, std::optional<std::string_view> text,
+                            double min, double max, double fallback);
+
+// Free text such as a user name: non-empty, at most `max_bytes`, no control characters; "" when
+// absent.
+Result<std::string> text_param(std::string_view name, std::optional<std::string_view> text,
+                               std::size_t max_bytes);
+
+// A comma-separated list of non-empty words ("failed,cancelled"); empty when absent. Which words
+// mean something is the caller's business.
+Result<std::vector<std::string>> list_param(std::string_view name,
+                                            std::optional<std::string_view> text);
 
 }  // namespace carma::api

@@ -138,6 +138,7 @@ const std::vector<Route>& routes() {
         {std::regex(R"(/v1/tasks/-?\d+/(hold|release))"), "POST"},
         {std::regex("/v1/gpus"), "GET"},
         {std::regex("/v1/events"), "GET"},
+        {std::regex("/v1/acct"), "GET"},
         {std::regex("/v1/status"), "GET"},
         {std::regex("/metrics"), "GET"},
         {std::regex("/healthz"), "GET"},
@@ -816,6 +817,27 @@ struct ApiServer::Impl {
                       }
                   }
                   send_result(res, service.events(c, *after, *task, static_cast<int>(*limit)));
+              }));
+        s.Get("/v1/acct", guarded(tcp, [this](const Caller& c, const httplib::Request& req,
+                                              httplib::Response& res) {
+                  auto user = text_param("user", param(req, "user"), 256);
+                  auto states = list_param("state", param(req, "state"));
+                  // Unix seconds; far enough ahead for any date a person writes.
+                  auto since = number_param("since", param(req, "since"), 0, 1e11, 0);
+                  for (const Error* e : {user ? nullptr : &user.error(),
+                                         states ? nullptr : &states.error(),
+                                         since ? nullptr : &since.error()}) {
+                      if (e != nullptr) {
+                          send_error(res, {400, e->message});
+                          return;
+                      }
+                  }
+                  auto listed = service.acct(c, AcctQuery{*user, *states, *since});
+                  if (!listed) {
+                      send_error(res, listed.error());
+                      return;
+                  }
+                  res.set_content(*listed, "application/json");
               }));
         s.Get("/v1/status", guarded(tcp, [this](const Caller& c, const httplib::Request&,
                                                 httplib::Response& res) {

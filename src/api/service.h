@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <tl/expected.hpp>
@@ -32,6 +33,14 @@ using ApiResult = tl::expected<T, ApiError>;
 inline tl::unexpected<ApiError> api_fail(int status, std::string message) {
     return tl::unexpected<ApiError>(ApiError{status, std::move(message)});
 }
+
+// Which finished tasks GET /v1/acct lists (checked for shape by the server, for meaning by the
+// service).
+struct AcctQuery {
+    std::string user;                 // the submitter's login name; empty = everyone
+    std::vector<std::string> states;  // final state names; empty = every final state
+    double since = 0;                 // finished at or after (unix seconds)
+};
 
 struct LogSlice {
     std::string text;
@@ -65,6 +74,11 @@ public:
     virtual ApiResult<nlohmann::json> estimate(const Caller& /*caller*/,
                                                const nlohmann::json& /*body*/) {
         return api_fail(501, "this service keeps no history to estimate from");
+    }
+    // Accounting of finished tasks (docs/api.md), already serialized like list_tasks. Not every
+    // service keeps records, hence the default.
+    virtual ApiResult<std::string> acct(const Caller& /*caller*/, const AcctQuery& /*query*/) {
+        return api_fail(501, "this service keeps no accounting");
     }
 };
 

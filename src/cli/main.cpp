@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/acct_command.h"
 #include "cli/arg_check.h"
 #include "cli/client_commands.h"
 #include "cli/commands.h"
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
         {"replay", add_replay_command(app)},     {"demo", add_demo_command(app)},
         {"admin", add_admin_command(app)},       {"estimate", add_estimate_command(app)},
         {"hold", add_hold_command(app)},         {"release", add_release_command(app)},
+        {"acct", add_acct_command(app)},
     };
     // Before CLI11: its messages do not name the mistyped word.
     if (const std::string wrong =

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/text.h"
+#include "core/time_text.h"
 
 namespace carma {
 
@@ -69,9 +70,6 @@ Result<double> parse_time_limit(std::string_view text) {
     if (s.empty()) {
         return bad_limit(text, "is empty");
     }
-    if (whole_number(s)) {
-        return bad_limit(text, "has no unit");
-    }
     double total = 0;
     if (s.find(':') != std::string_view::npos) {
         const auto v = clock_form(s);
@@ -80,34 +78,13 @@ Result<double> parse_time_limit(std::string_view text) {
         }
         total = *v;
     } else {
-        std::string_view rest = s;
-        std::string seen;
-        while (!rest.empty()) {
-            std::size_t digits = 0;
-            while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') {
-                ++digits;
-            }
-            const auto v = whole_number(rest.substr(0, digits));
-            if (!v || digits == rest.size()) {
-                return bad_limit(text, "is not a number followed by a unit");
-            }
-            const char unit = static_cast<char>(std::tolower(static_cast<unsigned char>(rest[digits])));
-            const double scale = unit == 'd'   ? 86400
-                                 : unit == 'h' ? 3600
-                                 : unit == 'm' ? 60
-                                 : unit == 's' ? 1
-                                               : 0;
-            if (scale == 0) {
-                return bad_limit(text, fmt::format("has an unknown unit '{}' (use d, h, m, s)",
-                                                   rest[digits]));
-            }
-            if (seen.find(unit) != std::string::npos) {
-                return bad_limit(text, fmt::format("gives the unit '{}' twice", unit));
-            }
-            seen += unit;
-            total += static_cast<double>(*v) * scale;
-            rest.remove_prefix(digits + 1);
+        // The unit forms are the durations people write everywhere (core/time_text.h).
+        auto d = parse_duration(s);
+        if (!d) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("time limit: {}; or HH:MM:SS", d.error().message));
         }
+        total = *d;
     }
     if (total <= 0) {
         return bad_limit(text, "is zero");

@@ -16,8 +16,9 @@ inline constexpr int kMaxArrayIndex = 1'000'000;
 // A year: beyond any training run, and far from overflowing anything that adds to it.
 inline constexpr double kMaxTimeLimitS = 366.0 * 24 * 3600;
 
-// Seconds from "45s", "90m", "2h", "1h30m", "2d", "1d12h" or sbatch's clock forms "MM:SS",
-// "HH:MM:SS", "D-HH:MM:SS". A bare number is refused: minutes for sbatch, seconds elsewhere.
+// Seconds from a duration ("45s", "90m", "2h", "1h30m", "2d": core/time_text.h) or sbatch's clock
+// forms "MM:SS", "HH:MM:SS", "D-HH:MM:SS". A bare number is refused: minutes for sbatch, seconds
+// elsewhere.
 Result<double> parse_time_limit(std::string_view text);
 
 // "0-9" (both ends included), "0-20:5" (step), "1,3,8-12" (lists of those); ascending, no

@@ -317,6 +317,7 @@ Result<void> Daemon::restore() {
                 live.handle = exec::LaunchHandle{a.shim_pid, a.dir};
                 live.settled = true;  // it has been running for a while; no warm-up lock
                 live.peak_mib = a.peak_mib;
+                live.energy_j = a.energy_j;  // accounting goes on from what was stored
                 live.learned = t.spec.learned;
                 live.started_clock = clock_of(a.started_at);
                 live.started_unix = a.started_at;
@@ -443,6 +444,7 @@ void Daemon::tick() {
         apply_samples(std::move(samples));
         notice_sightings(table);
         accumulate_activity();
+        accumulate_energy();  // before collect_exits: an attempt's last interval is its own
         collect_exits();
         enforce_time_limits();
         resolve_dependencies();
@@ -521,8 +523,9 @@ void Daemon::apply_samples(Result<std::vector<device::GpuSample>> samples) {
         if (auto dropped = store_->prune_history(before); !dropped) {
             spdlog::warn("cannot drop old history: {}", dropped.error().message);
         } else if (*dropped > 0) {
-            spdlog::info("dropped {} GPU sample and event rows older than {} days", *dropped,
-                         config_.retention_days);
+            spdlog::info("dropped {} rows (GPU samples, events, finished tasks and their "
+                         "attempts) older than {} days",
+                         *dropped, config_.retention_days);
         }
     }
     // Downsampled history: one row per GPU every 10 samples. Unknown metrics are stored as NULL.
@@ -596,15 +599,18 @@ void Daemon::notice_sightings(const std::vector<exec::ProcEntry>& table) {
             }
             bool here = false;
             MiB held = 0;
+            double activity = 0;
             for (const device::GpuProcess& p : s.processes) {
                 if (!p.mps_server && members.contains(static_cast<pid_t>(p.pid))) {
                     here = true;
                     held += p.used_mib;
+                    activity += p.activity.value_or(0);
                 }
             }
             if (!here) {
                 continue;
             }
+            live.activity_now[s.index] = activity;  // its share of the GPU's energy
             if (live.seen_on.insert(s.index).second && !live.settled) {
                 scheduler_.task_seen_on(id, s.index, now());
             }
@@ -702,6 +708,7 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
             ended = a;
             ended->ended_at = record && record->ended_at > 0 ? record->ended_at : unix_now();
             ended->peak_mib = live.peak_mib;
+            ended->energy_j = live.energy_j;
             ended->outcome = std::string(to_string(outcome));
             ended->exit_code = end.exit_code;
             ended->signal = end.signal;

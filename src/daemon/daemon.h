@@ -75,6 +75,8 @@ public:
     api::ApiResult<void> admit(const api::Caller& caller) override;
     api::ApiResult<nlohmann::json> estimate(const api::Caller& caller,
                                             const nlohmann::json& body) override;
+    api::ApiResult<std::string> acct(const api::Caller& caller,
+                                     const api::AcctQuery& query) override;
 
 private:
     struct LiveAttempt {
@@ -97,6 +99,11 @@ private:
         double started_unix = 0;   // what the store says; time limits count from it
         std::optional<double> time_limit_s;
         bool timed_out = false;    // CARMA stopped it at its time limit
+        // Accounting (daemon_acct.cpp): its processes' SM activity per GPU in this tick's sample,
+        // and the GPU energy attributed to it so far (unknown until a GPU of it reports some).
+        std::map<int, double> activity_now;
+        std::optional<double> energy_j;
+        bool energy_changed = false;  // not yet written to the store
     };
 
     // What the daemon knows of one GPU beyond its samples.
@@ -138,6 +145,8 @@ private:
     void event(TaskId task, const std::string& kind, const std::string& message);
     // History and knowledge (store/history.h, core/knowledge.h).
     void accumulate_activity();
+    // Shares each GPU's energy since its last sample among the attempts on it (accounting).
+    void accumulate_energy();
     void record_history(const store::TaskRow& task, const store::AttemptRow& attempt,
                         const LiveAttempt& live);
     // The knowledge rule over the task's history; without history when the store cannot be read.
@@ -170,6 +179,8 @@ private:
     std::vector<MetricWindow> windows_;
     std::vector<GpuState> gpu_state_;  // by GPU index, like windows_
     std::vector<device::GpuSample> last_samples_;
+    // By GPU index: its energy counter at its last good sample (accumulate_energy).
+    std::vector<std::optional<double>> energy_seen_;
     std::map<TaskId, LiveAttempt> live_;
     // Attempts being started right now, outside the lock; true once a stop was requested.
     std::map<TaskId, bool> launching_;

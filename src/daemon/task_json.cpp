@@ -139,7 +139,8 @@ nlohmann::json attempt_to_json(const store::AttemptRow& a) {
             {"exit_code", opt_int(a.exit_code)},
             {"signal", opt_int(a.signal)},
             {"recovered", a.recovered},
-            {"peak_mib", peak_to_json(a.peak_mib)}};
+            {"peak_mib", peak_to_json(a.peak_mib)},
+            {"energy_j", a.energy_j ? nlohmann::json(*a.energy_j) : nlohmann::json(nullptr)}};
 }
 
 api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) {

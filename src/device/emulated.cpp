@@ -70,16 +70,27 @@ class EmulatedBackend final : public GpuBackend {
     }
 
     // Like the driver: a process with memory on the GPU, once, however many handles it holds.
+    // Its activity is what it adds to the GPU's SMACT: its solo SM activity times its current
+    // speed among its co-runners (emu::gpu_activity sums exactly these terms), and 0 while it is
+    // starting up. Not the solo smact alone, which would give a slowed-down job the share of one
+    // running at full speed, nor its utilisation, which is the slowdown model's demand rather
+    // than what the SMs did; so the shares of a GPU's jobs add up to its measured SMACT (below
+    // the GPU's cap of 1).
     static std::vector<GpuProcess> processes_on(const emu::State& s, int g) {
-        std::map<int, MiB> by_pid;
+        std::map<int, GpuProcess> by_pid;
         for (const emu::Slot& slot : s.slots) {
             if (emu::on_gpu(slot, g) && slot.memory_mib > 0) {
-                by_pid[slot.pid] += slot.memory_mib;
+                GpuProcess& p = by_pid[slot.pid];
+                p.pid = slot.pid;
+                p.used_mib += slot.memory_mib;
+                const double active =
+                    slot.phase == emu::Phase::Active ? slot.smact * slot.speed : 0.0;
+                p.activity = std::min(1.0, p.activity.value_or(0.0) + active);
             }
         }
         std::vector<GpuProcess> out;
-        for (const auto& [pid, mib] : by_pid) {
-            out.push_back(GpuProcess{pid, mib});
+        for (auto& [pid, process] : by_pid) {
+            out.push_back(std::move(process));
         }
         return out;
     }

@@ -31,6 +31,10 @@ struct GpuProcess {
     int pid = 0;
     MiB used_mib = 0;         // 0 where the driver will not say (no privilege)
     bool mps_server = false;  // an MPS server process: infrastructure, never a task's
+    // 0..1, the share of the GPU's SMs this process kept busy lately (its SM activity); unknown
+    // where the backend cannot tell processes apart. Shares the GPU's energy among attempts
+    // (core/energy_split.h).
+    std::optional<double> activity;
 };
 
 struct GpuSample {

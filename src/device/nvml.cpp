@@ -76,6 +76,8 @@ Result<NvmlApi> resolve_api(const SharedLibrary& library) {
          "nvmlDeviceGetMPSComputeRunningProcesses_v2"},
         &api.mps_processes_name);
     api.mig_mode = table.find<GetMigModeFn>("nvmlDeviceGetMigMode");
+    api.process_utilization =
+        table.find<GetProcessUtilizationFn>("nvmlDeviceGetProcessUtilization");
     resolve_gpm(table, api);
     if (!table.missing().empty()) {
         return fail(ErrorCode::Io,
@@ -144,6 +146,9 @@ struct Device {
     std::unique_ptr<GpmReader> gpm;  // null where the GPU or driver has no GPM
     GpuSample last;  // returned again, with the error set, when this GPU cannot be read
     Clock::time_point last_read;  // when `last` was read
+    // The newest per-process utilisation sample read (the driver's microseconds): the next read
+    // asks only for newer ones.
+    unsigned long long process_util_seen_us = 0;
 };
 
 // --- the backend ----------------------------------------------------------------------------
@@ -302,6 +307,7 @@ private:
             return tl::unexpected(processes.error());
         }
         s.processes = std::move(*processes);
+        read_process_activity(device, s.processes);
         // Last, so that a failed read leaves the meter to cover the gap next time.
         set_metric(s.energy_j, s.sources.energy,
                    device.energy.add(read_energy(device.handle), s.power_w, now),
@@ -375,9 +381,56 @@ private:
         std::vector<GpuProcess> out;
         out.reserve(by_pid.size());
         for (const auto& [pid, mib] : by_pid) {
-            out.push_back(GpuProcess{pid, mib, is_mps_server_process(pid)});
+            out.push_back(GpuProcess{pid, mib, is_mps_server_process(pid), std::nullopt});
         }
         return out;
+    }
+
+    // Each process's SM activity: the mean smUtil of its per-process utilisation samples since
+    // the last read. The driver keeps a sample only for a process that kept the SMs busy in one
+    // of its periods, so a listed process without one was idle (0), and NOT_FOUND means none was
+    // busy. Without the entry point (older drivers), or when it refuses, activity stays unknown
+    // and the daemon shares the GPU's energy equally (core/energy_split.h); it never fails the
+    // sample.
+    void read_process_activity(Device& device, std::vector<GpuProcess>& processes) {
+        if (api_.process_utilization == nullptr) {
+            return;
+        }
+        constexpr int kAttempts = 4;
+        constexpr std::size_t kSlack = 8;
+        if (util_buffer_.empty()) {
+            util_buffer_.resize(64);
+        }
+        std::optional<unsigned int> read;
+        for (int attempt = 0; attempt < kAttempts && !read; ++attempt) {
+            auto count = static_cast<unsigned int>(util_buffer_.size());
+            const nvmlReturn_t rc = api_.process_utilization(device.handle, util_buffer_.data(),
+                                                             &count, device.process_util_seen_us);
+            if (rc == kNvmlSuccess) {
+                read = std::min<unsigned int>(count, static_cast<unsigned int>(util_buffer_.size()));
+            } else if (rc == kNvmlNotFound) {
+                read = 0U;
+            } else if (rc == kNvmlInsufficientSize) {
+                util_buffer_.resize(std::max<std::size_t>(count, util_buffer_.size()) + kSlack);
+            } else {
+                return;
+            }
+        }
+        if (!read) {
+            return;
+        }
+        std::map<int, std::pair<double, int>> busy;  // pid -> (sum of smUtil, samples)
+        for (unsigned int i = 0; i < *read; ++i) {
+            const NvmlProcessUtilizationSample& u = util_buffer_[i];
+            auto& [sum, n] = busy[static_cast<int>(u.pid)];
+            sum += percent_to_fraction(u.smUtil);
+            ++n;
+            device.process_util_seen_us = std::max(device.process_util_seen_us, u.timeStamp);
+        }
+        for (GpuProcess& p : processes) {
+            const auto it = busy.find(p.pid);
+            p.activity = it == busy.end() ? 0.0 : it->second.first / it->second.second;
+        }
     }
 
     // NVML's size protocol: a buffer too small gets INSUFFICIENT_SIZE and the count needed. The
@@ -425,6 +478,7 @@ private:
     std::vector<Device> devices_;
     std::vector<GpuInfo> gpus_;
     std::vector<NvmlProcessInfo> process_buffer_;
+    std::vector<NvmlProcessUtilizationSample> util_buffer_;
 };
 
 }  // namespace

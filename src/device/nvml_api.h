@@ -53,6 +53,22 @@ static_assert(sizeof(NvmlProcessInfo) == 24);
 static_assert(offsetof(NvmlProcessInfo, usedGpuMemory) == 8);
 static_assert(offsetof(NvmlProcessInfo, gpuInstanceId) == 16);
 
+constexpr nvmlReturn_t kNvmlNotFound = 6;  // NVML_ERROR_NOT_FOUND
+
+// nvmlProcessUtilizationSample_t: one process's utilisation over one of the driver's sample
+// periods in which it was busy; each figure a percentage.
+struct NvmlProcessUtilizationSample {
+    unsigned int pid;
+    unsigned long long timeStamp;  // CPU time stamp, microseconds
+    unsigned int smUtil;           // SM (3D/compute) utilisation
+    unsigned int memUtil;          // frame buffer memory utilisation
+    unsigned int encUtil;
+    unsigned int decUtil;
+};
+static_assert(sizeof(NvmlProcessUtilizationSample) == 32);
+static_assert(offsetof(NvmlProcessUtilizationSample, timeStamp) == 8);
+static_assert(offsetof(NvmlProcessUtilizationSample, smUtil) == 16);
+
 // --- GPM (GPU performance monitoring, Hopper and later) --------------------------------------
 
 constexpr unsigned kNvmlGpmSupportVersion = 1;     // NVML_GPM_SUPPORT_VERSION
@@ -117,6 +133,9 @@ using GetPowerFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);         // mil
 using GetEnergyFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);  // millijoules
 using GetProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, NvmlProcessInfo*);
 using GetMigModeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* current, unsigned int* pending);
+using GetProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, NvmlProcessUtilizationSample*,
+                                                 unsigned int* count,
+                                                 unsigned long long last_seen_time_stamp);
 using GpmQuerySupportFn = nvmlReturn_t (*)(nvmlDevice_t, NvmlGpmSupport*);
 using GpmSampleAllocFn = nvmlReturn_t (*)(nvmlGpmSample_t*);
 using GpmSampleFreeFn = nvmlReturn_t (*)(nvmlGpmSample_t);
@@ -141,6 +160,7 @@ struct NvmlApi {
     GetProcessesFn mps_processes = nullptr;   // optional: MPS clients
     const char* mps_processes_name = "";
     GetMigModeFn mig_mode = nullptr;  // optional
+    GetProcessUtilizationFn process_utilization = nullptr;  // optional: per-process SM activity
     // Optional, all or none: GPM came with the R525 drivers (CUDA 12).
     GpmQuerySupportFn gpm_query_support = nullptr;
     GpmSampleAllocFn gpm_sample_alloc = nullptr;

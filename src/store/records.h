@@ -67,6 +67,23 @@ struct AttemptRow {
     // Peak GPU memory of the attempt's processes, per GPU index (driver per-process memory on
     // real GPUs, the ledger on emulated ones); empty until the task was seen on a GPU.
     std::map<int, MiB> peak_mib;
+    // GPU energy attributed to the attempt, joules, summed over its GPUs (core/energy_split.h);
+    // unknown when none of its GPUs reported energy while it ran, or recorded before schema 4.
+    std::optional<double> energy_j;
+};
+
+// A task in a final state and its attempts, oldest first: one row of accounting.
+struct FinishedTask {
+    TaskRow task;
+    std::vector<AttemptRow> attempts;
+};
+
+// Which finished tasks accounting lists.
+struct FinishedQuery {
+    double since = 0;           // finished at or after (unix seconds); a task without an end
+                                // time counts as finished when it was submitted
+    std::string user;           // the submitter's login name; empty = everyone
+    std::vector<TaskState> states;  // empty = every final state; others are never listed
 };
 
 struct EventRow {

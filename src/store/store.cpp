@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -131,6 +132,12 @@ CREATE TABLE history (
 );
 CREATE INDEX history_fingerprint ON history(fingerprint, id);
 CREATE INDEX history_family ON history(family, id);
+)sql"},
+    {4, R"sql(
+-- The GPU energy attributed to the attempt (`carma acct`): joules, accumulated while it runs
+-- (daemon/daemon_acct.cpp); NULL where no GPU of it reported energy, and for attempts recorded
+-- before this step.
+ALTER TABLE attempts ADD COLUMN energy_j REAL;
 )sql"},
 };
 
@@ -404,29 +411,34 @@ std::vector<TaskRow> read_tasks(SQLite::Statement& st) {
     return rows;
 }
 
-// The live states, quoted for an IN list. Built from the enum so a new state lands on the right
-// side of the filter without touching this file; the names are constants, not user input.
-std::string live_states_sql() {
+// The live (or final) states, quoted for an IN list. Built from the enum so a new state lands
+// on the right side of the filter without touching this file; the names are constants, not user
+// input.
+std::string states_sql(bool final) {
     std::string out;
     for (TaskState s : all_task_states()) {
-        if (!is_final(s)) {
+        if (is_final(s) == final) {
             out += fmt::format("{}'{}'", out.empty() ? "" : ", ", to_string(s));
         }
     }
     return out;
 }
 
+std::string live_states_sql() { return states_sql(false); }
+std::string final_states_sql() { return states_sql(true); }
+
 constexpr const char* kAttemptColumns =
     "task_id, number, gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, signal, "
-    "recovered, peak_mib_json";
+    "recovered, peak_mib_json, energy_j";
 
 constexpr const char* kInsertAttempt =
     "INSERT INTO attempts (gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, "
-    "signal, recovered, peak_mib_json, task_id, number) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "signal, recovered, peak_mib_json, energy_j, task_id, number) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+    "?, ?, ?, ?, ?)";
 
 constexpr const char* kUpdateAttempt =
     "UPDATE attempts SET gpus_json = ?, dir = ?, shim_pid = ?, started_at = ?, ended_at = ?, "
-    "outcome = ?, exit_code = ?, signal = ?, recovered = ?, peak_mib_json = ? "
+    "outcome = ?, exit_code = ?, signal = ?, recovered = ?, peak_mib_json = ?, energy_j = ? "
     "WHERE task_id = ? AND number = ?";
 
 json peak_json(const std::map<int, MiB>& peak) {
@@ -449,8 +461,9 @@ void bind_attempt(SQLite::Statement& st, const AttemptRow& a) {
     bind_optional(st, 8, a.signal);
     st.bind(9, a.recovered ? 1 : 0);
     st.bind(10, peak_json(a.peak_mib).dump());
-    st.bind(11, a.task);
-    st.bind(12, a.number);
+    bind_optional(st, 11, a.energy_j);
+    st.bind(12, a.task);
+    st.bind(13, a.number);
 }
 
 AttemptRow read_attempt(const SQLite::Statement& st) {
@@ -475,6 +488,7 @@ AttemptRow read_attempt(const SQLite::Statement& st) {
                                  }
                                  return peak;
                              });
+    a.energy_j = optional_double(st.getColumn(12));
     return a;
 }
 
@@ -958,6 +972,68 @@ Result<void> Store::set_attempt_peak(TaskId task, int number, const std::map<int
     return impl_->locked(op, body);
 }
 
+Result<void> Store::set_attempt_energy(TaskId task, int number, double energy_j) {
+    const std::string op = fmt::format("record the energy of attempt {} of task {}", number, task);
+    auto body = [&](SQLite::Database& db) -> Result<void> {
+        SQLite::Statement st(db, "UPDATE attempts SET energy_j = ? WHERE task_id = ? AND number = ?");
+        st.bind(1, energy_j);
+        st.bind(2, task);
+        st.bind(3, number);
+        st.exec();
+        return {};
+    };
+    return impl_->locked(op, body);
+}
+
+Result<std::vector<FinishedTask>> Store::finished_tasks(const FinishedQuery& query) {
+    std::string states;
+    for (TaskState s : all_task_states()) {
+        const bool asked = query.states.empty() ||
+                           std::find(query.states.begin(), query.states.end(), s) !=
+                               query.states.end();
+        if (is_final(s) && asked) {
+            states += fmt::format("{}'{}'", states.empty() ? "" : ", ", to_string(s));
+        }
+    }
+    if (states.empty()) {
+        return std::vector<FinishedTask>{};  // only live states asked for: nothing has finished
+    }
+    // The state names are constants, not user input; the user and the time are bound.
+    const std::string where =
+        fmt::format("state IN ({}) AND COALESCE(finished_at, submitted_at) >= ?{}", states,
+                    query.user.empty() ? "" : " AND user = ?");
+    const auto bind = [&](SQLite::Statement& st) {
+        st.bind(1, query.since);
+        if (!query.user.empty()) {
+            st.bind(2, query.user);
+        }
+    };
+    const auto body = [&](SQLite::Database& db) -> Result<std::vector<FinishedTask>> {
+        std::vector<FinishedTask> out;
+        std::map<TaskId, std::size_t> index;
+        SQLite::Statement tasks(
+            db, fmt::format("SELECT {} FROM tasks WHERE {} ORDER BY id", kTaskColumns, where));
+        bind(tasks);
+        while (tasks.executeStep()) {
+            index[tasks.getColumn(0).getInt64()] = out.size();
+            out.push_back(FinishedTask{read_task(tasks), {}});
+        }
+        SQLite::Statement attempts(
+            db, fmt::format("SELECT {} FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE "
+                            "{}) ORDER BY task_id, number",
+                            kAttemptColumns, where));
+        bind(attempts);
+        while (attempts.executeStep()) {
+            AttemptRow a = read_attempt(attempts);
+            if (auto it = index.find(a.task); it != index.end()) {
+                out[it->second].attempts.push_back(std::move(a));
+            }
+        }
+        return out;
+    };
+    return impl_->locked("list finished tasks", body);
+}
+
 Result<std::vector<AttemptRow>> Store::attempts(TaskId task) {
     const std::string sql =
         fmt::format("SELECT {} FROM attempts WHERE task_id = ? ORDER BY number", kAttemptColumns);
@@ -1059,7 +1135,12 @@ Result<void> Store::add_gpu_samples(const std::vector<GpuSampleRow>& samples) {
 }
 
 Result<std::int64_t> Store::prune_history(double before) {
-    return impl_->write("drop GPU samples and events past their retention",
+    // Finished tasks go as their events do; their attempts first (counted), though the foreign
+    // key would take them along.
+    const std::string finished = fmt::format(
+        "SELECT id FROM tasks WHERE state IN ({}) AND COALESCE(finished_at, submitted_at) < ?",
+        final_states_sql());
+    return impl_->write("drop GPU samples, events and finished tasks past their retention",
                         [&](SQLite::Database& db) -> Result<std::int64_t> {
                             SQLite::Statement samples(db, "DELETE FROM gpu_samples WHERE time < ?");
                             samples.bind(1, before);
@@ -1067,6 +1148,14 @@ Result<std::int64_t> Store::prune_history(double before) {
                             SQLite::Statement events(db, "DELETE FROM events WHERE time < ?");
                             events.bind(1, before);
                             dropped += events.exec();
+                            SQLite::Statement attempts(
+                                db, "DELETE FROM attempts WHERE task_id IN (" + finished + ")");
+                            attempts.bind(1, before);
+                            dropped += attempts.exec();
+                            SQLite::Statement tasks(db, "DELETE FROM tasks WHERE id IN (" +
+                                                            finished + ")");
+                            tasks.bind(1, before);
+                            dropped += tasks.exec();
                             return dropped;
                         });
 }

@@ -16,7 +16,7 @@
 
 namespace carma::store {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 class Store {
 public:
@@ -50,6 +50,9 @@ public:
     Result<void> end_attempt(const AttemptRow& attempt, const TaskRow& task);    // update + update
     // Only the per-GPU peak memory of a running attempt (written while it grows).
     Result<void> set_attempt_peak(TaskId task, int number, const std::map<int, MiB>& peak_mib);
+    // Only the energy attributed so far to a running attempt (written while it runs, so that a
+    // restarted daemon goes on from it).
+    Result<void> set_attempt_energy(TaskId task, int number, double energy_j);
     Result<std::vector<AttemptRow>> attempts(TaskId task);
     // Attempts without an end: what a restarted daemon must find again.
     Result<std::vector<AttemptRow>> open_attempts();
@@ -61,9 +64,14 @@ public:
     // Events with id > after_id, oldest first, at most `limit`; task 0 = all tasks.
     Result<std::vector<EventRow>> events(std::int64_t after_id, TaskId task, int limit);
 
+    // Finished tasks with their attempts, for accounting (`carma acct`), in id order.
+    Result<std::vector<FinishedTask>> finished_tasks(const FinishedQuery& query);
+
     Result<void> add_gpu_samples(const std::vector<GpuSampleRow>& samples);
-    // Drops GPU samples and events older than `before` (unix seconds); returns how many rows.
-    // Tasks and attempts are kept: they are the record of what ran.
+    // Drops GPU samples and events older than `before` (unix seconds), and the tasks in a final
+    // state that finished before it with their attempts (accounting keeps as long as events);
+    // returns how many rows. Tasks still waiting or running are kept however old, and so is the
+    // history (store/history.h), which is knowledge about commands rather than a record.
     Result<std::int64_t> prune_history(double before);
     Result<std::vector<GpuSampleRow>> gpu_samples(double since, int gpu /* -1 = all */);
 

@@ -73,5 +73,56 @@ TEST(QueryTest, Flags) {
     EXPECT_FALSE(flag_param("all", "maybe"));
 }
 
+// This test verifies decimal numbers (GET /v1/acct?since=): whole or with a fraction, within
+// their range; anything else names the parameter.
+TEST(QueryTest, Numbers) {
+    EXPECT_EQ(*number_param("since", std::nullopt, 0, 1e11, 0), 0);
+    EXPECT_EQ(*number_param("since", "1764441600", 0, 1e11, 0), 1764441600);
+    EXPECT_EQ(*number_param("since", "1764441600.25", 0, 1e11, 0), 1764441600.25);
+    struct Case {
+        const char* text;
+        const char* says;
+    };
+    for (const Case& k : {Case{"-1", "since=-1 is out of range; give one from 0 to"},
+                          Case{"1e12", "since='1e12' is not a number"},
+                          Case{"", "is not a number"}, Case{"nan", "is not a number"},
+                          Case{"inf", "is not a number"}, Case{"12h", "is not a number"},
+                          Case{"200000000000", "out of range"}}) {
+        auto r = number_param("since", k.text, 0, 1e11, 0);
+        ASSERT_FALSE(r) << k.text;
+        EXPECT_NE(r.error().message.find(k.says), std::string::npos) << r.error().message;
+    }
+}
+
+// This test verifies free text (GET /v1/acct?user=): absent is empty; empty, too long or with
+// control characters is refused naming the parameter.
+TEST(QueryTest, Text) {
+    EXPECT_EQ(*text_param("user", std::nullopt, 8), "");
+    EXPECT_EQ(*text_param("user", "alice", 8), "alice");
+    EXPECT_EQ(*text_param("user", "\xc3\xa9l\xc3\xa8ve", 8), "\xc3\xa9l\xc3\xa8ve");
+    for (std::string bad : {std::string(), std::string("alexander"), std::string("a\nb"),
+                            std::string("a\x7f")}) {
+        auto r = text_param("user", bad, 8);
+        ASSERT_FALSE(r) << bad;
+        EXPECT_NE(r.error().message.find("query parameter user"), std::string::npos)
+            << r.error().message;
+    }
+}
+
+// This test verifies comma lists (GET /v1/acct?state=): absent is empty, items come in order,
+// an empty item is refused.
+TEST(QueryTest, Lists) {
+    EXPECT_TRUE(list_param("state", std::nullopt)->empty());
+    EXPECT_EQ(*list_param("state", "failed"), std::vector<std::string>{"failed"});
+    EXPECT_EQ(*list_param("state", "failed,cancelled"),
+              (std::vector<std::string>{"failed", "cancelled"}));
+    for (const char* bad : {"", ",", "failed,", ",failed", "failed,,lost"}) {
+        auto r = list_param("state", bad);
+        ASSERT_FALSE(r) << bad;
+        EXPECT_NE(r.error().message.find("query parameter state="), std::string::npos)
+            << r.error().message;
+    }
+}
+
 }  // namespace
 }  // namespace carma::api

@@ -382,7 +382,7 @@ TEST(TaskFileTest, YamlSchedulingControls) {
     ASSERT_TRUE(single);
     EXPECT_EQ(single->after, std::vector<TaskId>{7});
     for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
-             {"command: x\ntime_limit: 90\n", "has no unit"},
+             {"command: x\ntime_limit: 90\n", "needs a unit"},
              {"command: x\nafter: [0]\n", "after"},
              {"command: x\nhold: maybe\n", "true or false"},
              {"command: x\narray: 9-1\n", "ends before it starts"}}) {

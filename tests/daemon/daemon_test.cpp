@@ -24,11 +24,14 @@
 #include <regex>
 #include <iostream>
 #include <limits>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -576,8 +579,16 @@ TEST_F(DaemonTest, ApiDocsMatchTheDaemon) {
         actual.insert(k);
     }
     EXPECT_EQ(actual, documented) << "attempt fields differ from docs/api.md";
+    // Fields the docs show in any JSON example (the task object, accounting rows, ...).
     std::set<std::string> task_fields;
-    collect_keys(example, task_fields);
+    for (std::size_t at = doc.find("```json"); at != std::string::npos;
+         at = doc.find("```json", at + 7)) {
+        const json shown_example = json::parse(
+            doc.substr(at + 7, doc.find("```", at + 7) - at - 7), nullptr, false);
+        if (!shown_example.is_discarded()) {
+            collect_keys(shown_example, task_fields);
+        }
+    }
 
     // A valid and an invalid value for every query parameter the docs name.
     const std::map<std::string, std::pair<std::string, std::string>> samples = {
@@ -965,6 +976,144 @@ TEST_F(DaemonTest, CollocationUnderMagm) {
         }
     }
     EXPECT_GE(collocated, 2);
+}
+
+// A GPU's cumulative energy at `t`, linearly between the daemon's stored samples around it.
+std::optional<double> stored_energy_at(const std::vector<std::pair<double, double>>& samples,
+                                       double t) {
+    for (std::size_t i = 1; i < samples.size(); ++i) {
+        const auto& [t0, e0] = samples[i - 1];
+        const auto& [t1, e1] = samples[i];
+        if (t0 <= t && t <= t1) {
+            return t1 > t0 ? e0 + (e1 - e0) * (t - t0) / (t1 - t0) : e0;
+        }
+    }
+    return std::nullopt;
+}
+
+// This test verifies accounting end to end on emulated GPUs: on two GPUs, two tasks share one
+// while a third runs alone; once they finish, GET /v1/acct lists each with its state, wait, run
+// time, GPU-hours, peak memory, attempts and energy, filters by user, state and time, and the
+// energies of the tasks on each GPU add up to what that GPU measured over the same time (its
+// stored samples, interpolated at the first start and the last end) within 5 %.
+TEST_F(DaemonTest, AccountingSharesEachGpusEnergy) {
+    start("oracle-MAGM", {"--exclude-gpus", "2,3"});
+    std::vector<TaskId> ids;
+    for (int i = 0; i < 3; ++i) {
+        ids.push_back(submit(fake_job("resnet18_cifar100_20e_3", 600, 858)));  // 10 s wall
+    }
+    for (TaskId id : ids) {
+        ASSERT_EQ(wait_final(id)["state"], "succeeded");
+    }
+    auto answer = client().acct({});
+    ASSERT_TRUE(answer) << answer.error().message;
+    const json& rows = (*answer)["tasks"];
+    ASSERT_EQ(rows.size(), 3u) << answer->dump(2);
+    std::map<int, std::vector<json>> by_gpu;  // attempts by the GPU they ran on
+    double energy_sum = 0;
+    for (const json& row : rows) {
+        SCOPED_TRACE(row.dump());
+        EXPECT_EQ(row["state"], "succeeded");
+        EXPECT_EQ(row["gpus"], 1);
+        EXPECT_GE(row["wait_s"].get<double>(), 0);
+        EXPECT_GT(row["run_s"].get<double>(), 0);
+        EXPECT_NEAR(row["gpu_hours"].get<double>(), row["run_s"].get<double>() / 3600, 1e-9);
+        EXPECT_GE(row["peak_mib"].get<MiB>(), 800);  // 858 MiB at its peak, the ledger's view
+        ASSERT_TRUE(row["energy_j"].is_number());
+        EXPECT_GT(row["energy_j"].get<double>(), 0);
+        energy_sum += row["energy_j"].get<double>();
+        ASSERT_EQ(row["attempts"].size(), 1u);
+        const json& attempt = row["attempts"][0];
+        EXPECT_EQ(attempt["outcome"], "succeeded");
+        EXPECT_EQ(attempt["energy_j"], row["energy_j"]);
+        ASSERT_EQ(attempt["gpus"].size(), 1u);
+        by_gpu[attempt["gpus"][0].get<int>()].push_back(attempt);
+    }
+    ASSERT_EQ(by_gpu.size(), 2u) << "expected the three tasks on GPUs 0 and 1";
+    EXPECT_EQ(by_gpu.begin()->second.size() * by_gpu.rbegin()->second.size(), 2u)
+        << "expected two tasks sharing one GPU and one alone";
+    const json& totals = (*answer)["totals"];
+    ASSERT_EQ(totals.size(), 1u);
+    EXPECT_EQ(totals[0]["tasks"], 3);
+    EXPECT_NEAR(totals[0]["energy_j"].get<double>(), energy_sum, 1e-6 * energy_sum);
+
+    // Filters: the user, the final state, the time it finished; bad values name the parameter.
+    const std::string user = rows[0]["user"];
+    EXPECT_EQ((*client().acct({user, std::nullopt, std::nullopt}))["tasks"].size(), 3u);
+    EXPECT_EQ((*client().acct({"nobody-here", std::nullopt, std::nullopt}))["tasks"].size(), 0u);
+    EXPECT_EQ((*client().acct({std::nullopt, "failed,cancelled", std::nullopt}))["tasks"].size(),
+              0u);
+    EXPECT_EQ((*client().acct({std::nullopt, "succeeded", std::nullopt}))["tasks"].size(), 3u);
+    EXPECT_EQ((*client().acct({std::nullopt, std::nullopt, 4e9}))["tasks"].size(), 0u);
+    const RawReply bad_state = raw_request(socket_, "GET", "/v1/acct?state=succeded");
+    EXPECT_EQ(bad_state.status, 400);
+    EXPECT_NE(bad_state.body.find("state='succeded' is not a final state (did you mean "
+                                  "'succeeded'?)"),
+              std::string::npos)
+        << bad_state.body;
+    EXPECT_EQ(raw_request(socket_, "GET", "/v1/acct?state=running").status, 400);
+    const RawReply bad_since = raw_request(socket_, "GET", "/v1/acct?since=yesterday");
+    EXPECT_EQ(bad_since.status, 400);
+    EXPECT_NE(bad_since.body.find("since"), std::string::npos) << bad_since.body;
+    EXPECT_EQ(raw_request(socket_, "POST", "/v1/acct").status, 405);
+
+    // The energy balance, from the GPU samples the daemon stored (one every 10 ticks, 60 ticks
+    // a second): a second more stores some past the last end; they are read with the daemon
+    // stopped.
+    std::this_thread::sleep_for(1s);
+    stop(SIGTERM);
+    SQLite::Database db(dir_ + "/state/carma.db", SQLite::OPEN_READONLY);
+    for (const auto& [gpu, attempts] : by_gpu) {
+        double first_start = 1e300;
+        double end = 0;
+        double attributed = 0;
+        for (const json& a : attempts) {
+            first_start = std::min(first_start, a["started_at"].get<double>());
+            end = std::max(end, a["ended_at"].get<double>());
+            attributed += a["energy_j"].get<double>();
+        }
+        std::vector<std::pair<double, double>> samples;
+        SQLite::Statement st(db,
+                             "SELECT time, energy_j FROM gpu_samples WHERE gpu = ? ORDER BY time");
+        st.bind(1, gpu);
+        while (st.executeStep()) {
+            samples.emplace_back(st.getColumn(0).getDouble(), st.getColumn(1).getDouble());
+        }
+        const std::optional<double> e0 = stored_energy_at(samples, first_start);
+        const std::optional<double> e1 = stored_energy_at(samples, end);
+        ASSERT_TRUE(e0 && e1) << "no stored samples around GPU " << gpu << "'s tasks";
+        const double measured = *e1 - *e0;
+        EXPECT_GT(measured, 0);
+        EXPECT_NEAR(attributed, measured, 0.05 * measured)
+            << "GPU " << gpu << ": " << attempts.size() << " task(s) from " << first_start
+            << " to " << end;
+    }
+}
+
+// This test verifies that a daemon killed while an attempt runs goes on accumulating its energy
+// after the restart, from what it had stored: the attempt ends with more than it had then.
+TEST_F(DaemonTest, AccountingEnergySurvivesARestart) {
+    start("exclusive");
+    const TaskId id = submit(fake_job("resnet3", 600));  // 10 s wall
+    double stored = 0;
+    ASSERT_TRUE(eventually([&] {
+        const json t = task(id);
+        if (!t.contains("attempt_list") || t["attempt_list"].empty()) {
+            return false;
+        }
+        const json& e = t["attempt_list"][0]["energy_j"];
+        stored = e.is_number() ? e.get<double>() : 0;
+        return stored > 0;
+    })) << daemon_log();
+    stop(SIGKILL);
+    start("exclusive");
+    const json done = wait_final(id);
+    EXPECT_EQ(done["state"], "succeeded");
+    EXPECT_EQ(done["attempts"], 1);
+    auto answer = client().acct({});
+    ASSERT_TRUE(answer) << answer.error().message;
+    ASSERT_EQ((*answer)["tasks"].size(), 1u);
+    EXPECT_GT((*answer)["tasks"][0]["energy_j"].get<double>(), stored) << answer->dump(2);
 }
 
 // This test verifies MPS end to end on emulated GPUs: `--mps` starts the control daemon (a fake

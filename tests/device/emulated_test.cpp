@@ -268,10 +268,14 @@ TEST_F(EmulatedTest, SampleComputesMetricsAndPowerFromTheModel) {
     ASSERT_EQ(s[0].processes.size(), 1u);  // both handles belong to this test process
     EXPECT_EQ(s[0].processes[0].pid, ::getpid());
     EXPECT_EQ(s[0].processes[0].used_mib, 20000);
+    // A process's activity is what its jobs add to the GPU's SMACT: smact x speed each.
+    EXPECT_NEAR(s[0].processes[0].activity.value(), smact, 1e-12);
 
     // GPU 1 holds a starting job's context: memory counts, activity and power do not.
     EXPECT_EQ(s[1].used_mib, 600);
     EXPECT_EQ(s[1].smact, 0.0);
+    ASSERT_EQ(s[1].processes.size(), 1u);
+    EXPECT_EQ(s[1].processes[0].activity, 0.0);
     EXPECT_EQ(s[1].sources, MetricSources::all(MetricSource::Emulated));
     EXPECT_EQ(s[1].power_w, model::kA100IdlePowerW);
 }

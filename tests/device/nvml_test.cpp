@@ -1,5 +1,6 @@
 #include "device/nvml.h"
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -30,6 +31,24 @@ using ::testing::Optional;
 using fake_nvml::set_env;
 
 class NvmlTest : public fake_nvml::FakeNvmlTest {};
+
+// What the fake NVML's last nvmlDeviceGetProcessUtilization call about GPU 0 asked to be newer
+// than (not NVML: tests/fake_nvml/fake_nvml.c).
+unsigned long long fake_last_seen() {
+    void* library = ::dlopen(CARMA_FAKE_NVML_PATH, RTLD_NOW | RTLD_NOLOAD);
+    if (library == nullptr) {
+        ADD_FAILURE() << "the fake NVML is not loaded";
+        return 0;
+    }
+    using Fn = unsigned long long (*)(unsigned int);
+    auto fn = reinterpret_cast<Fn>(::dlsym(library, "fakeNvmlLastSeenTimeStamp"));
+    const unsigned long long seen = fn != nullptr ? fn(0) : 0;
+    ::dlclose(library);
+    if (fn == nullptr) {
+        ADD_FAILURE() << "the fake NVML lacks fakeNvmlLastSeenTimeStamp";
+    }
+    return seen;
+}
 class GpuHealthNvmlTest : public fake_nvml::FakeNvmlTest {};
 
 // The processes of one sample, by pid.
@@ -270,6 +289,62 @@ TEST_F(NvmlTest, MergesAProcessOnBothListsByPid) {
     EXPECT_EQ(processes[1].used_mib, 64);
 }
 
+// This test verifies each process's SM activity from nvmlDeviceGetProcessUtilization: the mean
+// smUtil of its samples since the last read, 0 for a listed process without a sample (it was
+// not busy), and the next read asks only for newer samples.
+TEST_F(NvmlTest, ReadsEachProcessActivity) {
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    set_env("FAKE_NVML_GPU0_COMPUTE_PROCS", "5001:512,5002:512,5003:64");
+    set_env("FAKE_NVML_GPU0_PROC_UTIL", "5001:60,5002:20,5001:40,9999:90");
+    const auto first = sample(*backend);
+    ASSERT_EQ(first.size(), 2U);
+    EXPECT_THAT(find_process(first[0], 5001)->activity, Optional(DoubleEq(0.5)));
+    EXPECT_THAT(find_process(first[0], 5002)->activity, Optional(DoubleEq(0.2)));
+    EXPECT_THAT(find_process(first[0], 5003)->activity, Optional(DoubleEq(0.0)));
+    const unsigned long long seen_first = fake_last_seen();
+    set_env("FAKE_NVML_GPU0_PROC_UTIL", "5003:100");
+    const auto second = sample(*backend);
+    EXPECT_GT(fake_last_seen(), seen_first);  // the newest stamp of the first read
+    EXPECT_THAT(find_process(second[0], 5001)->activity, Optional(DoubleEq(0.0)));
+    EXPECT_THAT(find_process(second[0], 5003)->activity, Optional(DoubleEq(1.0)));
+}
+
+// This test verifies that no busy process (NOT_FOUND) reads as activity 0 for every process,
+// and that a refusal (NOT_SUPPORTED) leaves activity unknown without failing the sample.
+TEST_F(NvmlTest, ProcessActivityWhenNoneIsBusyOrTheDriverRefuses) {
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    auto samples = sample(*backend);
+    ASSERT_EQ(samples[0].processes.size(), 1U);
+    EXPECT_THAT(samples[0].processes[0].activity, Optional(DoubleEq(0.0)));
+    set_env("FAKE_NVML_GPU0_PROC_UTIL", "unsupported");
+    samples = sample(*backend);
+    EXPECT_EQ(samples[0].error, "");
+    ASSERT_EQ(samples[0].processes.size(), 1U);
+    EXPECT_FALSE(samples[0].processes[0].activity.has_value());
+}
+
+// This test verifies that the utilisation buffer grows through INSUFFICIENT_SIZE when more
+// samples come back than it first holds.
+TEST_F(NvmlTest, GrowsTheUtilisationBuffer) {
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    std::string procs;
+    std::string util;
+    for (int i = 0; i < 100; ++i) {
+        procs += fmt::format("{}{}:16", i == 0 ? "" : ",", 6000 + i);
+        util += fmt::format("{}{}:{}", i == 0 ? "" : ",", 6000 + i, i % 2 == 0 ? 10 : 30);
+    }
+    set_env("FAKE_NVML_GPU0_COMPUTE_PROCS", procs);
+    set_env("FAKE_NVML_GPU0_PROC_UTIL", util);
+    const auto samples = sample(*backend);
+    ASSERT_EQ(samples[0].processes.size(), 100U);
+    for (const GpuProcess& p : samples[0].processes) {
+        EXPECT_THAT(p.activity, Optional(DoubleEq((p.pid - 6000) % 2 == 0 ? 0.1 : 0.3)));
+    }
+}
+
 // This test verifies that an MPS server process (a real process whose argv[0] is
 // nvidia-cuda-mps-server) is flagged, and its clients are not.
 TEST_F(NvmlTest, FlagsTheMpsServer) {
@@ -406,6 +481,8 @@ TEST_F(NvmlTest, WorksWithAnOldDriver) {
     ASSERT_EQ(second[0].processes.size(), 2U);
     EXPECT_EQ(second[0].processes[0].pid, 4242);
     EXPECT_EQ(second[0].processes[1].pid, 5001);
+    // No per-process utilisation: activity unknown (energy is then shared equally).
+    EXPECT_FALSE(second[0].processes[0].activity.has_value());
     ASSERT_TRUE(first[0].energy_j.has_value());
     ASSERT_TRUE(second[0].energy_j.has_value());
     EXPECT_GE(*second[0].energy_j - *first[0].energy_j, 150.0 * 0.020 - 1e-9);

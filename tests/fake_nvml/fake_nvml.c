@@ -32,6 +32,13 @@
  *                               0); "fail" makes that metric answer NOT_SUPPORTED.
  *   FAKE_NVML_GPUi_GPM_FAIL=1   GPU i's GPM samples cannot be taken (NVML_ERROR_UNKNOWN), the
  *                               rest of the GPU reads as usual.
+ *   FAKE_NVML_GPUi_PROC_UTIL=pid:sm,...  GPU i's per-process utilisation samples
+ *                               (nvmlDeviceGetProcessUtilization), smUtil in percent; a pid may
+ *                               repeat (one sample per driver period). Absent: no process was
+ *                               busy (NOT_FOUND); "unsupported": NOT_SUPPORTED. Every call stamps
+ *                               its samples later than any before; fakeNvmlLastSeenTimeStamp(i)
+ *                               (not NVML) says what the last call about GPU i asked to be newer
+ *                               than.
  *
  * GPM here checks what a caller must get right: the structure versions, samples allocated and
  * taken on the same GPU, sample1 taken before sample2. fakeNvmlLiveGpmSamples() (not NVML) says
@@ -227,6 +234,7 @@ const char* nvmlErrorString(nvmlReturn_t result) {
         case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
         case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
         case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+        case NVML_ERROR_NOT_FOUND: return "Not Found";
         case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
         case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
         case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
@@ -403,6 +411,84 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
     }
     device->energy_mj += device->power_mw / 10U; /* a tenth of a second at the current power */
     *energy_mj = device->energy_mj;
+    return NVML_SUCCESS;
+}
+
+/* --- per-process utilisation ---------------------------------------------------------------- */
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil;
+    unsigned int memUtil;
+    unsigned int encUtil;
+    unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
+static unsigned long long util_clock = 1000000ULL; /* microseconds, only ever forward */
+static unsigned long long last_seen_asked[GPU_COUNT] = {0, 0};
+
+unsigned long long fakeNvmlLastSeenTimeStamp(unsigned int gpu) {
+    return gpu < GPU_COUNT ? last_seen_asked[gpu] : 0;
+}
+
+/* Parses "pid:sm,pid:sm,..." into out (when not NULL); returns how many entries the text has. */
+static unsigned int parse_util(const char* text, nvmlProcessUtilizationSample_t* out,
+                               unsigned long long stamp) {
+    unsigned int n = 0;
+    while (text != NULL && *text != '\0' && n < MAX_PROCESSES) {
+        char* end = NULL;
+        unsigned long pid = strtoul(text, &end, 10);
+        unsigned long sm = 0;
+        if (end == text || *end != ':') {
+            break;
+        }
+        text = end + 1;
+        sm = strtoul(text, &end, 10);
+        if (end == text || (*end != ',' && *end != '\0')) {
+            break;
+        }
+        if (out != NULL) {
+            memset(&out[n], 0, sizeof out[n]);
+            out[n].pid = (unsigned int)pid;
+            out[n].timeStamp = stamp;
+            out[n].smUtil = (unsigned int)sm;
+        }
+        ++n;
+        text = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* count,
+                                             unsigned long long last_seen_time_stamp) {
+    nvmlReturn_t rc = check_readable(device);
+    const char* list = NULL;
+    unsigned int n = 0;
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    if (count == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    last_seen_asked[gpu_index(device)] = last_seen_time_stamp;
+    list = gpu_env(device, "PROC_UTIL");
+    if (list != NULL && strcmp(list, "unsupported") == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    n = list != NULL ? parse_util(list, NULL, 0) : 0;
+    if (n == 0) {
+        return NVML_ERROR_NOT_FOUND;
+    }
+    if (utilization == NULL || *count < n) {
+        *count = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    util_clock += 100000ULL;
+    parse_util(list, utilization, util_clock);
+    *count = n;
     return NVML_SUCCESS;
 }
 

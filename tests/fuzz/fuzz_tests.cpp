@@ -431,6 +431,43 @@ TEST(FuzzQuery, QueryParametersNeverThrowAndStayInRange) {
          64);
 }
 
+// GET /v1/acct's parameters: since is a finite number in range, user text without control
+// characters, state a list of non-empty items; every refusal names the parameter.
+TEST(FuzzQuery, AcctParametersNeverThrowAndStayInRange) {
+    fuzz("acct query parameters", 12,
+         {"1764441600", "1764441600.25", "alice", "failed,cancelled", "0", "1e12"},
+         {"-", "+", ".", "0", "9", "e", ",", " ", "\x01", "nan", "inf", "succeeded"},
+         [](const std::string& input) {
+             auto since = api::number_param("since", input, 0, 1e11, 0);
+             auto user = api::text_param("user", input, 256);
+             auto states = api::list_param("state", input);
+             if (since) {
+                 EXPECT_TRUE(std::isfinite(*since) && *since >= 0 && *since <= 1e11)
+                     << escaped(input);
+             }
+             if (user) {
+                 EXPECT_TRUE(!user->empty() && user->size() <= 256) << escaped(input);
+                 EXPECT_TRUE(std::none_of(user->begin(), user->end(), [](char c) {
+                     return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+                 })) << escaped(input);
+             }
+             if (states) {
+                 for (const std::string& s : *states) {
+                     EXPECT_TRUE(!s.empty() && s.find(',') == std::string::npos) << escaped(input);
+                 }
+             }
+             for (const Error* e : {since ? nullptr : &since.error(),
+                                    user ? nullptr : &user.error(),
+                                    states ? nullptr : &states.error()}) {
+                 if (e != nullptr) {
+                     EXPECT_NE(e->message.find("query parameter"), std::string::npos);
+                 }
+             }
+             return since || user || states ? Verdict::Accepted : Verdict::Rejected;
+         },
+         64);
+}
+
 TEST(FuzzMpsLimit, PinnedMemLimitNeverThrowsAndRoundTrips) {
     fuzz("parse_pinned_mem_limit", 7,
          {"0=12000M", "GPU-a=12000M,GPU-b=8000M", "0=12G, 1=8GiB ,2=512MB",

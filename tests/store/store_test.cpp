@@ -109,6 +109,7 @@ void expect_same_attempt(const AttemptRow& a, const AttemptRow& b) {
     EXPECT_EQ(a.exit_code, b.exit_code);
     EXPECT_EQ(a.signal, b.signal);
     EXPECT_EQ(a.recovered, b.recovered);
+    EXPECT_EQ(a.energy_j, b.energy_j);
 }
 
 AttemptRow attempt(TaskId task, int number) {
@@ -784,7 +785,7 @@ TEST_F(StoreTest, DatabaseIsPrivate) {
 }
 
 // This test verifies retention: GPU samples and events older than the cut are dropped, newer
-// ones and every task stay.
+// ones and every task not yet finished stay.
 TEST_F(StoreTest, PruneHistoryKeepsTasksAndRecentRows) {
     auto store = open_store();
     ASSERT_NE(store, nullptr);
@@ -802,6 +803,165 @@ TEST_F(StoreTest, PruneHistoryKeepsTasksAndRecentRows) {
     ASSERT_EQ(events->size(), 1u);
     EXPECT_EQ((*events)[0].kind, "new");
     EXPECT_TRUE(store->task(*id)->has_value());
+}
+
+// This test verifies that the energy attributed to an attempt is stored: written with the
+// attempt, updated on its own while it runs, kept by the attempt's end, and unknown by default.
+TEST_F(StoreTest, AttemptEnergyPersists) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    auto id = store->insert_task(named_task("a", TaskState::Running));
+    ASSERT_TRUE(id);
+    AttemptRow first = attempt(*id, 1);
+    ASSERT_TRUE(store->insert_attempt(first));
+    EXPECT_FALSE((*store->attempts(*id))[0].energy_j);
+
+    ASSERT_TRUE(store->set_attempt_energy(*id, 1, 1234.5));
+    EXPECT_EQ((*store->attempts(*id))[0].energy_j, 1234.5);
+    auto open = store->open_attempts();
+    ASSERT_TRUE(open && open->size() == 1u);
+    EXPECT_EQ((*open)[0].energy_j, 1234.5);  // what a restarted daemon goes on from
+
+    first.energy_j = 2000.25;
+    first.ended_at = 400;
+    first.outcome = "succeeded";
+    TaskRow task = named_task("a", TaskState::Succeeded);
+    task.id = *id;
+    task.finished_at = 400;
+    ASSERT_TRUE(store->end_attempt(first, task));
+    expect_same_attempt((*store->attempts(*id))[0], first);
+
+    AttemptRow second = attempt(*id, 2);
+    second.energy_j = 0.0;
+    ASSERT_TRUE(store->insert_attempt(second));
+    EXPECT_EQ((*store->attempts(*id))[1].energy_j, 0.0);
+}
+
+// This test verifies that a database of schema version 3 opens: it is migrated to version 4,
+// its attempts read back with unknown energy, and energy can be recorded in it.
+TEST_F(StoreTest, MigratesASchemaThreeDatabase) {
+    TaskId id = 0;
+    {
+        auto store = open_store();
+        ASSERT_NE(store, nullptr);
+        auto inserted = store->insert_task(named_task("old", TaskState::Running));
+        ASSERT_TRUE(inserted);
+        id = *inserted;
+        AttemptRow a = attempt(id, 1);
+        a.peak_mib = {{1, 4096}};
+        ASSERT_TRUE(store->insert_attempt(a));
+    }
+    {
+        // Make it what schema 3 wrote: attempts without energy.
+        SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
+        raw.exec("ALTER TABLE attempts DROP COLUMN energy_j");
+        raw.exec("PRAGMA user_version = 3");
+    }
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->schema_version(), 4);
+    auto attempts = store->attempts(id);
+    ASSERT_TRUE(attempts) << attempts.error().message;
+    ASSERT_EQ(attempts->size(), 1u);
+    EXPECT_FALSE((*attempts)[0].energy_j);
+    EXPECT_EQ((*attempts)[0].peak_mib, (std::map<int, MiB>{{1, 4096}}));
+    ASSERT_TRUE(store->set_attempt_energy(id, 1, 99.5));
+    EXPECT_EQ((*store->attempts(id))[0].energy_j, 99.5);
+    SQLite::Database raw(path_, SQLite::OPEN_READONLY);
+    EXPECT_EQ(raw.execAndGet("PRAGMA user_version").getInt(), 4);
+}
+
+// A task that finished at `finished_at`, of `user`, with one attempt per entry of `energies`.
+TaskId add_finished(Store& store, const std::string& user, TaskState state, double finished_at,
+                    std::vector<std::optional<double>> energies) {
+    TaskRow t = named_task(user + "-task", state);
+    t.user = user;
+    t.finished_at = finished_at;
+    t.attempts = static_cast<int>(energies.size());
+    auto id = store.insert_task(t);
+    EXPECT_TRUE(id);
+    for (std::size_t i = 0; i < energies.size(); ++i) {
+        AttemptRow a = attempt(*id, static_cast<int>(i) + 1);
+        a.ended_at = finished_at;
+        a.outcome = "succeeded";
+        a.energy_j = energies[i];
+        EXPECT_TRUE(store.insert_attempt(a));
+    }
+    return *id;
+}
+
+std::vector<TaskId> ids_of(const std::vector<FinishedTask>& rows) {
+    std::vector<TaskId> out;
+    for (const FinishedTask& f : rows) {
+        out.push_back(f.task.id);
+    }
+    return out;
+}
+
+// This test verifies the accounting query: only finished tasks, each with its own attempts in
+// order, filtered by user, by state (live states are never rows) and by when they finished.
+TEST_F(StoreTest, ListsFinishedTasksForAccounting) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    const TaskId a = add_finished(*store, "alice", TaskState::Succeeded, 1000, {5.0, 7.5});
+    const TaskId b = add_finished(*store, "bob", TaskState::Failed, 2000, {std::nullopt});
+    const TaskId c = add_finished(*store, "alice", TaskState::Cancelled, 3000, {});
+    ASSERT_TRUE(store->insert_task(named_task("waiting", TaskState::Queued)));
+    ASSERT_TRUE(store->insert_task(named_task("running", TaskState::Running)));
+
+    auto all = store->finished_tasks({});
+    ASSERT_TRUE(all) << all.error().message;
+    EXPECT_EQ(ids_of(*all), (std::vector<TaskId>{a, b, c}));
+    ASSERT_EQ((*all)[0].attempts.size(), 2u);
+    EXPECT_EQ((*all)[0].attempts[0].number, 1);
+    EXPECT_EQ((*all)[0].attempts[1].energy_j, 7.5);
+    ASSERT_EQ((*all)[1].attempts.size(), 1u);
+    EXPECT_FALSE((*all)[1].attempts[0].energy_j);
+    EXPECT_TRUE((*all)[2].attempts.empty());
+
+    EXPECT_EQ(ids_of(*store->finished_tasks({0, "alice", {}})), (std::vector<TaskId>{a, c}));
+    EXPECT_EQ(ids_of(*store->finished_tasks({0, "", {TaskState::Failed, TaskState::Cancelled}})),
+              (std::vector<TaskId>{b, c}));
+    EXPECT_EQ(ids_of(*store->finished_tasks({2000, "", {}})), (std::vector<TaskId>{b, c}));
+    EXPECT_EQ(ids_of(*store->finished_tasks({0, "alice", {TaskState::Failed}})),
+              std::vector<TaskId>{});
+    EXPECT_TRUE(store->finished_tasks({0, "", {TaskState::Queued, TaskState::Running}})->empty());
+    EXPECT_TRUE(store->finished_tasks({0, "nobody' OR '1'='1", {}})->empty());
+}
+
+// This test verifies that retention drops finished tasks with their attempts as it drops
+// events: those that finished before the cut go, those after stay, and a task still waiting or
+// running stays however old.
+TEST_F(StoreTest, PruneHistoryDropsFinishedTasksWithTheirAttempts) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    const TaskId old = add_finished(*store, "alice", TaskState::Succeeded, 200, {1.0, 2.0});
+    const TaskId fresh = add_finished(*store, "alice", TaskState::Failed, 300, {3.0});
+    TaskRow waiting = named_task("waiting", TaskState::Queued);
+    waiting.submitted_at = 10;
+    auto live = store->insert_task(waiting);
+    ASSERT_TRUE(live);
+    TaskRow running = named_task("running", TaskState::Running);
+    running.submitted_at = 10;
+    auto run_id = store->insert_task(running);
+    ASSERT_TRUE(run_id);
+    ASSERT_TRUE(store->insert_attempt(attempt(*run_id, 1)));
+
+    auto dropped = store->prune_history(250);
+    ASSERT_TRUE(dropped) << dropped.error().message;
+    EXPECT_EQ(*dropped, 3);  // the old task and its two attempts
+    EXPECT_FALSE(store->task(old)->has_value());
+    EXPECT_TRUE(store->attempts(old)->empty());
+    EXPECT_TRUE(store->task(fresh)->has_value());
+    EXPECT_EQ(store->attempts(fresh)->size(), 1u);
+    EXPECT_TRUE(store->task(*live)->has_value());
+    EXPECT_EQ(store->attempts(*run_id)->size(), 1u);
+    EXPECT_EQ(ids_of(*store->finished_tasks({})), std::vector<TaskId>{fresh});
+
+    // The ids of dropped tasks are never given again.
+    auto next = store->insert_task(named_task("next"));
+    ASSERT_TRUE(next);
+    EXPECT_GT(*next, *run_id);
 }
 
 }  // namespace

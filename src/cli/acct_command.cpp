@@ -1,0 +1,408 @@
+// `carma acct`: every finished task with what it cost (wait, run time, attempts, GPU-hours, peak
+// memory, energy) and the totals per user, from the daemon's GET /v1/acct (docs/api.md).
+
+#include "cli/acct_command.h"
+
+#include <cmath>
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join
+#include <nlohmann/json.hpp>
+
+#include "api/client.h"
+#include "core/text.h"
+#include "core/time_text.h"
+#include "core/units.h"
+
+namespace carma::cli {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr double kLongestTime = 1e11;  // seconds; beyond it a time from the daemon is garbage
+
+struct AcctOptions {
+    std::string socket;
+    std::string user;
+    std::string state;
+    std::string since;
+    std::string format;
+    bool json = false;
+};
+
+// ---- reading rows without trusting their shape (a newer daemon may add or drop fields) -----
+
+const json* field(const json& object, const char* key) {
+    if (!object.is_object()) {
+        return nullptr;
+    }
+    auto it = object.find(key);
+    return it == object.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<double> number(const json& object, const char* key) {
+    const json* v = field(object, key);
+    return v != nullptr && v->is_number() ? std::optional(v->get<double>()) : std::nullopt;
+}
+
+std::string text(const json& object, const char* key) {
+    const json* v = field(object, key);
+    if (v == nullptr) {
+        return "-";
+    }
+    return v->is_string() ? v->get<std::string>() : v->dump();
+}
+
+const json& list(const json& object, const char* key) {
+    static const json kEmpty = json::array();
+    const json* v = field(object, key);
+    return v != nullptr && v->is_array() ? *v : kEmpty;
+}
+
+// ---- cells --------------------------------------------------------------------------------
+
+// Compact like squeue's TIME: 45s, 3m05s, 1h02m, 2d03h.
+std::string duration_cell(std::optional<double> seconds) {
+    if (!seconds || !std::isfinite(*seconds) || *seconds > kLongestTime) {
+        return "-";
+    }
+    const auto s = static_cast<long long>(std::max(0.0, std::floor(*seconds)));
+    if (s < 60) {
+        return fmt::format("{}s", s);
+    }
+    if (s < 3600) {
+        return fmt::format("{}m{:02}s", s / 60, s % 60);
+    }
+    if (s < 86400) {
+        return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
+    }
+    return fmt::format("{}d{:02}h", s / 86400, s % 86400 / 3600);
+}
+
+std::string time_cell(std::optional<double> epoch, const TimeText& time_text) {
+    if (!epoch || !std::isfinite(*epoch) || std::abs(*epoch) > kLongestTime) {
+        return "-";
+    }
+    return time_text(*epoch);
+}
+
+std::string energy_cell(std::optional<double> joules) {
+    return joules && std::isfinite(*joules) ? format_energy(*joules) : "-";
+}
+
+std::string outcomes_cell(const json& row) {
+    std::vector<std::string> outcomes;
+    for (const json& a : list(row, "attempts")) {
+        outcomes.push_back(text(a, "outcome"));
+    }
+    return outcomes.empty() ? "-" : fmt::format("{}", fmt::join(outcomes, ","));
+}
+
+struct Field {
+    const char* name;    // what --format takes
+    const char* header;  // the column's title
+    bool right;          // numbers are right-aligned
+    std::string (*cell)(const json& row, const TimeText& time_text);
+};
+
+const std::vector<Field>& fields() {
+    static const std::vector<Field> table = {
+        {"id", "ID", false, [](const json& r, const TimeText&) { return text(r, "id"); }},
+        {"name", "NAME", false, [](const json& r, const TimeText&) { return text(r, "name"); }},
+        {"user", "USER", false, [](const json& r, const TimeText&) { return text(r, "user"); }},
+        {"state", "STATE", false,
+         [](const json& r, const TimeText&) { return text(r, "state"); }},
+        {"submitted", "SUBMITTED", false,
+         [](const json& r, const TimeText& t) { return time_cell(number(r, "submitted_at"), t); }},
+        {"start", "START", false,
+         [](const json& r, const TimeText& t) { return time_cell(number(r, "started_at"), t); }},
+        {"end", "END", false,
+         [](const json& r, const TimeText& t) { return time_cell(number(r, "finished_at"), t); }},
+        {"wait", "WAIT", true,
+         [](const json& r, const TimeText&) { return duration_cell(number(r, "wait_s")); }},
+        {"run", "RUN", true,
+         [](const json& r, const TimeText&) { return duration_cell(number(r, "run_s")); }},
+        {"attempts", "ATTEMPTS", true,
+         [](const json& r, const TimeText&) {
+             return std::to_string(list(r, "attempts").size());
+         }},
+        {"outcomes", "OUTCOMES", false,
+         [](const json& r, const TimeText&) { return outcomes_cell(r); }},
+        {"gpus", "GPUS", true, [](const json& r, const TimeText&) { return text(r, "gpus"); }},
+        {"gpu_hours", "GPU_H", true,
+         [](const json& r, const TimeText&) {
+             const std::optional<double> h = number(r, "gpu_hours");
+             return h ? fmt::format("{:.2f}", *h) : std::string("-");
+         }},
+        {"peak", "PEAK", true,
+         [](const json& r, const TimeText&) {
+             const std::optional<double> mib = number(r, "peak_mib");
+             return mib ? format_mib(static_cast<MiB>(*mib)) : std::string("-");
+         }},
+        {"energy", "ENERGY", true,
+         [](const json& r, const TimeText&) { return energy_cell(number(r, "energy_j")); }},
+    };
+    return table;
+}
+
+const Field* find_field(std::string_view name) {
+    for (const Field& f : fields()) {
+        if (name == f.name) {
+            return &f;
+        }
+    }
+    return nullptr;
+}
+
+// Columns are measured in code points so names with accents do not shift the table.
+std::size_t display_width(std::string_view s) {
+    std::size_t n = 0;
+    for (char c : s) {
+        n += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+    }
+    return n;
+}
+
+std::string pad(const std::string& s, std::size_t width, bool right) {
+    const std::string fill(width - std::min(width, display_width(s)), ' ');
+    return right ? fill + s : s + fill;
+}
+
+// Rows of cells under headers, columns two spaces apart, no trailing blanks.
+std::string render(const std::vector<std::string>& headers, const std::vector<bool>& right,
+                   const std::vector<std::vector<std::string>>& rows) {
+    std::vector<std::size_t> width(headers.size());
+    for (std::size_t c = 0; c < headers.size(); ++c) {
+        width[c] = display_width(headers[c]);
+        for (const auto& row : rows) {
+            width[c] = std::max(width[c], display_width(row[c]));
+        }
+    }
+    std::string out;
+    auto line = [&](const std::vector<std::string>& cells) {
+        std::string text_line;
+        for (std::size_t c = 0; c < cells.size(); ++c) {
+            text_line += (c == 0 ? "" : "  ") + pad(cells[c], width[c], right[c]);
+        }
+        while (!text_line.empty() && text_line.back() == ' ') {
+            text_line.pop_back();
+        }
+        out += text_line + "\n";
+    };
+    line(headers);
+    for (const auto& row : rows) {
+        line(row);
+    }
+    return out;
+}
+
+std::string totals_table(const json& totals) {
+    const std::vector<std::string> headers = {"USER",  "TASKS",  "ATTEMPTS", "RUN",
+                                              "GPU_H", "ENERGY", "MEAN_WAIT"};
+    const std::vector<bool> right = {false, true, true, true, true, true, true};
+    std::vector<std::vector<std::string>> rows;
+    for (const json& t : totals.is_array() ? totals : json::array()) {
+        const std::optional<double> h = number(t, "gpu_hours");
+        rows.push_back({text(t, "user"), text(t, "tasks"), text(t, "attempts"),
+                        duration_cell(number(t, "run_s")),
+                        h ? fmt::format("{:.2f}", *h) : std::string("-"),
+                        energy_cell(number(t, "energy_j")),
+                        duration_cell(number(t, "mean_wait_s"))});
+    }
+    return render(headers, right, rows);
+}
+
+// sacct writes local time, ISO style.
+std::string local_time_text(double epoch) {
+    const auto t = static_cast<std::time_t>(epoch);
+    std::tm local{};
+    if (::localtime_r(&t, &local) == nullptr) {
+        return "-";
+    }
+    char buf[32];
+    std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &local);
+    return buf;
+}
+
+std::optional<double> local_to_unix(const CivilTime& c) {
+    std::tm tm{};
+    tm.tm_year = c.year - 1900;
+    tm.tm_mon = c.month - 1;
+    tm.tm_mday = c.day;
+    tm.tm_hour = c.hour;
+    tm.tm_min = c.minute;
+    tm.tm_sec = c.second;
+    tm.tm_isdst = -1;  // whatever the zone says for that date
+    const std::time_t t = std::mktime(&tm);
+    if (t == static_cast<std::time_t>(-1)) {
+        return std::nullopt;
+    }
+    return static_cast<double>(t);
+}
+
+double now_epoch() {
+    return static_cast<double>(std::time(nullptr));
+}
+
+int run_acct(const AcctOptions& o) {
+    std::vector<std::string> columns = acct_default_fields();
+    if (!o.format.empty()) {
+        auto parsed = parse_acct_format(o.format);
+        if (!parsed) {
+            throw std::runtime_error("--format: " + parsed.error().message);
+        }
+        columns = std::move(*parsed);
+    }
+    api::AcctRequest request;
+    if (!o.user.empty()) {
+        request.user = o.user;
+    }
+    if (!o.state.empty()) {
+        request.state = to_lower(o.state);
+    }
+    if (!o.since.empty()) {
+        auto since = parse_time_point(o.since, now_epoch(), local_to_unix);
+        if (!since) {
+            throw std::runtime_error("--since: " + since.error().message);
+        }
+        request.since = std::max(0.0, *since);
+    }
+    api::ApiClient client(api::resolve_socket_path(o.socket));
+    auto answer = client.acct(request);
+    if (!answer) {
+        throw std::runtime_error(answer.error().message);
+    }
+    if (o.json) {
+        fmt::print("{}\n", answer->dump(2, ' ', false, json::error_handler_t::replace));
+        return 0;
+    }
+    fmt::print("{}", format_acct(*answer, columns, local_time_text));
+    return 0;
+}
+
+}  // namespace
+
+const std::vector<std::string>& acct_field_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const Field& f : fields()) {
+            out.emplace_back(f.name);
+        }
+        return out;
+    }();
+    return names;
+}
+
+const std::vector<std::string>& acct_default_fields() {
+    static const std::vector<std::string> names = {
+        "id",   "name",     "user", "state",     "submitted", "end",   "wait",
+        "run",  "outcomes", "gpus", "gpu_hours", "peak",      "energy"};
+    return names;
+}
+
+Result<std::vector<std::string>> parse_acct_format(std::string_view text_in) {
+    std::vector<std::string> out;
+    for (const std::string& piece : split_list(text_in, ',')) {
+        const std::string name = to_lower(trim(piece));
+        if (name.empty()) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("'{}' has an empty field; give fields separated by commas, "
+                                    "e.g. id,user,state,wait,run,energy",
+                                    text_in));
+        }
+        if (find_field(name) == nullptr) {
+            const std::string near = closest_match(name, acct_field_names());
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("unknown field '{}'{}; fields: {}", name,
+                                    near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near),
+                                    fmt::join(acct_field_names(), ", ")));
+        }
+        out.push_back(name);
+    }
+    return out;
+}
+
+std::string format_energy(double joules) {
+    if (joules < 10'000) {
+        const auto j = static_cast<long long>(std::llround(std::max(0.0, joules)));
+        const std::string digits = std::to_string(j);
+        std::string grouped;
+        for (std::size_t i = 0; i < digits.size(); ++i) {
+            if (i > 0 && (digits.size() - i) % 3 == 0) {
+                grouped += ',';
+            }
+            grouped += digits[i];
+        }
+        return grouped + " J";
+    }
+    if (joules < 10e6) {
+        return fmt::format("{:.1f} kJ", joules / 1e3);
+    }
+    return fmt::format("{:.2f} MJ", joules / 1e6);
+}
+
+std::string format_acct(const json& answer, const std::vector<std::string>& columns,
+                        const TimeText& time_text) {
+    const json& tasks = list(answer, "tasks");
+    if (tasks.empty()) {
+        return "no finished task matches\n";
+    }
+    std::vector<const Field*> chosen;
+    for (const std::string& name : columns) {
+        if (const Field* f = find_field(name)) {
+            chosen.push_back(f);
+        }
+    }
+    std::vector<std::string> headers;
+    std::vector<bool> right;
+    for (const Field* f : chosen) {
+        headers.emplace_back(f->header);
+        right.push_back(f->right);
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const json& row : tasks) {
+        std::vector<std::string> cells;
+        for (const Field* f : chosen) {
+            cells.push_back(f->cell(row, time_text));
+        }
+        rows.push_back(std::move(cells));
+    }
+    std::string out = render(headers, right, rows);
+    out += "\ntotals per user\n";
+    out += totals_table(field(answer, "totals") ? answer.at("totals") : json::array());
+    return out;
+}
+
+Action add_acct_command(CLI::App& app) {
+    auto o = std::make_shared<AcctOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "acct", "Accounting of finished tasks: wait, run time, attempts, GPU-hours, peak memory "
+                "and energy, with totals per user (like sacct)");
+    cmd->add_option("-u,--user", o->user, "Only this user's tasks");
+    cmd->add_option("-s,--state", o->state,
+                    "Only tasks that ended so (succeeded, failed, cancelled, lost, ...; several "
+                    "separated by commas)");
+    cmd->add_option("-S,--since", o->since,
+                    "Only tasks that finished since: a unix time, an ISO date or time "
+                    "(2026-11-29, 2026-11-29T10:00, Z for UTC) or how long ago (2h, 3d)");
+    auto* json_flag = cmd->add_flag("--json", o->json,
+                                    "Print {\"tasks\": [...], \"totals\": [...]} as the daemon "
+                                    "returns it");
+    cmd->add_option("-o,--format", o->format,
+                    "The table's columns, in order: " +
+                        fmt::format("{}", fmt::join(acct_field_names(), ",")))
+        ->excludes(json_flag);
+    cmd->add_option(
+        "--socket", o->socket,
+        "The daemon's socket (default: $CARMA_SOCKET, else " + api::default_socket_path() + ")");
+    return [o] { return run_acct(*o); };
+}
+
+}  // namespace carma::cli

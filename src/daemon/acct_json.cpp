@@ -1,0 +1,116 @@
+#include "daemon/acct_json.h"
+
+#include <algorithm>
+
+namespace carma::daemon {
+
+namespace {
+
+using nlohmann::json;
+
+json optional_number(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+// Launched: the attempt's command ran, or at least its supervisor tried to start it.
+bool launched(const store::AttemptRow& a) { return a.outcome != "not-started"; }
+
+// Wall-clock seconds the attempt ran; an end the store lacks is the task's.
+double run_seconds(const store::AttemptRow& a, const store::TaskRow& task) {
+    if (!launched(a)) {
+        return 0;
+    }
+    const double end = a.ended_at.value_or(task.finished_at.value_or(a.started_at));
+    return std::max(0.0, end - a.started_at);
+}
+
+std::optional<MiB> most(const std::map<int, MiB>& peak) {
+    std::optional<MiB> out;
+    for (const auto& [gpu, mib] : peak) {
+        out = std::max(out.value_or(0), mib);
+    }
+    return out;
+}
+
+}  // namespace
+
+json acct_task_json(const store::FinishedTask& finished) {
+    const store::TaskRow& task = finished.task;
+    json attempts = json::array();
+    std::optional<double> started_at;
+    std::optional<double> energy_j;
+    std::optional<MiB> peak_mib;
+    double run_s = 0;
+    double gpu_hours = 0;
+    for (const store::AttemptRow& a : finished.attempts) {
+        const double run = run_seconds(a, task);
+        const std::optional<MiB> peak = most(a.peak_mib);
+        if (launched(a) && !started_at) {
+            started_at = a.started_at;
+        }
+        run_s += run;
+        gpu_hours += run * static_cast<double>(a.gpus.size()) / 3600.0;
+        if (a.energy_j) {
+            energy_j = energy_j.value_or(0) + *a.energy_j;
+        }
+        if (peak) {
+            peak_mib = std::max(peak_mib.value_or(0), *peak);
+        }
+        attempts.push_back({{"number", a.number},
+                            {"outcome", a.outcome},
+                            {"gpus", a.gpus},
+                            {"started_at", a.started_at},
+                            {"ended_at", optional_number(a.ended_at)},
+                            {"run_s", run},
+                            {"energy_j", optional_number(a.energy_j)},
+                            {"peak_mib", peak ? json(*peak) : json(nullptr)}});
+    }
+    std::optional<double> wait_s;
+    if (started_at) {
+        wait_s = std::max(0.0, *started_at - task.submitted_at);
+    }
+    return {{"id", task.id},
+            {"name", task.spec.name},
+            {"user", task.user},
+            {"state", std::string(store::to_string(task.state))},
+            {"submitted_at", task.submitted_at},
+            {"started_at", optional_number(started_at)},
+            {"finished_at", optional_number(task.finished_at)},
+            {"wait_s", optional_number(wait_s)},
+            {"run_s", run_s},
+            {"gpus", task.spec.gpus},
+            {"gpu_hours", gpu_hours},
+            {"energy_j", optional_number(energy_j)},
+            {"peak_mib", peak_mib ? json(*peak_mib) : json(nullptr)},
+            {"attempts", std::move(attempts)}};
+}
+
+void AcctTotals::add(const json& row) {
+    Sum& sum = users_[row.at("user").get<std::string>()];
+    sum.tasks += 1;
+    sum.attempts += static_cast<int>(row.at("attempts").size());
+    sum.run_s += row.at("run_s").get<double>();
+    sum.gpu_hours += row.at("gpu_hours").get<double>();
+    if (const json& e = row.at("energy_j"); !e.is_null()) {
+        sum.energy_j = sum.energy_j.value_or(0) + e.get<double>();
+    }
+    if (const json& w = row.at("wait_s"); !w.is_null()) {
+        sum.wait_s += w.get<double>();
+        sum.waited += 1;
+    }
+}
+
+json AcctTotals::to_json() const {
+    json out = json::array();
+    for (const auto& [user, sum] : users_) {
+        out.push_back({{"user", user},
+                       {"tasks", sum.tasks},
+                       {"attempts", sum.attempts},
+                       {"run_s", sum.run_s},
+                       {"gpu_hours", sum.gpu_hours},
+                       {"energy_j", optional_number(sum.energy_j)},
+                       {"mean_wait_s", sum.waited > 0 ? json(sum.wait_s / sum.waited)
+                                                      : json(nullptr)}});
+    }
+    return out;
+}
+
+}  // namespace carma::daemon

@@ -1,0 +1,236 @@
+// `carma acct`: parsing --format, the table and totals it prints, and what it asks the daemon
+// (GET /v1/acct) for its flags, against a small fake daemon on a temporary Unix socket.
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "api/client.h"
+#include "cli/acct_command.h"
+
+namespace carma {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Answers every GET with `answer` and records the targets (path, then the decoded query).
+class FakeAcctDaemon {
+public:
+    explicit FakeAcctDaemon(json answer) : answer_(std::move(answer)) {
+        char tmpl[] = "/tmp/carma-acct-XXXXXX";
+        if (::mkdtemp(tmpl) == nullptr) {
+            throw std::runtime_error("mkdtemp failed");
+        }
+        dir_ = tmpl;
+        socket_ = (dir_ / "carma.sock").string();
+        server_.set_address_family(AF_UNIX);
+        server_.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
+            std::string target = req.path;
+            char sep = '?';
+            for (const auto& [key, value] : req.params) {
+                target += sep + key + "=" + value;
+                sep = '&';
+            }
+            {
+                std::lock_guard lock(mutex_);
+                targets_.push_back(target);
+            }
+            res.set_content(answer_.dump(), "application/json");
+        });
+        if (!server_.bind_to_port(socket_, 80)) {
+            throw std::runtime_error("cannot bind " + socket_);
+        }
+        thread_ = std::thread([this] { server_.listen_after_bind(); });
+        for (int i = 0; i < 500 && !server_.is_running(); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+    ~FakeAcctDaemon() {
+        server_.stop();
+        thread_.join();
+        fs::remove_all(dir_);
+    }
+    const std::string& socket() const { return socket_; }
+    std::vector<std::string> targets() const {
+        std::lock_guard lock(mutex_);
+        return targets_;
+    }
+
+private:
+    json answer_;
+    fs::path dir_;
+    std::string socket_;
+    httplib::Server server_;
+    std::thread thread_;
+    mutable std::mutex mutex_;
+    std::vector<std::string> targets_;
+};
+
+// Parses `args` as `carma <args>` with `carma acct` registered and runs it, returning stdout.
+std::string run_acct(std::vector<std::string> args) {
+    CLI::App app;
+    cli::Action action = cli::add_acct_command(app);
+    args.insert(args.begin(), "carma");
+    std::vector<const char*> argv;
+    for (const std::string& a : args) {
+        argv.push_back(a.c_str());
+    }
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    ::testing::internal::CaptureStdout();
+    try {
+        action();
+    } catch (...) {
+        ::testing::internal::GetCapturedStdout();
+        throw;
+    }
+    return ::testing::internal::GetCapturedStdout();
+}
+
+std::string acct_error(std::vector<std::string> args) {
+    try {
+        run_acct(std::move(args));
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+const json kAnswer = json::parse(R"({
+  "tasks": [
+    {"id": 7, "name": "maskrcnn", "user": "alice", "state": "succeeded",
+     "submitted_at": 1000.0, "started_at": 1012.0, "finished_at": 4700.0,
+     "wait_s": 12.0, "run_s": 3650.0, "gpus": 1, "gpu_hours": 1.0139, "energy_j": 812345.6,
+     "peak_mib": 28606,
+     "attempts": [
+       {"number": 1, "outcome": "out-of-memory", "gpus": [1], "started_at": 1012.0,
+        "ended_at": 1062.0, "run_s": 50.0, "energy_j": 4500.0, "peak_mib": 11000},
+       {"number": 2, "outcome": "succeeded", "gpus": [0], "started_at": 1100.0,
+        "ended_at": 4700.0, "run_s": 3600.0, "energy_j": 807845.6, "peak_mib": 28606}]},
+    {"id": 9, "name": "echo", "user": "bob", "state": "cancelled",
+     "submitted_at": 2000.0, "started_at": null, "finished_at": 2005.0,
+     "wait_s": null, "run_s": 0.0, "gpus": 2, "gpu_hours": 0.0, "energy_j": null,
+     "peak_mib": null, "attempts": []}
+  ],
+  "totals": [
+    {"user": "alice", "tasks": 1, "attempts": 2, "run_s": 3650.0, "gpu_hours": 1.0139,
+     "energy_j": 812345.6, "mean_wait_s": 12.0},
+    {"user": "bob", "tasks": 1, "attempts": 0, "run_s": 0.0, "gpu_hours": 0.0,
+     "energy_j": null, "mean_wait_s": null}
+  ]
+})");
+
+std::string fixed_time(double t) { return fmt::format("t{:.0f}", t); }
+
+// This test verifies --format: fields in the order given, any case, spaces allowed; an unknown
+// one is named with the nearest valid field and the list of all.
+TEST(AcctCliTest, ParsesFormat) {
+    EXPECT_EQ(*cli::parse_acct_format("id,user,state,wait,run,energy"),
+              (std::vector<std::string>{"id", "user", "state", "wait", "run", "energy"}));
+    EXPECT_EQ(*cli::parse_acct_format(" ID , GPU_Hours"),
+              (std::vector<std::string>{"id", "gpu_hours"}));
+    auto typo = cli::parse_acct_format("id,enrgy");
+    ASSERT_FALSE(typo);
+    EXPECT_THAT(typo.error().message, HasSubstr("unknown field 'enrgy' (did you mean 'energy'?)"));
+    EXPECT_THAT(typo.error().message, HasSubstr("fields: id, name, user, state, submitted"));
+    auto far = cli::parse_acct_format("colour");
+    ASSERT_FALSE(far);
+    EXPECT_THAT(far.error().message, HasSubstr("unknown field 'colour'; fields:"));
+    EXPECT_FALSE(cli::parse_acct_format("id,,run"));
+    EXPECT_FALSE(cli::parse_acct_format(""));
+    for (const std::string& f : cli::acct_default_fields()) {
+        EXPECT_TRUE(cli::parse_acct_format(f)) << f;
+    }
+}
+
+// This test verifies the table: a row per task with the chosen columns (unknown figures as
+// "-"), numbers right-aligned, then the totals per user.
+TEST(AcctCliTest, TableAndTotals) {
+    const std::string out = cli::format_acct(
+        kAnswer, {"id", "user", "state", "start", "wait", "run", "outcomes", "gpu_hours", "peak",
+                  "energy"},
+        fixed_time);
+    EXPECT_THAT(out, HasSubstr("ID  USER   STATE      START  WAIT    RUN  OUTCOMES"));
+    EXPECT_THAT(out, HasSubstr("7   alice  succeeded  t1012   12s  1h00m  "
+                               "out-of-memory,succeeded   1.01  28,606 MiB  812.3 kJ\n"));
+    EXPECT_THAT(out, HasSubstr("9   bob    cancelled  -         -     0s  -"));
+    EXPECT_THAT(out, HasSubstr("totals per user\n"));
+    EXPECT_THAT(out, HasSubstr("USER   TASKS  ATTEMPTS    RUN  GPU_H    ENERGY  MEAN_WAIT\n"));
+    EXPECT_THAT(out, HasSubstr("alice      1         2  1h00m   1.01  812.3 kJ        12s\n"));
+    EXPECT_THAT(out, HasSubstr("bob        1         0     0s   0.00         -          -\n"));
+    EXPECT_EQ(cli::format_acct(json{{"tasks", json::array()}, {"totals", json::array()}},
+                               cli::acct_default_fields(), fixed_time),
+              "no finished task matches\n");
+}
+
+// This test verifies how energy is written: joules, then kJ, then MJ.
+TEST(AcctCliTest, EnergyUnits) {
+    EXPECT_EQ(cli::format_energy(0), "0 J");
+    EXPECT_EQ(cli::format_energy(8250.4), "8,250 J");
+    EXPECT_EQ(cli::format_energy(12500), "12.5 kJ");
+    EXPECT_EQ(cli::format_energy(3.25e6), "3250.0 kJ");
+    EXPECT_EQ(cli::format_energy(32.5e6), "32.50 MJ");
+}
+
+// This test verifies what `carma acct` asks for: its filters as query parameters (the user
+// escaped, --since turned into unix time), the table by default and the answer as it came with
+// --json; bad flags fail before asking.
+TEST(AcctCliTest, CommandAsksTheDaemon) {
+    FakeAcctDaemon daemon(kAnswer);
+    const std::string out = run_acct({"acct", "--socket", daemon.socket()});
+    EXPECT_THAT(out, HasSubstr("ID  NAME      USER   STATE      SUBMITTED"));
+    EXPECT_THAT(out, HasSubstr("totals per user"));
+    const std::string js = run_acct({"acct", "--json", "-u", "al ice&x", "--state",
+                                     "FAILED,cancelled", "--since", "1764441600",
+                                     "--socket", daemon.socket()});
+    EXPECT_EQ(json::parse(js), kAnswer);
+    const std::string fields = run_acct({"acct", "-o", "id,energy", "--socket", daemon.socket()});
+    EXPECT_THAT(fields, HasSubstr("ID    ENERGY\n7   812.3 kJ\n9          -\n"));
+    EXPECT_THAT(fields, Not(HasSubstr("USER   STATE")));
+    const std::vector<std::string> targets = daemon.targets();
+    ASSERT_EQ(targets.size(), 3u);
+    EXPECT_EQ(targets[0], "/v1/acct");
+    EXPECT_EQ(targets[1],
+              "/v1/acct?since=1764441600.000&state=failed,cancelled&user=al ice&x");
+
+    EXPECT_THAT(acct_error({"acct", "-o", "id,enrgy", "--socket", daemon.socket()}),
+                HasSubstr("--format: unknown field 'enrgy' (did you mean 'energy'?)"));
+    EXPECT_THAT(acct_error({"acct", "--since", "yesterday", "--socket", daemon.socket()}),
+                HasSubstr("--since: 'yesterday' is not a time"));
+    EXPECT_EQ(daemon.targets().size(), 3u);  // neither was sent
+}
+
+// This test verifies that a relative --since is counted back from now.
+TEST(AcctCliTest, RelativeSince) {
+    FakeAcctDaemon daemon(kAnswer);
+    const double before = static_cast<double>(std::time(nullptr));
+    run_acct({"acct", "--since", "2h", "--socket", daemon.socket()});
+    const double after = static_cast<double>(std::time(nullptr));
+    ASSERT_EQ(daemon.targets().size(), 1u);
+    const std::string target = daemon.targets()[0];
+    const std::string prefix = "/v1/acct?since=";
+    ASSERT_EQ(target.rfind(prefix, 0), 0u) << target;
+    const double since = std::stod(target.substr(prefix.size()));
+    EXPECT_GE(since, before - 7200);
+    EXPECT_LE(since, after - 7200);
+}
+
+}  // namespace
+}  // namespace carma
