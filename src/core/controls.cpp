@@ -79,7 +79,7 @@ Result<double> parse_time_limit(std::string_view text) {
         total = *v;
     } else {
         // The unit forms are the durations people write everywhere (core/time_text.h).
-        auto d = parse_duration(s);
+        auto d = parse_duration(to_lower(s));  // sbatch users write 2H as often as 2h
         if (!d) {
             return fail(ErrorCode::InvalidArgument,
                         fmt::format("time limit: {}; or HH:MM:SS", d.error().message));
