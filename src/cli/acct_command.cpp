@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
+#include "cli/cells.h"
 #include "core/text.h"
 #include "core/time_text.h"
 #include "core/units.h"
@@ -68,22 +69,9 @@ const json& list(const json& object, const char* key) {
 
 // ---- cells --------------------------------------------------------------------------------
 
-// Compact like squeue's TIME: 45s, 3m05s, 1h02m, 2d03h.
+// Compact like squeue's TIME (cli/cells.h): 45s, 3m05s, 1h02m, 2d03h.
 std::string duration_cell(std::optional<double> seconds) {
-    if (!seconds || !std::isfinite(*seconds) || *seconds > kLongestTime) {
-        return "-";
-    }
-    const auto s = static_cast<long long>(std::max(0.0, std::floor(*seconds)));
-    if (s < 60) {
-        return fmt::format("{}s", s);
-    }
-    if (s < 3600) {
-        return fmt::format("{}m{:02}s", s / 60, s % 60);
-    }
-    if (s < 86400) {
-        return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
-    }
-    return fmt::format("{}d{:02}h", s / 86400, s % 86400 / 3600);
+    return seconds ? format_duration(*seconds) : "-";
 }
 
 std::string time_cell(std::optional<double> epoch, const TimeText& time_text) {
@@ -159,15 +147,6 @@ const Field* find_field(std::string_view name) {
         }
     }
     return nullptr;
-}
-
-// Columns are measured in code points so names with accents do not shift the table.
-std::size_t display_width(std::string_view s) {
-    std::size_t n = 0;
-    for (char c : s) {
-        n += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
-    }
-    return n;
 }
 
 std::string pad(const std::string& s, std::size_t width, bool right) {

@@ -618,6 +618,22 @@ void print_task(const json& t, double now) {
                                                        : "-");
     fmt::print("  env         {}\n", env_summary(t));
     fmt::print("  workload    {}\n", or_dash(text_of(t, "workload")));
+    // Scheduling controls, only where given.
+    if (const std::optional<double> limit = number_of(t, "time_limit_s")) {
+        fmt::print("  time limit  {}\n", format_duration(*limit));
+    }
+    if (const json* after = member(t, "after"); after != nullptr && after->is_array() &&
+                                                !after->empty()) {
+        std::vector<std::string> ids;
+        for (const json& id : *after) {
+            ids.push_back(id.dump());
+        }
+        fmt::print("  after       {} (starts once they succeeded)\n", fmt::join(ids, ", "));
+    }
+    if (const json* array = member(t, "array"); array != nullptr && array->is_object()) {
+        fmt::print("  array       {}_{} (CARMA_ARRAY_INDEX={})\n", text_of(*array, "id"),
+                   text_of(*array, "index"), text_of(*array, "index"));
+    }
     fmt::print("  attempts    {} of at most {}\n", text_of(t, "attempts", "0"),
                text_of(t, "max_attempts"));
     fmt::print("  submitted   {}{}\n", format_clock(submitted),
