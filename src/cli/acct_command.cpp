@@ -17,6 +17,7 @@
 
 #include "api/client.h"
 #include "cli/cells.h"
+#include "cli/json_read.h"
 #include "core/text.h"
 #include "core/time_text.h"
 #include "core/units.h"
@@ -38,35 +39,6 @@ struct AcctOptions {
     bool json = false;
 };
 
-// ---- reading rows without trusting their shape (a newer daemon may add or drop fields) -----
-
-const json* field(const json& object, const char* key) {
-    if (!object.is_object()) {
-        return nullptr;
-    }
-    auto it = object.find(key);
-    return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::optional<double> number(const json& object, const char* key) {
-    const json* v = field(object, key);
-    return v != nullptr && v->is_number() ? std::optional(v->get<double>()) : std::nullopt;
-}
-
-std::string text(const json& object, const char* key) {
-    const json* v = field(object, key);
-    if (v == nullptr) {
-        return "-";
-    }
-    return v->is_string() ? v->get<std::string>() : v->dump();
-}
-
-const json& list(const json& object, const char* key) {
-    static const json kEmpty = json::array();
-    const json* v = field(object, key);
-    return v != nullptr && v->is_array() ? *v : kEmpty;
-}
-
 // ---- cells --------------------------------------------------------------------------------
 
 // Compact like squeue's TIME (cli/cells.h): 45s, 3m05s, 1h02m, 2d03h.
@@ -87,8 +59,8 @@ std::string energy_cell(std::optional<double> joules) {
 
 std::string outcomes_cell(const json& row) {
     std::vector<std::string> outcomes;
-    for (const json& a : list(row, "attempts")) {
-        outcomes.push_back(text(a, "outcome"));
+    for (const json& a : array_of(row, "attempts")) {
+        outcomes.push_back(text_of(a, "outcome"));
     }
     return outcomes.empty() ? "-" : fmt::format("{}", fmt::join(outcomes, ","));
 }
@@ -102,40 +74,40 @@ struct Field {
 
 const std::vector<Field>& fields() {
     static const std::vector<Field> table = {
-        {"id", "ID", false, [](const json& r, const TimeText&) { return text(r, "id"); }},
-        {"name", "NAME", false, [](const json& r, const TimeText&) { return text(r, "name"); }},
-        {"user", "USER", false, [](const json& r, const TimeText&) { return text(r, "user"); }},
+        {"id", "ID", false, [](const json& r, const TimeText&) { return text_of(r, "id"); }},
+        {"name", "NAME", false, [](const json& r, const TimeText&) { return text_of(r, "name"); }},
+        {"user", "USER", false, [](const json& r, const TimeText&) { return text_of(r, "user"); }},
         {"state", "STATE", false,
-         [](const json& r, const TimeText&) { return text(r, "state"); }},
+         [](const json& r, const TimeText&) { return text_of(r, "state"); }},
         {"submitted", "SUBMITTED", false,
-         [](const json& r, const TimeText& t) { return time_cell(number(r, "submitted_at"), t); }},
+         [](const json& r, const TimeText& t) { return time_cell(number_of(r, "submitted_at"), t); }},
         {"start", "START", false,
-         [](const json& r, const TimeText& t) { return time_cell(number(r, "started_at"), t); }},
+         [](const json& r, const TimeText& t) { return time_cell(number_of(r, "started_at"), t); }},
         {"end", "END", false,
-         [](const json& r, const TimeText& t) { return time_cell(number(r, "finished_at"), t); }},
+         [](const json& r, const TimeText& t) { return time_cell(number_of(r, "finished_at"), t); }},
         {"wait", "WAIT", true,
-         [](const json& r, const TimeText&) { return duration_cell(number(r, "wait_s")); }},
+         [](const json& r, const TimeText&) { return duration_cell(number_of(r, "wait_s")); }},
         {"run", "RUN", true,
-         [](const json& r, const TimeText&) { return duration_cell(number(r, "run_s")); }},
+         [](const json& r, const TimeText&) { return duration_cell(number_of(r, "run_s")); }},
         {"attempts", "ATTEMPTS", true,
          [](const json& r, const TimeText&) {
-             return std::to_string(list(r, "attempts").size());
+             return std::to_string(array_of(r, "attempts").size());
          }},
         {"outcomes", "OUTCOMES", false,
          [](const json& r, const TimeText&) { return outcomes_cell(r); }},
-        {"gpus", "GPUS", true, [](const json& r, const TimeText&) { return text(r, "gpus"); }},
+        {"gpus", "GPUS", true, [](const json& r, const TimeText&) { return text_of(r, "gpus"); }},
         {"gpu_hours", "GPU_H", true,
          [](const json& r, const TimeText&) {
-             const std::optional<double> h = number(r, "gpu_hours");
+             const std::optional<double> h = number_of(r, "gpu_hours");
              return h ? fmt::format("{:.2f}", *h) : std::string("-");
          }},
         {"peak", "PEAK", true,
          [](const json& r, const TimeText&) {
-             const std::optional<double> mib = number(r, "peak_mib");
+             const std::optional<double> mib = number_of(r, "peak_mib");
              return mib ? format_mib(static_cast<MiB>(*mib)) : std::string("-");
          }},
         {"energy", "ENERGY", true,
-         [](const json& r, const TimeText&) { return energy_cell(number(r, "energy_j")); }},
+         [](const json& r, const TimeText&) { return energy_cell(number_of(r, "energy_j")); }},
     };
     return table;
 }
@@ -188,12 +160,12 @@ std::string totals_table(const json& totals) {
     const std::vector<bool> right = {false, true, true, true, true, true, true};
     std::vector<std::vector<std::string>> rows;
     for (const json& t : totals.is_array() ? totals : json::array()) {
-        const std::optional<double> h = number(t, "gpu_hours");
-        rows.push_back({text(t, "user"), text(t, "tasks"), text(t, "attempts"),
-                        duration_cell(number(t, "run_s")),
+        const std::optional<double> h = number_of(t, "gpu_hours");
+        rows.push_back({text_of(t, "user"), text_of(t, "tasks"), text_of(t, "attempts"),
+                        duration_cell(number_of(t, "run_s")),
                         h ? fmt::format("{:.2f}", *h) : std::string("-"),
-                        energy_cell(number(t, "energy_j")),
-                        duration_cell(number(t, "mean_wait_s"))});
+                        energy_cell(number_of(t, "energy_j")),
+                        duration_cell(number_of(t, "mean_wait_s"))});
     }
     return render(headers, right, rows);
 }
@@ -329,7 +301,7 @@ std::string format_energy(double joules) {
 
 std::string format_acct(const json& answer, const std::vector<std::string>& columns,
                         const TimeText& time_text) {
-    const json& tasks = list(answer, "tasks");
+    const json& tasks = array_of(answer, "tasks");
     if (tasks.empty()) {
         return "no finished task matches\n";
     }
@@ -355,7 +327,7 @@ std::string format_acct(const json& answer, const std::vector<std::string>& colu
     }
     std::string out = render(headers, right, rows);
     out += "\ntotals per user\n";
-    out += totals_table(field(answer, "totals") ? answer.at("totals") : json::array());
+    out += totals_table(member(answer, "totals") ? answer.at("totals") : json::array());
     return out;
 }
 

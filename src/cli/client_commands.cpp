@@ -32,6 +32,7 @@
 #include "api/submit_env.h"
 #include "api/task_file.h"
 #include "cli/cells.h"
+#include "cli/json_read.h"
 #include "cli/queue_view.h"
 #include "cli/task_select.h"
 #include "core/controls.h"
@@ -67,52 +68,6 @@ T or_die(Result<T> r) {
         die(r.error().message);
     }
     return std::move(*r);
-}
-
-// ---- reading answers without trusting their shape -----------------------------------------
-
-const json* member(const json& object, const char* key) {
-    if (!object.is_object()) {
-        return nullptr;
-    }
-    auto it = object.find(key);
-    return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string text_of(const json& object, const char* key, const std::string& fallback = "-") {
-    const json* v = member(object, key);
-    if (v == nullptr) {
-        return fallback;
-    }
-    if (v->is_string()) {
-        return v->get<std::string>();
-    }
-    if (v->is_boolean()) {
-        return v->get<bool>() ? "yes" : "no";
-    }
-    return v->dump();
-}
-
-std::optional<double> number_of(const json& object, const char* key) {
-    const json* v = member(object, key);
-    return v != nullptr && v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
-}
-
-std::optional<std::int64_t> integer_of(const json& object, const char* key) {
-    const json* v = member(object, key);
-    return v != nullptr && v->is_number_integer() ? std::optional(v->get<std::int64_t>())
-                                                  : std::nullopt;
-}
-
-bool flag_of(const json& object, const char* key) {
-    const json* v = member(object, key);
-    return v != nullptr && v->is_boolean() && v->get<bool>();
-}
-
-const json& array_of(const json& object, const char* key) {
-    static const json kEmpty = json::array();
-    const json* v = member(object, key);
-    return v != nullptr && v->is_array() ? *v : kEmpty;
 }
 
 std::string or_dash(const std::string& text) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
+#include "cli/json_read.h"
 #include "api/submit_env.h"
 #include "api/task_file.h"
 #include "cli/client_commands.h"
@@ -36,35 +37,12 @@ struct EstimateOptions {
 
 [[noreturn]] void die(const std::string& message) { throw std::runtime_error(message); }
 
-// ---- reading the answer defensively (a newer daemon may add or drop fields) -----------------
-
-const json* field(const json& object, const char* key) {
-    if (!object.is_object()) {
-        return nullptr;
-    }
-    auto it = object.find(key);
-    return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::optional<double> number(const json& object, const char* key) {
-    const json* v = field(object, key);
-    return v != nullptr && v->is_number() ? std::optional(v->get<double>()) : std::nullopt;
-}
-
-std::optional<MiB> mib(const json& object, const char* key) {
-    const json* v = field(object, key);
-    return v != nullptr && v->is_number_integer() ? std::optional(v->get<MiB>()) : std::nullopt;
-}
+// Reading the answer defensively (cli/json_read.h): a newer daemon may add or drop fields.
+std::optional<MiB> mib(const json& object, const char* key) { return integer_of(object, key); }
 
 std::string text(const json& object, const char* key) {
-    const json* v = field(object, key);
+    const json* v = member(object, key);
     return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
-}
-
-const json& object_at(const json& object, const char* key) {
-    static const json kEmpty = json::object();
-    const json* v = field(object, key);
-    return v != nullptr && v->is_object() ? *v : kEmpty;
 }
 
 std::string mib_cell(std::optional<MiB> v) { return v ? format_mib(*v) : "-"; }
@@ -87,28 +65,28 @@ std::string duration_text(double seconds) {
 // "3 run(s): 2 succeeded, 1 out of memory (held 6,048 MiB); spread 56 MiB; median run 10m00s;
 // activity 0.71; newest task 12 attempt 1 succeeded"
 std::string history_detail(const json& h, const std::string& none) {
-    const std::optional<double> runs = number(h, "runs");
+    const std::optional<double> runs = number_of(h, "runs");
     if (!runs || *runs == 0) {
         return none;
     }
     std::string out = fmt::format("{} run(s): {} succeeded", *runs,
-                                  number(h, "succeeded").value_or(0));
-    if (const double oom = number(h, "out_of_memory").value_or(0); oom > 0) {
+                                  number_of(h, "succeeded").value_or(0));
+    if (const double oom = number_of(h, "out_of_memory").value_or(0); oom > 0) {
         out += fmt::format(", {} out of memory (held {})", oom, mib_cell(mib(h, "oom_held_mib")));
     }
-    if (const double failed = number(h, "failed").value_or(0); failed > 0) {
+    if (const double failed = number_of(h, "failed").value_or(0); failed > 0) {
         out += fmt::format(", {} failed", failed);
     }
     if (auto spread = mib(h, "spread_mib")) {
         out += fmt::format("; spread {}", format_mib(*spread));
     }
-    if (auto median = number(h, "median_run_s")) {
+    if (auto median = number_of(h, "median_run_s")) {
         out += fmt::format("; median run {}", duration_text(*median));
     }
-    if (auto activity = number(h, "activity")) {
+    if (auto activity = number_of(h, "activity")) {
         out += fmt::format("; activity {:.2f}", *activity);
     }
-    const json& newest = object_at(h, "newest");
+    const json& newest = object_of(h, "newest");
     if (!newest.empty()) {
         out += fmt::format("; newest task {} attempt {} {}", newest.value("task", json()).dump(),
                            newest.value("attempt", json()).dump(), text(newest, "outcome"));
@@ -180,21 +158,21 @@ int run_estimate(const EstimateOptions& o) {
 }  // namespace
 
 std::string format_estimate(const json& e) {
-    const json& family = object_at(e, "family");
-    const json& estimates = object_at(e, "estimates");
-    const json& learned = object_at(e, "learned");
+    const json& family = object_of(e, "family");
+    const json& estimates = object_of(e, "estimates");
+    const json& learned = object_of(e, "learned");
     const std::string script = text(family, "script");
     const std::string family_name =
         text(family, "program") + (script.empty() ? std::string() : " " + script);
-    const double gpus = number(e, "gpus").value_or(1);
+    const double gpus = number_of(e, "gpus").value_or(1);
     std::string out = fmt::format("estimate for {}: {} ({} GPU{})\n", text(e, "user"),
                                   command_text(e.value("command", json())), gpus,
                                   gpus == 1 ? "" : "s");
     out += fmt::format("fingerprint {}, family {} ({})\n\n", text(e, "fingerprint"),
                        text(family, "id"), family_name);
 
-    const json& mine = object_at(e, "history");
-    const json& kin = object_at(e, "family_history");
+    const json& mine = object_of(e, "history");
+    const json& kin = object_of(e, "family_history");
     struct Row {
         std::string source, memory, detail;
     };
@@ -233,9 +211,9 @@ std::string format_estimate(const json& e) {
         out += fmt::format("{:<12}{} (held when it ran out of memory)\n", "lower bound",
                            format_mib(bound));
     }
-    const std::optional<double> duration = number(learned, "duration_s");
+    const std::optional<double> duration = number_of(learned, "duration_s");
     out += fmt::format("{:<12}{}\n", "run time", duration ? duration_text(*duration) : "unknown");
-    const std::optional<double> activity = number(learned, "activity");
+    const std::optional<double> activity = number_of(learned, "activity");
     out += fmt::format("{:<12}{}\n", "activity",
                        activity ? fmt::format("{:.2f}", *activity) : "unknown");
     out += fmt::format("{:<12}{}\n", "why", text(learned, "basis"));

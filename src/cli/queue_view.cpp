@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/cells.h"
+#include "cli/json_read.h"
 #include "core/text.h"
 #include "core/units.h"
 
@@ -85,35 +86,6 @@ std::string field_codes() {
         codes.push_back(fmt::format("%{} {}", i.code, i.name));
     }
     return fmt::format("{}", fmt::join(codes, ", "));
-}
-
-// ---- reading tasks without trusting their shape --------------------------------------------
-
-const json* member(const json& object, const char* key) {
-    if (!object.is_object()) {
-        return nullptr;
-    }
-    auto it = object.find(key);
-    return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string text_of(const json& object, const char* key, const std::string& fallback = "-") {
-    const json* v = member(object, key);
-    if (v == nullptr) {
-        return fallback;
-    }
-    return v->is_string() ? v->get<std::string>() : v->dump();
-}
-
-std::optional<double> number_of(const json& object, const char* key) {
-    const json* v = member(object, key);
-    return v != nullptr && v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
-}
-
-std::optional<std::int64_t> integer_of(const json& object, const char* key) {
-    const json* v = member(object, key);
-    return v != nullptr && v->is_number_integer() ? std::optional(v->get<std::int64_t>())
-                                                  : std::nullopt;
 }
 
 struct ArrayPlace {
