@@ -22,6 +22,7 @@
 
 #include "api/client.h"
 #include "cli/acct_command.h"
+#include "cli/fake_daemon.h"
 
 namespace carma {
 namespace {
@@ -31,57 +32,13 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// Answers every GET with `answer` and records the targets (path, then the decoded query).
-class FakeAcctDaemon {
-public:
-    explicit FakeAcctDaemon(json answer) : answer_(std::move(answer)) {
-        char tmpl[] = "/tmp/carma-acct-XXXXXX";
-        if (::mkdtemp(tmpl) == nullptr) {
-            throw std::runtime_error("mkdtemp failed");
-        }
-        dir_ = tmpl;
-        socket_ = (dir_ / "carma.sock").string();
-        server_.set_address_family(AF_UNIX);
-        server_.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
-            std::string target = req.path;
-            char sep = '?';
-            for (const auto& [key, value] : req.params) {
-                target += sep + key + "=" + value;
-                sep = '&';
-            }
-            {
-                std::lock_guard lock(mutex_);
-                targets_.push_back(target);
-            }
-            res.set_content(answer_.dump(), "application/json");
+// The fake daemon answers every request with kAnswer; targets() are "GET /v1/acct?...".
+struct FakeAcctDaemon : test_support::FakeDaemon {
+    explicit FakeAcctDaemon(json answer) {
+        respond([answer](const httplib::Request&, httplib::Response& res) {
+            res.set_content(answer.dump(), "application/json");
         });
-        if (!server_.bind_to_port(socket_, 80)) {
-            throw std::runtime_error("cannot bind " + socket_);
-        }
-        thread_ = std::thread([this] { server_.listen_after_bind(); });
-        for (int i = 0; i < 500 && !server_.is_running(); ++i) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
     }
-    ~FakeAcctDaemon() {
-        server_.stop();
-        thread_.join();
-        fs::remove_all(dir_);
-    }
-    const std::string& socket() const { return socket_; }
-    std::vector<std::string> targets() const {
-        std::lock_guard lock(mutex_);
-        return targets_;
-    }
-
-private:
-    json answer_;
-    fs::path dir_;
-    std::string socket_;
-    httplib::Server server_;
-    std::thread thread_;
-    mutable std::mutex mutex_;
-    std::vector<std::string> targets_;
 };
 
 // Parses `args` as `carma <args>` with `carma acct` registered and runs it, returning stdout.
@@ -206,9 +163,9 @@ TEST(AcctCliTest, CommandAsksTheDaemon) {
     EXPECT_THAT(fields, Not(HasSubstr("USER   STATE")));
     const std::vector<std::string> targets = daemon.targets();
     ASSERT_EQ(targets.size(), 3u);
-    EXPECT_EQ(targets[0], "/v1/acct");
+    EXPECT_EQ(targets[0], "GET /v1/acct");
     EXPECT_EQ(targets[1],
-              "/v1/acct?since=1764441600.000&state=failed,cancelled&user=al ice&x");
+              "GET /v1/acct?since=1764441600.000&state=failed,cancelled&user=al ice&x");
 
     EXPECT_THAT(acct_error({"acct", "-o", "id,enrgy", "--socket", daemon.socket()}),
                 HasSubstr("--format: unknown field 'enrgy' (did you mean 'energy'?)"));
@@ -225,7 +182,7 @@ TEST(AcctCliTest, RelativeSince) {
     const double after = static_cast<double>(std::time(nullptr));
     ASSERT_EQ(daemon.targets().size(), 1u);
     const std::string target = daemon.targets()[0];
-    const std::string prefix = "/v1/acct?since=";
+    const std::string prefix = "GET /v1/acct?since=";
     ASSERT_EQ(target.rfind(prefix, 0), 0u) << target;
     const double since = std::stod(target.substr(prefix.size()));
     EXPECT_GE(since, before - 7200);
