@@ -420,11 +420,14 @@ TEST_F(DaemonTest, ArraysAndCancellingMany) {
     start("exclusive");
     const std::string out = dir_ + "/array";
     fs::create_directories(out);
+    // Exit status and stdout; stderr, which may carry notes (a CARMA_* variable of the test's
+    // environment not passed on), is appended to stdout only when the command failed.
     auto carma = [&](const std::string& command, const std::string& args) {
         const std::string cmd = std::string(CARMA_BIN) + " " + command + " --socket " + socket_ +
-                                " " + args + " > " + dir_ + "/cli.out 2>&1";
+                                " " + args + " > " + dir_ + "/cli.out 2> " + dir_ + "/cli.err";
         const int rc = std::system(cmd.c_str());
-        return std::pair{rc, read_text(dir_ + "/cli.out")};
+        return std::pair{rc, read_text(dir_ + "/cli.out") +
+                                 (rc != 0 ? read_text(dir_ + "/cli.err") : std::string())};
     };
     auto [rc, text] = carma("submit", "--json --array 0-3 --workdir " + out +
                             " -- /bin/sh -c 'echo $CARMA_ARRAY_ID > idx.$CARMA_ARRAY_INDEX'");
