@@ -10,11 +10,14 @@ namespace carma::cli {
 using Action = std::function<int()>;
 
 Action add_simulate_command(CLI::App& app);
-Action add_serve_command(CLI::App& app);  // in carma-daemon
-// In carma: `serve` for --help; exec_daemon() replaces the process with carma-daemon.
-Action add_serve_stub(CLI::App& app);
+// In carma-daemon.
+Action add_serve_command(CLI::App& app);
+Action add_admin_command(CLI::App& app);
+// In carma: `serve` and `admin` for --help; exec_daemon() replaces the process with
+// carma-daemon, which runs them.
+bool runs_in_daemon(const char* command);
+Action add_daemon_stubs(CLI::App& app);
 int exec_daemon(char** argv);
 Action add_demo_command(CLI::App& app);
-Action add_admin_command(CLI::App& app);
 
 }  // namespace carma::cli

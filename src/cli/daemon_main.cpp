@@ -1,5 +1,6 @@
-// carma-daemon: `carma serve`, in a program of its own (src/cli/serve_exec.cpp says why). It is
-// started as `carma serve ...` (argv[1] is "serve") and parses exactly what that would.
+// carma-daemon: `carma serve` and `carma admin`, in a program of their own (src/cli/serve_exec.cpp
+// says why). It is started as `carma serve ...` or `carma admin ...` and parses exactly what that
+// would.
 
 #include <cstdio>
 #include <exception>
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
     app.name("carma");
     app.require_subcommand(1);
     const Action serve = add_serve_command(app);
+    const Action admin = add_admin_command(app);
     if (const std::string wrong =
             unknown_argument_message(app, std::vector<std::string>(argv + 1, argv + argc));
         !wrong.empty()) {
@@ -30,7 +32,7 @@ int main(int argc, char** argv) {
         return app.exit(e);
     }
     try {
-        return serve();
+        return app.got_subcommand("serve") ? serve() : admin();
     } catch (const std::exception& e) {
         fmt::print(stderr, "carma: {}\n", e.what());
         return 1;

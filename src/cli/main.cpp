@@ -1,6 +1,8 @@
 // `carma`: the one command of CARMA. Exceptions stop here and become a message and an exit code.
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <exception>
 #include <map>
 #include <string>
@@ -16,22 +18,34 @@
 
 int main(int argc, char** argv) {
     using namespace carma::cli;
-    if (argc > 1 && std::string(argv[1]) == "serve") {
+    if (argc > 1 && runs_in_daemon(argv[1])) {
         return exec_daemon(argv);
     }
     CLI::App app{"CARMA: collocation-aware GPU resource manager for deep-learning training"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "carma 0.1.0");
-    const std::map<std::string, Action> actions = {
-        {"simulate", add_simulate_command(app)}, {"serve", add_serve_stub(app)},
-        {"submit", add_submit_command(app)},     {"queue", add_queue_command(app)},
-        {"show", add_show_command(app)},         {"cancel", add_cancel_command(app)},
-        {"logs", add_logs_command(app)},         {"gpus", add_gpus_command(app)},
-        {"replay", add_replay_command(app)},     {"demo", add_demo_command(app)},
-        {"admin", add_admin_command(app)},       {"estimate", add_estimate_command(app)},
-        {"hold", add_hold_command(app)},         {"release", add_release_command(app)},
-        {"acct", add_acct_command(app)},
+    using Add = Action (*)(CLI::App&);
+    static constexpr std::pair<const char*, Add> kCommands[] = {
+        {"simulate", add_simulate_command}, {"serve", add_daemon_stubs},
+        {"submit", add_submit_command},     {"queue", add_queue_command},
+        {"show", add_show_command},         {"cancel", add_cancel_command},
+        {"logs", add_logs_command},         {"gpus", add_gpus_command},
+        {"replay", add_replay_command},     {"demo", add_demo_command},
+        {"estimate", add_estimate_command},
+        {"hold", add_hold_command},         {"release", add_release_command},
+        {"acct", add_acct_command},
     };
+    // Only the command asked for is set up: building every command's options was most of what
+    // a `carma submit` spent before its request. Help and typos see them all.
+    const std::string first = argc > 1 ? argv[1] : "";
+    const bool named = std::any_of(std::begin(kCommands), std::end(kCommands),
+                                   [&](const auto& c) { return first == c.first; });
+    std::map<std::string, Action> actions;
+    for (const auto& [name, add] : kCommands) {
+        if (!named || first == name) {
+            actions.emplace(name, add(app));
+        }
+    }
     // Before CLI11: its messages do not name the mistyped word.
     if (const std::string wrong =
             unknown_argument_message(app, std::vector<std::string>(argv + 1, argv + argc));

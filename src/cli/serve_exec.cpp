@@ -1,6 +1,7 @@
-// `carma serve` in the `carma` program: it becomes carma-daemon, installed next to it. The
-// daemon's libraries are linked into that program only, so every other command starts without
-// loading them (src/api/unix_http.h says what they cost).
+// `carma serve` and `carma admin` in the `carma` program: they become carma-daemon, installed next
+// to it. The daemon's libraries (cpp-httplib and what it pulls in, spdlog, SQLite) are linked into
+// that program only, so every other command starts without loading them: each shared library
+// costs a command about a millisecond to load (src/api/unix_http.h).
 
 #include <unistd.h>
 
@@ -31,11 +32,17 @@ int exec_daemon(char** argv) {
     return 1;
 }
 
-Action add_serve_stub(CLI::App& app) {
-    // Only for `carma --help` and typo suggestions: main() hands `carma serve ...` over before
-    // anything is parsed, and `carma serve --help` lists the daemon's options.
-    CLI::App* cmd = app.add_subcommand("serve", "Run the CARMA daemon (`carma serve --help`)");
-    cmd->allow_extras();
+bool runs_in_daemon(const char* command) {
+    const std::string c = command;
+    return c == "serve" || c == "admin";
+}
+
+Action add_daemon_stubs(CLI::App& app) {
+    // Only for `carma --help` and typo suggestions: main() hands `carma serve ...` and
+    // `carma admin ...` over before anything is parsed; their --help lists their options.
+    app.add_subcommand("serve", "Run the CARMA daemon (`carma serve --help`)")->allow_extras();
+    app.add_subcommand("admin", "Maintain a daemon's state directory (`carma admin --help`)")
+        ->allow_extras();
     return [] { return 0; };
 }
 
