@@ -23,6 +23,7 @@
 #include "api/client.h"
 #include "cli/acct_command.h"
 #include "cli/fake_daemon.h"
+#include "cli/run_command.h"
 
 namespace carma {
 namespace {
@@ -41,33 +42,12 @@ struct FakeAcctDaemon : test_support::FakeDaemon {
     }
 };
 
-// Parses `args` as `carma <args>` with `carma acct` registered and runs it, returning stdout.
 std::string run_acct(std::vector<std::string> args) {
-    CLI::App app;
-    cli::Action action = cli::add_acct_command(app);
-    args.insert(args.begin(), "carma");
-    std::vector<const char*> argv;
-    for (const std::string& a : args) {
-        argv.push_back(a.c_str());
-    }
-    app.parse(static_cast<int>(argv.size()), argv.data());
-    ::testing::internal::CaptureStdout();
-    try {
-        action();
-    } catch (...) {
-        ::testing::internal::GetCapturedStdout();
-        throw;
-    }
-    return ::testing::internal::GetCapturedStdout();
+    return test_support::run_command(cli::add_acct_command, std::move(args));
 }
 
 std::string acct_error(std::vector<std::string> args) {
-    try {
-        run_acct(std::move(args));
-    } catch (const std::exception& e) {
-        return e.what();
-    }
-    return "(no error)";
+    return test_support::command_error(cli::add_acct_command, std::move(args));
 }
 
 const json kAnswer = json::parse(R"({

@@ -32,6 +32,7 @@
 #include "cli/client_commands.h"
 #include "core/csv.h"
 #include "cli/fake_daemon.h"
+#include "cli/run_command.h"
 
 namespace carma {
 namespace {
@@ -43,6 +44,8 @@ using ::testing::HasSubstr;
 using test_support::FakeDaemon;
 using test_support::make_temp_dir;
 using test_support::Seen;
+using test_support::run_command;
+using test_support::command_error;
 
 
 // ---- ApiClient ----------------------------------------------------------------------------
@@ -208,37 +211,6 @@ void answer_json(httplib::Response& res, int status, const json& body) {
 double now_seconds() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
         .count();
-}
-
-using AddCommand = cli::Action (*)(CLI::App&);
-
-// Parses `args` as `carma <args>` with one command registered and runs it, returning stdout.
-std::string run_command(AddCommand add, std::vector<std::string> args) {
-    CLI::App app;
-    cli::Action action = add(app);
-    args.insert(args.begin(), "carma");
-    std::vector<const char*> argv;
-    for (const std::string& a : args) {
-        argv.push_back(a.c_str());
-    }
-    app.parse(static_cast<int>(argv.size()), argv.data());
-    ::testing::internal::CaptureStdout();
-    try {
-        action();
-    } catch (...) {
-        ::testing::internal::GetCapturedStdout();
-        throw;
-    }
-    return ::testing::internal::GetCapturedStdout();
-}
-
-std::string command_error(AddCommand add, std::vector<std::string> args) {
-    try {
-        run_command(add, std::move(args));
-    } catch (const std::exception& e) {
-        return e.what();
-    }
-    return "(no error)";
 }
 
 const json kTask = json::parse(R"({
