@@ -1,5 +1,9 @@
 #include "cli/arg_check.h"
 
+#include <exception>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "core/text.h"
@@ -72,6 +76,33 @@ std::string unknown_argument_message(const CLI::App& app, const std::vector<std:
         // Otherwise a value or a positional argument of the current command.
     }
     return {};
+}
+
+int run_subcommand(CLI::App& app, int argc, char** argv,
+                   const std::map<std::string, std::function<int()>>& actions) {
+    // Before CLI11: its messages do not name the mistyped word.
+    if (const std::string wrong =
+            unknown_argument_message(app, std::vector<std::string>(argv + 1, argv + argc));
+        !wrong.empty()) {
+        fmt::print(stderr, "carma: {}\n", wrong);
+        return 2;
+    }
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    try {
+        for (const auto& [name, action] : actions) {
+            if (app.got_subcommand(name)) {
+                return action();
+            }
+        }
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "carma: {}\n", e.what());
+        return 1;
+    }
+    return 0;
 }
 
 }  // namespace carma::cli

@@ -2,7 +2,7 @@
 // says why). It is started as `carma serve ...` or `carma admin ...` and parses exactly what that
 // would.
 
-#include <cstdio>
+#include <map>
 #include <exception>
 #include <string>
 #include <vector>
@@ -18,23 +18,7 @@ int main(int argc, char** argv) {
     CLI::App app{"CARMA: collocation-aware GPU resource manager for deep-learning training"};
     app.name("carma");
     app.require_subcommand(1);
-    const Action serve = add_serve_command(app);
-    const Action admin = add_admin_command(app);
-    if (const std::string wrong =
-            unknown_argument_message(app, std::vector<std::string>(argv + 1, argv + argc));
-        !wrong.empty()) {
-        fmt::print(stderr, "carma: {}\n", wrong);
-        return 2;
-    }
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e);
-    }
-    try {
-        return app.got_subcommand("serve") ? serve() : admin();
-    } catch (const std::exception& e) {
-        fmt::print(stderr, "carma: {}\n", e.what());
-        return 1;
-    }
+    const std::map<std::string, Action> actions = {{"serve", add_serve_command(app)},
+                                                   {"admin", add_admin_command(app)}};
+    return run_subcommand(app, argc, argv, actions);
 }

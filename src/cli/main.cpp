@@ -46,27 +46,5 @@ int main(int argc, char** argv) {
             actions.emplace(name, add(app));
         }
     }
-    // Before CLI11: its messages do not name the mistyped word.
-    if (const std::string wrong =
-            unknown_argument_message(app, std::vector<std::string>(argv + 1, argv + argc));
-        !wrong.empty()) {
-        fmt::print(stderr, "carma: {}\n", wrong);
-        return 2;
-    }
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e);
-    }
-    try {
-        for (const auto& [name, action] : actions) {
-            if (app.got_subcommand(name)) {
-                return action();
-            }
-        }
-    } catch (const std::exception& e) {
-        fmt::print(stderr, "carma: {}\n", e.what());
-        return 1;
-    }
-    return 0;
+    return run_subcommand(app, argc, argv, actions);
 }
