@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -20,19 +21,32 @@ std::string shown(std::string_view text) {
 
 }  // namespace
 
-Result<std::int64_t> integer_param(std::string_view name, std::optional<std::string_view> text,
-                                   std::int64_t min, std::int64_t max, std::int64_t fallback) {
+namespace {
+
+// A number of type T within [min, max]: integers and decimals are read and refused alike.
+template <typename T>
+Result<T> ranged_param(std::string_view name, std::optional<std::string_view> text, T min, T max,
+                       T fallback, const char* kind) {
     if (!text) {
         return fallback;
     }
-    std::int64_t value = 0;
+    T value{};
     const char* end = text->data() + text->size();
-    const auto [ptr, ec] = std::from_chars(text->data(), end, value);
-    if (text->empty() || ec == std::errc::invalid_argument || ptr != end) {
+    const auto [ptr, ec] = [&] {
+        if constexpr (std::is_floating_point_v<T>) {
+            return std::from_chars(text->data(), end, value, std::chars_format::fixed);
+        } else {
+            return std::from_chars(text->data(), end, value);
+        }
+    }();
+    bool finite = true;
+    if constexpr (std::is_floating_point_v<T>) {
+        finite = std::isfinite(value);
+    }
+    if (text->empty() || ec == std::errc::invalid_argument || ptr != end || !finite) {
         return fail(ErrorCode::InvalidArgument,
-                    fmt::format("query parameter {}='{}' is not a whole number; give one from {} "
-                                "to {}",
-                                name, shown(*text), min, max));
+                    fmt::format("query parameter {}='{}' is not {}; give one from {} to {}", name,
+                                shown(*text), kind, min, max));
     }
     if (ec == std::errc::result_out_of_range || value < min || value > max) {
         return fail(ErrorCode::InvalidArgument,
@@ -40,6 +54,13 @@ Result<std::int64_t> integer_param(std::string_view name, std::optional<std::str
                                 name, shown(*text), min, max));
     }
     return value;
+}
+
+}  // namespace
+
+Result<std::int64_t> integer_param(std::string_view name, std::optional<std::string_view> text,
+                                   std::int64_t min, std::int64_t max, std::int64_t fallback) {
+    return ranged_param(name, text, min, max, fallback, "a whole number");
 }
 
 Result<std::string> word_param(std::string_view name, std::optional<std::string_view> text,
@@ -75,23 +96,7 @@ Result<bool> flag_param(std::string_view name, std::optional<std::string_view> t
 
 Result<double> number_param(std::string_view name, std::optional<std::string_view> text,
                             double min, double max, double fallback) {
-    if (!text) {
-        return fallback;
-    }
-    double value = 0;
-    const char* end = text->data() + text->size();
-    const auto [ptr, ec] = std::from_chars(text->data(), end, value, std::chars_format::fixed);
-    if (text->empty() || ec == std::errc::invalid_argument || ptr != end || !std::isfinite(value)) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("query parameter {}='{}' is not a number; give one from {} to {}",
-                                name, shown(*text), min, max));
-    }
-    if (ec == std::errc::result_out_of_range || value < min || value > max) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("query parameter {}={} is out of range; give one from {} to {}",
-                                name, shown(*text), min, max));
-    }
-    return value;
+    return ranged_param(name, text, min, max, fallback, "a number");
 }
 
 Result<std::string> text_param(std::string_view name, std::optional<std::string_view> text,
