@@ -1,6 +1,7 @@
 #include "api/server.h"
 
 #include "api/query.h"
+#include "api/web_assets.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -142,8 +143,54 @@ const std::vector<Route>& routes() {
         {std::regex("/v1/status"), "GET"},
         {std::regex("/metrics"), "GET"},
         {std::regex("/healthz"), "GET"},
+        {std::regex("/v1/view"), "GET"},
+        {std::regex("/v1/timeline"), "GET"},
+        {std::regex("/"), "GET"},
+        {std::regex(R"(/(app\.js|style\.css))"), "GET"},
     };
     return table;
+}
+
+// Which listener a request came in on: who the caller is and what it may reach follow from it.
+enum class Listener { Unix, Tcp, Web };
+
+constexpr const char* kTokenCookie = "carma_token";
+
+// The value of one cookie of the request (RFC 6265 "name=value; name2=value2").
+std::optional<std::string> cookie_value(const httplib::Request& req, std::string_view name) {
+    const std::string header = req.get_header_value("Cookie");
+    std::size_t pos = 0;
+    while (pos < header.size()) {
+        std::size_t end = header.find(';', pos);
+        if (end == std::string::npos) {
+            end = header.size();
+        }
+        std::string_view pair(header.data() + pos, end - pos);
+        while (!pair.empty() && pair.front() == ' ') {
+            pair.remove_prefix(1);
+        }
+        if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
+            return std::string(pair.substr(name.size() + 1));
+        }
+        pos = end + 1;
+    }
+    return std::nullopt;
+}
+
+// The page's files, compiled in (src/web/); they never change while the daemon runs, but a new
+// daemon may bring new ones, so the browser asks again each time the page loads.
+void send_asset(httplib::Response& res, const std::string& path) {
+    const std::optional<WebAsset> asset = web_asset(path);
+    if (!asset) {
+        send_json(res, 404, nlohmann::json{{"error", fmt::format("no such file: {}", path)}});
+        return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+                   "script-src 'self'; frame-ancestors 'none'");
+    res.set_content(std::string(asset->body), asset->content_type);
 }
 
 const char* allowed_methods(const std::string& path) {
@@ -204,6 +251,15 @@ Result<Caller> caller_for_user(const std::string& name) {
     c.gid = found->pw_gid;
     c.user = found->pw_name;
     return c;
+}
+
+bool is_loopback_host(std::string_view host) {
+    if (host == "localhost" || host == "::1" || host == "[::1]") {
+        return true;
+    }
+    in_addr addr{};
+    const std::string text(host);
+    return ::inet_pton(AF_INET, text.c_str(), &addr) == 1 && (ntohl(addr.s_addr) >> 24) == 127;
 }
 
 bool secrets_equal(std::string_view given, std::string_view expected) {
@@ -562,8 +618,8 @@ void refuse(int fd, int status, const char* reason, const std::string& message) 
 // connection is served, a connection cap per peer uid, and ConnectionStream's limits.
 class ConnectionServer final : public httplib::Server {
 public:
-    ConnectionServer(const ServerOptions& options, bool unix_socket)
-        : options_(options), unix_(unix_socket), limiter_(options.max_connections_per_uid) {
+    ConnectionServer(const ServerOptions& options, bool unix_socket, std::size_t per_peer)
+        : options_(options), unix_(unix_socket), limiter_(per_peer) {
         const std::size_t threads = options.max_threads;
         new_task_queue = [threads] { return new ConnectionThreads(threads); };
     }
@@ -654,15 +710,34 @@ private:
 struct ApiServer::Impl {
     Service& service;
     ServerOptions options;
-    ConnectionServer unix_server{options, true};
-    ConnectionServer tcp_server{options, false};
+    ConnectionServer unix_server{options, true, options.max_connections_per_uid};
+    ConnectionServer tcp_server{options, false, options.max_connections_per_uid};
+    // Browsers open several connections per tab, and a lab screen and a few tabs share it.
+    ConnectionServer web_server{options, false, options.max_web_connections};
     std::thread tcp_thread;
+    std::thread web_thread;
     bool tcp_bound = false;
+    bool web_bound = false;
 
     Impl(Service& s, ServerOptions o) : service(s), options(std::move(o)) {}
 
-    ApiResult<Caller> identify(const httplib::Request& req, bool tcp) {
-        if (tcp) {
+    ApiResult<Caller> identify(const httplib::Request& req, Listener where) {
+        if (where == Listener::Web) {
+            if (options.web_needs_token && !web_token_ok(req)) {
+                return api_fail(401, "this page needs the daemon's token: open it once as "
+                                     "/?token=<token> (it is then kept in a cookie), or send "
+                                     "'Authorization: Bearer <token>'");
+            }
+            // Nobody in particular: may look at what the page shows, nothing else.
+            Caller c;
+            c.uid = ::geteuid();
+            c.gid = ::getegid();
+            c.user = user_name(c.uid);
+            c.read_only = true;
+            c.via_web = true;
+            return c;
+        }
+        if (where == Listener::Tcp) {
             if (options.token.empty() || !secrets_equal(req.get_header_value("Authorization"),
                                                         "Bearer " + options.token)) {
                 return api_fail(401, "missing or wrong bearer token; send 'Authorization: Bearer "
@@ -709,10 +784,18 @@ struct ApiServer::Impl {
     }
 
     // Wraps a handler: identity, admission, JSON errors for anything thrown.
+    bool web_token_ok(const httplib::Request& req) const {
+        if (secrets_equal(req.get_header_value("Authorization"), "Bearer " + options.token)) {
+            return true;
+        }
+        const std::optional<std::string> cookie = cookie_value(req, kTokenCookie);
+        return cookie && secrets_equal(*cookie, options.token);
+    }
+
     template <typename F>
-    httplib::Server::Handler guarded(bool tcp, F handler) {
-        return [this, tcp, handler](const httplib::Request& req, httplib::Response& res) {
-            auto caller = identify(req, tcp);
+    httplib::Server::Handler guarded(Listener where, F handler) {
+        return [this, where, handler](const httplib::Request& req, httplib::Response& res) {
+            auto caller = identify(req, where);
             if (!caller) {
                 send_error(res, caller.error());
                 return;
@@ -725,21 +808,89 @@ struct ApiServer::Impl {
         };
     }
 
-    void routes(httplib::Server& s, bool tcp) {
+    // The page, its assets and the two endpoints it reads: on the socket and the web listener.
+    void page_routes(httplib::Server& s, Listener where) {
+        s.Get("/", [this, where](const httplib::Request& req, httplib::Response& res) {
+            if (where == Listener::Web && options.web_needs_token && req.has_param("token")) {
+                // The token leaves the address bar (and the history) at once; the cookie carries
+                // it from then on, to this page's own requests only.
+                if (!secrets_equal(req.get_param_value("token"), options.token)) {
+                    send_error(res, {401, "wrong token in ?token=; use the daemon's token (the "
+                                          "first line of its --token-file)"});
+                    return;
+                }
+                res.set_header("Set-Cookie", fmt::format("{}={}; Path=/; HttpOnly; "
+                                                         "SameSite=Strict",
+                                                         kTokenCookie, options.token));
+                res.set_redirect("/", 303);
+                return;
+            }
+            guarded(where, [](const Caller&, const httplib::Request&, httplib::Response& r) {
+                send_asset(r, "/");
+            })(req, res);
+        });
+        s.Get(R"(/(app\.js|style\.css))",
+              guarded(where, [](const Caller&, const httplib::Request& req,
+                                httplib::Response& res) { send_asset(res, req.path); }));
+    }
+
+    void view_routes(httplib::Server& s, Listener where) {
+        s.Get("/v1/view", guarded(where, [this](const Caller& c, const httplib::Request&,
+                                                httplib::Response& res) {
+                  send_result(res, service.view(c));
+              }));
+        s.Get("/v1/timeline", guarded(where, [this](const Caller& c, const httplib::Request& req,
+                                                    httplib::Response& res) {
+                  auto since = number_param("since", param(req, "since"), 0, 1e11, -1);
+                  auto until = number_param("until", param(req, "until"), 0, 1e11, -1);
+                  auto points = integer_param("points", param(req, "points"),
+                                              kTimelinePointsMin, kTimelinePointsMax, 600);
+                  for (const Error* e : {since ? nullptr : &since.error(),
+                                         until ? nullptr : &until.error(),
+                                         points ? nullptr : &points.error()}) {
+                      if (e != nullptr) {
+                          send_error(res, {400, e->message});
+                          return;
+                      }
+                  }
+                  TimelineQuery q;
+                  q.since = *since >= 0 ? std::optional<double>(*since) : std::nullopt;
+                  q.until = *until >= 0 ? std::optional<double>(*until) : std::nullopt;
+                  q.points = static_cast<int>(*points);
+                  send_result(res, service.timeline(c, q));
+              }));
+    }
+
+    // The read-only web listener: the page and what it reads, nothing that changes anything.
+    void web_routes(httplib::Server& s) {
+        s.set_payload_max_length(1024);
+        page_routes(s, Listener::Web);
+        view_routes(s, Listener::Web);
+        s.Get("/healthz",
+              [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+        error_handlers(s, true);
+    }
+
+    void routes(httplib::Server& s, Listener where) {
+        const bool tcp = where == Listener::Tcp;
         s.set_payload_max_length(options.max_body_bytes);
-        s.Post("/v1/tasks", guarded(tcp, [this](const Caller& c, const httplib::Request& req,
+        if (!tcp) {
+            page_routes(s, where);
+        }
+        view_routes(s, where);
+        s.Post("/v1/tasks", guarded(where, [this](const Caller& c, const httplib::Request& req,
                                                 httplib::Response& res) {
                    if (auto body = json_body(req, res)) {
                        send_result(res, service.submit(c, *body), 201);
                    }
                }));
-        s.Post("/v1/estimate", guarded(tcp, [this](const Caller& c, const httplib::Request& req,
+        s.Post("/v1/estimate", guarded(where, [this](const Caller& c, const httplib::Request& req,
                                                    httplib::Response& res) {
                    if (auto body = json_body(req, res)) {
                        send_result(res, service.estimate(c, *body));
                    }
                }));
-        s.Get("/v1/tasks", guarded(tcp, [this](const Caller& c, const httplib::Request& req,
+        s.Get("/v1/tasks", guarded(where, [this](const Caller& c, const httplib::Request& req,
                                                httplib::Response& res) {
                   auto all = flag_param("all", param(req, "all"));
                   if (!all) {
@@ -754,23 +905,23 @@ struct ApiServer::Impl {
                   res.set_content(*listed, "application/json");
               }));
         s.Get(R"(/v1/tasks/(-?\d+))",
-              guarded(tcp, [this](const Caller& c, const httplib::Request& req,
+              guarded(where, [this](const Caller& c, const httplib::Request& req,
                                   httplib::Response& res) {
                   send_result(res, service.show_task(c, parse_id(req.matches[1])));
               }));
         s.Delete(R"(/v1/tasks/(-?\d+))",
-                 guarded(tcp, [this](const Caller& c, const httplib::Request& req,
+                 guarded(where, [this](const Caller& c, const httplib::Request& req,
                                      httplib::Response& res) {
                      send_result(res, service.cancel_task(c, parse_id(req.matches[1])));
                  }));
         s.Post(R"(/v1/tasks/(-?\d+)/(hold|release))",
-               guarded(tcp, [this](const Caller& c, const httplib::Request& req,
+               guarded(where, [this](const Caller& c, const httplib::Request& req,
                                    httplib::Response& res) {
                    send_result(res, service.hold_task(c, parse_id(req.matches[1]),
                                                       req.matches[2] == "hold"));
                }));
         s.Get(R"(/v1/tasks/(-?\d+)/logs)",
-              guarded(tcp, [this](const Caller& c, const httplib::Request& req,
+              guarded(where, [this](const Caller& c, const httplib::Request& req,
                                   httplib::Response& res) {
                   // attempt 0 (the default) is the latest attempt.
                   auto stream = word_param("stream", param(req, "stream"), {"stdout", "stderr"},
@@ -798,11 +949,11 @@ struct ApiServer::Impl {
                   res.set_header("X-Carma-Task-State", chunk->task_state);
                   res.set_content(chunk->text, "text/plain");
               }));
-        s.Get("/v1/gpus", guarded(tcp, [this](const Caller& c, const httplib::Request&,
+        s.Get("/v1/gpus", guarded(where, [this](const Caller& c, const httplib::Request&,
                                               httplib::Response& res) {
                   send_result(res, service.gpus(c));
               }));
-        s.Get("/v1/events", guarded(tcp, [this](const Caller& c, const httplib::Request& req,
+        s.Get("/v1/events", guarded(where, [this](const Caller& c, const httplib::Request& req,
                                                 httplib::Response& res) {
                   constexpr std::int64_t kMaxId = std::numeric_limits<std::int64_t>::max();
                   auto after = integer_param("after", param(req, "after"), 0, kMaxId, 0);
@@ -818,7 +969,7 @@ struct ApiServer::Impl {
                   }
                   send_result(res, service.events(c, *after, *task, static_cast<int>(*limit)));
               }));
-        s.Get("/v1/acct", guarded(tcp, [this](const Caller& c, const httplib::Request& req,
+        s.Get("/v1/acct", guarded(where, [this](const Caller& c, const httplib::Request& req,
                                               httplib::Response& res) {
                   auto user = text_param("user", param(req, "user"), 256);
                   auto states = list_param("state", param(req, "state"));
@@ -839,21 +990,26 @@ struct ApiServer::Impl {
                   }
                   res.set_content(*listed, "application/json");
               }));
-        s.Get("/v1/status", guarded(tcp, [this](const Caller& c, const httplib::Request&,
+        s.Get("/v1/status", guarded(where, [this](const Caller& c, const httplib::Request&,
                                                 httplib::Response& res) {
                   send_result(res, service.status(c));
               }));
-        s.Get("/metrics", guarded(tcp, [this](const Caller&, const httplib::Request&,
+        s.Get("/metrics", guarded(where, [this](const Caller&, const httplib::Request&,
                                               httplib::Response& res) {
                   res.set_content(service.metrics(), "text/plain; version=0.0.4");
               }));
         s.Get("/healthz",
               [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
-        s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+        error_handlers(s, false);
+    }
+
+    // `web`: only the web listener's routes exist there, so others are 404, not 405.
+    static void error_handlers(httplib::Server& s, bool web) {
+        s.set_error_handler([web](const httplib::Request& req, httplib::Response& res) {
             if (!res.body.empty()) {
                 return;
             }
-            if (res.status == 404 || res.status == 400) {
+            if ((res.status == 404 || res.status == 400) && !web) {
                 if (const char* allowed = allowed_methods(req.path)) {
                     res.status = 405;
                     res.set_header("Allow", allowed);
@@ -906,7 +1062,7 @@ Result<void> ApiServer::bind() {
                                                path));
     }
     ::unlink(path.c_str());
-    impl_->routes(impl_->unix_server, false);
+    impl_->routes(impl_->unix_server, Listener::Unix);
     impl_->unix_server.set_address_family(AF_UNIX);
     if (!impl_->unix_server.bind_to_port(path.c_str(), 80)) {
         return fail(ErrorCode::Io, fmt::format("cannot listen on socket {}: {}", path,
@@ -914,6 +1070,23 @@ Result<void> ApiServer::bind() {
     }
     // Everyone may connect; who may do what is decided per request from peer credentials.
     ::chmod(path.c_str(), 0666);
+    if (impl_->options.web_host) {
+        const std::string& host = *impl_->options.web_host;
+        if (!is_loopback_host(host) && impl_->options.token.empty()) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("--web {} is not loopback: anyone who can reach it would see "
+                                    "the page, so it needs a token (--token-file); or serve on "
+                                    "127.0.0.1 and reach it through an SSH tunnel",
+                                    host));
+        }
+        impl_->options.web_needs_token = !is_loopback_host(host);
+        impl_->web_routes(impl_->web_server);
+        if (!impl_->web_server.bind_to_port(host.c_str(), impl_->options.web_port)) {
+            return fail(ErrorCode::Io, fmt::format("cannot serve the web page on {}:{}: {}", host,
+                                                   impl_->options.web_port, std::strerror(errno)));
+        }
+        impl_->web_bound = true;
+    }
     if (impl_->options.tcp_host) {
         const std::string& host = *impl_->options.tcp_host;
         if (host != "127.0.0.1" && host != "localhost" && host != "::1") {
@@ -926,7 +1099,7 @@ Result<void> ApiServer::bind() {
             return fail(ErrorCode::InvalidArgument,
                         "listening on TCP needs a bearer token (--token-file)");
         }
-        impl_->routes(impl_->tcp_server, true);
+        impl_->routes(impl_->tcp_server, Listener::Tcp);
         if (!impl_->tcp_server.bind_to_port(host.c_str(), impl_->options.tcp_port)) {
             return fail(ErrorCode::Io, fmt::format("cannot listen on {}:{}: {}", host,
                                                    impl_->options.tcp_port, std::strerror(errno)));
@@ -940,14 +1113,21 @@ void ApiServer::serve() {
     if (impl_->tcp_bound) {
         impl_->tcp_thread = std::thread([this] { impl_->tcp_server.listen_after_bind(); });
     }
+    if (impl_->web_bound) {
+        impl_->web_thread = std::thread([this] { impl_->web_server.listen_after_bind(); });
+    }
     impl_->unix_server.listen_after_bind();
 }
 
 void ApiServer::stop() {
     impl_->unix_server.stop();
     impl_->tcp_server.stop();
+    impl_->web_server.stop();
     if (impl_->tcp_thread.joinable()) {
         impl_->tcp_thread.join();
+    }
+    if (impl_->web_thread.joinable()) {
+        impl_->web_thread.join();
     }
 }
 

@@ -20,6 +20,12 @@ struct ServerOptions {
     // Who a request with the right token acts as. Unset: the caller may look but not act
     // (a root daemon without tcp_run_as must never act for a TCP client as root).
     std::optional<Caller> tcp_caller;
+    // The read-only web page (--web): any address; one that is not loopback needs `token`
+    // (web_needs_token is then set), loopback serves every local user as the socket does.
+    std::optional<std::string> web_host;
+    int web_port = 0;
+    bool web_needs_token = false;
+    std::size_t max_web_connections = 32;
     std::size_t max_body_bytes = 1 << 20;
     // Against slow or idle clients: each read or write waits at most read_timeout_s, a
     // request's head (request line and headers) must arrive within head_timeout_s and stay
@@ -59,6 +65,9 @@ Result<Caller> caller_for_user(const std::string& name);
 // the daemon's user and closed to group and others (else anyone on the machine could act as a
 // TCP client); errors name the file and the chmod that fixes it.
 Result<std::string> read_token_file(const std::string& path);
+
+// Whether HOST names this machine's loopback interface only (127.0.0.0/8, ::1, localhost).
+bool is_loopback_host(std::string_view host);
 
 // Compares a presented secret with the expected one in time that depends only on the expected
 // length, so response timing does not reveal how many leading bytes were right.

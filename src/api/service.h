@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct Caller {
     std::string user;
     bool via_tcp = false;  // authenticated by bearer token; acts as tcp_run_as or the daemon's user
     bool read_only = false;  // may look but not submit, cancel or read logs (TCP, no tcp_run_as)
+    bool via_web = false;    // the read-only web listener (--web): nobody in particular
 };
 
 struct ApiError {
@@ -40,6 +42,17 @@ struct AcctQuery {
     std::string user;                 // the submitter's login name; empty = everyone
     std::vector<std::string> states;  // final state names; empty = every final state
     double since = 0;                 // finished at or after (unix seconds)
+};
+
+// Which stretch of stored history GET /v1/timeline answers (unix seconds; checked for shape by
+// the server, defaults filled in by the service).
+inline constexpr int kTimelinePointsMax = 5000;
+inline constexpr int kTimelinePointsMin = 10;
+
+struct TimelineQuery {
+    std::optional<double> since;  // default: until − 6 h
+    std::optional<double> until;  // default: now
+    int points = 600;             // samples per GPU at most
 };
 
 struct LogSlice {
@@ -79,6 +92,15 @@ public:
     // service keeps records, hence the default.
     virtual ApiResult<std::string> acct(const Caller& /*caller*/, const AcctQuery& /*query*/) {
         return api_fail(501, "this service keeps no accounting");
+    }
+    // The live view (the web page, `carma top`) and the stored timeline (the page's charts,
+    // `carma report`); both free of secrets. Not every service has them, hence the defaults.
+    virtual ApiResult<nlohmann::json> view(const Caller& /*caller*/) {
+        return api_fail(501, "this service has no live view");
+    }
+    virtual ApiResult<nlohmann::json> timeline(const Caller& /*caller*/,
+                                               const TimelineQuery& /*query*/) {
+        return api_fail(501, "this service keeps no timeline");
     }
 };
 

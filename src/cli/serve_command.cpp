@@ -62,6 +62,42 @@ Result<std::optional<api::Caller>> tcp_caller(const std::string& run_as) {
     return who;
 }
 
+template <typename T>
+T or_throw(Result<T> r) {
+    if (!r) {
+        throw std::runtime_error(r.error().message);
+    }
+    return std::move(*r);
+}
+
+struct HostPort {
+    std::string host;
+    int port = 0;
+};
+
+// "127.0.0.1:8080", "[::1]:8080", "0.0.0.0:8080": the port a whole number in 1..65535.
+Result<HostPort> parse_host_port(const char* option, const std::string& text) {
+    const auto colon = text.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : text.substr(colon + 1);
+    std::string host = colon == std::string::npos ? "" : text.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+        host = host.substr(1, host.size() - 2);
+    }
+    int number = 0;
+    const bool digits = !port.empty() && port.size() <= 5 &&
+                        port.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) {
+        number = std::stoi(port);
+    }
+    if (host.empty() || !digits || number < 1 || number > 65535) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("{} '{}' must be HOST:PORT with a port in 1..65535, e.g. "
+                                "127.0.0.1:8080",
+                                option, text));
+    }
+    return HostPort{host, number};
+}
+
 int run_serve(CLI::App* cmd, ServeFlags& f) {
     daemon::DaemonConfig config;
     if (!f.config_file.empty()) {
@@ -87,6 +123,7 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     if (given("--kill-grace")) config.kill_grace_s = v.kill_grace_s;
     if (given("--tcp")) config.tcp = v.tcp;
     if (given("--token-file")) config.token_file = v.token_file;
+    if (given("--web")) config.web = v.web;
     if (given("--tcp-run-as")) config.tcp_run_as = v.tcp_run_as;
     if (given("--shim")) config.shim_path = v.shim_path;
     if (given("--dcgm-host")) config.dcgm_host = v.dcgm_host;
@@ -114,13 +151,25 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     // The TCP listener's settings are checked before the daemon takes the state directory, so
     // a token file others can read stops the start before anything runs.
     api::ServerOptions options;
-    if (!config.tcp.empty()) {
-        const auto colon = config.tcp.rfind(':');
-        if (colon == std::string::npos) {
-            throw std::runtime_error("--tcp must be HOST:PORT, e.g. 127.0.0.1:8787");
+    if (!config.web.empty()) {
+        const HostPort web = or_throw(parse_host_port("--web", config.web));
+        options.web_host = web.host;
+        options.web_port = web.port;
+        if (!api::is_loopback_host(web.host)) {
+            if (config.token_file.empty()) {
+                throw std::runtime_error(fmt::format(
+                    "--web {} is not loopback: anyone who can reach it would see the page, so "
+                    "it needs --token-file (a file of mode 600 with a token of at least 16 "
+                    "characters); or serve on 127.0.0.1 and reach it through an SSH tunnel",
+                    config.web));
+            }
+            options.token = or_throw(api::read_token_file(config.token_file));
         }
-        options.tcp_host = config.tcp.substr(0, colon);
-        options.tcp_port = std::stoi(config.tcp.substr(colon + 1));
+    }
+    if (!config.tcp.empty()) {
+        const HostPort tcp = or_throw(parse_host_port("--tcp", config.tcp));
+        options.tcp_host = tcp.host;
+        options.tcp_port = tcp.port;
         if (config.token_file.empty()) {
             throw std::runtime_error("--tcp needs --token-file: a file of mode 600 with a token "
                                      "of at least 16 characters");
@@ -219,7 +268,11 @@ Action add_serve_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--tcp", v.tcp, "Also listen on loopback HOST:PORT (needs --token-file)");
     cmd->add_option("--token-file", v.token_file,
-                    "Bearer token for --tcp (owned by the daemon's user, mode 600)");
+                    "Bearer token for --tcp and a non-loopback --web (owned by the daemon's "
+                    "user, mode 600)");
+    cmd->add_option("--web", v.web,
+                    "Also serve the read-only web page on HOST:PORT (e.g. 127.0.0.1:8080; an "
+                    "address that is not loopback needs --token-file)");
     cmd->add_option("--tcp-run-as", v.tcp_run_as,
                     "Unprivileged user that TCP-submitted tasks of a root daemon run as (without "
                     "it, TCP clients of a root daemon may only look)");

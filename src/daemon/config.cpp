@@ -56,7 +56,7 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
     static const std::set<std::string> known = {
         "policy",  "risk",     "window",       "warmup_s",       "memory_margin",
         "no_info_min_free", "estimator", "gpus", "sharing", "state_dir", "socket",
-        "max_attempts", "retry_failures", "time_scale", "kill_grace_s", "tcp", "token_file",
+        "max_attempts", "retry_failures", "time_scale", "kill_grace_s", "tcp", "token_file", "web",
         "tcp_run_as", "shim_path", "dcgm_host", "exclude_gpus", "mps", "mps_control", "retention_days"};
     for (const auto& kv : root) {
         const std::string key = kv.first.as<std::string>();
@@ -107,6 +107,8 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             r = set_str(c.socket);
         } else if (key == "tcp") {
             r = set_str(c.tcp);
+        } else if (key == "web") {
+            r = set_str(c.web);
         } else if (key == "token_file") {
             r = set_str(c.token_file);
         } else if (key == "tcp_run_as") {

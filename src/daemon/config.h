@@ -35,6 +35,9 @@ struct DaemonConfig {
     double kill_grace_s = 10;
     std::string tcp;                 // "127.0.0.1:PORT", empty = off
     std::string token_file;          // owned by the daemon's user, mode 600
+    // The read-only web page as plain HTTP, "HOST:PORT"; empty = only on the socket. Not
+    // loopback: needs token_file.
+    std::string web;
     // The unprivileged user that TCP-submitted tasks of a root daemon run as; empty: TCP
     // clients of a root daemon may look but not act (never act as root).
     std::string tcp_run_as;

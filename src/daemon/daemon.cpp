@@ -587,6 +587,7 @@ void Daemon::notice_sightings(const std::vector<exec::ProcEntry>& table) {
         return;
     }
     for (auto& [id, live] : live_) {
+        live.held_now.clear();
         auto pgid = exec::task_pgid(live.handle.attempt_dir);
         if (!pgid) {
             continue;
@@ -611,6 +612,7 @@ void Daemon::notice_sightings(const std::vector<exec::ProcEntry>& table) {
                 continue;
             }
             live.activity_now[s.index] = activity;  // its share of the GPU's energy
+            live.held_now[s.index] = held;
             if (live.seen_on.insert(s.index).second && !live.settled) {
                 scheduler_.task_seen_on(id, s.index, now());
             }

@@ -77,6 +77,9 @@ public:
                                             const nlohmann::json& body) override;
     api::ApiResult<std::string> acct(const api::Caller& caller,
                                      const api::AcctQuery& query) override;
+    api::ApiResult<nlohmann::json> view(const api::Caller& caller) override;
+    api::ApiResult<nlohmann::json> timeline(const api::Caller& caller,
+                                            const api::TimelineQuery& query) override;
 
 private:
     struct LiveAttempt {
@@ -87,6 +90,7 @@ private:
         std::set<int> seen_on;          // GPUs the task's processes have shown up on
         bool settled = false;           // seen on all its GPUs (or re-attached after a restart)
         std::map<int, MiB> peak_mib;    // per GPU: the most its processes held at once
+        std::map<int, MiB> held_now;    // per GPU: what its processes hold in the last sample
         bool peak_changed = false;      // not yet written to the store
         bool stop_requested = false;
         int unstored_ends = 0;          // ticks its end could not be written to the store
@@ -165,6 +169,10 @@ private:
     api::ApiResult<store::TaskRow> parse_submission(const api::Caller& caller,
                                                     const nlohmann::json& body);
     nlohmann::json task_json(const store::TaskRow& task, bool with_attempts);
+    // The live view's parts (daemon_view.cpp), under mu_.
+    nlohmann::json gpu_health_json(std::size_t gpu) const;
+    // GET /v1/gpus's list, under mu_; the view reshapes it.
+    nlohmann::json gpus_json();
     std::vector<std::pair<std::string, std::string>> task_environment(const store::TaskRow& task,
                                                                       const LiveAttempt& live,
                                                                       const Placement& placement);

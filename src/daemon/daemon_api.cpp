@@ -424,8 +424,32 @@ api::ApiResult<api::LogSlice> Daemon::task_logs(const api::Caller& caller, std::
     return chunk;
 }
 
+nlohmann::json Daemon::gpu_health_json(std::size_t gpu) const {
+    const GpuState& state = gpu_state_[gpu];
+    std::string health = "ok";
+    std::string reason;
+    if (!state.excluded.empty()) {
+        health = "excluded";
+        reason = state.excluded;
+    } else if (state.unhealthy) {
+        health = "unhealthy";
+        reason = state.last_error;
+    } else if (state.missing > 0) {
+        health = "stale";
+        reason = "last read failed: " + state.last_error;
+    } else if (!windows_[gpu].full()) {
+        health = "filling";
+        reason = schedulable_reason(gpu);
+    }
+    return {{"state", health}, {"reason", reason}};
+}
+
 api::ApiResult<nlohmann::json> Daemon::gpus(const api::Caller&) {
     std::lock_guard lock(mu_);
+    return nlohmann::json{{"backend", backend_->name()}, {"gpus", gpus_json()}};
+}
+
+nlohmann::json Daemon::gpus_json() {
     nlohmann::json list = nlohmann::json::array();
     const double t = now();
     for (const device::GpuInfo& g : backend_->gpus()) {
@@ -475,23 +499,7 @@ api::ApiResult<nlohmann::json> Daemon::gpus(const api::Caller&) {
                 gj["processes"] = procs;
             }
         }
-        const GpuState& state = gpu_state_[idx];
-        std::string health = "ok";
-        std::string health_reason;
-        if (!state.excluded.empty()) {
-            health = "excluded";
-            health_reason = state.excluded;
-        } else if (state.unhealthy) {
-            health = "unhealthy";
-            health_reason = state.last_error;
-        } else if (state.missing > 0) {
-            health = "stale";
-            health_reason = "last read failed: " + state.last_error;
-        } else if (!windows_[idx].full()) {
-            health = "filling";
-            health_reason = schedulable_reason(idx);
-        }
-        gj["health"] = {{"state", health}, {"reason", health_reason}};
+        gj["health"] = gpu_health_json(idx);
         gj["available_mib"] = w.available_mib;
         gj["window"] = {{"samples", w.samples},
                         {"capacity", windows_[idx].capacity()},
@@ -514,7 +522,7 @@ api::ApiResult<nlohmann::json> Daemon::gpus(const api::Caller&) {
         gj["tasks"] = tasks;
         list.push_back(gj);
     }
-    return nlohmann::json{{"backend", backend_->name()}, {"gpus", list}};
+    return list;
 }
 
 api::ApiResult<nlohmann::json> Daemon::events(const api::Caller&, std::int64_t after,

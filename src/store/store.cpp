@@ -985,6 +985,38 @@ Result<void> Store::set_attempt_energy(TaskId task, int number, double energy_j)
     return impl_->locked(op, body);
 }
 
+namespace {
+
+// Tasks matching `where` (bound by `bind`) with their attempts, one query each.
+template <typename Bind>
+Result<std::vector<FinishedTask>> tasks_with_attempts(SQLite::Database& db,
+                                                      const std::string& where,
+                                                      const std::string& order, const Bind& bind) {
+    std::vector<FinishedTask> out;
+    std::map<TaskId, std::size_t> index;
+    SQLite::Statement tasks(db, fmt::format("SELECT {} FROM tasks WHERE {} ORDER BY {}",
+                                            kTaskColumns, where, order));
+    bind(tasks);
+    while (tasks.executeStep()) {
+        index[tasks.getColumn(0).getInt64()] = out.size();
+        out.push_back(FinishedTask{read_task(tasks), {}});
+    }
+    SQLite::Statement attempts(
+        db, fmt::format("SELECT {} FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE "
+                        "{}) ORDER BY task_id, number",
+                        kAttemptColumns, where));
+    bind(attempts);
+    while (attempts.executeStep()) {
+        AttemptRow a = read_attempt(attempts);
+        if (auto it = index.find(a.task); it != index.end()) {
+            out[it->second].attempts.push_back(std::move(a));
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
 Result<std::vector<FinishedTask>> Store::finished_tasks(const FinishedQuery& query) {
     std::string states;
     for (TaskState s : all_task_states()) {
@@ -1008,30 +1040,32 @@ Result<std::vector<FinishedTask>> Store::finished_tasks(const FinishedQuery& que
             st.bind(2, query.user);
         }
     };
-    const auto body = [&](SQLite::Database& db) -> Result<std::vector<FinishedTask>> {
-        std::vector<FinishedTask> out;
-        std::map<TaskId, std::size_t> index;
-        SQLite::Statement tasks(
-            db, fmt::format("SELECT {} FROM tasks WHERE {} ORDER BY id", kTaskColumns, where));
-        bind(tasks);
-        while (tasks.executeStep()) {
-            index[tasks.getColumn(0).getInt64()] = out.size();
-            out.push_back(FinishedTask{read_task(tasks), {}});
-        }
-        SQLite::Statement attempts(
-            db, fmt::format("SELECT {} FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE "
-                            "{}) ORDER BY task_id, number",
-                            kAttemptColumns, where));
-        bind(attempts);
-        while (attempts.executeStep()) {
-            AttemptRow a = read_attempt(attempts);
-            if (auto it = index.find(a.task); it != index.end()) {
-                out[it->second].attempts.push_back(std::move(a));
-            }
-        }
-        return out;
+    return impl_->locked("list finished tasks", [&](SQLite::Database& db) {
+        return tasks_with_attempts(db, where, "id", bind);
+    });
+}
+
+Result<std::vector<FinishedTask>> Store::tasks_between(double since, double until) {
+    const std::string where = "submitted_at <= ? AND (finished_at IS NULL OR finished_at >= ?)";
+    const auto bind = [&](SQLite::Statement& st) {
+        st.bind(1, until);
+        st.bind(2, since);
     };
-    return impl_->locked("list finished tasks", body);
+    return impl_->locked("list the tasks of a time span", [&](SQLite::Database& db) {
+        return tasks_with_attempts(db, where, "id", bind);
+    });
+}
+
+Result<std::vector<FinishedTask>> Store::recently_finished(int limit) {
+    // One scan of tasks (finished_at has no index): retention keeps the table to weeks of work.
+    const std::string where = fmt::format(
+        "id IN (SELECT id FROM tasks WHERE finished_at IS NOT NULL ORDER BY finished_at DESC "
+        "LIMIT {})",
+        std::max(limit, 0));
+    return impl_->locked("list recently finished tasks", [&](SQLite::Database& db) {
+        return tasks_with_attempts(db, where, "finished_at DESC, id DESC",
+                                   [](SQLite::Statement&) {});
+    });
 }
 
 Result<std::vector<AttemptRow>> Store::attempts(TaskId task) {

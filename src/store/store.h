@@ -66,6 +66,11 @@ public:
 
     // Finished tasks with their attempts, for accounting (`carma acct`), in id order.
     Result<std::vector<FinishedTask>> finished_tasks(const FinishedQuery& query);
+    // Every task waiting or running at some moment of [since, until] (submitted by `until`, not
+    // finished before `since`) with its attempts, in id order: the timeline's tasks.
+    Result<std::vector<FinishedTask>> tasks_between(double since, double until);
+    // The `limit` tasks that finished last (newest first) with their attempts.
+    Result<std::vector<FinishedTask>> recently_finished(int limit);
 
     Result<void> add_gpu_samples(const std::vector<GpuSampleRow>& samples);
     // Drops GPU samples and events older than `before` (unix seconds), and the tasks in a final

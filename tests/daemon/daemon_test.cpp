@@ -599,7 +599,8 @@ TEST_F(DaemonTest, ApiDocsMatchTheDaemon) {
         {"attempt", {"1", "-1"}},        {"offset", {"0", "-5"}},
         {"after", {"0", "x"}},           {"task", {std::to_string(done), "-2"}},
         {"limit", {"5", "0"}},           {"user", {"root", ""}},
-        {"state", {"succeeded", "bogus"}}, {"since", {"0", "yesterday-ish"}}};
+        {"state", {"succeeded", "bogus"}}, {"since", {"0", "yesterday-ish"}},
+        {"until", {"9999999999", "-1"}},  {"points", {"20", "5"}}};
     const std::regex param(R"(\?([a-z_]+)=)");
     for (const DocEndpoint& e : endpoints) {
         SCOPED_TRACE(e.method + " " + e.path);

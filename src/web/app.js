@@ -1,0 +1,458 @@
+// The daemon's live page: polls GET /v1/view every 2 s and GET /v1/timeline every 30 s and
+// draws them with plain DOM and SVG (no framework, no external file). Every text from the
+// daemon goes in through textContent, never as markup.
+"use strict";
+
+const VIEW_EVERY_MS = 2000;
+const TIMELINE_EVERY_MS = 30000;
+const SVG_NS = "http://www.w3.org/2000/svg";
+// Tableau 10, as the simulator's report: distinguishable for most colour-vision deficiencies.
+// Its grey is left out: grey is memory no task accounts for.
+const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                 "#edc948", "#b07aa1", "#ff9da7", "#9c755f"];
+
+const state = { view: null, timeline: null, hours: 6, viewFailures: 0 };
+
+// ---- small helpers ------------------------------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined) continue;
+    node.setAttribute(k, String(v));
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+function num(v) { return typeof v === "number" && Number.isFinite(v) ? v : null; }
+
+function taskColour(id) {
+  const n = Math.abs(Math.trunc(num(id) || 0));
+  return PALETTE[n % PALETTE.length];
+}
+
+// As the CLI's tables: 13,236 MiB.
+function fmtMib(v) {
+  const n = num(v);
+  return n === null ? "?" : `${Math.round(n).toLocaleString("en-US")} MiB`;
+}
+
+// As the CLI's format_duration: 45s, 3m05s, 1h02m, 2d03h.
+function fmtDuration(seconds) {
+  const v = num(seconds);
+  if (v === null || v > 1e11) return "-";
+  const s = Math.max(0, Math.floor(v));
+  const pad = (x) => String(x).padStart(2, "0");
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${pad(s % 60)}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h${pad(Math.floor((s % 3600) / 60))}m`;
+  return `${Math.floor(s / 86400)}d${pad(Math.floor((s % 86400) / 3600))}h`;
+}
+
+function fmtEnergy(joules) {
+  const j = num(joules);
+  if (j === null) return "-";
+  if (j >= 3.6e6) return `${(j / 3.6e6).toFixed(2)} kWh`;
+  if (j >= 1000) return `${(j / 1000).toFixed(1)} kJ`;
+  return `${j.toFixed(0)} J`;
+}
+
+function fmtPercent(v) {
+  const n = num(v);
+  return n === null ? "?" : `${Math.round(n * 100)}%`;
+}
+
+function fmtClock(unix) {
+  const t = num(unix);
+  if (t === null) return "-";
+  return new Date(t * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+}
+
+function fmtGpus(list) {
+  return Array.isArray(list) ? list.join(",") : String(list ?? "?");
+}
+
+function table(columns, rows, emptyText) {
+  if (!rows.length) return el("div", { class: "empty", text: emptyText });
+  const head = el("tr", {}, ...columns.map((c) => el("th", { class: c.cls, text: c.title })));
+  const body = rows.map((r) => {
+    const tr = el("tr", r.attrs || {});
+    for (const c of columns) {
+      const value = c.cell(r.data);
+      const td = el("td", { class: [c.cls, c.cellClass ? c.cellClass(r.data) : ""].join(" ").trim() || null });
+      td.append(value instanceof Node ? value : document.createTextNode(String(value)));
+      tr.append(td);
+    }
+    return tr;
+  });
+  return el("table", {}, el("thead", {}, head), el("tbody", {}, ...body));
+}
+
+// ---- GPUs ---------------------------------------------------------------------------------
+
+function badge(text, cls, title) {
+  return el("span", { class: `badge ${cls}`, text, title });
+}
+
+// Stacked memory bar: each task's share in its colour, memory no task accounts for in grey.
+function memoryBar(gpu) {
+  const total = num(gpu.total_mib) || 1;
+  const width = 300, height = 18;
+  const bar = svg("svg", { viewBox: `0 0 ${width} ${height + 14}`, role: "img",
+                           "aria-label": `memory ${fmtMib(gpu.used_mib)} of ${fmtMib(gpu.total_mib)}` });
+  bar.append(svg("rect", { x: 0, y: 0, width, height, fill: "none", stroke: "currentColor",
+                           "stroke-opacity": 0.3 }));
+  let x = 0;
+  const segment = (mib, fill, title) => {
+    const w = Math.max(0, Math.min(width - x, (mib / total) * width));
+    if (w <= 0) return;
+    bar.append(svg("rect", { x, y: 0, width: w, height, fill }, svg("title", {}, title)));
+    x += w;
+  };
+  for (const t of gpu.tasks || []) {
+    if (num(t.used_mib)) segment(t.used_mib, taskColour(t.id), `task ${t.id} (${t.user}): ${fmtMib(t.used_mib)}`);
+  }
+  if (num(gpu.other_mib)) segment(gpu.other_mib, "var(--other)", `not a CARMA task: ${fmtMib(gpu.other_mib)}`);
+  bar.append(svg("text", { x: 0, y: height + 12, "font-size": 11, class: "axis" },
+                 `memory ${fmtMib(gpu.used_mib)} / ${fmtMib(gpu.total_mib)}`));
+  return bar;
+}
+
+// SMACT, SMOCC and DRAMA over the monitor window with the risk filter's thresholds dashed.
+function windowChart(gpu, thresholds) {
+  const width = 300, height = 70, left = 26, top = 4;
+  const plotW = width - left, plotH = height - top - 14;
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img",
+                             "aria-label": "SMACT, SMOCC and DRAMA over the monitor window" });
+  for (const v of [0, 0.5, 1]) {
+    const y = top + plotH * (1 - v);
+    chart.append(svg("line", { x1: left, x2: width, y1: y, y2: y, stroke: "var(--grid)" }));
+    chart.append(svg("text", { x: left - 3, y: y + 3, "font-size": 9, "text-anchor": "end", class: "axis" },
+                     v.toFixed(1)));
+  }
+  const metrics = [["smact", "var(--smact)"], ["smocc", "var(--smocc)"], ["drama", "var(--drama)"]];
+  for (const [name, colour] of metrics) {
+    const limit = num((thresholds || {})[name]);
+    if (limit !== null) {
+      const y = top + plotH * (1 - limit);
+      chart.append(svg("line", { x1: left, x2: width, y1: y, y2: y, stroke: colour,
+                                 "stroke-dasharray": "4 3", "stroke-opacity": 0.8 },
+                       svg("title", {}, `${name.toUpperCase()} risk threshold ${limit}`)));
+    }
+    const values = ((gpu.window || {})[name]) || [];
+    const cap = Math.max(values.length - 1, 1);
+    let d = "";
+    let pen = false;  // a sample without the metric breaks the line
+    values.forEach((v, i) => {
+      const n = num(v);
+      if (n === null) { pen = false; return; }
+      const x = left + (plotW * i) / cap;
+      const y = top + plotH * (1 - Math.min(1, Math.max(0, n)));
+      d += `${pen ? "L" : "M"}${x.toFixed(1)},${y.toFixed(1)} `;
+      pen = true;
+    });
+    if (d.trim()) {
+      chart.append(svg("path", { d: d.trim(), fill: "none", stroke: colour, "stroke-width": 1.6 }));
+    }
+  }
+  const labels = metrics.map(([name]) => `${name.toUpperCase()} ${fmtPercent(gpu[name])}`).join("   ");
+  chart.append(svg("text", { x: left, y: height - 2, "font-size": 10, class: "axis" }, labels));
+  return chart;
+}
+
+function gpuCard(gpu, view) {
+  const health = (gpu.health || {}).state || "?";
+  const risk = gpu.risk || {};
+  const sources = gpu.sources || {};
+  const card = el("article", { class: "gpu", "data-gpu": gpu.index });
+  card.append(el("h3", {}, `GPU ${gpu.index}`, el("span", { class: "name", text: gpu.name || "" })));
+  const badges = el("div", { class: "badges" });
+  badges.append(badge(health, health === "ok" ? "ok" : health === "filling" ? "muted" : "bad",
+                      (gpu.health || {}).reason || ""));
+  badges.append(risk.high ? badge("risk HIGH", "bad", risk.reason || "") :
+                            badge("risk ok", "ok", `rule: ${risk.rule || "?"}`));
+  if (gpu.locked) badges.append(badge("warm-up lock", "warn", `a new task started here; locked for up to ${view.warmup_s} s`));
+  badges.append(badge(`metrics: ${sources.smact || "?"}`, "muted", `rule ${risk.rule || "?"}; memory from ${sources.memory || "?"}`));
+  card.append(badges);
+  if (risk.high && risk.reason) card.append(el("p", { class: "reason", text: risk.reason }));
+  else if (health !== "ok" && (gpu.health || {}).reason) card.append(el("p", { class: "reason", text: gpu.health.reason }));
+  card.append(memoryBar(gpu));
+  card.append(windowChart(gpu, view.risk_thresholds));
+  const list = el("ul", { class: "tasks-on" });
+  for (const t of gpu.tasks || []) {
+    const swatch = el("span", { class: "swatch" });
+    swatch.style.background = taskColour(t.id);
+    list.append(el("li", { "data-task": t.id, "data-user": t.user },
+                   swatch, `#${t.id} ${t.user} · ${t.name} · ${fmtMib(t.used_mib)} · since ${fmtClock(t.since)}`));
+  }
+  if (!(gpu.tasks || []).length) list.append(el("li", { class: "empty", text: "idle" }));
+  card.append(list);
+  return card;
+}
+
+// ---- tables ---------------------------------------------------------------------------------
+
+function logLink(task, view) {
+  // Logs are the owner's: only a viewer on the daemon's socket who owns the task gets a link.
+  if (!view.viewer || view.viewer !== task.user) return "";
+  return el("a", { href: `/v1/tasks/${encodeURIComponent(task.id)}/logs`, target: "_blank", text: "log" });
+}
+
+function drawTables(view) {
+  const running = (view.running || []).map((t) => ({ data: t, attrs: { "data-task": t.id, "data-user": t.user } }));
+  document.getElementById("running").replaceChildren(table([
+    { title: "ID", cls: "num", cell: (t) => t.id },
+    { title: "USER", cell: (t) => t.user },
+    { title: "NAME", cell: (t) => t.name },
+    { title: "GPUS", cell: (t) => fmtGpus(t.gpus) },
+    { title: "ATTEMPT", cls: "num hide-narrow", cell: (t) => t.attempt },
+    { title: "TIME", cls: "num", cell: (t) => fmtDuration(t.run_s) },
+    { title: "MEM", cls: "num", cell: (t) => fmtMib(t.memory_mib) },
+    { title: "", cell: (t) => logLink(t, view) },
+  ], running, "nothing running"));
+
+  const queue = (view.queue || []).map((t) => ({ data: t, attrs: { "data-task": t.id, "data-user": t.user } }));
+  document.getElementById("queue").replaceChildren(table([
+    { title: "ID", cls: "num", cell: (t) => t.id },
+    { title: "USER", cell: (t) => t.user },
+    { title: "NAME", cell: (t) => t.name },
+    { title: "STATE", cls: "hide-narrow", cell: (t) => t.state },
+    { title: "GPUS", cls: "num", cell: (t) => t.gpus },
+    { title: "MEM", cls: "num", cell: (t) => fmtMib(t.need_mib) },
+    { title: "WAIT", cls: "num", cell: (t) => fmtDuration(t.wait_s) },
+    { title: "REASON", cls: "reason-cell", cell: (t) => t.reason || "-" },
+  ], queue, "queue empty"));
+
+  const recent = (view.recent || []).map((t) => ({ data: t, attrs: { "data-task": t.id, "data-user": t.user } }));
+  document.getElementById("recent").replaceChildren(table([
+    { title: "ID", cls: "num", cell: (t) => t.id },
+    { title: "USER", cell: (t) => t.user },
+    { title: "NAME", cell: (t) => t.name },
+    { title: "STATE", cell: (t) => t.state, cellClass: (t) => `state-${t.state}` },
+    { title: "ATTEMPTS", cls: "num hide-narrow", cell: (t) => (num(t.ooms) ? `${t.attempts} (${t.ooms} OOM)` : t.attempts) },
+    { title: "WAIT", cls: "num", cell: (t) => fmtDuration(t.wait_s) },
+    { title: "RUN", cls: "num", cell: (t) => fmtDuration(t.run_s) },
+    { title: "ENERGY", cls: "num hide-narrow", cell: (t) => fmtEnergy(t.energy_j) },
+    { title: "ENDED", cls: "num hide-narrow", cell: (t) => fmtClock(t.finished_at) },
+  ], recent, "nothing finished yet"));
+}
+
+function drawView(view) {
+  const running = (view.running || []).length;
+  const queued = (view.queue || []).length;
+  document.getElementById("summary").textContent =
+    `policy ${view.policy} · ${view.backend} GPUs${num(view.time_scale) && view.time_scale !== 1 ? ` (time ×${view.time_scale})` : ""}` +
+    ` · ${running} running · ${queued} waiting` + (view.viewer ? ` · you are ${view.viewer}` : "");
+  document.getElementById("gpus").replaceChildren(...(view.gpus || []).map((g) => gpuCard(g, view)));
+  drawTables(view);
+}
+
+// ---- timeline ---------------------------------------------------------------------------------
+
+// Lanes so that spans overlapping in time (tasks sharing the GPU) sit on separate rows.
+function assignLanes(spans) {
+  const laneEnds = [];
+  for (const s of spans.sort((a, b) => a.start - b.start)) {
+    let lane = laneEnds.findIndex((end) => end <= s.start);
+    if (lane < 0) { lane = laneEnds.length; laneEnds.push(0); }
+    laneEnds[lane] = s.end;
+    s.lane = lane;
+  }
+  return Math.max(laneEnds.length, 1);
+}
+
+function timeTicks(since, until, plotW, left) {
+  const span = until - since;
+  const steps = [300, 600, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+  const step = steps.find((s) => span / s <= 8) || 86400;
+  const out = [];
+  for (let t = Math.ceil(since / step) * step; t <= until; t += step) {
+    out.push({ t, x: left + ((t - since) / span) * plotW });
+  }
+  return out;
+}
+
+// The span drawn: the asked one, cut to where something was recorded (a daemon started an
+// hour ago has nothing to show for the five before), at least ten minutes. One for all GPUs.
+function timelineRange(tl) {
+  const until = num(tl.until);
+  let first = until;
+  for (const g of tl.gpus || []) {
+    if ((g.samples || []).length) first = Math.min(first, num(g.samples[0].t) ?? until);
+  }
+  for (const task of tl.tasks || []) {
+    for (const a of task.attempts || []) first = Math.min(first, num(a.started_at) ?? until);
+  }
+  const since = Math.max(num(tl.since), Math.min(first - 60, until - 600));
+  return { since, until };
+}
+
+function timelineChart(gpu, tl, range) {
+  const since = range.since, until = range.until;
+  const width = 1000, left = 40, right = 8, plotW = width - left - right;
+  const metricH = 60, laneH = 16;
+  const xOf = (t) => left + ((Math.min(Math.max(t, since), until) - since) / (until - since)) * plotW;
+  const spans = [];
+  const ooms = [];
+  for (const task of tl.tasks || []) {
+    for (const a of task.attempts || []) {
+      if (!(a.gpus || []).includes(gpu.index) || num(a.started_at) === null) continue;
+      const end = num(a.ended_at) ?? until;
+      if (end < since || a.started_at > until) continue;
+      spans.push({ task, attempt: a, start: a.started_at, end });
+      if (a.outcome === "out-of-memory" && num(a.ended_at) !== null) ooms.push({ task, t: a.ended_at });
+    }
+  }
+  const lanes = assignLanes(spans);
+  const lanesTop = metricH + 8;
+  const height = lanesTop + lanes * laneH + 16;
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "data-timeline-gpu": gpu.index,
+                             "aria-label": `GPU ${gpu.index}: memory, SMACT and tasks over time` });
+  for (const v of [0, 0.5, 1]) {
+    const y = metricH * (1 - v);
+    chart.append(svg("line", { x1: left, x2: width - right, y1: y + 1, y2: y + 1, stroke: "var(--grid)" }));
+    chart.append(svg("text", { x: left - 4, y: y + 4, "font-size": 10, "text-anchor": "end", class: "axis" }, `${v * 100}%`));
+  }
+  const total = num(gpu.total_mib) || 1;
+  const samples = gpu.samples || [];
+  if (samples.length) {
+    // Memory used (share of the GPU's total) as an area, SMACT as a line, both step-wise.
+    let area = `M${xOf(samples[0].t).toFixed(1)},${metricH + 1}`;
+    let line = "";
+    // A sample holds until the next one, but not across a gap (the daemon was down).
+    const hold = Math.max(num(tl.step_s) || 0, 10) * 2;
+    samples.forEach((s, i) => {
+      const next = i + 1 < samples.length ? samples[i + 1].t : until;
+      const gap = next - s.t > hold;
+      const x0 = xOf(s.t);
+      const x1 = xOf(gap ? s.t + hold / 2 : next);
+      const ym = 1 + metricH * (1 - Math.min(1, (num(s.used_mib) || 0) / total));
+      area += ` L${x0.toFixed(1)},${ym.toFixed(1)} L${x1.toFixed(1)},${ym.toFixed(1)}`;
+      if (gap) area += ` L${x1.toFixed(1)},${metricH + 1} L${xOf(next).toFixed(1)},${metricH + 1}`;
+      const sm = num(s.smact);
+      if (sm !== null) {
+        const ys = 1 + metricH * (1 - Math.min(1, sm));
+        line += `${line ? " L" : "M"}${x0.toFixed(1)},${ys.toFixed(1)} L${x1.toFixed(1)},${ys.toFixed(1)}`;
+      }
+    });
+    area += ` L${xOf(until).toFixed(1)},${metricH + 1} Z`;
+    chart.append(svg("path", { d: area, fill: "var(--mem)", stroke: "none" }, svg("title", {}, "memory used")));
+    if (line) chart.append(svg("path", { d: line, fill: "none", stroke: "var(--smact)", "stroke-width": 1.2 }, svg("title", {}, "SMACT")));
+  } else {
+    chart.append(svg("text", { x: left + 6, y: metricH / 2, "font-size": 12, class: "axis" }, "no samples stored in this span"));
+  }
+  for (const s of spans) {
+    const x = xOf(s.start), w = Math.max(2, xOf(s.end) - x);
+    const y = lanesTop + s.lane * laneH;
+    const oom = s.attempt.outcome === "out-of-memory";
+    const g = svg("g", { "data-task": s.task.id, "data-outcome": s.attempt.outcome });
+    g.append(svg("rect", { x, y, width: w, height: laneH - 3, rx: 2, fill: taskColour(s.task.id),
+                           "fill-opacity": oom ? 0.45 : 0.85, stroke: oom ? "var(--bad)" : "none" },
+                 svg("title", {}, `task ${s.task.id} ${s.task.name} (${s.task.user}), attempt ${s.attempt.number}: ` +
+                                  `${s.attempt.outcome}, ${fmtClock(s.start)}–${s.attempt.ended_at ? fmtClock(s.end) : "now"}`)));
+    const label = `#${s.task.id} ${s.task.name}`;
+    if (w > label.length * 6.2 + 6) {
+      g.append(svg("text", { x: x + 3, y: y + laneH - 6, "font-size": 10, fill: "#fff" }, label));
+    }
+    chart.append(g);
+  }
+  for (const o of ooms) {
+    const x = xOf(o.t);
+    chart.append(svg("g", { class: "oom", "data-task": o.task.id },
+                     svg("line", { x1: x, x2: x, y1: 0, y2: lanesTop + lanes * laneH, stroke: "var(--bad)", "stroke-width": 1.5 }),
+                     svg("text", { x: x + 2, y: 10, "font-size": 10, fill: "var(--bad)" }, "OOM"),
+                     svg("title", {}, `task ${o.task.id} ran out of memory at ${fmtClock(o.t)}`)));
+  }
+  for (const tick of timeTicks(since, until, plotW, left)) {
+    chart.append(svg("text", { x: tick.x, y: height - 3, "font-size": 10, "text-anchor": "middle", class: "axis" },
+                     fmtClock(tick.t)));
+  }
+  return chart;
+}
+
+function drawTimeline(tl) {
+  const legend = document.getElementById("timeline-legend");
+  legend.replaceChildren(
+    el("span", {}, el("span", { class: "swatch sw-mem" }), "memory used"),
+    el("span", {}, el("span", { class: "swatch sw-smact" }), "SMACT"),
+    el("span", {}, el("span", { class: "swatch sw-oom" }), "out-of-memory crash"),
+    el("span", {}, "bars: task attempts, one colour per task; faded with a red edge: ended out of memory"));
+  const box = document.getElementById("timeline");
+  const range = timelineRange(tl);
+  box.replaceChildren(...(tl.gpus || []).map((g) =>
+    el("div", { class: "timeline-gpu" }, el("h3", { text: `GPU ${g.index} · ${g.name || ""}` }), timelineChart(g, tl, range))));
+}
+
+// ---- polling ----------------------------------------------------------------------------------
+
+function setConnection(ok, text) {
+  const c = document.getElementById("connection");
+  c.textContent = text;
+  c.classList.toggle("lost", !ok);
+}
+
+async function getJson(url) {
+  const res = await fetch(url, { cache: "no-store", credentials: "same-origin" });
+  if (!res.ok) {
+    let message = `HTTP ${res.status}`;
+    try { message = (await res.json()).error || message; } catch (e) { /* not JSON */ }
+    throw new Error(message);
+  }
+  return res.json();
+}
+
+async function pollView() {
+  try {
+    const view = await getJson("/v1/view");
+    state.view = view;
+    state.viewFailures = 0;
+    drawView(view);
+    setConnection(true, `updated ${new Date().toLocaleTimeString()}`);
+  } catch (e) {
+    state.viewFailures += 1;
+    setConnection(false, `daemon not answering (${e.message}); retrying`);
+  }
+  setTimeout(pollView, VIEW_EVERY_MS);
+}
+
+async function pollTimeline() {
+  try {
+    // The daemon's clock, not this browser's: they differ when the page is seen from elsewhere.
+    const until = num((state.view || {}).now) ?? Date.now() / 1000;
+    const since = until - state.hours * 3600;
+    const tl = await getJson(`/v1/timeline?since=${since.toFixed(0)}&until=${Math.ceil(until)}&points=500`);
+    state.timeline = tl;
+    drawTimeline(tl);
+  } catch (e) {
+    document.getElementById("timeline").replaceChildren(
+      el("div", { class: "empty", text: `timeline unavailable: ${e.message}` }));
+  }
+}
+
+document.getElementById("hours").addEventListener("change", (ev) => {
+  state.hours = Number(ev.target.value) || 6;
+  pollTimeline();
+});
+
+pollView();
+pollTimeline();
+setInterval(pollTimeline, TIMELINE_EVERY_MS);
