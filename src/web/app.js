@@ -139,7 +139,7 @@ function memoryBar(gpu) {
 
 // SMACT, SMOCC and DRAMA over the monitor window with the risk filter's thresholds dashed.
 function windowChart(gpu, thresholds) {
-  const width = 300, height = 70, left = 26, top = 4;
+  const width = 300, height = 74, left = 26, top = 6;
   const plotW = width - left, plotH = height - top - 14;
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img",
                              "aria-label": "SMACT, SMOCC and DRAMA over the monitor window" });
@@ -174,8 +174,13 @@ function windowChart(gpu, thresholds) {
       chart.append(svg("path", { d: d.trim(), fill: "none", stroke: colour, "stroke-width": 1.6 }));
     }
   }
-  const labels = metrics.map(([name]) => `${name.toUpperCase()} ${fmtPercent(gpu[name])}`).join("   ");
-  chart.append(svg("text", { x: left, y: height - 2, "font-size": 10, class: "axis" }, labels));
+  // A coloured key per metric with its current value (the section's legend explains dashes).
+  metrics.forEach(([name, colour], i) => {
+    const x = left + i * 82;
+    chart.append(svg("rect", { x, y: height - 10, width: 8, height: 8, fill: colour }));
+    chart.append(svg("text", { x: x + 11, y: height - 2, "font-size": 10 },
+                     `${name.toUpperCase()} ${fmtPercent(gpu[name])}`));
+  });
   return chart;
 }
 
@@ -302,14 +307,14 @@ function timelineRange(tl) {
   for (const task of tl.tasks || []) {
     for (const a of task.attempts || []) first = Math.min(first, num(a.started_at) ?? until);
   }
-  const since = Math.max(num(tl.since), Math.min(first - 60, until - 600));
+  const since = Math.max(num(tl.since), Math.min(first - 30, until - 300));
   return { since, until };
 }
 
 function timelineChart(gpu, tl, range) {
   const since = range.since, until = range.until;
   const width = 1000, left = 40, right = 8, plotW = width - left - right;
-  const metricH = 60, laneH = 16;
+  const metricH = 60, laneH = 16, pad = 8;
   const xOf = (t) => left + ((Math.min(Math.max(t, since), until) - since) / (until - since)) * plotW;
   const spans = [];
   const ooms = [];
@@ -323,20 +328,21 @@ function timelineChart(gpu, tl, range) {
     }
   }
   const lanes = assignLanes(spans);
-  const lanesTop = metricH + 8;
+  const lanesTop = pad + metricH + 8;
   const height = lanesTop + lanes * laneH + 16;
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "data-timeline-gpu": gpu.index,
                              "aria-label": `GPU ${gpu.index}: memory, SMACT and tasks over time` });
   for (const v of [0, 0.5, 1]) {
-    const y = metricH * (1 - v);
-    chart.append(svg("line", { x1: left, x2: width - right, y1: y + 1, y2: y + 1, stroke: "var(--grid)" }));
+    const y = pad + metricH * (1 - v);
+    chart.append(svg("line", { x1: left, x2: width - right, y1: y, y2: y, stroke: "var(--grid)" }));
     chart.append(svg("text", { x: left - 4, y: y + 4, "font-size": 10, "text-anchor": "end", class: "axis" }, `${v * 100}%`));
   }
   const total = num(gpu.total_mib) || 1;
   const samples = gpu.samples || [];
   if (samples.length) {
     // Memory used (share of the GPU's total) as an area, SMACT as a line, both step-wise.
-    let area = `M${xOf(samples[0].t).toFixed(1)},${metricH + 1}`;
+    const base = pad + metricH;
+    let area = `M${xOf(samples[0].t).toFixed(1)},${base}`;
     let line = "";
     // A sample holds until the next one, but not across a gap (the daemon was down).
     const hold = Math.max(num(tl.step_s) || 0, 10) * 2;
@@ -345,16 +351,16 @@ function timelineChart(gpu, tl, range) {
       const gap = next - s.t > hold;
       const x0 = xOf(s.t);
       const x1 = xOf(gap ? s.t + hold / 2 : next);
-      const ym = 1 + metricH * (1 - Math.min(1, (num(s.used_mib) || 0) / total));
+      const ym = pad + metricH * (1 - Math.min(1, (num(s.used_mib) || 0) / total));
       area += ` L${x0.toFixed(1)},${ym.toFixed(1)} L${x1.toFixed(1)},${ym.toFixed(1)}`;
-      if (gap) area += ` L${x1.toFixed(1)},${metricH + 1} L${xOf(next).toFixed(1)},${metricH + 1}`;
+      if (gap) area += ` L${x1.toFixed(1)},${base} L${xOf(next).toFixed(1)},${base}`;
       const sm = num(s.smact);
       if (sm !== null) {
-        const ys = 1 + metricH * (1 - Math.min(1, sm));
+        const ys = pad + metricH * (1 - Math.min(1, sm));
         line += `${line ? " L" : "M"}${x0.toFixed(1)},${ys.toFixed(1)} L${x1.toFixed(1)},${ys.toFixed(1)}`;
       }
     });
-    area += ` L${xOf(until).toFixed(1)},${metricH + 1} Z`;
+    area += ` L${xOf(until).toFixed(1)},${base} Z`;
     chart.append(svg("path", { d: area, fill: "var(--mem)", stroke: "none" }, svg("title", {}, "memory used")));
     if (line) chart.append(svg("path", { d: line, fill: "none", stroke: "var(--smact)", "stroke-width": 1.2 }, svg("title", {}, "SMACT")));
   } else {
@@ -371,7 +377,7 @@ function timelineChart(gpu, tl, range) {
                                   `${s.attempt.outcome}, ${fmtClock(s.start)}–${s.attempt.ended_at ? fmtClock(s.end) : "now"}`)));
     const label = `#${s.task.id} ${s.task.name}`;
     if (w > label.length * 6.2 + 6) {
-      g.append(svg("text", { x: x + 3, y: y + laneH - 6, "font-size": 10, fill: "#fff" }, label));
+      g.append(svg("text", { x: x + 3, y: y + laneH - 6, "font-size": 10, class: "span-label" }, label));
     }
     chart.append(g);
   }
@@ -379,7 +385,7 @@ function timelineChart(gpu, tl, range) {
     const x = xOf(o.t);
     chart.append(svg("g", { class: "oom", "data-task": o.task.id },
                      svg("line", { x1: x, x2: x, y1: 0, y2: lanesTop + lanes * laneH, stroke: "var(--bad)", "stroke-width": 1.5 }),
-                     svg("text", { x: x + 2, y: 10, "font-size": 10, fill: "var(--bad)" }, "OOM"),
+                     svg("text", { x: x + 3, y: lanesTop - 2, "font-size": 10, fill: "var(--bad)" }, "OOM"),
                      svg("title", {}, `task ${o.task.id} ran out of memory at ${fmtClock(o.t)}`)));
   }
   for (const tick of timeTicks(since, until, plotW, left)) {
