@@ -287,8 +287,9 @@ function assignLanes(spans) {
 
 function timeTicks(since, until, plotW, left) {
   const span = until - since;
-  const steps = [300, 600, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
-  const step = steps.find((s) => span / s <= 8) || 86400;
+  const steps = [60, 120, 300, 600, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+  const most = Math.max(2, Math.floor(plotW / 110));  // labels about 60 px wide, never touching
+  const step = steps.find((s) => span / s <= most) || 86400;
   const out = [];
   for (let t = Math.ceil(since / step) * step; t <= until; t += step) {
     out.push({ t, x: left + ((t - since) / span) * plotW });
@@ -311,9 +312,9 @@ function timelineRange(tl) {
   return { since, until };
 }
 
-function timelineChart(gpu, tl, range) {
+function timelineChart(gpu, tl, range, width) {
   const since = range.since, until = range.until;
-  const width = 1000, left = 40, right = 8, plotW = width - left - right;
+  const left = 40, right = 8, plotW = width - left - right;
   const metricH = 60, laneH = 16, pad = 8;
   const xOf = (t) => left + ((Math.min(Math.max(t, since), until) - since) / (until - since)) * plotW;
   const spans = [];
@@ -404,8 +405,10 @@ function drawTimeline(tl) {
     el("span", {}, "bars: task attempts, one colour per task; faded with a red edge: ended out of memory"));
   const box = document.getElementById("timeline");
   const range = timelineRange(tl);
+  // Drawn at the box's own width, so its text stays readable on a phone.
+  const width = Math.max(320, Math.min(1000, (box.clientWidth || 1000) - 16));
   box.replaceChildren(...(tl.gpus || []).map((g) =>
-    el("div", { class: "timeline-gpu" }, el("h3", { text: `GPU ${g.index} · ${g.name || ""}` }), timelineChart(g, tl, range))));
+    el("div", { class: "timeline-gpu" }, el("h3", { text: `GPU ${g.index} · ${g.name || ""}` }), timelineChart(g, tl, range, width))));
 }
 
 // ---- polling ----------------------------------------------------------------------------------
@@ -458,6 +461,9 @@ document.getElementById("hours").addEventListener("change", (ev) => {
   state.hours = Number(ev.target.value) || 6;
   pollTimeline();
 });
+
+// Timelines are drawn at the box's width: a rotated phone or resized window redraws them.
+window.addEventListener("resize", () => { if (state.timeline) drawTimeline(state.timeline); });
 
 pollView();
 pollTimeline();
