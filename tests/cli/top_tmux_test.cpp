@@ -263,7 +263,7 @@ bool has_all(const std::string& s, std::initializer_list<const char*> parts) {
 // screen with the cursor hidden, a finished task leaves it and a new one appears, a resize
 // redraws, and q ends it with the terminal as it was.
 TEST(TopTmuxTest, DrawsUpdatesResizesAndQuitsOnQ) {
-    require_tmux();
+    ASSERT_NO_FATAL_FAILURE(require_tmux());
     ViewDaemon daemon;
     TopInTmux top(daemon.socket());
     ASSERT_EQ(top.started().status, 0) << top.started().output;
@@ -298,7 +298,7 @@ TEST(TopTmuxTest, DrawsUpdatesResizesAndQuitsOnQ) {
 
 // This test verifies that ctrl-C ends it with the terminal given back (exit status 130).
 TEST(TopTmuxTest, CtrlCGivesTheTerminalBack) {
-    require_tmux();
+    ASSERT_NO_FATAL_FAILURE(require_tmux());
     ViewDaemon daemon;
     TopInTmux top(daemon.socket());
     ASSERT_EQ(top.started().status, 0) << top.started().output;
@@ -312,7 +312,7 @@ TEST(TopTmuxTest, CtrlCGivesTheTerminalBack) {
 
 // This test verifies that SIGTERM ends it with the terminal given back (exit status 143).
 TEST(TopTmuxTest, SigtermGivesTheTerminalBack) {
-    require_tmux();
+    ASSERT_NO_FATAL_FAILURE(require_tmux());
     ViewDaemon daemon;
     TopInTmux top(daemon.socket());
     ASSERT_EQ(top.started().status, 0) << top.started().output;
@@ -329,7 +329,7 @@ TEST(TopTmuxTest, SigtermGivesTheTerminalBack) {
 // This test verifies a daemon that goes away: the error is shown on the screen and carma top
 // keeps going; q then ends it, repeating the error on the main screen (exit status 1).
 TEST(TopTmuxTest, DaemonGoneIsShownUntilQ) {
-    require_tmux();
+    ASSERT_NO_FATAL_FAILURE(require_tmux());
     auto daemon = std::make_unique<ViewDaemon>();
     const std::string socket = daemon->socket();
     TopInTmux top(socket);
