@@ -11,7 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -143,14 +142,14 @@ private:
     std::string body_;
 };
 
-// A private tmux server (its own -L socket, no configuration) with one 120x40 session running
+// A private tmux server (its own socket in a temporary folder, no configuration) with one 120x40 session running
 // `carma top` from a script that records the terminal's settings before and after, and the exit
 // status, then keeps the pane open.
 class TopInTmux {
 public:
     TopInTmux(const std::string& socket, const std::string& extra_args = "")
         : dir_(make_temp_dir()),
-          server_(fmt::format("carma-top-test-{}-{}", ::getpid(), counter_++)) {
+          server_((dir_ / "tmux.sock").string()) {
         const fs::path script = dir_ / "run.sh";
         std::ofstream(script) << fmt::format(
             "trap : INT\n"  // ctrl-C is for carma, not for this script
@@ -173,7 +172,7 @@ public:
     const Ran& started() const { return started_; }
 
     Ran tmux(const std::string& args) const {
-        return run(fmt::format("env -u TMUX tmux -L {} -f /dev/null {}", server_, args));
+        return run(fmt::format("env -u TMUX tmux -S {} -f /dev/null {}", quote(server_), args));
     }
 
     std::string screen() const { return tmux("capture-pane -p -t top").output; }
@@ -237,9 +236,8 @@ public:
     }
 
 private:
-    static inline std::atomic<int> counter_{0};
     fs::path dir_;
-    std::string server_;
+    std::string server_;  // the private server's socket, removed with the folder
     Ran started_;
 };
 
