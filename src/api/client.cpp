@@ -356,6 +356,10 @@ Result<nlohmann::json> ApiClient::acct(const AcctRequest& request) {
     return exchange_json("GET", target);
 }
 
+Result<nlohmann::json> ApiClient::view() {
+    return exchange_json("GET", "/v1/view");
+}
+
 Result<nlohmann::json> ApiClient::status() {
     return exchange_json("GET", "/v1/status");
 }

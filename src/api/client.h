@@ -70,6 +70,7 @@ public:
     Result<nlohmann::json> events(const EventQuery& query);       // GET /v1/events
     Result<nlohmann::json> status();                              // GET /v1/status
     Result<nlohmann::json> acct(const AcctRequest& request);      // GET /v1/acct
+    Result<nlohmann::json> view();                                // GET /v1/view (carma top)
     Result<std::string> metrics();                                // GET /metrics (Prometheus text)
     Result<std::string> healthz();                                // GET /healthz
 

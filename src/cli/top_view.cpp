@@ -1,0 +1,828 @@
+#include "cli/top_view.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <ctime>
+#include <optional>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "cli/cells.h"
+#include "cli/json_read.h"
+#include "core/units.h"
+
+namespace carma::cli {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr double kLongestTime = 1e11;  // seconds; beyond it a time from the daemon is garbage
+constexpr std::size_t kMinBar = 4;     // narrower than this a bar says nothing: numbers only
+constexpr std::size_t kErrorLines = 3;
+constexpr std::size_t kReasonCols = 48;  // a health or risk reason in a GPU's title line
+
+// ---- text measured in terminal columns ---------------------------------------------------
+// cells.h counts code points, which is right for the CLI's tables on a pipe; a full-screen view
+// must not wrap, so here a wide character counts two and nothing the daemon sends may reach the
+// terminal as a control character.
+
+constexpr char32_t kInvalid = 0xFFFFFFFF;
+
+struct CodePoint {
+    char32_t value;
+    std::size_t bytes;
+};
+
+// The code point at s[i]; an invalid, overlong or cut sequence is one byte of kInvalid.
+CodePoint decode(std::string_view s, std::size_t i) {
+    const auto b0 = static_cast<unsigned char>(s[i]);
+    if (b0 < 0x80) {
+        return {b0, 1};
+    }
+    std::size_t n = 0;
+    char32_t v = 0;
+    if ((b0 & 0xE0) == 0xC0) {
+        n = 2;
+        v = b0 & 0x1F;
+    } else if ((b0 & 0xF0) == 0xE0) {
+        n = 3;
+        v = b0 & 0x0F;
+    } else if ((b0 & 0xF8) == 0xF0) {
+        n = 4;
+        v = b0 & 0x07;
+    } else {
+        return {kInvalid, 1};
+    }
+    if (i + n > s.size()) {
+        return {kInvalid, 1};
+    }
+    for (std::size_t k = 1; k < n; ++k) {
+        const auto b = static_cast<unsigned char>(s[i + k]);
+        if ((b & 0xC0) != 0x80) {
+            return {kInvalid, 1};
+        }
+        v = (v << 6) | (b & 0x3F);
+    }
+    static constexpr std::array<char32_t, 5> kSmallest = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < kSmallest[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
+        return {kInvalid, 1};
+    }
+    return {v, n};
+}
+
+// What must not reach the terminal as is: C0 and C1 controls (escape sequences start there),
+// and the invisible characters that reorder or break a line (bidi overrides, line separators).
+bool is_unsafe(char32_t c) {
+    return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == kInvalid || (c >= 0x200B && c <= 0x200F) ||
+           (c >= 0x2028 && c <= 0x202E) || (c >= 0x2060 && c <= 0x206F) || c == 0xFEFF;
+}
+
+// East Asian wide and fullwidth ranges and the emoji blocks terminals draw two columns wide
+// (Markus Kuhn's wcwidth). Counting an odd character too wide only leaves a blank.
+bool is_wide(char32_t c) {
+    static constexpr std::pair<char32_t, char32_t> kWide[] = {
+        {0x1100, 0x115F},   {0x2E80, 0x303E},   {0x3041, 0x33FF},   {0x3400, 0x4DBF},
+        {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},   {0xAC00, 0xD7A3},   {0xF900, 0xFAFF},
+        {0xFE30, 0xFE4F},   {0xFF00, 0xFF60},   {0xFFE0, 0xFFE6},   {0x1F300, 0x1F64F},
+        {0x1F900, 0x1F9FF}, {0x20000, 0x2FFFD}, {0x30000, 0x3FFFD},
+    };
+    for (const auto& [lo, hi] : kWide) {
+        if (c >= lo && c <= hi) {
+            return true;
+        }
+    }
+    return false;
+}
+
+std::size_t columns_of(char32_t c) {
+    return !is_unsafe(c) && is_wide(c) ? 2 : 1;  // an unsafe one is shown as '?'
+}
+
+std::size_t columns(std::string_view s) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < s.size();) {
+        const CodePoint cp = decode(s, i);
+        n += columns_of(cp.value);
+        i += cp.bytes;
+    }
+    return n;
+}
+
+std::string clean(std::string_view s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size();) {
+        const CodePoint cp = decode(s, i);
+        if (is_unsafe(cp.value)) {
+            out += '?';
+        } else {
+            out.append(s.substr(i, cp.bytes));
+        }
+        i += cp.bytes;
+    }
+    return out;
+}
+
+// At most `cols` columns of `s`, ending in "..." when cut (as cells.h's truncate; no mark under
+// 4 columns).
+std::string cut(std::string_view s, std::size_t cols) {
+    if (columns(s) <= cols) {
+        return std::string(s);
+    }
+    const std::size_t room = cols >= 4 ? cols - 3 : cols;
+    std::string out;
+    std::size_t used = 0;
+    for (std::size_t i = 0; i < s.size();) {
+        const CodePoint cp = decode(s, i);
+        const std::size_t w = columns_of(cp.value);
+        if (used + w > room) {
+            break;
+        }
+        out.append(s.substr(i, cp.bytes));
+        used += w;
+        i += cp.bytes;
+    }
+    return cols >= 4 ? out + "..." : out;
+}
+
+std::string pad(std::string_view s, std::size_t cols, bool right) {
+    const std::string fill(cols - std::min(cols, columns(s)), ' ');
+    return right ? fill + std::string(s) : std::string(s) + fill;
+}
+
+// ---- styled lines --------------------------------------------------------------------------
+
+// SGR parameters; empty: the terminal's default.
+constexpr const char* kPlain = "";
+constexpr const char* kBold = "1";
+constexpr const char* kTitle = "1;7";
+constexpr const char* kDim = "2";
+constexpr const char* kGood = "32";
+constexpr const char* kWarn = "33";
+constexpr const char* kBad = "1;31";
+
+// One fill character and colour per task on a memory bar, so tasks stay apart without colour.
+constexpr std::array<char, 8> kTaskFills = {'#', '=', '%', '@', '&', '+', '*', '$'};
+constexpr std::array<const char*, 8> kTaskColours = {"34", "35", "36", "33",
+                                                     "32", "94", "95", "96"};
+constexpr char kOtherFill = '~';  // memory held outside CARMA's tasks
+constexpr char kFreeFill = '.';
+
+class Line {
+public:
+    Line& add(std::string_view text, const char* style = kPlain) {
+        spans_.push_back({clean(text), style});
+        return *this;
+    }
+
+    // Cut to `width` columns; with `colour`, each styled span between its SGR and a reset.
+    std::size_t columns() const {
+        std::size_t n = 0;
+        for (const Span& s : spans_) {
+            n += cli::columns(s.text);
+        }
+        return n;
+    }
+
+    std::string render(std::size_t width, bool colour) const {
+        std::string out;
+        std::size_t used = 0;
+        for (const Span& span : spans_) {
+            std::string piece;
+            for (std::size_t i = 0; i < span.text.size();) {
+                const CodePoint cp = decode(span.text, i);
+                const std::size_t w = columns_of(cp.value);
+                if (used + w > width) {
+                    break;
+                }
+                piece.append(span.text, i, cp.bytes);
+                used += w;
+                i += cp.bytes;
+            }
+            if (piece.empty()) {
+                continue;
+            }
+            if (colour && *span.style != '\0') {
+                out += fmt::format("\033[{}m{}\033[0m", span.style, piece);
+            } else {
+                out += piece;
+            }
+        }
+        if (!colour) {
+            while (!out.empty() && out.back() == ' ') {
+                out.pop_back();
+            }
+        }
+        return out;
+    }
+
+private:
+    struct Span {
+        std::string text;
+        const char* style;
+    };
+    std::vector<Span> spans_;
+};
+
+// A part of the screen that can be cut: its fixed lines (title, column headers) come first, then
+// as many whole items (a GPU's block, a task's row) as fit, then "… N more".
+struct Section {
+    std::vector<Line> fixed;
+    std::vector<std::vector<Line>> items;
+    const char* one = "";   // the noun for one item
+    const char* many = "";  // for several
+
+    std::size_t demand() const {
+        std::size_t n = fixed.size();
+        for (const auto& item : items) {
+            n += item.size();
+        }
+        return n;
+    }
+
+    std::vector<Line> fit(std::size_t n) const {
+        std::vector<Line> out;
+        if (n == 0) {
+            return out;
+        }
+        const bool all = demand() <= n;
+        for (const Line& f : fixed) {
+            if (all || out.size() + 1 < n) {
+                out.push_back(f);
+            }
+        }
+        std::size_t shown = 0;
+        if (out.size() == fixed.size()) {
+            for (const auto& item : items) {
+                if (!all && out.size() + item.size() + 1 > n) {
+                    break;
+                }
+                out.insert(out.end(), item.begin(), item.end());
+                ++shown;
+            }
+        }
+        if (shown < items.size()) {
+            const std::size_t more = items.size() - shown;
+            out.push_back(Line().add(fmt::format("\u2026 {} more {}", more, more == 1 ? one : many),
+                                     kDim));
+        }
+        return out;
+    }
+};
+
+// ---- cells -----------------------------------------------------------------------------
+
+std::string clock_text(std::optional<double> epoch) {
+    if (!epoch || !std::isfinite(*epoch) || std::abs(*epoch) > kLongestTime) {
+        return "--:--:--";
+    }
+    const auto t = static_cast<std::time_t>(*epoch);
+    std::tm local{};
+    if (::localtime_r(&t, &local) == nullptr) {
+        return "--:--:--";
+    }
+    char buf[16];
+    std::strftime(buf, sizeof buf, "%H:%M:%S", &local);
+    return buf;
+}
+
+std::string mib_or(std::optional<std::int64_t> mib, const char* fallback) {
+    return mib ? format_mib(*mib) : fallback;
+}
+
+// A duration the daemon computed (`seconds_key`), else since `since_key` by the view's clock.
+std::string duration_or_dash(const json& row, const char* seconds_key, const char* since_key,
+                             std::optional<double> now) {
+    if (const std::optional<double> s = number_of(row, seconds_key)) {
+        return format_duration(*s);
+    }
+    const std::optional<double> since = number_of(row, since_key);
+    return since && now ? format_duration(*now - *since) : "-";
+}
+
+std::string gpu_list(const json& row) {
+    const json* gpus = member(row, "gpus");
+    if (gpus == nullptr) {
+        return "-";
+    }
+    if (!gpus->is_array()) {
+        return gpus->dump();
+    }
+    std::string out;
+    for (const json& g : *gpus) {
+        if (!out.empty()) {
+            out += ',';
+        }
+        out += g.is_string() ? g.get<std::string>() : g.dump();
+    }
+    return out.empty() ? "-" : out;
+}
+
+// Words over lines of `width` columns, at most `max_lines`; what does not fit ends in "...".
+std::vector<std::string> wrap(std::string_view text, std::size_t width, std::size_t max_lines) {
+    std::vector<std::string> lines;
+    std::string line;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        std::size_t end = text.find(' ', start);
+        if (end == std::string_view::npos) {
+            end = text.size();
+        }
+        const std::string_view word = text.substr(start, end - start);
+        if (!line.empty() && columns(line) + 1 + columns(word) > width) {
+            lines.push_back(line);
+            line.clear();
+        }
+        if (!line.empty()) {
+            line += ' ';
+        }
+        line += word;
+        start = end + 1;
+    }
+    lines.push_back(line);
+    if (lines.size() > max_lines) {
+        std::string rest;
+        for (std::size_t i = max_lines - 1; i < lines.size(); ++i) {
+            if (!rest.empty()) {
+                rest += ' ';
+            }
+            rest += lines[i];
+        }
+        lines.resize(max_lines - 1);
+        lines.push_back(rest);
+    }
+    for (std::string& l : lines) {
+        l = cut(l, width);
+    }
+    return lines;
+}
+
+// ---- header ----------------------------------------------------------------------------
+
+std::vector<Line> header_lines(const json& view, const TopScreen& s) {
+    std::vector<Line> out;
+    Line head;
+    head.add("carma top", kTitle);
+    if (view.is_object()) {
+        head.add("  policy ").add(text_of(view, "policy", "?"), kBold);
+        head.add("  backend ").add(text_of(view, "backend", "?"), kBold);
+        if (const std::optional<double> scale = number_of(view, "time_scale");
+            scale && *scale != 1 && std::isfinite(*scale)) {
+            head.add(fmt::format(" x{:g}", *scale));
+        }
+        head.add("  " + clock_text(number_of(view, "now")));
+        const json& queue = array_of(view, "queue");
+        const auto held = static_cast<std::size_t>(std::count_if(
+            queue.begin(), queue.end(), [](const json& t) { return text_of(t, "state") == "held"; }));
+        head.add(fmt::format("  {} running, {} queued", array_of(view, "running").size(),
+                             queue.size() - held));
+        if (held > 0) {
+            head.add(fmt::format(", {} held", held));
+        }
+    }
+    // The status only when it fits whole: cut, it says nothing.
+    if (!s.status.empty() && head.columns() + 2 + columns(s.status) <= s.width) {
+        head.add("  " + s.status, kDim);
+    }
+    out.push_back(std::move(head));
+    if (!s.error.empty()) {
+        for (const std::string& l : wrap("carma: " + clean(s.error), s.width, kErrorLines)) {
+            out.push_back(Line().add(l, kBad));
+        }
+        if (view.is_object()) {
+            const std::optional<double> then = number_of(view, "now");
+            std::string age;
+            if (then && std::isfinite(*then) && std::abs(s.now - *then) < kLongestTime) {
+                age = fmt::format(" ({} ago)", format_duration(s.now - *then));
+            }
+            out.push_back(Line().add(
+                fmt::format("the last answer, from {}{}:", clock_text(then), age), kDim));
+        }
+    } else if (!view.is_object()) {
+        out.push_back(Line().add("waiting for the daemon's first answer", kDim));
+    }
+    return out;
+}
+
+// ---- a GPU -------------------------------------------------------------------------------
+
+std::string sources_text(const json& gpu) {
+    const json* src = member(gpu, "sources");
+    if (src == nullptr) {
+        return "?";
+    }
+    const std::string smact = text_of(*src, "smact", "?");
+    const std::string smocc = text_of(*src, "smocc", "?");
+    const std::string drama = text_of(*src, "drama", "?");
+    const std::string memory = text_of(*src, "memory", "?");
+    const std::string activity = smact == smocc && smact == drama
+                                     ? smact
+                                     : fmt::format("SMACT {}, SMOCC {}, DRAMA {}", smact, smocc, drama);
+    return memory == smact && smact == smocc && smact == drama
+               ? activity
+               : fmt::format("{} (memory {})", activity, memory);
+}
+
+Line gpu_title(const json& gpu) {
+    Line l;
+    l.add("GPU " + text_of(gpu, "index", "?"), kBold).add("  " + text_of(gpu, "name", "?"));
+
+    const json& health = object_of(gpu, "health");
+    const std::string state = text_of(health, "state", "?");
+    const std::string why = text_of(health, "reason", "");
+    const char* health_style = state == "ok"                       ? kGood
+                               : state == "filling"                ? kWarn
+                               : state == "excluded" || state == "?" ? kDim
+                                                                    : kBad;
+    l.add("  health ").add(why.empty() ? state : state + ": " + cut(why, kReasonCols),
+                           health_style);
+
+    l.add("  risk ");
+    const json* risk = member(gpu, "risk");
+    const json* high = risk != nullptr ? member(*risk, "high") : nullptr;
+    if (high == nullptr || !high->is_boolean()) {
+        l.add("?");
+    } else if (flag_of(*risk, "high")) {
+        l.add("HIGH", kBad);
+    } else {
+        l.add("ok", kGood);
+    }
+    if (risk != nullptr) {
+        l.add(" (" + text_of(*risk, "rule", "?") + ")");
+        const std::string reason = text_of(*risk, "reason", "");
+        if (flag_of(*risk, "high") && !reason.empty()) {
+            l.add(": " + cut(reason, kReasonCols), kBad);
+        }
+    }
+
+    if (member(gpu, "locked") == nullptr) {
+        l.add("  lock ?");
+    } else if (flag_of(gpu, "locked")) {
+        l.add("  ").add("warm-up lock", kWarn);
+    } else {
+        l.add("  unlocked", kDim);
+    }
+    l.add("  src " + sources_text(gpu));
+    return l;
+}
+
+struct BarItem {
+    char fill;
+    const char* style;
+    std::string label;
+};
+
+// The memory bar and, under it, which fill is which task.
+std::vector<Line> memory_lines(const json& gpu, std::size_t width) {
+    const std::optional<std::int64_t> total = integer_of(gpu, "total_mib");
+    const std::optional<std::int64_t> free = integer_of(gpu, "free_mib");
+    std::optional<std::int64_t> used = integer_of(gpu, "used_mib");
+    if (!used && total && free) {
+        used = *total - *free;
+    }
+    const json& tasks = array_of(gpu, "tasks");
+    std::int64_t task_sum = 0;
+    for (const json& t : tasks) {
+        task_sum += std::max<std::int64_t>(0, integer_of(t, "used_mib").value_or(0));
+    }
+    std::optional<std::int64_t> other = integer_of(gpu, "other_mib");
+    if (!other && used) {
+        other = std::max<std::int64_t>(0, *used - task_sum);
+    }
+
+    const std::string prefix = "  mem   ";
+    const std::string value = fmt::format("{}/{}", mib_or(used, "?"), mib_or(total, "?"));
+    const std::size_t fixed = prefix.size() + 3 + columns(value);  // "[", "] "
+    const std::size_t bar = width > fixed ? width - fixed : 0;
+
+    Line l;
+    l.add(prefix);
+    std::vector<BarItem> legend;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+        const json& t = tasks[i];
+        legend.push_back({kTaskFills[i % kTaskFills.size()], kTaskColours[i % kTaskColours.size()],
+                          fmt::format("{} {} {} {}", text_of(t, "id", "?"), text_of(t, "user", "?"),
+                                      text_of(t, "name", "-"),
+                                      mib_or(integer_of(t, "used_mib"), "? MiB"))});
+    }
+    if (other && *other > 0) {
+        legend.push_back({kOtherFill, kDim, "other " + format_mib(*other)});
+    }
+
+    if (total && *total > 0 && bar >= kMinBar) {
+        l.add("[");
+        std::size_t pos = 0;
+        auto fill = [&](std::int64_t mib, char c, const char* style) {
+            if (mib <= 0 || pos >= bar) {
+                return;
+            }
+            const double share = std::min(static_cast<double>(mib) / static_cast<double>(*total), 1.0);
+            auto cells = static_cast<std::size_t>(std::llround(share * static_cast<double>(bar)));
+            cells = std::min(std::max<std::size_t>(cells, 1), bar - pos);  // a task is never hidden
+            l.add(std::string(cells, c), style);
+            pos += cells;
+        };
+        for (std::size_t i = 0; i < tasks.size(); ++i) {
+            fill(integer_of(tasks[i], "used_mib").value_or(0), legend[i].fill, legend[i].style);
+        }
+        fill(other.value_or(0), kOtherFill, kDim);
+        l.add(std::string(bar - pos, kFreeFill), kDim);
+        l.add("] ");
+    }
+    l.add(value);
+
+    std::vector<Line> out{std::move(l)};
+    const std::string indent(prefix.size(), ' ');
+    const std::size_t room = width > indent.size() ? width - indent.size() : 0;
+    Line row;
+    std::size_t row_cols = 0;
+    for (const BarItem& item : legend) {
+        const std::string label = cut(item.label, room >= 2 ? room - 2 : 0);
+        const std::size_t cols = 2 + columns(label);
+        if (row_cols > 0 && row_cols + 2 + cols > room) {
+            out.push_back(std::move(row));
+            row = Line();
+            row_cols = 0;
+        }
+        if (row_cols == 0) {
+            row.add(indent);
+        } else {
+            row.add("  ");
+            row_cols += 2;
+        }
+        row.add(std::string(1, item.fill), item.style).add(" " + label);
+        row_cols += cols;
+    }
+    if (row_cols > 0) {
+        out.push_back(std::move(row));
+    }
+    return out;
+}
+
+// SMACT, SMOCC and DRAMA side by side: the current value as a bar, the risk threshold as '|'.
+Line activity_line(const json& gpu, const json& thresholds, std::size_t width) {
+    static constexpr std::pair<const char*, const char*> kMetrics[] = {
+        {"smact", "SMACT"}, {"smocc", "SMOCC"}, {"drama", "DRAMA"}};
+    constexpr std::size_t kValueCols = 5;  // "0.42 ", "-0.50"
+    Line l;
+    l.add("  ");
+    const std::size_t section = width > 2 ? (width - 2) / 3 : 0;
+    // "SMACT [" + bar + "] " + value + "  "
+    const std::size_t fixed = 7 + 2 + kValueCols + 2;
+    const std::size_t bar = section > fixed ? section - fixed : 0;
+    for (const auto& [key, label] : kMetrics) {
+        const std::optional<double> value = number_of(gpu, key);
+        const std::optional<double> limit = number_of(thresholds, key);
+        std::string value_text = "?";
+        if (value) {
+            value_text = std::abs(*value) < 10 ? fmt::format("{:.2f}", *value) : ">9.99";
+        }
+        const bool high = value && limit && *value >= *limit;
+        if (bar < kMinBar) {
+            l.add(std::string(label) + " ").add(value_text, high ? kBad : kPlain).add("  ");
+            continue;
+        }
+        const auto cells_for = [&](double x) {
+            return static_cast<std::size_t>(
+                std::llround(std::clamp(x, 0.0, 1.0) * static_cast<double>(bar)));
+        };
+        const std::size_t filled = value ? cells_for(*value) : 0;
+        // Past the end when there is no threshold to mark.
+        const std::size_t mark = limit ? std::min(cells_for(*limit), bar - 1) : bar;
+        l.add(std::string(label) + " [");
+        // Runs of one character and style: fill, the mark, the empty rest.
+        std::string run;
+        const char* run_style = kPlain;
+        for (std::size_t k = 0; k < bar; ++k) {
+            char c = k < filled ? '#' : ' ';
+            const char* style = k < filled ? (high ? kBad : kGood) : kPlain;
+            if (k == mark) {
+                c = '|';
+                style = kBold;
+            }
+            if (!run.empty() && style != run_style) {
+                l.add(run, run_style);
+                run.clear();
+            }
+            run += c;
+            run_style = style;
+        }
+        l.add(run, run_style);
+        l.add("] ").add(pad(value_text, kValueCols, false), high ? kBad : kPlain).add("  ");
+    }
+    return l;
+}
+
+std::vector<Line> gpu_block(const json& gpu, const json& thresholds, std::size_t width) {
+    std::vector<Line> out{gpu_title(gpu)};
+    for (Line& l : memory_lines(gpu, width)) {
+        out.push_back(std::move(l));
+    }
+    out.push_back(activity_line(gpu, thresholds, width));
+    return out;
+}
+
+// ---- task tables -------------------------------------------------------------------------
+
+struct Column {
+    const char* header;
+    bool right;             // numbers are right-aligned
+    std::size_t shrink_to;  // a long cell may be cut down to this; 0: never cut
+};
+
+struct Row {
+    std::vector<std::string> cells;
+    bool mine = false;  // the viewer's task, in bold
+};
+
+// A titled table whose cuttable columns shrink, the last first, until the rows fit `width`.
+Section table_section(const std::string& title, const std::vector<Column>& columns_in,
+                      const std::vector<Row>& rows, std::size_t width, const char* one,
+                      const char* many) {
+    Section s;
+    s.one = one;
+    s.many = many;
+    s.fixed.push_back(Line().add(title, kBold));
+    if (rows.empty()) {
+        return s;
+    }
+    std::vector<std::size_t> w(columns_in.size());
+    for (std::size_t c = 0; c < columns_in.size(); ++c) {
+        w[c] = columns(columns_in[c].header);
+        for (const Row& r : rows) {
+            w[c] = std::max(w[c], columns(clean(r.cells[c])));
+        }
+    }
+    std::size_t total = 2 * (columns_in.size() - 1);
+    for (std::size_t x : w) {
+        total += x;
+    }
+    for (std::size_t c = columns_in.size(); c-- > 0 && total > width;) {
+        const std::size_t floor = std::max(columns_in[c].shrink_to, columns(columns_in[c].header));
+        if (columns_in[c].shrink_to > 0 && w[c] > floor) {
+            const std::size_t cut_by = std::min(w[c] - floor, total - width);
+            w[c] -= cut_by;
+            total -= cut_by;
+        }
+    }
+    auto line = [&](const std::vector<std::string>& cells, const char* style) {
+        std::string text;
+        for (std::size_t c = 0; c < cells.size(); ++c) {
+            const bool last = c + 1 == cells.size();
+            const std::string cell = cut(clean(cells[c]), w[c]);
+            text += (c == 0 ? "" : "  ") +
+                    (last && !columns_in[c].right ? cell : pad(cell, w[c], columns_in[c].right));
+        }
+        return Line().add(text, style);
+    };
+    std::vector<std::string> headers;
+    for (const Column& c : columns_in) {
+        headers.emplace_back(c.header);
+    }
+    s.fixed.push_back(line(headers, kDim));
+    for (const Row& r : rows) {
+        s.items.push_back({line(r.cells, r.mine ? kBold : kPlain)});
+    }
+    return s;
+}
+
+Section running_section(const json& view, std::size_t width) {
+    const json& running = array_of(view, "running");
+    const std::string viewer = text_of(view, "viewer", "");
+    const std::optional<double> now = number_of(view, "now");
+    std::vector<Row> rows;
+    for (const json& t : running) {
+        const std::string user = text_of(t, "user", "?");
+        rows.push_back({{text_of(t, "id", "?"), user, text_of(t, "name", "-"), gpu_list(t),
+                         duration_or_dash(t, "run_s", "started_at", now),
+                         mib_or(integer_of(t, "memory_mib"), "-")},
+                        !viewer.empty() && user == viewer});
+    }
+    const std::string title = running.empty() ? "RUNNING: none" : fmt::format("RUNNING {}", running.size());
+    return table_section(title,
+                         {{"ID", false, 0},
+                          {"USER", false, 8},
+                          {"NAME", false, 8},
+                          {"GPUS", false, 4},
+                          {"TIME", true, 0},
+                          {"MEM", true, 0}},
+                         rows, width, "running task", "running tasks");
+}
+
+Section queue_section(const json& view, std::size_t width) {
+    const json& queue = array_of(view, "queue");
+    const std::string viewer = text_of(view, "viewer", "");
+    const std::optional<double> now = number_of(view, "now");
+    std::vector<Row> rows;
+    for (const json& t : queue) {
+        const std::string user = text_of(t, "user", "?");
+        rows.push_back({{text_of(t, "id", "?"), user, text_of(t, "name", "-"),
+                         text_of(t, "state", "?"), text_of(t, "gpus", "?"),
+                         mib_or(integer_of(t, "need_mib"), "?"),
+                         duration_or_dash(t, "wait_s", "submitted_at", now),
+                         text_of(t, "reason", "-")},
+                        !viewer.empty() && user == viewer});
+    }
+    const std::string title = queue.empty() ? "QUEUE: empty" : fmt::format("QUEUE {}", queue.size());
+    return table_section(title,
+                         {{"ID", false, 0},
+                          {"USER", false, 8},
+                          {"NAME", false, 8},
+                          {"STATE", false, 0},
+                          {"GPUS", true, 0},
+                          {"NEED", true, 0},
+                          {"WAIT", true, 0},
+                          {"REASON", false, 10}},
+                         rows, width, "queued task", "queued tasks");
+}
+
+Section gpu_section(const json& view, std::size_t width) {
+    Section s;
+    s.one = "GPU";
+    s.many = "GPUs";
+    const json& gpus = array_of(view, "gpus");
+    if (gpus.empty()) {
+        s.fixed.push_back(Line().add("no GPUs in the view", kDim));
+    }
+    const json& thresholds = object_of(view, "risk_thresholds");
+    for (const json& g : gpus) {
+        s.items.push_back(gpu_block(g, thresholds, width));
+    }
+    return s;
+}
+
+// Shares `lines` among the sections: the smallest are met first, what they leave goes to the
+// others in equal shares, and what a section cannot use (its items come whole) to the next ones.
+std::vector<std::vector<Line>> share_lines(const std::vector<Section>& sections, std::size_t lines) {
+    std::vector<std::size_t> order(sections.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        order[i] = i;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return sections[a].demand() < sections[b].demand();
+    });
+    std::vector<std::vector<Line>> out(sections.size());
+    for (std::size_t k = 0; k < order.size(); ++k) {
+        const Section& s = sections[order[k]];
+        out[order[k]] = s.fit(std::min(s.demand(), lines / (order.size() - k)));
+        lines -= out[order[k]].size();
+    }
+    return out;
+}
+
+}  // namespace
+
+std::size_t screen_columns(std::string_view line) {
+    std::string plain;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+        if (line[i] == '\033' && i + 1 < line.size() && line[i + 1] == '[') {
+            std::size_t j = i + 2;
+            while (j < line.size() && (std::isdigit(static_cast<unsigned char>(line[j])) != 0 ||
+                                       line[j] == ';')) {
+                ++j;
+            }
+            if (j < line.size() && line[j] == 'm') {
+                i = j;
+                continue;
+            }
+        }
+        plain += line[i];
+    }
+    return columns(plain);
+}
+
+std::vector<std::string> top_lines(const json& view, const TopScreen& s) {
+    std::vector<Line> lines = header_lines(view, s);
+    if (view.is_object() && lines.size() < s.height) {
+        std::vector<Section> sections = {gpu_section(view, s.width),
+                                         running_section(view, s.width),
+                                         queue_section(view, s.width)};
+        const std::size_t room = s.height - lines.size();
+        std::size_t wanted = 0;
+        for (const Section& sec : sections) {
+            wanted += sec.demand();
+        }
+        // A blank line before each section when everything fits with them.
+        const bool spaced = wanted + sections.size() <= room;
+        std::vector<std::vector<Line>> fitted = share_lines(sections, room);
+        for (std::vector<Line>& part : fitted) {
+            if (spaced) {
+                lines.emplace_back();
+            }
+            for (Line& l : part) {
+                lines.push_back(std::move(l));
+            }
+        }
+    }
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < lines.size() && i < s.height; ++i) {
+        out.push_back(lines[i].render(s.width, s.colour));
+    }
+    return out;
+}
+
+}  // namespace carma::cli
