@@ -77,6 +77,8 @@ struct TaskRecord {
     std::int64_t id = -1;    // the daemon's task id; -1 in a simulation
     std::string user;        // the submitter (daemon history); empty in a simulation
     std::string name;        // trace task name
+    std::string state;       // the daemon's task state (queued, running, succeeded, ...); empty
+                             // in a simulation
     int gpus = 1;
     double submit_s = 0;
     double first_start_s = -1;  // dispatch of the first attempt, -1 if never started
