@@ -35,8 +35,9 @@ std::string format_table(const Comparison& c) {
         out += fmt::format(
             "{:<14} {:>10.2f} {:>8} {:>10.2f} {:>8} {:>10.2f} {:>10.2f} {:>9.2f} {:>5} {:>8} "
             "{:>6.3f} {:>6.3f} {:>6.3f}\n",
-            r.policy, r.makespan_s / 3600.0, excl ? format_change(r.makespan_s, excl->makespan_s) : "-",
-            r.energy_j / 1e6, excl ? format_change(r.energy_j, excl->energy_j) : "-",
+            r.policy, r.makespan_s / 3600.0,
+            excl ? format_change(r.makespan_s, excl->makespan_s) : "-", r.energy_j / 1e6,
+            excl ? format_change(r.energy_j, excl->energy_j) : "-",
             r.mean_jct_s / 3600.0, r.p95_jct_s / 3600.0, r.mean_wait_s / 3600.0, r.oom_crashes,
             r.attempts, r.mean_smact, r.mean_smocc, r.mean_memory_used_frac);
     }

@@ -83,13 +83,15 @@ std::string change_cell(const Column& col, const PolicyResult& r, const PolicyRe
 std::string summary_table(const Comparison& c) {
     const PolicyResult* exclusive = find_exclusive(c);
     std::string out = "<div class=\"table-wrap\"><table class=\"summary\">";
-    out += "<caption>Units and formats as in <code>carma simulate</code>'s table: times in "
-           "hours, energy in MJ of all GPUs over the makespan; JCT (job completion time) and "
-           "wait over the completed tasks; SMACT, SMOCC and Mem are time-weighted means, 0 to 1";
+    out +=
+        "<caption>Units and formats as in <code>carma simulate</code>'s table: times in "
+        "hours, energy in MJ of all GPUs over the makespan; JCT (job completion time) and "
+        "wait over the completed tasks; SMACT, SMOCC and Mem are time-weighted means, 0 to 1";
     if (exclusive != nullptr) {
-        out += "; \u201cvs excl\u201d is the change relative to <b>exclusive</b> "
-               "(<span class=\"better\">green</span> is better, "
-               "<span class=\"worse\">red</span> is worse)";
+        out +=
+            "; \u201cvs excl\u201d is the change relative to <b>exclusive</b> "
+            "(<span class=\"better\">green</span> is better, "
+            "<span class=\"worse\">red</span> is worse)";
     }
     out += ".</caption><thead><tr><th>Policy</th>";
     for (const auto& col : kColumns) {
@@ -316,13 +318,14 @@ std::string tasks_table(const PolicyResult& r, const TimeAxis& axis, bool daemon
         }
         const double end = t.finish_s >= 0 ? t.finish_s : t.left_s;
         out += fmt::format(
-            "<tr><td>{}</td>{}<td>{}</td><td>{}</td><td>{:.2f}</td><td>{}</td><td>{}</td><td>{}</td>"
+            "<tr><td>{}</td>{}<td>{}</td><td>{}</td><td>{:.2f}</td><td>{}</td><td>{}</td><td>{}</"
+            "td>"
             "<td>{}</td><td>{}</td><td>{}</td></tr>",
             html_escape(t.name),
-            daemon ? fmt::format("<td>{}</td><td>{}</td>", t.id, html_escape(t.user)) : "",
-            t.gpus, hours_cell(t.submit_s, axis), t.wait_s / 3600.0,
-            hours_cell(t.first_start_s, axis), hours_cell(end, axis), t.attempts, t.oom_crashes,
-            html_escape(task_state(t)), on.empty() ? "-" : on);
+            daemon ? fmt::format("<td>{}</td><td>{}</td>", t.id, html_escape(t.user)) : "", t.gpus,
+            hours_cell(t.submit_s, axis), t.wait_s / 3600.0, hours_cell(t.first_start_s, axis),
+            hours_cell(end, axis), t.attempts, t.oom_crashes, html_escape(task_state(t)),
+            on.empty() ? "-" : on);
     }
     return out + "</tbody></table></div></details>\n";
 }
@@ -353,8 +356,8 @@ std::string policy_section(const PolicyResult& r, std::size_t index, const TimeA
         out += "<p class=\"empty\">No timeline recorded.</p>";
     }
     out += figure(svg_gantt("Attempts per GPU", r, axis));
-    out += figure(svg_queue_length("Tasks waiting", queue_length_steps(r.tasks, axis), axis,
-                                   queue_max));
+    out += figure(
+        svg_queue_length("Tasks waiting", queue_length_steps(r.tasks, axis), axis, queue_max));
     out += tasks_table(r, axis, daemon);
     return out + "</section>\n";
 }
@@ -438,17 +441,16 @@ std::string render_report_tasks_csv(const Comparison& c) {
                     }
                     gpus += std::to_string(g);
                 }
-                spans += fmt::format("{}{}-{}@{}:{}", spans.empty() ? "" : " ",
-                                     csv_time(s.start_s, c), csv_time(s.end_s, c), gpus,
-                                     to_string(s.outcome));
+                spans +=
+                    fmt::format("{}{}-{}@{}:{}", spans.empty() ? "" : " ", csv_time(s.start_s, c),
+                                csv_time(s.end_s, c), gpus, to_string(s.outcome));
             }
             const double end = t.finish_s >= 0 ? t.finish_s : t.left_s;
             out += fmt::format("{},{},{},{},{},{},{},{},{},{:.1f},{},{},{}\n", csv_field(r.policy),
-                               t.id >= 0 ? std::to_string(t.id) : std::string(),
-                               csv_field(t.user), csv_field(t.name), t.gpus,
-                               csv_field(task_state(t)), csv_time(t.submit_s, c),
-                               csv_time(t.first_start_s, c), csv_time(end, c), t.wait_s,
-                               t.attempts, t.oom_crashes, spans);
+                               t.id >= 0 ? std::to_string(t.id) : std::string(), csv_field(t.user),
+                               csv_field(t.name), t.gpus, csv_field(task_state(t)),
+                               csv_time(t.submit_s, c), csv_time(t.first_start_s, c),
+                               csv_time(end, c), t.wait_s, t.attempts, t.oom_crashes, spans);
         }
     }
     return out;
@@ -504,8 +506,7 @@ Result<std::string> write_html_report(const Comparison& comparison, const std::s
         !written) {
         return tl::unexpected(written.error());
     }
-    if (auto written =
-            write_file(fs::path(dir) / "tasks.csv", render_report_tasks_csv(comparison));
+    if (auto written = write_file(fs::path(dir) / "tasks.csv", render_report_tasks_csv(comparison));
         !written) {
         return tl::unexpected(written.error());
     }

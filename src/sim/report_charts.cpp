@@ -22,8 +22,8 @@ constexpr std::string_view kGridColour = "#e6e6e6";
 constexpr std::string_view kAxisColour = "#999";
 constexpr std::string_view kBarColour = "#4e79a7";
 constexpr std::string_view kOomColour = "#d62728";
-constexpr double kFont = 12;        // the charts' text
-constexpr double kSmallFont = 11;   // labels inside Gantt bars
+constexpr double kFont = 12;       // the charts' text
+constexpr double kSmallFont = 11;  // labels inside Gantt bars
 constexpr double kTitleFont = 15;
 constexpr double kLegendRow = 18;
 constexpr double kLegendFirstBaseline = 42;
@@ -123,9 +123,10 @@ std::string svg_open(double height, const std::string& title, const TimeAxis* ax
         "<text x=\"0\" y=\"20\" font-size=\"{6:g}\" font-weight=\"600\">{5}</text>",
         coord(kChartWidth), coord(height), kFontFamily, kFont, kTextColour, html_escape(title),
         kTitleFont,
-        axis == nullptr ? std::string()
-                        : fmt::format(" class=\"timechart\" data-t0-s=\"{:.1f}\" data-t1-s=\"{:.1f}\"",
-                                      axis->t0_s, axis->t0_s + axis_span(*axis)));
+        axis == nullptr
+            ? std::string()
+            : fmt::format(" class=\"timechart\" data-t0-s=\"{:.1f}\" data-t1-s=\"{:.1f}\"",
+                          axis->t0_s, axis->t0_s + axis_span(*axis)));
 }
 
 std::string note_text(double x, double y, const std::string& text) {
@@ -180,7 +181,8 @@ std::string swatch_svg(const LegendItem& item, double x, double y_mid) {
     switch (item.swatch) {
         case Swatch::Line:
             return fmt::format(
-                "<line x1=\"{0}\" y1=\"{2}\" x2=\"{1}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"2.5\"{4}/>",
+                "<line x1=\"{0}\" y1=\"{2}\" x2=\"{1}\" y2=\"{2}\" stroke=\"{3}\" "
+                "stroke-width=\"2.5\"{4}/>",
                 coord(x), coord(x + kSwatchWidth), coord(y_mid), item.colour,
                 item.dash.empty() ? "" : fmt::format(" stroke-dasharray=\"{}\"", item.dash));
         case Swatch::Cross:
@@ -266,8 +268,8 @@ std::string x_axis(const Frame& f, double max_value, const std::string& title) {
             "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"{3}\"/>"
             "<line x1=\"{0}\" y1=\"{2}\" x2=\"{0}\" y2=\"{4}\" stroke=\"{5}\"/>"
             "<text x=\"{0}\" y=\"{6}\" text-anchor=\"middle\">{7}</text>",
-            coord(x), coord(f.top), coord(f.plot_bottom()), kGridColour,
-            coord(f.plot_bottom() + 5), kAxisColour, coord(f.plot_bottom() + 18), tick_text(tick));
+            coord(x), coord(f.top), coord(f.plot_bottom()), kGridColour, coord(f.plot_bottom() + 5),
+            kAxisColour, coord(f.plot_bottom() + 18), tick_text(tick));
     }
     out += fmt::format(
         "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\"/>"
@@ -407,8 +409,8 @@ std::string marker_tooltip(const AttemptMarker& m) {
     return m.kind == AttemptMarker::Kind::OomCrash
                ? fmt::format("{}: attempt {} out of memory on GPU {} at {:.2f} h", m.task,
                              m.attempt, m.gpu, m.t_s / 3600.0)
-               : fmt::format("{}: relaunched (attempt {}) on GPU {} at {:.2f} h", m.task,
-                             m.attempt, m.gpu, m.t_s / 3600.0);
+               : fmt::format("{}: relaunched (attempt {}) on GPU {} at {:.2f} h", m.task, m.attempt,
+                             m.gpu, m.t_s / 3600.0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -589,9 +591,9 @@ std::vector<StepPoint> downsample_steps(const std::vector<TimelinePoint>& input,
 }
 
 std::vector<StepPoint> cdf_steps(std::vector<double> values) {
-    values.erase(std::remove_if(values.begin(), values.end(),
-                                [](double v) { return !std::isfinite(v); }),
-                 values.end());
+    values.erase(
+        std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }),
+        values.end());
     std::sort(values.begin(), values.end());
     std::vector<StepPoint> out;
     const auto n = static_cast<double>(values.size());
@@ -714,7 +716,8 @@ std::string svg_bar_chart(const std::string& title,
     double name_width = 0;
     double value_width = 0;
     for (const auto& [label, value] : bars) {
-        name_width = std::max(name_width, text_width(truncate_label(label, kMaxBarLabelChars), kFont));
+        name_width =
+            std::max(name_width, text_width(truncate_label(label, kMaxBarLabelChars), kFont));
         value_width = std::max(value_width, text_width(value_text(value), kFont));
     }
     Frame f;
@@ -723,8 +726,8 @@ std::string svg_bar_chart(const std::string& title,
 
     std::vector<LegendItem> legend_items;
     if (has_reference) {
-        legend_items.push_back({Swatch::Line, "#222",
-                                reference_label + ": " + value_text(*reference), "6 4"});
+        legend_items.push_back(
+            {Swatch::Line, "#222", reference_label + ": " + value_text(*reference), "6 4"});
     }
     const Legend legend = flow_legend(legend_items, f.left, kChartWidth);
     f.top = plot_top(legend.rows);
@@ -964,12 +967,12 @@ std::string svg_gantt(const std::string& title, const PolicyResult& r, const Tim
             } else if (cls == "failed") {
                 style = " fill-opacity=\"0.7\" stroke=\"#333\" stroke-width=\"1.5\"";
             }
-            const std::string tooltip = fmt::format(
-                "{} attempt {} on GPU {}: {:.2f}\u2013{} h, {}", task_title(t), b.attempt + 1, gpu,
-                (s.start_s - axis.t0_s) / 3600.0,
-                s.end_s >= 0 ? fmt::format("{:.2f}", (s.end_s - axis.t0_s) / 3600.0)
-                             : std::string("now"),
-                to_string(s.outcome));
+            const std::string tooltip =
+                fmt::format("{} attempt {} on GPU {}: {:.2f}\u2013{} h, {}", task_title(t),
+                            b.attempt + 1, gpu, (s.start_s - axis.t0_s) / 3600.0,
+                            s.end_s >= 0 ? fmt::format("{:.2f}", (s.end_s - axis.t0_s) / 3600.0)
+                                         : std::string("now"),
+                            to_string(s.outcome));
             out += fmt::format(
                 "<rect class=\"attempt {}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
                 "rx=\"2\" fill=\"{}\"{}><title>{}</title></rect>",
@@ -978,12 +981,11 @@ std::string svg_gantt(const std::string& title, const PolicyResult& r, const Tim
             // The name where it fits between the marks, shortened where only part of it does.
             const double text_left = x0 + (relaunch ? 10 : 3);
             const double text_right = x0 + w - (oom ? 10 : 3);
-            const auto max_chars =
-                static_cast<std::size_t>(std::max(0.0, (text_right - text_left) / (kSmallFont * 0.6)));
-            const std::string label =
-                code_points(t.name) <= max_chars ? t.name
-                : max_chars >= 4                 ? truncate_label(t.name, max_chars)
-                                                 : std::string();
+            const auto max_chars = static_cast<std::size_t>(
+                std::max(0.0, (text_right - text_left) / (kSmallFont * 0.6)));
+            const std::string label = code_points(t.name) <= max_chars ? t.name
+                                      : max_chars >= 4 ? truncate_label(t.name, max_chars)
+                                                       : std::string();
             if (!label.empty()) {
                 out += fmt::format(
                     "<text class=\"bar-label\" x=\"{}\" y=\"{}\" font-size=\"{:g}\" fill=\"#111\" "

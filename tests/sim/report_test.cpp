@@ -362,8 +362,9 @@ AttemptSpan span(double start, double end, std::vector<int> gpus, AttemptOutcome
 // runs once on GPU 1.
 PolicyResult with_oom(std::string name, double makespan_h) {
     PolicyResult r = policy(std::move(name), makespan_h, 1, true);
-    r.tasks = {task_with("bert", 0, {span(100, 1000, {1}, AttemptOutcome::OutOfMemory),
-                                     span(1500, 3000, {0}, AttemptOutcome::Succeeded)}),
+    r.tasks = {task_with("bert", 0,
+                         {span(100, 1000, {1}, AttemptOutcome::OutOfMemory),
+                          span(1500, 3000, {0}, AttemptOutcome::Succeeded)}),
                task_with("vgg", 50, {span(200, 2500, {1}, AttemptOutcome::Succeeded)})};
     return r;
 }
@@ -371,7 +372,8 @@ PolicyResult with_oom(std::string name, double makespan_h) {
 // The (x, label) of every tick of a chart's x axis.
 std::vector<std::pair<std::string, std::string>> x_ticks(const std::string& svg) {
     static const std::regex tick(
-        R"re(<line x1="([0-9.]+)" y1="[0-9.]+" x2="\1" y2="[0-9.]+" stroke="#999"/><text x="\1" y="[0-9.]+" text-anchor="middle">([^<]*)</text>)re");
+        R"re(<line x1="([0-9.]+)" y1="[0-9.]+" x2="\1" y2="[0-9.]+" stroke="#999"/>)re"
+        R"re(<text x="\1" y="[0-9.]+" text-anchor="middle">([^<]*)</text>)re");
     std::vector<std::pair<std::string, std::string>> out;
     for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tick); it != std::sregex_iterator();
          ++it) {
@@ -477,8 +479,9 @@ TEST(SvgGantt, OneBarPerAttemptAndGpuWithOverlapsInLanes) {
     PolicyResult r;
     r.policy = "carma";
     r.tasks = {task_with("wide", 0, {span(0, 1800, {0, 1}, AttemptOutcome::Succeeded)}),
-               task_with("bert", 0, {span(100, 900, {2}, AttemptOutcome::OutOfMemory),
-                                     span(1000, 3000, {2}, AttemptOutcome::Succeeded)}),
+               task_with("bert", 0,
+                         {span(100, 900, {2}, AttemptOutcome::OutOfMemory),
+                          span(1000, 3000, {2}, AttemptOutcome::Succeeded)}),
                task_with("vgg", 0, {span(1200, 2400, {2}, AttemptOutcome::Succeeded)})};
     const std::string svg = svg_gantt("Attempts", r, TimeAxis{0, 3600});
 
@@ -492,15 +495,15 @@ TEST(SvgGantt, OneBarPerAttemptAndGpuWithOverlapsInLanes) {
     EXPECT_EQ(count(svg, "fill=\"" + task_colour("wide") + "\""), 2u);
 
     // bert's second attempt and vgg overlap on GPU 2: different lanes, so different y.
-    const std::regex bar(R"re(<rect class="attempt [a-z]+" x="[0-9.]+" y="([0-9.]+)"[^>]*fill="([^"]+)")re");
+    const std::regex bar(
+        R"re(<rect class="attempt [a-z]+" x="[0-9.]+" y="([0-9.]+)"[^>]*fill="([^"]+)")re");
     std::map<std::string, std::set<std::string>> y_by_colour;
     for (auto it = std::sregex_iterator(svg.begin(), svg.end(), bar); it != std::sregex_iterator();
          ++it) {
         y_by_colour[(*it)[2].str()].insert((*it)[1].str());
     }
     ASSERT_EQ(y_by_colour[task_colour("vgg")].size(), 1u);
-    EXPECT_EQ(y_by_colour[task_colour("bert")].count(*y_by_colour[task_colour("vgg")].begin()),
-              0u);
+    EXPECT_EQ(y_by_colour[task_colour("bert")].count(*y_by_colour[task_colour("vgg")].begin()), 0u);
     EXPECT_TRUE(overlapping_labels(svg).empty());
 }
 
@@ -598,8 +601,8 @@ TEST(Cdf, StepsAreMonotoneAndChartLinesOnlyRise) {
     EXPECT_DOUBLE_EQ(steps[2].value, 1.0);
     EXPECT_TRUE(cdf_steps({}).empty());
 
-    const std::string svg = svg_cdf("Wait", {{"a", {0.5, 0.1, 2.5, 0.1}}, {"b", {1, 3, 2}}, {"c", {}}},
-                                    "wait (h)");
+    const std::string svg =
+        svg_cdf("Wait", {{"a", {0.5, 0.1, 2.5, 0.1}}, {"b", {1, 3, 2}}, {"c", {}}}, "wait (h)");
     const std::regex path(R"re(<path class="cdf" d="([^"]*)")re");
     int lines = 0;
     for (auto it = std::sregex_iterator(svg.begin(), svg.end(), path); it != std::sregex_iterator();
@@ -632,8 +635,9 @@ TEST(Cdf, StepsAreMonotoneAndChartLinesOnlyRise) {
 TEST(QueueLength, CountsWaitingTasksOverTime) {
     std::vector<TaskRecord> tasks = {
         // waits [0, 10) and [20, 30)
-        task_with("a", 0, {span(10, 20, {0}, AttemptOutcome::OutOfMemory),
-                           span(30, 50, {0}, AttemptOutcome::Succeeded)}),
+        task_with("a", 0,
+                  {span(10, 20, {0}, AttemptOutcome::OutOfMemory),
+                   span(30, 50, {0}, AttemptOutcome::Succeeded)}),
         // waits [5, 40)
         task_with("b", 5, {span(40, 60, {1}, AttemptOutcome::Succeeded)}),
         // waits [45, end): never ran
@@ -644,8 +648,8 @@ TEST(QueueLength, CountsWaitingTasksOverTime) {
     tasks[3].rejected = true;
     tasks[3].left_s = 15;
     const auto steps = queue_length_steps(tasks, TimeAxis{0, 100});
-    const std::vector<std::pair<double, double>> expected = {
-        {0, 1}, {5, 2}, {10, 1}, {20, 2}, {30, 1}, {40, 0}, {45, 1}};
+    const std::vector<std::pair<double, double>> expected = {{0, 1},  {5, 2},  {10, 1}, {20, 2},
+                                                             {30, 1}, {40, 0}, {45, 1}};
     ASSERT_EQ(steps.size(), expected.size());
     for (std::size_t i = 0; i < steps.size(); ++i) {
         EXPECT_EQ(steps[i].t_s, expected[i].first) << i;

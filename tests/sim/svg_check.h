@@ -76,8 +76,8 @@ inline std::vector<Box> text_boxes(const std::string& svg, const std::string& on
             continue;
         }
         const std::string text = decode_entities((*it)[2].str());
-        const double fs = attribute(attrs, "font-size") ? std::stod(*attribute(attrs, "font-size"))
-                                                        : root_font;
+        const double fs =
+            attribute(attrs, "font-size") ? std::stod(*attribute(attrs, "font-size")) : root_font;
         const double x = std::stod(attribute(attrs, "x").value_or("0"));
         const double y = std::stod(attribute(attrs, "y").value_or("0"));
         const double w = static_cast<double>(code_points(text)) * fs * 0.6;
@@ -119,8 +119,8 @@ inline std::vector<std::string> overlapping_labels(const std::string& svg) {
 // void or self-closed is closed in order. Comments, the doctype and the text of <style> are
 // skipped.
 inline std::optional<std::string> tag_balance_error(const std::string& html) {
-    static const std::vector<std::string> kVoid = {"meta", "br", "img", "input", "link", "hr",
-                                                   "col", "wbr", "source", "area", "base"};
+    static const std::vector<std::string> kVoid = {"meta", "br",  "img",    "input", "link", "hr",
+                                                   "col",  "wbr", "source", "area",  "base"};
     std::vector<std::string> open;
     std::size_t pos = 0;
     while ((pos = html.find('<', pos)) != std::string::npos) {
@@ -143,12 +143,11 @@ inline std::optional<std::string> tag_balance_error(const std::string& html) {
         name = name.substr(0, name.find_first_of(" \t\n/"));
         if (closing) {
             if (open.empty() || open.back() != name) {
-                return "</" + name + "> closes <" + (open.empty() ? std::string("nothing")
-                                                                  : open.back()) + ">";
+                return "</" + name + "> closes <" +
+                       (open.empty() ? std::string("nothing") : open.back()) + ">";
             }
             open.pop_back();
-        } else if (!self_closed &&
-                   std::find(kVoid.begin(), kVoid.end(), name) == kVoid.end()) {
+        } else if (!self_closed && std::find(kVoid.begin(), kVoid.end(), name) == kVoid.end()) {
             open.push_back(name);
             if (name == "style") {
                 pos = html.find("</style>", pos);
