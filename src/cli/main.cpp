@@ -15,6 +15,7 @@
 #include "cli/arg_check.h"
 #include "cli/client_commands.h"
 #include "cli/commands.h"
+#include "cli/report_command.h"
 
 int main(int argc, char** argv) {
     using namespace carma::cli;
@@ -33,7 +34,7 @@ int main(int argc, char** argv) {
         {"replay", add_replay_command},     {"demo", add_demo_command},
         {"estimate", add_estimate_command},
         {"hold", add_hold_command},         {"release", add_release_command},
-        {"acct", add_acct_command},
+        {"acct", add_acct_command},         {"report", add_report_command},
     };
     // Only the command asked for is set up: building every command's options was most of what
     // a `carma submit` spent before its request. Help and typos see them all.

@@ -83,10 +83,11 @@ std::string change_cell(const Column& col, const PolicyResult& r, const PolicyRe
 std::string summary_table(const Comparison& c) {
     const PolicyResult* exclusive = find_exclusive(c);
     std::string out = "<div class=\"table-wrap\"><table class=\"summary\">";
-    out +=
-        "<caption>Units and formats as in <code>carma simulate</code>'s table: times in "
-        "hours, energy in MJ of all GPUs over the makespan; JCT (job completion time) and "
-        "wait over the completed tasks; SMACT, SMOCC and Mem are time-weighted means, 0 to 1";
+    out += fmt::format(
+        "<caption>Units and formats as in <code>carma simulate</code>'s table: times in hours, "
+        "energy in MJ of all GPUs over the {}; JCT (job completion time) and wait over the "
+        "completed tasks; SMACT, SMOCC and Mem are time-weighted means, 0 to 1",
+        c.kind == RecordKind::DaemonHistory ? "window" : "makespan");
     if (exclusive != nullptr) {
         out +=
             "; \u201cvs excl\u201d is the change relative to <b>exclusive</b> "
