@@ -484,9 +484,9 @@ std::string render_html_report(const Comparison& comparison) {
         "maximum, so short spikes stay visible.{} The summary is in results.csv, every task and "
         "attempt in tasks.csv.</footer>\n</body></html>\n",
         html_escape(axis.label), kMaxStepsPerLine,
-        daemon ? " The daemon keeps a sample every few seconds and sends the maximum of each "
-                 "metric over each interval of its answer; energy is integrated from those "
-                 "samples, an upper bound."
+        daemon ? " The daemon's stored samples come reduced to about 1,000 intervals per GPU, "
+                 "each keeping the maximum of each metric over the interval; energy is "
+                 "integrated from them, so it is an upper bound."
                : "");
     return out;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // What one simulated run produces: the figures per policy, per GPU and per task, and the per-GPU
-// timelines the HTML report plots. Plain values, no behaviour, so every consumer (text table,
-// JSON, report, tests) reads the same thing.
+// timelines the HTML report plots, and every attempt of every task. Plain values (and the text
+// of an attempt's outcome), so every consumer (text table, JSON, report, tests) reads the same
+// thing. `carma report` fills the same types from the daemon's history (cli/timeline_record.h).
 
 #include <cstdint>
 #include <optional>
