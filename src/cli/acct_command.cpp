@@ -18,6 +18,7 @@
 #include "api/client.h"
 #include "cli/cells.h"
 #include "cli/json_read.h"
+#include "cli/local_time.h"
 #include "core/text.h"
 #include "core/time_text.h"
 #include "core/units.h"
@@ -180,26 +181,6 @@ std::string local_time_text(double epoch) {
     char buf[32];
     std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &local);
     return buf;
-}
-
-std::optional<double> local_to_unix(const CivilTime& c) {
-    std::tm tm{};
-    tm.tm_year = c.year - 1900;
-    tm.tm_mon = c.month - 1;
-    tm.tm_mday = c.day;
-    tm.tm_hour = c.hour;
-    tm.tm_min = c.minute;
-    tm.tm_sec = c.second;
-    tm.tm_isdst = -1;  // whatever the zone says for that date
-    const std::time_t t = std::mktime(&tm);
-    if (t == static_cast<std::time_t>(-1)) {
-        return std::nullopt;
-    }
-    return static_cast<double>(t);
-}
-
-double now_epoch() {
-    return static_cast<double>(std::time(nullptr));
 }
 
 int run_acct(const AcctOptions& o) {

@@ -15,14 +15,14 @@ const PolicyResult* find_exclusive(const Comparison& c) {
     return nullptr;
 }
 
-std::string ratio(double value, double base) {
+}  // namespace
+
+std::string format_change(double value, double base) {
     if (base <= 0) {
         return "-";
     }
     return fmt::format("{:+.1f}%", 100.0 * (value / base - 1.0));
 }
-
-}  // namespace
 
 std::string format_table(const Comparison& c) {
     const PolicyResult* excl = find_exclusive(c);
@@ -35,8 +35,9 @@ std::string format_table(const Comparison& c) {
         out += fmt::format(
             "{:<14} {:>10.2f} {:>8} {:>10.2f} {:>8} {:>10.2f} {:>10.2f} {:>9.2f} {:>5} {:>8} "
             "{:>6.3f} {:>6.3f} {:>6.3f}\n",
-            r.policy, r.makespan_s / 3600.0, excl ? ratio(r.makespan_s, excl->makespan_s) : "-",
-            r.energy_j / 1e6, excl ? ratio(r.energy_j, excl->energy_j) : "-",
+            r.policy, r.makespan_s / 3600.0,
+            excl ? format_change(r.makespan_s, excl->makespan_s) : "-", r.energy_j / 1e6,
+            excl ? format_change(r.energy_j, excl->energy_j) : "-",
             r.mean_jct_s / 3600.0, r.p95_jct_s / 3600.0, r.mean_wait_s / 3600.0, r.oom_crashes,
             r.attempts, r.mean_smact, r.mean_smocc, r.mean_memory_used_frac);
     }

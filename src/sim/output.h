@@ -11,6 +11,9 @@
 namespace carma::sim {
 
 std::string format_table(const Comparison& comparison);
+// The table's "vs_excl" cell: the change of `value` relative to `base` ("-12.5%"), "-" when the
+// base is not positive.
+std::string format_change(double value, double base);
 nlohmann::json to_json(const Comparison& comparison);
 
 // One CSV line per task and policy (`carma simulate --tasks FILE`): the task's wait (over all

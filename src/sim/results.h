@@ -1,9 +1,13 @@
 #pragma once
 // What one simulated run produces: the figures per policy, per GPU and per task, and the per-GPU
-// timelines the HTML report plots. Plain values, no behaviour, so every consumer (text table,
-// JSON, report, tests) reads the same thing.
+// timelines the HTML report plots, and every attempt of every task. Plain values (and the text
+// of an attempt's outcome), so every consumer (text table, JSON, report, tests) reads the same
+// thing. `carma report` fills the same types from the daemon's history (cli/timeline_record.h).
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace carma::sim {
@@ -32,8 +36,50 @@ struct GpuSummary {
     double energy_j = 0;               // over the same interval
 };
 
+// How one attempt of a task ended; the daemon's words (docs/api.md) are its text form.
+enum class AttemptOutcome { Running, Succeeded, OutOfMemory, Failed, Cancelled, Timeout, Lost };
+
+inline constexpr AttemptOutcome kAttemptOutcomes[] = {
+    AttemptOutcome::Running,   AttemptOutcome::Succeeded, AttemptOutcome::OutOfMemory,
+    AttemptOutcome::Failed,    AttemptOutcome::Cancelled, AttemptOutcome::Timeout,
+    AttemptOutcome::Lost};
+
+constexpr std::string_view to_string(AttemptOutcome outcome) {
+    switch (outcome) {
+        case AttemptOutcome::Running: return "running";
+        case AttemptOutcome::Succeeded: return "succeeded";
+        case AttemptOutcome::OutOfMemory: return "out-of-memory";
+        case AttemptOutcome::Failed: return "failed";
+        case AttemptOutcome::Cancelled: return "cancelled";
+        case AttemptOutcome::Timeout: return "timeout";
+        case AttemptOutcome::Lost: return "lost";
+    }
+    return "unknown";
+}
+
+constexpr std::optional<AttemptOutcome> parse_attempt_outcome(std::string_view text) {
+    for (AttemptOutcome o : kAttemptOutcomes) {
+        if (to_string(o) == text) {
+            return o;
+        }
+    }
+    return std::nullopt;
+}
+
+// One attempt of a task: when it ran, where, and how it ended.
+struct AttemptSpan {
+    double start_s = 0;
+    double end_s = -1;  // -1: still running at the end of the record
+    std::vector<int> gpus;
+    AttemptOutcome outcome = AttemptOutcome::Running;
+};
+
 struct TaskRecord {
+    std::int64_t id = -1;    // the daemon's task id; -1 in a simulation
+    std::string user;        // the submitter (daemon history); empty in a simulation
     std::string name;        // trace task name
+    std::string state;       // the daemon's task state (queued, running, succeeded, ...); empty
+                             // in a simulation
     int gpus = 1;
     double submit_s = 0;
     double first_start_s = -1;  // dispatch of the first attempt, -1 if never started
@@ -45,6 +91,10 @@ struct TaskRecord {
     std::string reject_reason;
     std::vector<int> gpu_ids;  // of the last attempt
     double slowdown = 0;     // run time of the successful attempt / its solo run time; 0 if none
+    // When the task ended for good without completing (rejected, cancelled, failed, given up
+    // after repeated crashes); -1 when it completed or had not ended by the end of the record.
+    double left_s = -1;
+    std::vector<AttemptSpan> spans;  // every attempt, in order (attempts == spans.size())
 };
 
 struct PolicyResult {
@@ -69,12 +119,22 @@ struct PolicyResult {
     std::vector<TaskRecord> tasks;
 };
 
+// Where a record comes from. A simulation's times are seconds from the trace's start; a daemon's
+// history (`carma report`) is shifted so that t = 0 is the start of the window it covers.
+enum class RecordKind { Simulation, DaemonHistory };
+
 struct Comparison {
+    RecordKind kind = RecordKind::Simulation;
     std::string trace;   // trace name or file
     std::string gpus;    // e.g. "4xA100-40GB"
     std::string sharing; // "mps" or "timeslice"
     std::string history; // "cold" or "warm": what `carma` knew at the start
     std::vector<PolicyResult> results;  // in the order the policies were asked for
+    // DaemonHistory only: the unix time of t = 0, the window's length (the time axis covers
+    // [0, span_s]) and the daemon's GPU backend.
+    double origin_unix_s = 0;
+    double span_s = 0;
+    std::string backend;
 };
 
 }  // namespace carma::sim

@@ -447,6 +447,13 @@ private:
         }
     }
 
+    void end_span(TaskRecord& record, AttemptOutcome outcome) const {
+        if (!record.spans.empty()) {
+            record.spans.back().end_s = now_;
+            record.spans.back().outcome = outcome;
+        }
+    }
+
     void remove_from_gpus(std::size_t i) {
         for (int g : tasks_[i].gpus) {
             auto& r = gpus_[static_cast<std::size_t>(g)].residents;
@@ -462,6 +469,7 @@ private:
             t.phase = Phase::Rejected;
             t.record.rejected = true;
             t.record.reject_reason = ok.error().message;
+            t.record.left_s = now_;
             return;
         }
         t.phase = Phase::Queued;
@@ -548,6 +556,7 @@ private:
             t.record.first_start_s = now_;
         }
         ++t.record.attempts;
+        t.record.spans.push_back(AttemptSpan{now_, -1, gpus, AttemptOutcome::Running});
         ++t.version;
         for (int g : gpus) {
             gpus_[static_cast<std::size_t>(g)].residents.push_back(i);
@@ -600,6 +609,7 @@ private:
         remove_from_gpus(i);
         t.phase = Phase::Done;
         t.record.finish_s = now_;
+        end_span(t.record, AttemptOutcome::Succeeded);
         t.record.slowdown = (now_ - t.dispatched_at) / std::max(t.profile.t_solo_s, 1e-9);
         RunFacts facts = attempt_facts(t, t.profile.m_peak_mib);
         facts.succeeded = true;
@@ -638,9 +648,11 @@ private:
         ++t.version;
         ++t.record.oom_crashes;
         ++oom_crashes_;
+        end_span(t.record, AttemptOutcome::OutOfMemory);
         scheduler_.task_exited(static_cast<TaskId>(i));
         if (t.record.attempts >= config_.max_attempts) {
             t.phase = Phase::Failed;
+            t.record.left_s = now_;
         } else {
             t.phase = Phase::Queued;
             t.queued_at = now_;
@@ -690,6 +702,7 @@ private:
             task.phase = Phase::Rejected;
             task.record.rejected = true;
             task.record.reject_reason = r.reason;
+            task.record.left_s = t;
         }
         for (const Placement& p : step.placed) {
             dispatch(static_cast<std::size_t>(p.task), p.gpus);

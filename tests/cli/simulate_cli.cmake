@@ -68,3 +68,27 @@ foreach(bad "--history;lukewarm" "--tasks;/nonexistent-dir/tasks.csv")
     message(FATAL_ERROR "carma simulate ${bad} should fail with a message (${rc}): ${err}")
   endif()
 endforeach()
+
+# --report writes the page (charts over one shared time axis, the Gantt chart of attempts, the
+# out-of-memory marks of OR-RR) and its two CSVs.
+set(report_dir "${CMAKE_CURRENT_BINARY_DIR}/simulate_cli_report")
+file(REMOVE_RECURSE "${report_dir}")
+execute_process(COMMAND ${CARMA} simulate --trace mix-90 --policy exclusive,OR-RR --quiet
+                        --report "${report_dir}"
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "carma simulate --report failed (${rc}): ${err}")
+endif()
+foreach(f index.html results.csv tasks.csv)
+  if(NOT EXISTS "${report_dir}/${f}")
+    message(FATAL_ERROR "carma simulate --report wrote no ${f}")
+  endif()
+endforeach()
+file(READ "${report_dir}/index.html" html)
+foreach(needle "<meta charset=\"utf-8\">" "class=\"timechart\"" "Attempts per GPU"
+               "class=\"oom-mark\"" "Tasks waiting" "</html>")
+  string(FIND "${html}" "${needle}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "carma simulate --report: index.html lacks ${needle}")
+  endif()
+endforeach()

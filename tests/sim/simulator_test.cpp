@@ -124,6 +124,37 @@ TEST(SimulatorTest, MemoryNeverAboveCapacity) {
     }
 }
 
+// This test verifies that every attempt is recorded as a span that agrees with the task's
+// counters: one span per attempt, in time order and not overlapping, each ended out of memory
+// except the last, which succeeded at the task's finish, on the GPUs the task last ran on.
+TEST(SimulatorTest, AttemptSpansAgreeWithCounters) {
+    int oom_spans = 0;
+    for (const char* p : {"OR-RR", "OR-MAGM"}) {
+        PolicyResult r = run("mix-90", p);
+        for (const TaskRecord& t : r.tasks) {
+            ASSERT_EQ(t.spans.size(), static_cast<std::size_t>(t.attempts)) << p << " " << t.name;
+            if (t.spans.empty()) {
+                continue;
+            }
+            EXPECT_EQ(t.spans.front().start_s, t.first_start_s);
+            for (std::size_t k = 0; k < t.spans.size(); ++k) {
+                const AttemptSpan& s = t.spans[k];
+                EXPECT_GT(s.end_s, s.start_s) << p << " " << t.name;
+                EXPECT_EQ(static_cast<int>(s.gpus.size()), t.gpus) << p << " " << t.name;
+                if (k + 1 < t.spans.size()) {
+                    EXPECT_EQ(s.outcome, AttemptOutcome::OutOfMemory) << p << " " << t.name;
+                    EXPECT_LE(s.end_s, t.spans[k + 1].start_s) << p << " " << t.name;
+                    ++oom_spans;
+                }
+            }
+            EXPECT_EQ(t.spans.back().outcome, AttemptOutcome::Succeeded) << p << " " << t.name;
+            EXPECT_EQ(t.spans.back().end_s, t.finish_s);
+            EXPECT_EQ(t.spans.back().gpus, t.gpu_ids);
+        }
+    }
+    EXPECT_GT(oom_spans, 0);  // the memory-blind policies crash some tasks on mix-90
+}
+
 // This test verifies the OOM scenario end to end: two tasks of 25,000 and 20,000 MiB forced onto
 // one GPU; the second-started crashes at its ramp, is recovered exclusively, and the first one
 // finishes as if alone.
@@ -149,6 +180,27 @@ TEST(SimulatorTest, OomCrashIsRecovered) {
     // "second" restarts only once "first" is gone (recovered tasks run exclusively).
     EXPECT_GE(r.tasks[1].finish_s, 1200.0 + 1200.0);
     EXPECT_EQ(r.tasks_completed, 2);
+
+    // Each attempt is recorded as a span: "second" crashed out of memory on GPU 0 during its
+    // ramp, then ran again to completion; "first" ran once.
+    ASSERT_EQ(r.tasks[0].spans.size(), 1u);
+    EXPECT_EQ(r.tasks[0].spans[0].outcome, AttemptOutcome::Succeeded);
+    EXPECT_EQ(r.tasks[0].spans[0].end_s, r.tasks[0].finish_s);
+    const auto& spans = r.tasks[1].spans;
+    ASSERT_EQ(spans.size(), 2u);
+    EXPECT_EQ(spans[0].outcome, AttemptOutcome::OutOfMemory);
+    EXPECT_EQ(spans[0].gpus, std::vector<int>{0});
+    EXPECT_GE(spans[0].start_s, 60.0);
+    EXPECT_GT(spans[0].end_s, spans[0].start_s);
+    EXPECT_LT(spans[0].end_s, 1200.0);
+    EXPECT_EQ(spans[1].outcome, AttemptOutcome::Succeeded);
+    EXPECT_GE(spans[1].start_s, spans[0].end_s);
+    EXPECT_EQ(spans[1].end_s, r.tasks[1].finish_s);
+    EXPECT_EQ(spans[0].start_s, r.tasks[1].first_start_s);
+    // The wait is what lies outside the spans: before the first and between the two.
+    EXPECT_NEAR(r.tasks[1].wait_s,
+                (spans[0].start_s - 60.0) + (spans[1].start_s - spans[0].end_s), 1e-6);
+    EXPECT_EQ(r.tasks[1].left_s, -1);
 }
 
 // This test verifies that tasks that cannot fit the server are rejected, not run or lost.
@@ -164,6 +216,8 @@ TEST(SimulatorTest, InfeasibleTasksRejected) {
     EXPECT_EQ(r.tasks_rejected, 2);
     EXPECT_EQ(r.tasks_completed, 1);
     EXPECT_NE(r.tasks[0].reject_reason.find("asks for 8 GPUs"), std::string::npos);
+    EXPECT_TRUE(r.tasks[0].spans.empty());
+    EXPECT_EQ(r.tasks[0].left_s, 0);
 }
 
 // This test verifies determinism, and that metric noise (seeded) changes nothing structural.

@@ -1,0 +1,33 @@
+#pragma once
+// The reader's clock and time zone for the commands that take times (`carma acct --since`,
+// `carma report --since/--until`): the edge where core/time_text's pure parsing meets the system.
+
+#include <ctime>
+#include <optional>
+
+#include "core/time_text.h"
+
+namespace carma::cli {
+
+// A zone-less civil time read in the local zone (core/time_text's LocalTimeFn).
+inline std::optional<double> local_to_unix(const CivilTime& c) {
+    std::tm tm{};
+    tm.tm_year = c.year - 1900;
+    tm.tm_mon = c.month - 1;
+    tm.tm_mday = c.day;
+    tm.tm_hour = c.hour;
+    tm.tm_min = c.minute;
+    tm.tm_sec = c.second;
+    tm.tm_isdst = -1;  // whatever the zone says for that date
+    const std::time_t t = std::mktime(&tm);
+    if (t == static_cast<std::time_t>(-1)) {
+        return std::nullopt;
+    }
+    return static_cast<double>(t);
+}
+
+inline double now_epoch() {
+    return static_cast<double>(std::time(nullptr));
+}
+
+}  // namespace carma::cli

@@ -1,0 +1,121 @@
+// `carma report`: asks the daemon for its history over a window (GET /v1/timeline), turns it into
+// the record the simulator's report draws (cli/timeline_record.h) and writes the same page.
+
+#include "cli/report_command.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "api/client.h"
+#include "cli/local_time.h"
+#include "cli/timeline_record.h"
+#include "core/time_text.h"
+#include "sim/report.h"
+
+namespace carma::cli {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr double kDefaultWindowS = 24 * 3600.0;
+// Samples per GPU asked for: about one per horizontal unit of a chart (sim/report_charts.h).
+constexpr int kTimelinePoints = 1000;
+
+struct ReportOptions {
+    std::string socket;
+    std::string since;
+    std::string until;
+    std::string dir;
+};
+
+double time_flag(const std::string& flag, const std::string& text, double now) {
+    auto t = parse_time_point(text, now, local_to_unix);
+    if (!t) {
+        throw std::runtime_error(flag + ": " + t.error().message);
+    }
+    return *t;
+}
+
+json fetch_timeline(const std::string& socket, double since, double until) {
+    const std::string target = fmt::format("/v1/timeline?since={:.3f}&until={:.3f}&points={}",
+                                           since, until, kTimelinePoints);
+    api::ApiClient client(api::resolve_socket_path(socket));
+    auto reply = client.exchange("GET", target);
+    if (!reply) {
+        throw std::runtime_error(reply.error().message);
+    }
+    const json doc = json::parse(reply->body, nullptr, false);
+    if (reply->status < 200 || reply->status > 299) {
+        const std::string said =
+            doc.is_object() && doc.contains("error") && doc["error"].is_string()
+                ? doc["error"].get<std::string>()
+                : reply->body.substr(0, 200);
+        throw std::runtime_error(fmt::format(
+            "the CARMA daemon at {} answered HTTP {} to GET /v1/timeline: {}{}",
+            client.socket_path(), reply->status, said,
+            reply->status == 404 ? "; a daemon older than this carma has no history endpoint: "
+                                   "restart it from the same version"
+                                 : ""));
+    }
+    if (doc.is_discarded()) {
+        throw std::runtime_error(
+            fmt::format("the CARMA daemon's answer to GET /v1/timeline is not JSON: '{}'; are the "
+                        "daemon and carma the same version?",
+                        reply->body.substr(0, 80)));
+    }
+    return doc;
+}
+
+int run_report(const ReportOptions& o) {
+    const double now = now_epoch();
+    const double until = o.until.empty() ? now : time_flag("--until", o.until, now);
+    const double since =
+        o.since.empty() ? until - kDefaultWindowS : time_flag("--since", o.since, now);
+    if (!(until > since)) {
+        throw std::runtime_error(fmt::format(
+            "--since ({:.0f}) must be before --until ({:.0f}); e.g. --since 2d --until 1d", since,
+            until));
+    }
+    const json answer = fetch_timeline(o.socket, since, until);
+    auto comparison = comparison_from_timeline(answer);
+    if (!comparison) {
+        throw std::runtime_error(comparison.error().message);
+    }
+    auto path = sim::write_html_report(*comparison, o.dir);
+    if (!path) {
+        throw std::runtime_error(path.error().message);
+    }
+    const std::size_t tasks =
+        comparison->results.empty() ? 0 : comparison->results.front().tasks.size();
+    fmt::print("report written to {} ({} task{}, {:.1f} h of history)\n", *path, tasks,
+               tasks == 1 ? "" : "s", comparison->span_s / 3600.0);
+    return 0;
+}
+
+}  // namespace
+
+Action add_report_command(CLI::App& app) {
+    auto o = std::make_shared<ReportOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "report",
+        "Write an HTML report of the daemon's history into DIR: GPU activity and memory "
+        "over time, every attempt per GPU with out-of-memory crashes, waits, queue");
+    cmd->add_option("dir", o->dir, "Folder for index.html, results.csv and tasks.csv")->required();
+    const std::string forms =
+        "a unix time, an ISO date or time (2026-11-29, 2026-11-29T10:00, Z for UTC) or how long "
+        "ago (2h, 3d)";
+    cmd->add_option("-S,--since", o->since,
+                    "Start of the window (default: 24 h before --until): " + forms);
+    cmd->add_option("-U,--until", o->until, "End of the window (default: now): " + forms);
+    cmd->add_option(
+        "--socket", o->socket,
+        "The daemon's socket (default: $CARMA_SOCKET, else " + api::default_socket_path() + ")");
+    return [o] { return run_report(*o); };
+}
+
+}  // namespace carma::cli
