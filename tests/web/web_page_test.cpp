@@ -185,7 +185,8 @@ const char* kArgvSecret = "argv-secret-91b2e0aa";
 // This test verifies the page in Chromium against a daemon with a replay under way: it loads
 // without console errors, shows the four GPUs and the running tasks with their owners, follows
 // a task from running to finished without being reloaded, marks an out-of-memory crash on the
-// timeline, never shows a task's environment or command line, and fits a phone's width.
+// timeline, never shows a task's environment or command line, and fits a phone's width; then
+// `carma top --once` and the `carma report` page (in the same browser) against the same daemon.
 // Screenshots are kept in the build's test-artifacts/ directory.
 TEST_F(WebTest, PageInAHeadlessBrowser) {
     const std::string chromium = test_support::find_chromium();
@@ -311,6 +312,36 @@ TEST_F(WebTest, PageInAHeadlessBrowser) {
     EXPECT_TRUE(page_true("document.documentElement.scrollWidth <= window.innerWidth + 1"))
         << eval("document.documentElement.scrollWidth") << " > " << eval("window.innerWidth");
     browser.screenshot(page, artifacts + "/web-page-phone.png");
+
+    // `carma top` and `carma report` read the same daemon: the top's frame names the GPUs and
+    // the finished tasks' owners; the report page loads in the same browser with its time
+    // charts and the out-of-memory mark.
+    const std::string top_out = dir_ + "/top.txt";
+    ASSERT_EQ(std::system((std::string(CARMA_BIN) + " top --once --socket " + socket_ + " >" +
+                           top_out + " 2>&1").c_str()),
+              0)
+        << read_text(top_out);
+    const std::string frame = read_text(top_out);
+    EXPECT_NE(frame.find("GPU 3"), std::string::npos) << frame;
+    EXPECT_NE(frame.find("secretive"), std::string::npos) << frame;
+    EXPECT_EQ(frame.find(kEnvSecret), std::string::npos) << frame;
+    const std::string report_dir = dir_ + "/report";
+    const std::string report_log = dir_ + "/report.log";
+    ASSERT_EQ(std::system((std::string(CARMA_BIN) + " report --socket " + socket_ + " --since 1h " +
+                           report_dir + " >" + report_log + " 2>&1").c_str()),
+              0)
+        << read_text(report_log);
+    browser.call("Emulation.clearDeviceMetricsOverride", json::object(), page);
+    browser.call("Page.navigate", {{"url", "file://" + report_dir + "/index.html"}}, page);
+    EXPECT_TRUE(page_true("document.readyState === 'complete' && "
+                          "document.querySelectorAll('svg.timechart').length > 0"))
+        << eval("document.body.innerText.slice(0, 2000)");
+    EXPECT_TRUE(page_true("document.querySelector('.oom-mark')"));
+    EXPECT_NE(eval("document.documentElement.outerHTML").get<std::string>().find("maskrcnn"),
+              std::string::npos);
+    EXPECT_EQ(eval("document.documentElement.outerHTML").get<std::string>().find(kEnvSecret),
+              std::string::npos);
+    browser.screenshot(page, artifacts + "/report-page.png");
 
     browser.drain();
     const std::vector<std::string> errors = browser.errors();
