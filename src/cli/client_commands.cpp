@@ -33,6 +33,7 @@
 #include "api/task_file.h"
 #include "cli/cells.h"
 #include "cli/json_read.h"
+#include "cli/local_time.h"
 #include "cli/queue_view.h"
 #include "cli/task_select.h"
 #include "core/controls.h"
@@ -82,11 +83,6 @@ std::string task_label(const json& task) {
 }
 
 // ---- formatting ---------------------------------------------------------------------------
-
-double now_epoch() {
-    using namespace std::chrono;
-    return duration<double>(system_clock::now().time_since_epoch()).count();
-}
 
 std::string format_clock(std::optional<double> epoch) {
     if (!epoch || !std::isfinite(*epoch) || std::abs(*epoch) > kLongestTime) {

@@ -1,7 +1,9 @@
 #pragma once
-// The reader's clock and time zone for the commands that take times (`carma acct --since`,
-// `carma report --since/--until`): the edge where core/time_text's pure parsing meets the system.
+// The reader's clock and time zone for the commands that show or take times (`carma queue`,
+// `carma top`, `carma acct --since`, `carma report --since/--until`): the edge where
+// core/time_text's pure parsing meets the system.
 
+#include <chrono>
 #include <ctime>
 #include <optional>
 
@@ -26,8 +28,10 @@ inline std::optional<double> local_to_unix(const CivilTime& c) {
     return static_cast<double>(t);
 }
 
+// Now, in unix seconds with the fraction: what the daemon stamps, so ages compare.
 inline double now_epoch() {
-    return static_cast<double>(std::time(nullptr));
+    using namespace std::chrono;
+    return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace carma::cli

@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
+#include "cli/local_time.h"
 #include "cli/top_view.h"
 
 namespace carma::cli {
@@ -58,11 +59,6 @@ struct TopOptions {
     double interval_s = 1;
     bool once = false;
 };
-
-double now_epoch() {
-    using namespace std::chrono;
-    return duration<double>(system_clock::now().time_since_epoch()).count();
-}
 
 // no-color.org: colour unless NO_COLOR is set to something; never into a pipe or a file.
 bool colour_wanted() {

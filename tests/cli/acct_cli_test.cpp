@@ -157,9 +157,14 @@ TEST(AcctCliTest, CommandAsksTheDaemon) {
 // This test verifies that a relative --since is counted back from now.
 TEST(AcctCliTest, RelativeSince) {
     FakeAcctDaemon daemon(kAnswer);
-    const double before = static_cast<double>(std::time(nullptr));
+    // The command's clock has a fraction of a second; bracket it with the same clock.
+    const auto unix_now = [] {
+        using namespace std::chrono;
+        return duration<double>(system_clock::now().time_since_epoch()).count();
+    };
+    const double before = unix_now();
     run_acct({"acct", "--since", "2h", "--socket", daemon.socket()});
-    const double after = static_cast<double>(std::time(nullptr));
+    const double after = unix_now();
     ASSERT_EQ(daemon.targets().size(), 1u);
     const std::string target = daemon.targets()[0];
     const std::string prefix = "GET /v1/acct?since=";
