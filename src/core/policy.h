@@ -85,6 +85,9 @@ using SpeedPredictor =
 // Everything the collocation path may know about one GPU at decision time.
 struct GpuView {
     int index = 0;
+    // The machine the GPU is in; "" for the one server. A task on several GPUs takes them all
+    // on one node (its processes talk over NVLink/PCIe, not the network).
+    std::string node;
     MiB total_mib = 0;
     bool has_processes = false;  // a task's process is visible on the GPU
     bool locked = false;         // warm-up: a task placed here is not yet settled (spec §1.7)
