@@ -140,6 +140,8 @@ const std::vector<Route>& routes() {
         {std::regex("/v1/gpus"), "GET"},
         {std::regex("/v1/events"), "GET"},
         {std::regex("/v1/acct"), "GET"},
+        {std::regex("/v1/nodes"), "GET"},
+        {std::regex("/v1/nodes/drain"), "POST"},
         {std::regex("/v1/status"), "GET"},
         {std::regex("/metrics"), "GET"},
         {std::regex("/healthz"), "GET"},
@@ -953,6 +955,17 @@ struct ApiServer::Impl {
                                               httplib::Response& res) {
                   send_result(res, service.gpus(c));
               }));
+        s.Get("/v1/nodes", guarded(where, [this](const Caller& c, const httplib::Request&,
+                                               httplib::Response& res) {
+                  send_result(res, service.nodes(c));
+              }));
+        s.Post("/v1/nodes/drain", guarded(where, [this](const Caller& c,
+                                                      const httplib::Request& req,
+                                                      httplib::Response& res) {
+                   if (auto body = json_body(req, res)) {
+                       send_result(res, service.drain_nodes(c, *body));
+                   }
+               }));
         s.Get("/v1/events", guarded(where, [this](const Caller& c, const httplib::Request& req,
                                                 httplib::Response& res) {
                   constexpr std::int64_t kMaxId = std::numeric_limits<std::int64_t>::max();

@@ -102,6 +102,15 @@ public:
                                                const TimelineQuery& /*query*/) {
         return api_fail(501, "this service keeps no timeline");
     }
+    // The nodes whose agents report to this server (`carma agent`, `carma slurm status`), and
+    // stopping placement on some of them (`carma slurm down`). A single server has none.
+    virtual ApiResult<nlohmann::json> nodes(const Caller& /*caller*/) {
+        return api_fail(501, "this service schedules no nodes");
+    }
+    virtual ApiResult<nlohmann::json> drain_nodes(const Caller& /*caller*/,
+                                                  const nlohmann::json& /*body*/) {
+        return api_fail(501, "this service schedules no nodes");
+    }
 };
 
 }  // namespace carma::api

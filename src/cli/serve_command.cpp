@@ -14,6 +14,7 @@
 
 #include "api/server.h"
 #include "cli/commands.h"
+#include "core/host_port.h"
 #include "daemon/daemon.h"
 
 namespace carma::cli {
@@ -70,34 +71,6 @@ T or_throw(Result<T> r) {
     return std::move(*r);
 }
 
-struct HostPort {
-    std::string host;
-    int port = 0;
-};
-
-// "127.0.0.1:8080", "[::1]:8080", "0.0.0.0:8080": the port a whole number in 1..65535.
-Result<HostPort> parse_host_port(const char* option, const std::string& text) {
-    const auto colon = text.rfind(':');
-    const std::string port = colon == std::string::npos ? "" : text.substr(colon + 1);
-    std::string host = colon == std::string::npos ? "" : text.substr(0, colon);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-        host = host.substr(1, host.size() - 2);
-    }
-    int number = 0;
-    const bool digits = !port.empty() && port.size() <= 5 &&
-                        port.find_first_not_of("0123456789") == std::string::npos;
-    if (digits) {
-        number = std::stoi(port);
-    }
-    if (host.empty() || !digits || number < 1 || number > 65535) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("{} '{}' must be HOST:PORT with a port in 1..65535, e.g. "
-                                "127.0.0.1:8080",
-                                option, text));
-    }
-    return HostPort{host, number};
-}
-
 int run_serve(CLI::App* cmd, ServeFlags& f) {
     daemon::DaemonConfig config;
     if (!f.config_file.empty()) {
@@ -126,6 +99,9 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     if (given("--web")) config.web = v.web;
     if (given("--tcp-run-as")) config.tcp_run_as = v.tcp_run_as;
     if (given("--shim")) config.shim_path = v.shim_path;
+    if (given("--agents")) config.agents = v.agents;
+    if (given("--agent-token-file")) config.agent_token_file = v.agent_token_file;
+    if (given("--node-timeout")) config.node_timeout_s = v.node_timeout_s;
     if (given("--dcgm-host")) config.dcgm_host = v.dcgm_host;
     if (given("--exclude-gpus")) config.exclude_gpus = v.exclude_gpus;
     if (given("--mps")) config.mps = v.mps;
@@ -277,6 +253,14 @@ Action add_serve_command(CLI::App& app) {
                     "Unprivileged user that TCP-submitted tasks of a root daemon run as (without "
                     "it, TCP clients of a root daemon may only look)");
     cmd->add_option("--shim", v.shim_path, "Path of carma-shim (default: next to carma)");
+    cmd->add_option("--agents", v.agents,
+                    "Schedule over nodes: listen on HOST:PORT for `carma agent`s (one per node, "
+                    "e.g. under `carma slurm up`); the daemon then uses their GPUs, not its own");
+    cmd->add_option("--agent-token-file", v.agent_token_file,
+                    "The token agents present (mode 600; the agents read the same file)");
+    cmd->add_option("--node-timeout", v.node_timeout_s,
+                    "Seconds an agent may be silent before its node takes no new tasks")
+        ->capture_default_str();
     return [cmd, f] { return run_serve(cmd, *f); };
 }
 

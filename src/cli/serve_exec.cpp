@@ -34,7 +34,7 @@ int exec_daemon(char** argv) {
 
 bool runs_in_daemon(const char* command) {
     const std::string c = command;
-    return c == "serve" || c == "admin";
+    return c == "serve" || c == "admin" || c == "agent";
 }
 
 Action add_daemon_stubs(CLI::App& app) {
@@ -42,6 +42,8 @@ Action add_daemon_stubs(CLI::App& app) {
     // `carma admin ...` over before anything is parsed; their --help lists their options.
     app.add_subcommand("serve", "Run the CARMA daemon (`carma serve --help`)")->allow_extras();
     app.add_subcommand("admin", "Maintain a daemon's state directory (`carma admin --help`)")
+        ->allow_extras();
+    app.add_subcommand("agent", "Run on a node for a CARMA server (`carma agent --help`)")
         ->allow_extras();
     return [] { return 0; };
 }

@@ -57,7 +57,8 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
         "policy",  "risk",     "window",       "warmup_s",       "memory_margin",
         "no_info_min_free", "estimator", "gpus", "sharing", "state_dir", "socket",
         "max_attempts", "retry_failures", "time_scale", "kill_grace_s", "tcp", "token_file", "web",
-        "tcp_run_as", "shim_path", "dcgm_host", "exclude_gpus", "mps", "mps_control", "retention_days"};
+        "tcp_run_as", "shim_path", "dcgm_host", "exclude_gpus", "mps", "mps_control", "retention_days",
+        "agents", "agent_token_file", "node_timeout_s"};
     for (const auto& kv : root) {
         const std::string key = kv.first.as<std::string>();
         const YAML::Node& v = kv.second;
@@ -111,6 +112,10 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             r = set_str(c.web);
         } else if (key == "token_file") {
             r = set_str(c.token_file);
+        } else if (key == "agents") {
+            r = set_str(c.agents);
+        } else if (key == "agent_token_file") {
+            r = set_str(c.agent_token_file);
         } else if (key == "tcp_run_as") {
             r = set_str(c.tcp_run_as);
         } else if (key == "shim_path") {
@@ -167,13 +172,16 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
                 return tl::unexpected(d.error());
             }
             c.retention_days = *d;
-        } else if (key == "warmup_s" || key == "time_scale" || key == "kill_grace_s") {
+        } else if (key == "warmup_s" || key == "time_scale" || key == "kill_grace_s" ||
+                   key == "node_timeout_s") {
             auto d = scalar<double>(v, key, source);
             if (!d) {
                 return tl::unexpected(d.error());
             }
-            (key == "warmup_s" ? c.warmup_s : key == "time_scale" ? c.time_scale : c.kill_grace_s) =
-                *d;
+            (key == "warmup_s"         ? c.warmup_s
+             : key == "time_scale"     ? c.time_scale
+             : key == "node_timeout_s" ? c.node_timeout_s
+                                       : c.kill_grace_s) = *d;
         } else if (key == "risk") {
             if (!v.IsMap()) {
                 return fail(ErrorCode::InvalidArgument,
@@ -239,6 +247,23 @@ Result<DaemonConfig> finalize(DaemonConfig c) {
     }
     if (c.warmup_s < 0 || c.kill_grace_s < 0) {
         return fail(ErrorCode::InvalidArgument, "warmup_s and kill_grace_s must be >= 0");
+    }
+    if (!c.agents.empty()) {
+        if (c.agent_token_file.empty()) {
+            return fail(ErrorCode::InvalidArgument,
+                        "agents needs agent_token_file (--agent-token-file): a file of mode 600 "
+                        "with a token of at least 16 characters, which the agents read too");
+        }
+        if (c.mps) {
+            return fail(ErrorCode::InvalidArgument,
+                        "mps is not available with agents yet: MPS runs per node, and the agents "
+                        "do not start it; leave --mps out");
+        }
+    }
+    if (!(c.node_timeout_s >= 1) || c.node_timeout_s > 86400) {
+        return fail(ErrorCode::InvalidArgument,
+                    "node_timeout_s must be 1..86400 seconds: how long an agent may be silent "
+                    "before its node takes no new tasks");
     }
     if (c.state_dir.empty()) {
         c.state_dir = default_state_dir();

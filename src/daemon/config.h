@@ -42,6 +42,11 @@ struct DaemonConfig {
     // clients of a root daemon may look but not act (never act as root).
     std::string tcp_run_as;
     std::string shim_path;           // default: carma-shim next to the carma executable
+    // Scheduling over several nodes: "HOST:PORT" the node agents (`carma agent`) report to. The
+    // daemon then has no GPUs of its own; its GPUs are the agents'. Empty = one server.
+    std::string agents;
+    std::string agent_token_file;    // the token agents present, mode 600
+    double node_timeout_s = 30;      // an agent silent this long: its node takes no tasks
 };
 
 // /var/lib/carma as root, $XDG_STATE_HOME/carma (~/.local/state/carma) otherwise: the directory

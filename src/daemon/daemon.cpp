@@ -21,7 +21,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "api/server.h"
 #include "core/exit_classify.h"
+#include "core/host_port.h"
 #include "model/interference.h"
 #include "core/python_env.h"
 #include "daemon/backend.h"
@@ -202,18 +204,48 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     }
     int attempts_running = 0;
     for (const store::AttemptRow& a : *open_attempts) {
+        if (!a.node.empty()) {
+            continue;  // on a node's agent, not here
+        }
         pid_t shim = a.shim_pid;
         if (shim == 0) {
             std::ifstream(a.dir + "/shim.pid") >> shim;  // launched, not yet recorded
         }
-        attempts_running += exec::shim_alive(exec::LaunchHandle{shim, a.dir}) ? 1 : 0;
+        attempts_running += exec::shim_alive(exec::LaunchHandle{shim, a.dir, ""}) ? 1 : 0;
     }
-    auto backend = open_backend(config, attempts_running);
-    if (!backend) {
-        return tl::unexpected(backend.error());
-    }
-    if (auto usable = check_some_gpu_usable((*backend)->gpus(), config.exclude_gpus); !usable) {
-        return tl::unexpected(usable.error());
+    // Cluster mode: the GPUs are the agents', and none may have reported yet.
+    std::shared_ptr<cluster::Hub> hub;
+    Result<std::unique_ptr<device::GpuBackend>> backend = nullptr;
+    if (!config.agents.empty()) {
+        auto where = parse_host_port("--agents", config.agents);
+        if (!where) {
+            return tl::unexpected(where.error());
+        }
+        auto token = api::read_token_file(config.agent_token_file);
+        if (!token) {
+            return fail(token.error().code, "--agent-token-file: " + token.error().message);
+        }
+        cluster::HubOptions ho;
+        ho.host = where->host;
+        ho.port = where->port;
+        ho.token = *token;
+        ho.state_dir = config.state_dir;
+        ho.node_timeout_s = config.node_timeout_s;
+        auto created = cluster::Hub::create(std::move(ho));
+        if (!created) {
+            return tl::unexpected(created.error());
+        }
+        hub = std::move(*created);
+        backend = std::make_unique<cluster::HubBackend>(hub);
+    } else {
+        backend = open_backend(config, attempts_running);
+        if (!backend) {
+            return tl::unexpected(backend.error());
+        }
+        if (auto usable = check_some_gpu_usable((*backend)->gpus(), config.exclude_gpus);
+            !usable) {
+            return tl::unexpected(usable.error());
+        }
     }
 
     SchedulerConfig sc;
@@ -252,12 +284,22 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
         mps = std::move(*started);
     }
 
+    auto* hub_backend = dynamic_cast<cluster::HubBackend*>(backend->get());
     std::unique_ptr<Daemon> d(
         new Daemon(config, std::move(*backend), std::move(*store), std::move(sc), lock_fd));
     d->mps_ = std::move(mps);
+    d->hub_ = hub;
+    d->hub_backend_ = hub_backend;
     lock_guard.keep = true;
     if (auto r = d->restore(); !r) {
         return tl::unexpected(r.error());
+    }
+    // Only now: every attempt the store knows on a node is expected there, so none is taken for
+    // a stray and stopped.
+    if (hub) {
+        if (auto r = hub->listen(); !r) {
+            return tl::unexpected(r.error());
+        }
     }
     return d;
 }
@@ -314,7 +356,7 @@ Result<void> Daemon::restore() {
                 live.task = t.id;
                 live.number = a.number;
                 live.gpus = a.gpus;
-                live.handle = exec::LaunchHandle{a.shim_pid, a.dir};
+                live.handle = exec::LaunchHandle{a.shim_pid, a.dir, a.node};
                 live.settled = true;  // it has been running for a while; no warm-up lock
                 live.peak_mib = a.peak_mib;
                 live.energy_j = a.energy_j;  // accounting goes on from what was stored
@@ -322,6 +364,20 @@ Result<void> Daemon::restore() {
                 live.started_clock = clock_of(a.started_at);
                 live.started_unix = a.started_at;
                 live.time_limit_s = t.spec.time_limit_s;
+                if (!a.node.empty()) {
+                    // On a node: its agent reports whether it runs, ended, or never started.
+                    if (hub_) {
+                        hub_->expect(a.node, fs::path(a.dir).filename().string());
+                    } else {
+                        spdlog::warn("task={}: attempt {} runs on node {}, but this daemon was "
+                                     "started without --agents; it is followed again once the "
+                                     "daemon runs with --agents",
+                                     t.id, a.number, a.node);
+                    }
+                    live_[t.id] = live;
+                    ++reattached;
+                    break;
+                }
                 if (live.handle.shim_pid == 0) {
                     std::ifstream pidfile(a.dir + "/shim.pid");
                     pidfile >> live.handle.shim_pid;
@@ -441,6 +497,9 @@ void Daemon::tick() {
     {
         std::lock_guard lock(mu_);
         ++ticks_;
+        if (hub_backend_) {
+            grow_gpus();
+        }
         apply_samples(std::move(samples));
         notice_sightings(table);
         accumulate_activity();
@@ -458,7 +517,7 @@ void Daemon::tick() {
     std::vector<Result<exec::LaunchHandle>> handles;
     handles.reserve(launches.size());
     for (const PreparedLaunch& l : launches) {
-        handles.push_back(exec::launch(l.request, config_.shim_path));
+        handles.push_back(start_attempt(l));
     }
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < launches.size(); ++i) {
@@ -583,16 +642,15 @@ void Daemon::note_missing_sample(std::size_t gpu, const std::string& why) {
 // setsid included) on its GPUs. A GPU's warm-up ends when the task is seen on that GPU; the
 // memory its processes hold there is the attempt's per-GPU peak.
 void Daemon::notice_sightings(const std::vector<exec::ProcEntry>& table) {
-    if (live_.empty() || table.empty()) {
+    if (live_.empty()) {
         return;
     }
     for (auto& [id, live] : live_) {
         live.held_now.clear();
-        auto pgid = exec::task_pgid(live.handle.attempt_dir);
-        if (!pgid) {
+        const std::set<pid_t> members = attempt_members(live, table);
+        if (members.empty()) {
             continue;
         }
-        const std::set<pid_t> members = exec::task_processes(table, *pgid);
         for (const device::GpuSample& s : last_samples_) {
             if (!s.error.empty() ||
                 std::find(live.gpus.begin(), live.gpus.end(), s.index) == live.gpus.end()) {
@@ -635,30 +693,129 @@ void Daemon::notice_sightings(const std::vector<exec::ProcEntry>& table) {
 }
 
 void Daemon::collect_exits() {
-    std::vector<TaskId> ended;
+    struct Ended {
+        TaskId id = 0;
+        std::optional<exec::ExitRecord> record;
+        std::string tail;
+        bool lost = false;
+    };
+    std::vector<Ended> ended;
     for (auto& [id, live] : live_) {
-        if (exec::read_exit(live.handle.attempt_dir) || !exec::shim_alive(live.handle)) {
-            ended.push_back(id);
-        }
-    }
-    for (TaskId id : ended) {
-        // Read again: the shim may have written its record between the two checks above.
-        LiveAttempt& live = live_.at(id);
-        auto record = exec::read_exit(live.handle.attempt_dir);
-        if (auto done = finish_attempt(live, record ? &*record : nullptr); !done) {
-            // Said once, then once a minute of ticks: a full disk must not also flood the log.
-            if (live.unstored_ends++ % 60 == 0) {
-                spdlog::warn("task={}: {}; tried again every tick", id, done.error().message);
+        const std::string& node = live.handle.node;
+        if (node.empty()) {
+            if (exec::read_exit(live.handle.attempt_dir) || !exec::shim_alive(live.handle)) {
+                // Read again: the shim may have written its record between the two checks.
+                ended.push_back(Ended{id, exec::read_exit(live.handle.attempt_dir),
+                                      read_tail(live.handle.attempt_dir + "/stderr.log",
+                                                64 * 1024),
+                                      false});
             }
             continue;
         }
-        live_.erase(id);
+        if (!hub_) {
+            continue;
+        }
+        const cluster::RemoteAttempt a =
+            hub_->attempt(node, fs::path(live.handle.attempt_dir).filename().string());
+        switch (a.state) {
+            case cluster::RemoteAttempt::State::Running: break;
+            case cluster::RemoteAttempt::State::Ended:
+                // Stopped by its agent because the allocation ends, not by anyone here: lost
+                // with the node, and queued again.
+                ended.push_back(Ended{id, a.exit, a.stderr_tail,
+                                      hub_->ending(node) && a.exit && a.exit->cancel_requested &&
+                                          !live.stop_requested});
+                break;
+            case cluster::RemoteAttempt::State::Vanished:
+                ended.push_back(Ended{id, std::nullopt, a.stderr_tail, hub_->ending(node)});
+                break;
+            case cluster::RemoteAttempt::State::Unknown:
+                if (hub_->lost(node)) {
+                    ended.push_back(Ended{id, std::nullopt, "", true});
+                }
+                break;
+        }
+    }
+    for (const Ended& e : ended) {
+        LiveAttempt& live = live_.at(e.id);
+        if (auto done = finish_attempt(live, e.record ? &*e.record : nullptr, e.tail, e.lost);
+            !done) {
+            // Said once, then once a minute of ticks: a full disk must not also flood the log.
+            if (live.unstored_ends++ % 60 == 0) {
+                spdlog::warn("task={}: {}; tried again every tick", e.id, done.error().message);
+            }
+            continue;
+        }
+        if (!live.handle.node.empty() && hub_) {
+            hub_->forget(live.handle.node, fs::path(live.handle.attempt_dir).filename().string());
+        }
+        live_.erase(e.id);
+    }
+}
+
+Result<exec::LaunchHandle> Daemon::start_attempt(const PreparedLaunch& launch) {
+    if (launch.attempt.node.empty()) {
+        return exec::launch(launch.request, config_.shim_path);
+    }
+    if (!hub_) {
+        return fail(ErrorCode::Io, "this daemon does not listen for agents");
+    }
+    return hub_->launch(launch.attempt.node, launch.request);
+}
+
+Result<void> Daemon::stop_attempt(const exec::LaunchHandle& handle) {
+    if (handle.node.empty()) {
+        return exec::request_stop(handle);
+    }
+    if (!hub_) {
+        return fail(ErrorCode::Io, fmt::format("the attempt runs on node {}, and this daemon does "
+                                               "not listen for agents (--agents)",
+                                               handle.node));
+    }
+    // Queued for the node's agent; delivered when it next reports, however long it was away.
+    hub_->stop(handle.node, fs::path(handle.attempt_dir).filename().string());
+    return {};
+}
+
+std::set<pid_t> Daemon::attempt_members(const LiveAttempt& live,
+                                         const std::vector<exec::ProcEntry>& table) const {
+    if (!live.handle.node.empty()) {
+        if (!hub_ || live.handle.attempt_dir.empty()) {
+            return {};
+        }
+        return hub_->attempt(live.handle.node,
+                             fs::path(live.handle.attempt_dir).filename().string())
+            .members;
+    }
+    if (table.empty()) {
+        return {};
+    }
+    auto pgid = exec::task_pgid(live.handle.attempt_dir);
+    if (!pgid) {
+        return {};
+    }
+    return exec::task_processes(table, *pgid);
+}
+
+void Daemon::grow_gpus() {
+    hub_backend_->refresh();
+    const std::vector<device::GpuInfo>& gpus = backend_->gpus();
+    for (std::size_t i = windows_.size(); i < gpus.size(); ++i) {
+        const device::GpuInfo& g = gpus[i];
+        windows_.emplace_back(config_.window);
+        GpuState state;
+        state.excluded = exclusion_reason(g, config_.exclude_gpus);
+        gpu_state_.push_back(std::move(state));
+        event(0, "gpu-added",
+              fmt::format("GPU {} joins: GPU {} of node {} ({})", g.index, g.node_index, g.node,
+                          g.name));
     }
 }
 
 // The end is stored first and only then acted on: if the store refuses (disk full), the attempt
 // stays live, the scheduler still holds the task, and the next tick tries again.
-Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRecord* record) {
+Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRecord* record,
+                                    const std::string& stderr_tail, bool node_lost) {
     auto task_r = store_->task(live.task);
     if (!task_r) {
         return fail(task_r.error().code,
@@ -684,8 +841,9 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
     } else {
         end.record_missing = true;
     }
-    if (end.record_missing) {
+    if (end.record_missing && live.handle.node.empty()) {
         // The supervisor died without a record (e.g. SIGKILL); its task may still run unwatched.
+        // (On a node, its agent does the same.)
         // Its group, and ranks that left it (the supervisor that would have killed them is gone);
         // only processes still marked as this attempt's, since the pgid may have been reused.
         if (auto pgid = exec::task_pgid(live.handle.attempt_dir); pgid && *pgid > 1) {
@@ -696,8 +854,8 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
             }
         }
     }
-    const std::string tail = read_tail(live.handle.attempt_dir + "/stderr.log", 64 * 1024);
-    const AttemptOutcome outcome = classify_attempt(end, tail);
+    const AttemptOutcome outcome =
+        node_lost ? AttemptOutcome::Lost : classify_attempt(end, stderr_tail);
 
     auto attempts = store_->attempts(task.id);
     if (!attempts) {
@@ -736,7 +894,15 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         outcome == AttemptOutcome::OutOfMemory ||
         (outcome == AttemptOutcome::Failed && config_.retry_failures && end.started);
     const bool relaunch = retryable && task.attempts < task.max_attempts;
-    if (relaunch) {
+    if (node_lost) {
+        // Not the task's doing: it goes back to the queue as it came, whatever its attempts.
+        how = fmt::format("lost with node {}{}", live.handle.node,
+                          hub_ && !hub_->slurm_job(live.handle.node).empty()
+                              ? " (Slurm job " + hub_->slurm_job(live.handle.node) + " ended)"
+                              : "");
+        task.state = store::TaskState::Queued;
+        task.message = fmt::format("attempt {} {}; queued again", live.number, how);
+    } else if (relaunch) {
         task.spec.learned = learn(task);  // an out-of-memory crash has just raised its lower bound
         task.state = store::TaskState::Recovering;
         task.message = fmt::format("attempt {} {} ({}); relaunching on idle GPUs",
@@ -771,13 +937,18 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
                                                      live.number, stored.error().message));
     }
     scheduler_.task_exited(live.task);
-    if (relaunch) {
+    if (node_lost) {
+        scheduler_.enqueue(task.id, task.spec);
+    } else if (relaunch) {
         scheduler_.enqueue_recovery(task.id, task.spec);
     }
     if (outcome == AttemptOutcome::OutOfMemory) {
         ++oom_total_;
     }
-    event(task.id, outcome == AttemptOutcome::OutOfMemory ? "oom" : "exited",
+    event(task.id,
+          node_lost                                ? "lost"
+          : outcome == AttemptOutcome::OutOfMemory ? "oom"
+                                                   : "exited",
           fmt::format("attempt {}: {} ({})", live.number, to_string(outcome), how));
     return {};
 }
@@ -867,6 +1038,12 @@ std::vector<std::pair<std::string, std::string>> Daemon::task_environment(
 
 std::string Daemon::schedulable_reason(std::size_t gpu) const {
     const GpuState& state = gpu_state_[gpu];
+    if (hub_) {
+        if (std::string why = hub_->unschedulable_reason(backend_->gpus()[gpu].node);
+            !why.empty()) {
+            return why;
+        }
+    }
     if (state.unhealthy) {
         return "unhealthy: " + state.last_error;
     }
@@ -891,6 +1068,7 @@ std::vector<GpuView> Daemon::gpu_views() const {
         }
         GpuView v;
         v.index = g.index;
+        v.node = g.node;
         v.total_mib = g.total_mib;
         v.stats = windows_[idx].stats();
         v.unschedulable_reason = schedulable_reason(idx);
@@ -1056,12 +1234,20 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     live.learned = task.spec.learned;
     live.started_clock = now();
     live.time_limit_s = task.spec.time_limit_s;
-    const std::string dir = fmt::format("{}/attempts/{}/{}", config_.state_dir, task.id,
-                                        live.number);
+    // All of a placement's GPUs are on one node (core/policy.h); on a node its agent makes the
+    // attempt directory, named like this, under its own state directory.
+    const std::string node = backend_->gpus()[static_cast<std::size_t>(p.gpus.front())].node;
+    const std::string dir =
+        node.empty() ? fmt::format("{}/attempts/{}/{}", config_.state_dir, task.id, live.number)
+                     : fmt::format("{}-{}", task.id, live.number);
     std::error_code ec;
-    fs::create_directories(fs::path(dir).parent_path(), ec);
+    if (node.empty()) {
+        fs::create_directories(fs::path(dir).parent_path(), ec);
+    }
 
     store::AttemptRow& attempt = l.attempt;
+    attempt.node = node;
+    attempt.slurm_job = hub_ && !node.empty() ? hub_->slurm_job(node) : "";
     attempt.task = task.id;
     attempt.number = live.number;
     attempt.gpus = p.gpus;
@@ -1070,7 +1256,8 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     live.started_unix = attempt.started_at;
     attempt.recovered = p.recovered;
     task.state = store::TaskState::Running;
-    task.message = fmt::format("running on GPU {}{}", fmt::join(p.gpus, ","),
+    task.message = fmt::format("running on GPU {}{}{}", fmt::join(p.gpus, ","),
+                               node.empty() ? "" : " of node " + node,
                                p.exclusive ? "" : " (shared)");
     if (auto r = store_->begin_attempt(attempt, task); !r) {
         postpone_launch(p, r.error().message);
@@ -1116,7 +1303,9 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
         } else if (handle.error().code != ErrorCode::InvalidArgument) {
             // Half-written attempt directories must not stand in the way of the next attempt.
             std::error_code ec;
-            fs::remove_all(attempt.dir, ec);
+            if (attempt.node.empty()) {
+                fs::remove_all(attempt.dir, ec);
+            }
             postpone_launch(p, handle.error().message);
             return;
         } else {
@@ -1134,13 +1323,14 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
     }
     live.handle = *handle;
     attempt.shim_pid = handle->shim_pid;
+    attempt.dir = handle->attempt_dir;  // on a node: where its agent put it
     if (auto u = store_->update_attempt(attempt); !u) {
         // shim.pid in the attempt directory says the same; restore() reads it from there.
         spdlog::warn("task={}: cannot record its supervisor's pid: {}", task.id,
                      u.error().message);
     }
     if (stop_requested) {
-        if (auto r = exec::request_stop(live.handle); !r) {
+        if (auto r = stop_attempt(live.handle); !r) {
             spdlog::warn("task={}: cannot stop it: {}", task.id, r.error().message);
         }
         live.stop_requested = true;
@@ -1148,7 +1338,8 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
     live_[task.id] = live;
     ++attempts_total_;
     event(task.id, "placed",
-          fmt::format("attempt {} on GPU {}{}{}", live.number, fmt::join(p.gpus, ","),
+          fmt::format("attempt {} on GPU {}{}{}{}", live.number, fmt::join(p.gpus, ","),
+                      attempt.node.empty() ? "" : " of node " + attempt.node,
                       p.exclusive ? " (idle)" : " (collocated)",
                       p.recovered ? ", recovered from out-of-memory" : ""));
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "api/service.h"
+#include "cluster/hub.h"
 #include "core/knowledge.h"
 #include "core/metric_window.h"
 #include "core/scheduler.h"
@@ -80,6 +81,9 @@ public:
     api::ApiResult<nlohmann::json> view(const api::Caller& caller) override;
     api::ApiResult<nlohmann::json> timeline(const api::Caller& caller,
                                             const api::TimelineQuery& query) override;
+    api::ApiResult<nlohmann::json> nodes(const api::Caller& caller) override;
+    api::ApiResult<nlohmann::json> drain_nodes(const api::Caller& caller,
+                                               const nlohmann::json& body) override;
 
 private:
     struct LiveAttempt {
@@ -141,7 +145,18 @@ private:
     std::string schedulable_reason(std::size_t gpu) const;  // empty when it may take tasks
     void collect_exits();
     // Fails when the end could not be stored; the attempt then stays live and is tried again.
-    Result<void> finish_attempt(const LiveAttempt& live, const exec::ExitRecord* record);
+    // `stderr_tail` classifies the end (out of memory?); `node_lost`: its node's allocation is
+    // gone, so it is recorded as lost and its task queued again.
+    Result<void> finish_attempt(const LiveAttempt& live, const exec::ExitRecord* record,
+                                const std::string& stderr_tail, bool node_lost = false);
+    // Where attempts run (cluster/hub.h): here, or on a node's agent when the handle names one.
+    Result<exec::LaunchHandle> start_attempt(const PreparedLaunch& launch);
+    Result<void> stop_attempt(const exec::LaunchHandle& handle);
+    // The task's processes now, in the pid space of the machine it runs on.
+    std::set<pid_t> attempt_members(const LiveAttempt& live,
+                                     const std::vector<exec::ProcEntry>& table) const;
+    // Cluster mode: GPUs of nodes that registered since the last tick join the windows.
+    void grow_gpus();
     std::vector<PreparedLaunch> decide();
     std::optional<PreparedLaunch> prepare_launch(const Placement& placement);
     void complete_launch(PreparedLaunch launch, Result<exec::LaunchHandle> handle);
@@ -203,6 +218,9 @@ private:
     double started_steady_ = 0;
     int lock_fd_ = -1;  // holds the state directory's lock for the daemon's lifetime
     std::optional<exec::MpsDaemon> mps_;  // the MPS control daemon CARMA started (--mps)
+    // Cluster mode (--agents): the nodes' agents report here; backend_ is hub_backend_.
+    std::shared_ptr<cluster::Hub> hub_;
+    cluster::HubBackend* hub_backend_ = nullptr;
     double launch_backoff_until_ = 0;     // scheduler clock; see postpone_launch()
 };
 

@@ -9,6 +9,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "core/fingerprint.h"
@@ -102,7 +103,9 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
     for (const device::GpuInfo& g : backend_->gpus()) {
         caps.push_back(GpuCapacity{g.index, g.total_mib});
     }
-    if (auto ok = check_feasible(t.spec, caps); !ok) {
+    // Across nodes, none may have reported yet: what fits is decided once they have.
+    auto ok = caps.empty() && hub_ ? Result<void>{} : check_feasible(t.spec, caps);
+    if (!ok) {
         return api::api_fail(ok.error().code == ErrorCode::Infeasible ? 422 : 400,
                              ok.error().message);
     }
@@ -343,7 +346,7 @@ api::ApiResult<nlohmann::json> Daemon::cancel_task(const api::Caller& caller, st
     }
     if (task->state == store::TaskState::Running) {
         if (auto it = live_.find(id); it != live_.end()) {
-            if (auto r = exec::request_stop(it->second.handle); !r) {
+            if (auto r = stop_attempt(it->second.handle); !r) {
                 return api::api_fail(500, "cannot stop task: " + r.error().message);
             }
             it->second.stop_requested = true;
@@ -444,6 +447,71 @@ nlohmann::json Daemon::gpu_health_json(std::size_t gpu) const {
     return {{"state", health}, {"reason", reason}};
 }
 
+api::ApiResult<nlohmann::json> Daemon::nodes(const api::Caller&) {
+    if (!hub_) {
+        return nlohmann::json{{"agents", nullptr}, {"nodes", nlohmann::json::array()}};
+    }
+    std::map<std::string, int> running;
+    {
+        std::lock_guard lock(mu_);
+        for (const auto& [id, live] : live_) {
+            if (!live.handle.node.empty()) {
+                running[live.handle.node] += 1;
+            }
+        }
+    }
+    nlohmann::json list = nlohmann::json::array();
+    for (const cluster::NodeInfo& n : hub_->nodes()) {
+        auto or_null = [](const std::string& s) {
+            return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
+        };
+        list.push_back({{"node", n.node},
+                        {"state", n.state},
+                        {"slurm_job", or_null(n.slurm_job)},
+                        {"backend", or_null(n.backend)},
+                        {"gpus", n.gpus},
+                        {"running", running[n.node]},
+                        {"first_seen", n.first_seen > 0 ? nlohmann::json(n.first_seen)
+                                                        : nlohmann::json(nullptr)},
+                        {"last_seen", n.last_seen > 0 ? nlohmann::json(n.last_seen)
+                                                      : nlohmann::json(nullptr)}});
+    }
+    return nlohmann::json{{"agents", hub_->address()}, {"nodes", list}};
+}
+
+api::ApiResult<nlohmann::json> Daemon::drain_nodes(const api::Caller& caller,
+                                                   const nlohmann::json& body) {
+    if (caller.read_only || (caller.uid != 0 && caller.uid != ::geteuid())) {
+        return api::api_fail(403, "only root or the daemon's own user may drain nodes");
+    }
+    if (!hub_) {
+        return api::api_fail(409, "this daemon schedules no nodes (it was started without "
+                                  "--agents)");
+    }
+    const bool by_node = body.is_object() && body.contains("node") && body["node"].is_string();
+    const bool by_job =
+        body.is_object() && body.contains("slurm_job") && body["slurm_job"].is_string();
+    if (by_node == by_job) {
+        return api::api_fail(400, "name what to drain: {\"node\": \"n1\"} or "
+                                  "{\"slurm_job\": \"417\"}");
+    }
+    const std::vector<std::string> drained =
+        hub_->drain(by_node ? body["node"].get<std::string>() : "",
+                    by_job ? body["slurm_job"].get<std::string>() : "");
+    if (drained.empty()) {
+        return api::api_fail(404, fmt::format("no node of {} reports to this daemon; see "
+                                              "`carma slurm status` or GET /v1/nodes",
+                                              body.dump()));
+    }
+    {
+        std::lock_guard lock(mu_);
+        event(0, "nodes-draining",
+              fmt::format("node(s) {} take no new tasks; their running tasks finish",
+                          fmt::join(drained, ", ")));
+    }
+    return nlohmann::json{{"draining", drained}};
+}
+
 api::ApiResult<nlohmann::json> Daemon::gpus(const api::Caller&) {
     std::lock_guard lock(mu_);
     return nlohmann::json{{"backend", backend_->name()}, {"gpus", gpus_json()}};
@@ -467,6 +535,10 @@ nlohmann::json Daemon::gpus_json() {
                              {"name", g.name},
                              {"total_mib", g.total_mib},
                              {"mig", g.mig_enabled}};
+        if (!g.node.empty()) {  // scheduling over nodes: which node, and its index there
+            gj["node"] = g.node;
+            gj["node_index"] = g.node_index;
+        }
         // Unknown metrics are null, never 0.
         auto value = [](const std::optional<double>& v) {
             return v ? nlohmann::json(*v) : nlohmann::json(nullptr);

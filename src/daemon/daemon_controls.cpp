@@ -143,7 +143,7 @@ void Daemon::enforce_time_limits() {
             now_unix - live.started_unix < *live.time_limit_s) {
             continue;
         }
-        if (auto r = exec::request_stop(live.handle); !r) {
+        if (auto r = stop_attempt(live.handle); !r) {
             spdlog::warn("task={}: cannot stop it at its time limit: {}", id, r.error().message);
             continue;  // tried again next tick
         }

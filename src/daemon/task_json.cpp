@@ -140,7 +140,10 @@ nlohmann::json attempt_to_json(const store::AttemptRow& a) {
             {"signal", opt_int(a.signal)},
             {"recovered", a.recovered},
             {"peak_mib", peak_to_json(a.peak_mib)},
-            {"energy_j", a.energy_j ? nlohmann::json(*a.energy_j) : nlohmann::json(nullptr)}};
+            {"energy_j", a.energy_j ? nlohmann::json(*a.energy_j) : nlohmann::json(nullptr)},
+            {"node", a.node.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.node)},
+            {"slurm_job",
+             a.slurm_job.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.slurm_job)}};
 }
 
 api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) {

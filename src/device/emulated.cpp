@@ -20,7 +20,7 @@ class EmulatedBackend final : public GpuBackend {
         const model::GpuType& type = file_->gpu_type();
         for (int i = 0; i < file_->gpu_count(); ++i) {
             gpus_.push_back(
-                GpuInfo{i, emulated_gpu_uuid(i), type.name + " (emulated)", type.usable_mib});
+                GpuInfo{i, emulated_gpu_uuid(i), type.name + " (emulated)", type.usable_mib, false, "", i});
         }
         name_ = fmt::format("emulated:{}x{}", file_->gpu_count(), type.name);
     }

@@ -25,6 +25,10 @@ struct GpuInfo {
     std::string name;   // "A100-40GB (emulated)", "NVIDIA A100-SXM4-40GB"
     MiB total_mib = 0;  // what processes can allocate
     bool mig_enabled = false;  // MIG mode on: CARMA cannot place on it (not supported yet)
+    // Across nodes (`carma agent`): the node it is in and its index there; `index` is then the
+    // server's own numbering. "" and == index on a single server.
+    std::string node;
+    int node_index = 0;
 };
 
 struct GpuProcess {

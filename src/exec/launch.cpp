@@ -674,7 +674,7 @@ Result<LaunchHandle> launch(const LaunchRequest& request, const std::string& shi
     if (auto ok = wait_for_start(*shim_pid, req.attempt_dir); !ok) {
         return tl::unexpected(ok.error());
     }
-    return LaunchHandle{*shim_pid, req.attempt_dir};
+    return LaunchHandle{*shim_pid, req.attempt_dir, ""};
 }
 
 std::optional<ExitRecord> read_exit(const std::string& attempt_dir) {

@@ -51,6 +51,7 @@ struct LaunchRequest {
 struct LaunchHandle {
     pid_t shim_pid = 0;
     std::string attempt_dir;
+    std::string node;  // where it runs when CARMA schedules over several nodes; "" = here
 };
 
 // Starts the shim and returns once it has written shim.pid (and task.pid, or exit.json if the

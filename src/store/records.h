@@ -70,6 +70,10 @@ struct AttemptRow {
     // GPU energy attributed to the attempt, joules, summed over its GPUs (core/energy_split.h);
     // unknown when none of its GPUs reported energy while it ran, or recorded before schema 4.
     std::optional<double> energy_j;
+    // The node it ran on and the Slurm job of that node's allocation (`carma agent`); empty on
+    // the daemon's own GPUs.
+    std::string node;
+    std::string slurm_job;
 };
 
 // A task in a final state and its attempts, oldest first: one row of accounting.

@@ -139,6 +139,13 @@ CREATE INDEX history_family ON history(family, id);
 -- before this step.
 ALTER TABLE attempts ADD COLUMN energy_j REAL;
 )sql"},
+    {5, R"sql(
+-- Where the attempt ran when CARMA schedules over several nodes (`carma agent`): the node's
+-- name and the Slurm job of the allocation its agent ran in, so `sacct` and `carma acct` join.
+-- Empty for attempts on the daemon's own GPUs and for those recorded before this step.
+ALTER TABLE attempts ADD COLUMN node TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN slurm_job TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 constexpr bool migrations_are_consecutive() {
@@ -429,17 +436,17 @@ std::string final_states_sql() { return states_sql(true); }
 
 constexpr const char* kAttemptColumns =
     "task_id, number, gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, signal, "
-    "recovered, peak_mib_json, energy_j";
+    "recovered, peak_mib_json, energy_j, node, slurm_job";
 
 constexpr const char* kInsertAttempt =
     "INSERT INTO attempts (gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, "
-    "signal, recovered, peak_mib_json, energy_j, task_id, number) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
-    "?, ?, ?, ?, ?)";
+    "signal, recovered, peak_mib_json, energy_j, node, slurm_job, task_id, number) VALUES (?, ?, "
+    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 constexpr const char* kUpdateAttempt =
     "UPDATE attempts SET gpus_json = ?, dir = ?, shim_pid = ?, started_at = ?, ended_at = ?, "
-    "outcome = ?, exit_code = ?, signal = ?, recovered = ?, peak_mib_json = ?, energy_j = ? "
-    "WHERE task_id = ? AND number = ?";
+    "outcome = ?, exit_code = ?, signal = ?, recovered = ?, peak_mib_json = ?, energy_j = ?, "
+    "node = ?, slurm_job = ? WHERE task_id = ? AND number = ?";
 
 json peak_json(const std::map<int, MiB>& peak) {
     json j = json::object();
@@ -462,8 +469,10 @@ void bind_attempt(SQLite::Statement& st, const AttemptRow& a) {
     st.bind(9, a.recovered ? 1 : 0);
     st.bind(10, peak_json(a.peak_mib).dump());
     bind_optional(st, 11, a.energy_j);
-    st.bind(12, a.task);
-    st.bind(13, a.number);
+    st.bind(12, a.node);
+    st.bind(13, a.slurm_job);
+    st.bind(14, a.task);
+    st.bind(15, a.number);
 }
 
 AttemptRow read_attempt(const SQLite::Statement& st) {
@@ -489,6 +498,8 @@ AttemptRow read_attempt(const SQLite::Statement& st) {
                                  return peak;
                              });
     a.energy_j = optional_double(st.getColumn(12));
+    a.node = st.getColumn(13).getString();
+    a.slurm_job = st.getColumn(14).getString();
     return a;
 }
 

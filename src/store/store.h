@@ -16,7 +16,7 @@
 
 namespace carma::store {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 class Store {
 public:

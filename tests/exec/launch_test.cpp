@@ -444,7 +444,7 @@ TEST_F(LaunchTest, TaskSurvivesDeathOfLauncher) {
     pid_t shim = launch_in_child(r, [] {});
     ASSERT_GT(shim, 1) << "launch failed in the launcher";
 
-    LaunchHandle handle{shim, r.attempt_dir};
+    LaunchHandle handle{shim, r.attempt_dir, ""};
     EXPECT_TRUE(shim_alive(handle));
     EXPECT_FALSE(read_exit(r.attempt_dir));
     auto pgid = task_pgid(r.attempt_dir);
@@ -492,9 +492,9 @@ TEST_F(LaunchTest, ShimAliveSurvivesPidReuse) {
         launch(request({"sh", "-c", "while [ ! -e go ]; do sleep 0.05; done"}), CARMA_SHIM_PATH);
     ASSERT_TRUE(handle) << handle.error().message;
     EXPECT_TRUE(shim_alive(*handle));
-    EXPECT_TRUE(shim_alive({handle->shim_pid, handle->attempt_dir + "/"}));  // same directory
-    EXPECT_FALSE(shim_alive({::getpid(), handle->attempt_dir}));  // alive, but not a shim
-    EXPECT_FALSE(shim_alive({handle->shim_pid, (root_ / "other").string()}));
+    EXPECT_TRUE(shim_alive({handle->shim_pid, handle->attempt_dir + "/", ""}));  // same directory
+    EXPECT_FALSE(shim_alive({::getpid(), handle->attempt_dir, ""}));  // alive, but not a shim
+    EXPECT_FALSE(shim_alive({handle->shim_pid, (root_ / "other").string(), ""}));
     write_file(root_ / "go", "");
     ASSERT_TRUE(wait_for_exit(handle->attempt_dir));
     EXPECT_TRUE(wait_until([&] { return !shim_alive(*handle); }));

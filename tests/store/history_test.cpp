@@ -182,6 +182,8 @@ TEST_F(HistoryTest, MigratesASchemaTwoDatabase) {
         // Make it what schema 2 wrote: no history table, a spec without "learned".
         SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
         raw.exec("DROP TABLE history");
+        raw.exec("ALTER TABLE attempts DROP COLUMN slurm_job");  // added by step 5
+        raw.exec("ALTER TABLE attempts DROP COLUMN node");
         raw.exec("ALTER TABLE attempts DROP COLUMN energy_j");  // added by step 4
         raw.exec(R"(UPDATE tasks SET spec_json = '{"name":"old","command":["python","train.py"],)"
                  R"("gpus":1,"memory":{},"workload":""}')");

@@ -837,7 +837,8 @@ TEST_F(StoreTest, AttemptEnergyPersists) {
     EXPECT_EQ((*store->attempts(*id))[1].energy_j, 0.0);
 }
 
-// This test verifies that a database of schema version 3 opens: it is migrated to version 4,
+// This test verifies that a database of schema version 3 opens: it is migrated to the current
+// version,
 // its attempts read back with unknown energy, and energy can be recorded in it.
 TEST_F(StoreTest, MigratesASchemaThreeDatabase) {
     TaskId id = 0;
@@ -854,12 +855,14 @@ TEST_F(StoreTest, MigratesASchemaThreeDatabase) {
     {
         // Make it what schema 3 wrote: attempts without energy.
         SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
+        raw.exec("ALTER TABLE attempts DROP COLUMN slurm_job");
+        raw.exec("ALTER TABLE attempts DROP COLUMN node");
         raw.exec("ALTER TABLE attempts DROP COLUMN energy_j");
         raw.exec("PRAGMA user_version = 3");
     }
     auto store = open_store();
     ASSERT_NE(store, nullptr);
-    EXPECT_EQ(store->schema_version(), 4);
+    EXPECT_EQ(store->schema_version(), kSchemaVersion);
     auto attempts = store->attempts(id);
     ASSERT_TRUE(attempts) << attempts.error().message;
     ASSERT_EQ(attempts->size(), 1u);
@@ -868,7 +871,40 @@ TEST_F(StoreTest, MigratesASchemaThreeDatabase) {
     ASSERT_TRUE(store->set_attempt_energy(id, 1, 99.5));
     EXPECT_EQ((*store->attempts(id))[0].energy_j, 99.5);
     SQLite::Database raw(path_, SQLite::OPEN_READONLY);
-    EXPECT_EQ(raw.execAndGet("PRAGMA user_version").getInt(), 4);
+    EXPECT_EQ(raw.execAndGet("PRAGMA user_version").getInt(), kSchemaVersion);
+}
+
+// This test verifies that a schema-4 database gains the attempts' node and Slurm job (empty for
+// the attempts it had), and that both round-trip.
+TEST_F(StoreTest, AttemptsRecordTheirNodeAndSlurmJob) {
+    TaskId id = 0;
+    {
+        auto store = open_store();
+        ASSERT_NE(store, nullptr);
+        auto inserted = store->insert_task(named_task("old", TaskState::Running));
+        ASSERT_TRUE(inserted);
+        id = *inserted;
+        ASSERT_TRUE(store->insert_attempt(attempt(id, 1)));
+    }
+    {
+        SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
+        raw.exec("ALTER TABLE attempts DROP COLUMN slurm_job");
+        raw.exec("ALTER TABLE attempts DROP COLUMN node");
+        raw.exec("PRAGMA user_version = 4");
+    }
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->schema_version(), 5);
+    EXPECT_EQ((*store->attempts(id))[0].node, "");
+    AttemptRow second = attempt(id, 2);
+    second.node = "n2";
+    second.slurm_job = "417";
+    ASSERT_TRUE(store->insert_attempt(second));
+    second.ended_at = 5;
+    ASSERT_TRUE(store->update_attempt(second));
+    const AttemptRow back = (*store->attempts(id))[1];
+    EXPECT_EQ(back.node, "n2");
+    EXPECT_EQ(back.slurm_job, "417");
 }
 
 // A task that finished at `finished_at`, of `user`, with one attempt per entry of `energies`.

@@ -1,0 +1,364 @@
+#include "cluster/agent.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include "cluster/wire.h"
+#include "daemon/backend.h"
+#include "exec/launch.h"
+#include "exec/proc_tree.h"
+
+namespace carma::cluster {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kCollectedFile = "collected";  // the server has stored this attempt's end
+constexpr std::size_t kTailBytes = 16 * 1024;
+
+std::string read_text(const fs::path& path, std::size_t max_tail = 0) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return {};
+    }
+    in.seekg(0, std::ios::end);
+    const auto size = static_cast<std::size_t>(std::max<std::streamoff>(0, in.tellg()));
+    const std::size_t start = max_tail > 0 && size > max_tail ? size - max_tail : 0;
+    in.seekg(static_cast<std::streamoff>(start));
+    std::string out(size - start, '\0');
+    in.read(out.data(), static_cast<std::streamsize>(out.size()));
+    return out;
+}
+
+// "12-3" -> task 12, attempt 3 (the daemon's attempt directory names).
+std::optional<std::pair<std::int64_t, int>> parse_name(const std::string& name) {
+    const auto dash = name.find('-');
+    if (dash == std::string::npos) {
+        return std::nullopt;
+    }
+    try {
+        return std::pair{std::stoll(name.substr(0, dash)), std::stoi(name.substr(dash + 1))};
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+}
+
+class Agent {
+public:
+    Agent(const AgentOptions& o, std::unique_ptr<device::GpuBackend> backend)
+        : o_(o),
+          backend_(std::move(backend)),
+          attempts_dir_(o.config.state_dir + "/attempts"),
+          client_(o.server_host, o.server_port) {
+        client_.set_bearer_token_auth(o.token);
+        client_.set_connection_timeout(5, 0);
+        client_.set_read_timeout(10, 0);
+        client_.set_write_timeout(10, 0);
+    }
+
+    int run(const std::atomic<bool>& stop) {
+        spdlog::info("agent of node {} ({}{}) reports to {}:{} every {:.2f} s", o_.node,
+                     backend_->name(),
+                     o_.slurm_job.empty() ? "" : ", Slurm job " + o_.slurm_job, o_.server_host,
+                     o_.server_port, o_.period_s);
+        double backoff = o_.period_s;
+        while (!stop) {
+            const bool ok = exchange(false);
+            backoff = ok ? o_.period_s : std::min(backoff * 2, 30.0);
+            sleep_for(ok ? o_.period_s : backoff, stop);
+        }
+        if (o_.stop_tasks_on_exit) {
+            finish_tasks();
+        }
+        spdlog::info("agent of node {} stops", o_.node);
+        return 0;
+    }
+
+private:
+    static void sleep_for(double seconds, const std::atomic<bool>& stop) {
+        const auto until = std::chrono::steady_clock::now() +
+                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(seconds));
+        while (!stop && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    }
+
+    // The allocation ends: stop every attempt, and tell the server until their ends are in
+    // (or the grace period is over), so it re-queues them at once instead of after a timeout.
+    void finish_tasks() {
+        ending_ = true;
+        for (const AttemptReport& a : scan()) {
+            if (a.state == AttemptReport::State::Running) {
+                (void)exec::request_stop(
+                    exec::LaunchHandle{a.shim_pid, a.dir, ""});
+            }
+        }
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::chrono::duration<double>(o_.config.kill_grace_s + 5);
+        while (std::chrono::steady_clock::now() < deadline) {
+            bool running = false;
+            for (const AttemptReport& a : scan()) {
+                running = running || a.state == AttemptReport::State::Running;
+            }
+            exchange(true);
+            if (!running) {
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+        exchange(true);
+    }
+
+    // One report and its answer. False when the server could not be reached or refused.
+    bool exchange(bool quiet) {
+        AgentReport report;
+        report.node = o_.node;
+        report.slurm_job = o_.slurm_job;
+        report.uid = ::geteuid();
+        report.backend = backend_->name();
+        report.gpus = backend_->gpus();
+        report.ending = ending_;
+        if (auto s = backend_->sample()) {
+            report.samples = std::move(*s);
+        } else {
+            for (const device::GpuInfo& g : backend_->gpus()) {
+                device::GpuSample bad;
+                bad.index = g.index;
+                bad.error = s.error().message;
+                report.samples.push_back(std::move(bad));
+            }
+        }
+        report.attempts = scan();
+        report.replies = replies_;
+        auto res = client_.Post("/agent/v1/report", to_json(report).dump(), "application/json");
+        if (!res) {
+            say(quiet, fmt::format("cannot reach the server at {}:{} ({}); retrying, the tasks "
+                                   "keep running",
+                                   o_.server_host, o_.server_port, httplib::to_string(res.error())));
+            return false;
+        }
+        if (res->status != 200) {
+            std::string why = res->body;
+            try {
+                why = json::parse(res->body).value("error", res->body);
+            } catch (const std::exception&) {
+            }
+            say(quiet, fmt::format("the server refused the report (HTTP {}): {}", res->status, why));
+            return false;
+        }
+        replies_.clear();  // delivered
+        json answer;
+        try {
+            answer = json::parse(res->body);
+        } catch (const std::exception& e) {
+            say(quiet, fmt::format("the server's answer is not JSON: {}", e.what()));
+            return false;
+        }
+        auto commands = commands_from_json(answer);
+        if (!commands) {
+            say(quiet, commands.error().message);
+            return false;
+        }
+        if (!last_error_.empty()) {
+            spdlog::info("server reached again");
+            last_error_.clear();
+        }
+        for (const Command& c : *commands) {
+            run_command(c);
+        }
+        return true;
+    }
+
+    void say(bool quiet, const std::string& message) {
+        if (message != last_error_ && !quiet) {
+            spdlog::warn("{}", message);
+        }
+        last_error_ = message;
+    }
+
+    void run_command(const Command& c) {
+        const fs::path dir = fs::path(attempts_dir_) / c.name;
+        switch (c.kind) {
+            case Command::Kind::Launch: replies_.push_back(launch(c, dir)); break;
+            case Command::Kind::Stop: {
+                auto pid = read_text(dir / exec::kShimPidFile);
+                if (!pid.empty()) {
+                    try {
+                        (void)exec::request_stop(
+                            exec::LaunchHandle{static_cast<pid_t>(std::stoi(pid)), dir, ""});
+                    } catch (const std::exception&) {
+                    }
+                }
+                break;
+            }
+            case Command::Kind::Forget: {
+                std::ofstream(dir / kCollectedFile) << "stored by the server\n";
+                break;
+            }
+        }
+    }
+
+    LaunchReply launch(const Command& c, const fs::path& dir) {
+        LaunchReply reply;
+        reply.id = c.id;
+        reply.dir = dir.string();
+        // A repeated command (its answer was lost on the way): the attempt is already there.
+        if (auto pid = read_text(dir / exec::kShimPidFile); !pid.empty()) {
+            reply.ok = true;
+            try {
+                reply.shim_pid = static_cast<pid_t>(std::stoi(pid));
+            } catch (const std::exception&) {
+            }
+            return reply;
+        }
+        exec::LaunchRequest req = c.request;
+        const uid_t me = ::geteuid();
+        if (me != 0 && req.uid != me) {
+            reply.invalid = true;
+            reply.error = fmt::format(
+                "the agent runs as uid {} and cannot run a task of uid {}; run the agent as root "
+                "or let that user's own allocation serve it",
+                me, req.uid);
+            return reply;
+        }
+        req.switch_user = me == 0 && req.uid != 0;
+        if (!req.switch_user) {
+            req.groups.clear();
+        }
+        req.attempt_dir = dir.string();
+        for (const auto& [k, v] : backend_->task_environment()) {
+            std::erase_if(req.env, [&](const auto& kv) { return kv.first == k; });
+            req.env.emplace_back(k, v);
+        }
+        req.files.clear();
+        for (const device::TaskFile& f : backend_->task_files()) {
+            req.files.push_back(exec::TaskFile{f.path, f.env});
+        }
+        std::error_code ec;
+        fs::create_directories(dir.parent_path(), ec);
+        auto handle = exec::launch(req, o_.config.shim_path);
+        if (!handle) {
+            reply.error = handle.error().message;
+            reply.invalid = handle.error().code == ErrorCode::InvalidArgument;
+            fs::remove_all(dir, ec);  // a half-made directory must not look like an attempt
+            return reply;
+        }
+        reply.ok = true;
+        reply.shim_pid = handle->shim_pid;
+        return reply;
+    }
+
+    std::vector<AttemptReport> scan() {
+        std::vector<AttemptReport> out;
+        std::error_code ec;
+        if (!fs::is_directory(attempts_dir_, ec)) {
+            return out;
+        }
+        std::vector<exec::ProcEntry> table;
+        bool table_read = false;
+        for (const fs::directory_entry& e : fs::directory_iterator(attempts_dir_, ec)) {
+            if (!e.is_directory() || fs::exists(e.path() / kCollectedFile)) {
+                continue;
+            }
+            AttemptReport a;
+            a.name = e.path().filename().string();
+            a.dir = e.path().string();
+            const std::string pid = read_text(e.path() / exec::kShimPidFile);
+            try {
+                a.shim_pid = pid.empty() ? 0 : static_cast<pid_t>(std::stoi(pid));
+            } catch (const std::exception&) {
+            }
+            const exec::LaunchHandle handle{a.shim_pid, a.dir, ""};
+            if (auto exit = exec::read_exit(a.dir)) {
+                a.state = AttemptReport::State::Ended;
+                a.exit = *exit;
+            } else if (a.shim_pid > 0 && exec::shim_alive(handle)) {
+                a.state = AttemptReport::State::Running;
+            } else if (auto late = exec::read_exit(a.dir)) {
+                a.state = AttemptReport::State::Ended;
+                a.exit = *late;
+            } else {
+                a.state = AttemptReport::State::Vanished;
+            }
+            if (!table_read) {
+                table = exec::read_process_table();
+                table_read = true;
+            }
+            if (auto pgid = exec::task_pgid(a.dir); pgid && *pgid > 1) {
+                a.members = exec::task_processes(table, *pgid);
+                if (a.state == AttemptReport::State::Vanished) {
+                    // Its supervisor died without a record: what is left of the task runs
+                    // unwatched. As the daemon does: only processes still marked as this attempt's.
+                    if (auto id = parse_name(a.name)) {
+                        for (pid_t p : a.members) {
+                            if (exec::carries_attempt(p, id->first, id->second)) {
+                                ::kill(p, SIGKILL);
+                            }
+                        }
+                    }
+                }
+            }
+            if (a.state != AttemptReport::State::Running) {
+                a.stderr_tail = read_text(e.path() / exec::kStderrFile, kTailBytes);
+            }
+            out.push_back(std::move(a));
+        }
+        return out;
+    }
+
+    const AgentOptions& o_;
+    std::unique_ptr<device::GpuBackend> backend_;
+    std::string attempts_dir_;
+    httplib::Client client_;
+    std::vector<LaunchReply> replies_;  // kept until a report carrying them was answered
+    std::string last_error_;
+    bool ending_ = false;
+};
+
+}  // namespace
+
+Result<int> run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
+    std::error_code ec;
+    fs::create_directories(options.config.state_dir + "/attempts", ec);
+    if (ec) {
+        return fail(ErrorCode::Io,
+                    fmt::format("cannot create the agent's state directory {}: {}; give a "
+                                "writable one with --state-dir",
+                                options.config.state_dir, ec.message()));
+    }
+    // While any attempt still runs, a damaged emulated-GPU file is an error, not reset.
+    int running = 0;
+    for (const fs::directory_entry& e :
+         fs::directory_iterator(options.config.state_dir + "/attempts", ec)) {
+        const std::string pid = read_text(e.path() / exec::kShimPidFile);
+        try {
+            if (!pid.empty() && !fs::exists(e.path() / kCollectedFile) &&
+                exec::shim_alive(exec::LaunchHandle{static_cast<pid_t>(std::stoi(pid)),
+                                                    e.path().string(), ""})) {
+                ++running;
+            }
+        } catch (const std::exception&) {
+        }
+    }
+    auto backend = daemon::open_backend(options.config, running);
+    if (!backend) {
+        return tl::unexpected(backend.error());
+    }
+    Agent agent(options, std::move(*backend));
+    return agent.run(stop);
+}
+
+}  // namespace carma::cluster

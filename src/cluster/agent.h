@@ -1,0 +1,38 @@
+#pragma once
+// `carma agent`: one per node. Owns the node's GPUs (any backend the daemon has), samples them,
+// starts and supervises attempts under carma-shim exactly as the single-server daemon does, and
+// reports all of it to the CARMA server every period (cluster/wire.h, cluster/hub.h), running
+// the launch and stop commands the server answers with.
+//
+// Restart safety as the daemon's: attempts run under detached supervisors in
+// <state_dir>/attempts/<name>, and a restarted agent reports every attempt directory the server
+// has not yet told it to forget, so nothing that ran or ended while it was away is lost. A server
+// that cannot be reached is retried with backoff; the tasks keep running meanwhile.
+
+#include <atomic>
+#include <string>
+
+#include "core/result.h"
+#include "daemon/config.h"
+
+namespace carma::cluster {
+
+struct AgentOptions {
+    std::string server_host;
+    int server_port = 0;
+    std::string token;
+    std::string node;       // default: $SLURMD_NODENAME, else the host name
+    std::string slurm_job;  // default: $SLURM_JOB_ID
+    // gpus, dcgm_host, sharing, time_scale, state_dir (attempts, the emulated GPUs' file),
+    // shim_path, kill_grace_s: as for `carma serve`.
+    daemon::DaemonConfig config;
+    double period_s = 1;
+    // On SIGTERM (Slurm ending the allocation): stop the attempts, report their ends, then exit.
+    bool stop_tasks_on_exit = false;
+};
+
+// Runs until `stop`; returns the process's exit status. Errors at start (no GPUs, a bad state
+// directory) are returned; a server that cannot be reached is not one.
+Result<int> run_agent(const AgentOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace carma::cluster

@@ -1,0 +1,118 @@
+#!/bin/bash
+# CARMA across two nodes without Slurm: a server in cluster mode (--agents) and two `carma agent`s
+# with four emulated GPUs each, on this host. Replays the demo trace twice over (18 tasks on 8
+# GPUs) and checks: every task succeeded exactly once; tasks shared a GPU on both nodes; an
+# out-of-memory crash was relaunched; killing one agent with SIGKILL and starting it again lost
+# nothing. Leaves no process behind. Usage: agents_test.sh BUILD_DIR
+set -u
+B=$(cd "$1" && pwd)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+T=$(mktemp -d /tmp/carma-agents.XXXXXX)
+SCALE=60
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    sleep 0.5
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+    # Whatever is left of the fake jobs (their supervisors are detached on purpose).
+    pkill -9 -f "$T/" 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; echo "--- server log"; tail -30 "$T/server.log"; for n in n1 n2; do echo "--- agent $n"; tail -15 "$T/agent-$n.log"; done; exit 1; }
+api() { curl -sf --unix-socket "$T/carma.sock" "http://carma$1"; }
+
+head -c 32 /dev/urandom | base64 | tr -d '\n=' > "$T/token"
+chmod 600 "$T/token"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+"$B/carma" serve --state-dir "$T/server" --socket "$T/carma.sock" --policy OR-MAGM \
+    --time-scale $SCALE --agents "127.0.0.1:$PORT" --agent-token-file "$T/token" \
+    --node-timeout 5 >"$T/server.log" 2>&1 &
+pids+=($!)
+start_agent() {
+    "$B/carma" agent --server "127.0.0.1:$PORT" --token-file "$T/token" --node "$1" \
+        --gpus emulated:4xA100-40GB --state-dir "$T/$1" --time-scale $SCALE \
+        >>"$T/agent-$1.log" 2>&1 &
+    agent_pid[$1]=$!
+    pids+=($!)
+}
+declare -A agent_pid
+start_agent n1
+start_agent n2
+
+for i in $(seq 150); do
+    up=$(api /v1/nodes 2>/dev/null | python3 -c 'import json,sys; print(sum(n["state"]=="up" for n in json.load(sys.stdin)["nodes"]))' 2>/dev/null)
+    [ "$up" = 2 ] && break
+    sleep 0.2
+done
+[ "$up" = 2 ] || fail "the two agents did not come up"
+gpus=$(api /v1/gpus | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["gpus"]))')
+[ "$gpus" = 8 ] || fail "the server sees $gpus GPUs, not 8"
+echo "PASS two agents up, 8 GPUs"
+
+# The demo trace twice over: 18 tasks on 8 GPUs share GPUs on both nodes.
+{ grep -v '^#' "$SRC/data/traces/demo.csv" | head -1
+  grep -v '^#' "$SRC/data/traces/demo.csv" | tail -n +2 | sed 's/^\([0-9]*\),\([^,]*\),/\1,\2_a,/'
+  grep -v '^#' "$SRC/data/traces/demo.csv" | tail -n +2 | sed 's/^\([0-9]*\),\([^,]*\),/\1,\2_b,/'
+} > "$T/trace.csv"
+"$B/carma" replay "$T/trace.csv" --socket "$T/carma.sock" --wait >"$T/replay.log" 2>&1 &
+replay=$!
+pids+=($replay)
+
+# Once n1 runs something, kill its agent outright and start it again a little later.
+for i in $(seq 300); do
+    running=$(api /v1/nodes | python3 -c 'import json,sys; print([n["running"] for n in json.load(sys.stdin)["nodes"] if n["node"]=="n1"][0])')
+    [ "$running" -ge 2 ] 2>/dev/null && break
+    sleep 0.2
+done
+[ "$running" -ge 2 ] 2>/dev/null || fail "nothing ran on n1"
+kill -9 "${agent_pid[n1]}"
+sleep 3
+start_agent n1
+echo "PASS agent n1 killed with $running task(s) running and started again"
+
+for i in $(seq 900); do
+    kill -0 $replay 2>/dev/null || break
+    sleep 0.2
+done
+kill -0 $replay 2>/dev/null && fail "the replay did not finish in 3 minutes"
+
+api "/v1/tasks?all=1" > "$T/tasks.json"
+python3 - "$T" <<'PY' || fail "checks on the tasks failed"
+import json, subprocess, sys
+T = sys.argv[1]
+tasks = json.load(open(f"{T}/tasks.json"))["tasks"]
+def show(i):
+    out = subprocess.run(["curl", "-sf", "--unix-socket", f"{T}/carma.sock", f"http://carma/v1/tasks/{i}"], capture_output=True, text=True).stdout
+    return json.loads(out)
+detail = [show(t["id"]) for t in tasks]
+ok = True
+def check(name, cond):
+    global ok
+    print(("PASS " if cond else "FAIL ") + name)
+    ok = ok and cond
+check(f"18 tasks submitted (got {len(detail)})", len(detail) == 18)
+bad = [t["name"] for t in detail if t["state"] != "succeeded"]
+check(f"every task succeeded (not: {bad})", not bad)
+twice = [t["name"] for t in detail if sum(a["outcome"] == "succeeded" for a in t["attempt_list"]) != 1]
+check(f"each exactly one successful attempt (not: {twice})", not twice)
+spans = {}
+for t in detail:
+    for a in t["attempt_list"]:
+        for g in a["gpus"]:
+            spans.setdefault((a["node"], g), []).append((a["started_at"], a["ended_at"] or 1e18))
+shared = set()
+for (node, g), s in spans.items():
+    s.sort()
+    for (a0, a1), (b0, b1) in zip(s, s[1:]):
+        if b0 < a1:
+            shared.add(node)
+check(f"tasks shared a GPU on both nodes (on: {sorted(shared)})", shared == {"n1", "n2"})
+oom = [t["name"] for t in detail if any(a["outcome"] == "out-of-memory" for a in t["attempt_list"])]
+check(f"an out-of-memory crash was relaunched and succeeded ({oom})", len(oom) >= 1)
+nodes = {a["node"] for t in detail for a in t["attempt_list"]}
+check(f"attempts name their node ({sorted(nodes)})", nodes == {"n1", "n2"})
+sys.exit(0 if ok else 1)
+PY
+echo "all checks passed"

@@ -1,0 +1,254 @@
+// The server's side of scheduling over nodes (cluster/hub.h) and the agents' wire
+// (cluster/wire.h), driven with reports as an agent would send them.
+
+#include "cluster/hub.h"
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace carma::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::HasSubstr;
+
+AgentReport report_of(const std::string& node, int gpus) {
+    AgentReport r;
+    r.node = node;
+    r.slurm_job = "417";
+    r.backend = "emulated:" + std::to_string(gpus) + "xA100-40GB";
+    for (int i = 0; i < gpus; ++i) {
+        device::GpuInfo g;
+        g.index = i;
+        g.uuid = "GPU-" + node + "-" + std::to_string(i);
+        g.name = "A100-40GB (emulated)";
+        g.total_mib = 40000;
+        r.gpus.push_back(g);
+        device::GpuSample s;
+        s.index = i;
+        s.free_mib = 30000 + i;
+        s.used_mib = 10000;
+        s.smact = 0.25;
+        s.sources = MetricSources::all(MetricSource::Emulated);
+        s.processes.push_back(device::GpuProcess{100 + i, 10000, false, 0.25});
+        r.samples.push_back(s);
+    }
+    return r;
+}
+
+class HubTest : public testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() / fs::path("carma-hub-" + std::to_string(::getpid()) +
+                                                    "-" + testing::UnitTest::GetInstance()
+                                                              ->current_test_info()
+                                                              ->name());
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    std::unique_ptr<Hub> hub(std::function<AllocationState(const std::string&)> alloc = nullptr,
+                             double node_timeout_s = 30) {
+        HubOptions o;
+        o.token = "0123456789abcdef";
+        o.state_dir = dir_.string();
+        o.node_timeout_s = node_timeout_s;
+        o.launch_timeout_s = 5;
+        o.allocation_state = std::move(alloc);
+        auto h = Hub::create(std::move(o));
+        EXPECT_TRUE(h) << h.error().message;
+        return std::move(*h);
+    }
+    fs::path dir_;
+};
+
+// This test verifies that a report survives the wire unchanged: GPUs, samples with unknown
+// metrics left unknown, attempts with their exit record, and launch replies.
+TEST(WireTest, ReportRoundTrips) {
+    AgentReport r = report_of("n1", 2);
+    r.samples[1].smocc.reset();
+    AttemptReport a;
+    a.name = "12-1";
+    a.dir = "/state/attempts/12-1";
+    a.shim_pid = 77;
+    a.state = AttemptReport::State::Ended;
+    a.exit = exec::ExitRecord{true, 3, std::nullopt, false, 123.5, ""};
+    a.members = {5, 6};
+    a.stderr_tail = "CUDA out of memory";
+    r.attempts.push_back(a);
+    r.replies.push_back(LaunchReply{9, true, 77, "/state/attempts/12-1", "", false});
+    auto back = report_from_json(json::parse(to_json(r).dump()));
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->node, "n1");
+    ASSERT_EQ(back->gpus.size(), 2u);
+    EXPECT_EQ(back->gpus[1].uuid, "GPU-n1-1");
+    EXPECT_EQ(back->samples[0].smact, 0.25);
+    EXPECT_FALSE(back->samples[1].smocc);
+    EXPECT_EQ(back->samples[0].sources.smact, MetricSource::Emulated);
+    EXPECT_EQ(back->samples[1].processes[0].pid, 101);
+    ASSERT_EQ(back->attempts.size(), 1u);
+    EXPECT_EQ(back->attempts[0].state, AttemptReport::State::Ended);
+    EXPECT_EQ(back->attempts[0].exit->exit_code, 3);
+    EXPECT_EQ(back->attempts[0].members, (std::set<pid_t>{5, 6}));
+    EXPECT_EQ(back->replies[0].id, 9u);
+}
+
+// This test verifies that a malformed report or answer names the field, and that agents and
+// servers of different wire versions are told to match.
+TEST(WireTest, MistakesNameTheField) {
+    json j = to_json(report_of("n1", 1));
+    j["samples"][0]["smact"] = "high";
+    auto bad = report_from_json(j);
+    ASSERT_FALSE(bad);
+    EXPECT_THAT(bad.error().message, HasSubstr("report.samples[0].smact"));
+    j = to_json(report_of("n1", 1));
+    j["version"] = kWireVersion + 1;
+    EXPECT_THAT(report_from_json(j).error().message, HasSubstr("same carma version"));
+    json answer = {{"version", kWireVersion},
+                   {"commands", {{{"type", "stop"}, {"name", "../etc"}}}}};
+    EXPECT_THAT(commands_from_json(answer).error().message,
+                HasSubstr("answer.commands[0].name"));
+}
+
+// This test verifies that nodes get server GPU indices in the order they first report, that
+// the numbering survives a server restart (nodes.json), and that a node not reporting samples as
+// an error naming it.
+TEST_F(HubTest, NodesGetStableGpuIndices) {
+    {
+        auto h = hub();
+        ASSERT_TRUE(h->handle_report(to_json(report_of("n2", 2))));
+        ASSERT_TRUE(h->handle_report(to_json(report_of("n1", 3))));
+        const auto gpus = h->gpus();
+        ASSERT_EQ(gpus.size(), 5u);
+        EXPECT_EQ(gpus[0].node, "n2");
+        EXPECT_EQ(gpus[2].node, "n1");
+        EXPECT_EQ(gpus[4].node_index, 2);
+        const auto samples = h->samples();
+        EXPECT_EQ(samples[3].index, 3);
+        EXPECT_EQ(samples[3].free_mib, 30001);  // n1's GPU 1
+        EXPECT_TRUE(samples[3].error.empty());
+    }
+    auto h = hub();  // restarted: same numbering before any node reports again
+    const auto gpus = h->gpus();
+    ASSERT_EQ(gpus.size(), 5u);
+    EXPECT_EQ(gpus[2].node, "n1");
+    EXPECT_EQ(gpus[2].uuid, "GPU-n1-0");
+    EXPECT_THAT(h->samples()[2].error, HasSubstr("node n1 has not reported"));
+    ASSERT_TRUE(h->handle_report(to_json(report_of("n1", 3))));
+    EXPECT_TRUE(h->samples()[2].error.empty());
+    EXPECT_THAT(h->samples()[0].error, HasSubstr("node n2"));
+}
+
+// This test verifies a launch's round trip: queued for the node, delivered in the answer to its
+// next report, and completed by the reply in the report after; the attempt is then followed
+// from the node's reports, and forgetting it is passed on.
+TEST_F(HubTest, LaunchIsAnsweredThroughReports) {
+    auto h = hub();
+    ASSERT_TRUE(h->handle_report(to_json(report_of("n1", 1))));
+    exec::LaunchRequest req;
+    req.argv = {"train.py"};
+    req.workdir = "/home/ann";
+    req.attempt_dir = "7-1";
+    auto launched = std::async(std::launch::async, [&] { return h->launch("n1", req); });
+    json answer;
+    for (int i = 0; i < 100; ++i) {
+        answer = *h->handle_report(to_json(report_of("n1", 1)));
+        if (!answer["commands"].empty()) {
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    auto commands = commands_from_json(answer);
+    ASSERT_TRUE(commands) << commands.error().message;
+    ASSERT_EQ(commands->size(), 1u);
+    const Command& c = (*commands)[0];
+    EXPECT_EQ(c.kind, Command::Kind::Launch);
+    EXPECT_EQ(c.name, "7-1");
+    EXPECT_EQ(c.request.argv, std::vector<std::string>{"train.py"});
+    AgentReport r = report_of("n1", 1);
+    r.replies.push_back(LaunchReply{c.id, true, 4242, "/agent/attempts/7-1", "", false});
+    AttemptReport a;
+    a.name = "7-1";
+    a.dir = "/agent/attempts/7-1";
+    a.shim_pid = 4242;
+    a.members = {100};
+    r.attempts.push_back(a);
+    ASSERT_TRUE(h->handle_report(to_json(r)));
+    auto handle = launched.get();
+    ASSERT_TRUE(handle) << handle.error().message;
+    EXPECT_EQ(handle->node, "n1");
+    EXPECT_EQ(handle->shim_pid, 4242);
+    EXPECT_EQ(handle->attempt_dir, "/agent/attempts/7-1");
+    const RemoteAttempt seen = h->attempt("n1", "7-1");
+    EXPECT_EQ(seen.state, RemoteAttempt::State::Running);
+    EXPECT_EQ(seen.members, std::set<pid_t>{100});
+    h->forget("n1", "7-1");
+    auto forget = commands_from_json(*h->handle_report(to_json(report_of("n1", 1))));
+    ASSERT_EQ(forget->size(), 1u);
+    EXPECT_EQ((*forget)[0].kind, Command::Kind::Forget);
+}
+
+// This test verifies that a launch on a node that is not reporting fails at once, naming it.
+TEST_F(HubTest, LaunchOnASilentNodeFails) {
+    auto h = hub();
+    exec::LaunchRequest req;
+    req.argv = {"x"};
+    req.attempt_dir = "1-1";
+    auto r = h->launch("n9", req);
+    ASSERT_FALSE(r);
+    EXPECT_THAT(r.error().message, HasSubstr("node n9"));
+}
+
+// This test verifies that an attempt running on a node that the server does not know (its launch
+// answer was lost) is told to stop, once; a known one (restored) is left alone.
+TEST_F(HubTest, StrayAttemptsAreStopped) {
+    auto h = hub();
+    h->expect("n1", "3-1");
+    AgentReport r = report_of("n1", 1);
+    for (const char* name : {"3-1", "4-1"}) {
+        AttemptReport a;
+        a.name = name;
+        a.dir = std::string("/agent/attempts/") + name;
+        r.attempts.push_back(a);
+    }
+    auto first = commands_from_json(*h->handle_report(to_json(r)));
+    ASSERT_EQ(first->size(), 1u);
+    EXPECT_EQ((*first)[0].kind, Command::Kind::Stop);
+    EXPECT_EQ((*first)[0].name, "4-1");
+    EXPECT_TRUE(commands_from_json(*h->handle_report(to_json(r)))->empty());
+}
+
+// This test verifies draining by Slurm job and that a silent node is declared lost only once
+// its allocation is gone.
+TEST_F(HubTest, DrainAndLoss) {
+    std::atomic<bool> gone{false};
+    auto h = hub([&](const std::string& job) {
+        EXPECT_EQ(job, "417");
+        return gone ? AllocationState::Gone : AllocationState::Running;
+    }, 1);
+    ASSERT_TRUE(h->handle_report(to_json(report_of("n1", 1))));
+    EXPECT_EQ(h->unschedulable_reason("n1"), "");
+    EXPECT_EQ(h->drain("", "417"), std::vector<std::string>{"n1"});
+    EXPECT_THAT(h->unschedulable_reason("n1"), HasSubstr("draining"));
+    ASSERT_TRUE(h->listen());
+    std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // silent past its timeout
+    EXPECT_FALSE(h->lost("n1"));  // the allocation still holds it: its tasks may run
+    EXPECT_EQ(h->attempt("n1", "1-1").state, RemoteAttempt::State::Unknown);
+    gone = true;
+    for (int i = 0; i < 60 && !h->lost("n1"); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_TRUE(h->lost("n1"));
+    EXPECT_THAT(h->samples()[0].error, HasSubstr("lost"));
+    EXPECT_EQ(h->nodes()[0].state, "lost");
+}
+
+}  // namespace
+}  // namespace carma::cluster
