@@ -198,8 +198,23 @@ StepResult Scheduler::step(std::span<const GpuView> gpus, double now) {
     for (GpuView& g : scratch_) {
         g.locked = warmup_.locked(g.index, now);
     }
-    const CapacitySummary capacity = summarize_capacity(std::span<const GpuView>(scratch_));
-    return config_.policy.carma ? step_carma(now, capacity) : step_paper(now, capacity);
+    return config_.policy.carma ? step_carma(now, capacity()) : step_paper(now, capacity());
+}
+
+const CapacitySummary& Scheduler::capacity() {
+    bool same = capacity_of_.size() == scratch_.size();
+    for (std::size_t i = 0; same && i < scratch_.size(); ++i) {
+        same = scratch_[i].total_mib == capacity_of_[i].second &&
+               scratch_[i].node == capacity_of_[i].first;
+    }
+    if (!same) {
+        capacity_of_.clear();
+        for (const GpuView& g : scratch_) {
+            capacity_of_.emplace_back(g.node, g.total_mib);
+        }
+        capacity_ = summarize_capacity(std::span<const GpuView>(scratch_));
+    }
+    return capacity_;
 }
 
 void Scheduler::commit(const QueuedTask& task, const std::vector<int>& gpus, double now) {

@@ -30,6 +30,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/carma.h"
@@ -186,6 +187,11 @@ private:
     WarmupTracker warmup_;
     std::size_t rr_cursor_ = 0;        // round-robin position, kept across decisions
     std::vector<GpuView> scratch_;     // reused per step to avoid allocating
+    // The capacity summary of the last GPU set and that set's (node, total) per GPU: a step
+    // whose GPUs match (the usual case) reuses the summary instead of counting nodes again.
+    const CapacitySummary& capacity();
+    CapacitySummary capacity_;
+    std::vector<std::pair<std::string, MiB>> capacity_of_;
     std::vector<char> open_, allowed_; // carma, per GPU position; reused
     std::vector<SharingBaseline> baselines_;
     std::vector<TaskId> candidates_;   // carma backfilling; reused
