@@ -22,6 +22,12 @@
 // backfilling (the worst case: none fits, every one is examined). The slowdown predictor is a
 // stand-in with the device model's cost (a pow per task), since core does not link model/.
 //
+// BM_Nodes (issue 11): 4 GPUs on one server (the baseline), 64 on one server, and 16 nodes of 4,
+// queue 10,000, under oracle-MAGM and carma, in the
+// waiting and placing situations above (task mix and GPU states as in BM_StepWaiting /
+// BM_CarmaWaiting and BM_StepPlacing / BM_CarmaPlacing), explanations off (the simulator's).
+// Counter us_per_gpu = p50 / GPUs: the per-GPU cost of a step, which should not grow with nodes.
+//
 // Timing: each step is timed on its own with std::chrono::steady_clock (manual time), from the
 // call to the moment its StepResult is consumed and destroyed; re-enqueueing is not timed. The
 // benchmark's time column is the mean per step; counters p50_us, p99_us and max_us are
@@ -334,6 +340,75 @@ void BM_CarmaPlacing(benchmark::State& state) {
     }
 }
 
+// Args: nodes (groups of 4 GPUs), carma (0: oracle-MAGM), placing (0: the waiting situation),
+// named (1: each group is a node, "node-1".., so a task's GPUs must be on one; 0: all GPUs on one
+// server, nodes "", the code path of before nodes existed).
+void BM_Nodes(benchmark::State& state) {
+    const auto nodes = static_cast<int>(state.range(0));
+    const bool carma = state.range(1) != 0;
+    const bool placing = state.range(2) != 0;
+    const bool named = state.range(3) != 0;
+    const int count = 4 * nodes;
+    constexpr std::size_t kQueue = 10'000;
+    carma::Scheduler scheduler = make_scheduler(false, carma ? "carma" : "oracle-MAGM");
+    const std::vector<TaskSpec> specs = task_mix(kQueue);
+    for (std::size_t i = 0; i < kQueue; ++i) {
+        scheduler.enqueue(static_cast<TaskId>(i), specs[i], 0.0);
+    }
+    std::vector<GpuView> gpus;
+    for (int g = 0; g < count; ++g) {
+        GpuView v;
+        if (placing) {
+            v = busy_gpu(g, 33000 + 100 * ((g * 5) % count), 0.40, 0.20, 0.10);
+            v = carma ? with_residents(v, 3000, 3000, 0.2) : v;
+        } else if (carma) {
+            v = with_residents(busy_gpu(g, 3024, 0.50, 0.20, 0.10), 20000, 16905, 0.5);
+        } else {
+            v = g % 2 == 0 ? busy_gpu(g, 1024, 0.50, 0.20, 0.10)
+                           : busy_gpu(g, 36000, 0.95, 0.60, 0.50);
+        }
+        v.node = named ? "node-" + std::to_string(g / 4 + 1) : std::string();
+        gpus.push_back(std::move(v));
+    }
+    Latencies lat;
+    lat.ns.reserve(static_cast<std::size_t>(
+        std::min<benchmark::IterationCount>(state.max_iterations, 50'000'000)));
+    std::vector<TaskId> placed_ids;
+    double now = 1000;
+    std::int64_t placed = 0;
+    for (auto _ : state) {
+        placed_ids.clear();
+        const auto t0 = std::chrono::steady_clock::now();
+        {
+            carma::StepResult r = scheduler.step(gpus, now);
+            benchmark::DoNotOptimize(r);
+            for (const carma::Placement& p : r.placed) {
+                placed_ids.push_back(p.task);
+            }
+        }
+        const auto t1 = std::chrono::steady_clock::now();
+        const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count();
+        state.SetIterationTime(ns * 1e-9);
+        lat.ns.push_back(ns);
+        for (TaskId id : placed_ids) {
+            scheduler.task_exited(id);
+            scheduler.enqueue(id, specs[static_cast<std::size_t>(id)], now);
+        }
+        placed += static_cast<std::int64_t>(placed_ids.size());
+        now += 1e-3;
+    }
+    lat.publish(state);
+    state.counters["placed_per_step"] =
+        benchmark::Counter(static_cast<double>(placed), benchmark::Counter::kAvgIterations);
+    std::vector<double> sorted = lat.ns;
+    std::sort(sorted.begin(), sorted.end());
+    state.counters["us_per_gpu"] =
+        sorted.empty() ? 0.0 : sorted[sorted.size() / 2] / 1000.0 / count;
+    if ((placed != 0) != placing || scheduler.main_queue().size() != kQueue) {
+        state.SkipWithError("the scenario placed when it should not, or the reverse");
+    }
+}
+
 void step_args(benchmark::internal::Benchmark* b) {
     b->ArgNames({"queue", "explain"});
     b->Args({10'000, 1});
@@ -347,5 +422,18 @@ BENCHMARK(BM_StepWaiting)->Apply(step_args);
 BENCHMARK(BM_StepPlacing)->Apply(step_args);
 BENCHMARK(BM_CarmaWaiting)->Apply(step_args);
 BENCHMARK(BM_CarmaPlacing)->Apply(step_args);
+void nodes_args(benchmark::internal::Benchmark* b) {
+    b->ArgNames({"nodes", "carma", "placing", "named"});
+    for (int carma : {0, 1}) {
+        for (int placing : {0, 1}) {
+            b->Args({1, carma, placing, 0});   // baseline: one server of 4 GPUs
+            b->Args({16, carma, placing, 0});  // 64 GPUs on one server
+            b->Args({16, carma, placing, 1});  // 16 nodes of 4
+        }
+    }
+    b->UseManualTime();
+    b->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_Nodes)->Apply(nodes_args);
 
 }  // namespace

@@ -51,14 +51,8 @@ T or_die(Result<T> r) {
 
 sim::Trace load_trace(const std::string& spec, std::uint64_t seed) {
     if (spec.starts_with("gen:")) {
-        const std::string count = spec.substr(4);
-        std::size_t n = 0;
-        try {
-            n = std::stoul(count);
-        } catch (const std::exception&) {
-            die(fmt::format("trace '{}': write gen:N with N the number of tasks", spec));
-        }
-        return sim::generate_trace(model::Catalog::embedded(), n, 120.0, seed);
+        return sim::generate_trace(model::Catalog::embedded(),
+                                   or_die(sim::parse_generator(spec, seed)));
     }
     return or_die(sim::load_trace(spec));
 }
@@ -154,7 +148,8 @@ Action add_simulate_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand(
         "simulate", "Replay a trace on simulated GPUs under each policy and compare them");
     cmd->add_option("--trace", opts->trace,
-                    "t1, t2, mix-90, heavy-60 (built in), a CSV file, or gen:N (N random tasks)")
+                    "t1, t2, mix-90, heavy-60 (built in), a CSV file, or gen:N[,gap=S][,multi=F] "
+                    "(N random tasks, mean gap S s (120), share F of 2-/4-GPU tasks (0))")
         ->capture_default_str();
     cmd->add_option("--policy", opts->policies,
                     "Comma-separated policies (carma, exclusive, oracle-MAGM, OR-RR, EST-LUG, ...); "
@@ -170,7 +165,9 @@ Action add_simulate_command(CLI::App& app) {
     cmd->add_option("--tasks", opts->tasks_file,
                     "Write one CSV line per task and policy (wait, start, end, GPUs, attempts, "
                     "slowdown) to FILE");
-    cmd->add_option("--gpus", opts->gpus, "GPUs as COUNTxTYPE, e.g. 4xA100-40GB")
+    cmd->add_option("--gpus", opts->gpus,
+                    "GPUs as COUNTxTYPE (one server, e.g. 4xA100-40GB) or NODESxGPUSxTYPE "
+                    "(e.g. 16x4xA100-40GB: a task's GPUs are all on one node)")
         ->capture_default_str();
     cmd->add_option("--sharing", opts->sharing, "How collocated tasks share a GPU: mps|timeslice")
         ->capture_default_str();

@@ -170,21 +170,21 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
     Selection sel;
     const auto wanted = static_cast<std::size_t>(std::max(task.gpus, 1));
 
-    // Exclusive path: idle GPUs in index order.
-    for (std::size_t i = 0; i < gpus.size() && sel.gpus.size() < wanted; ++i) {
-        if (allowed[i] && gpu_idle(gpus[i])) {
-            sel.gpus.push_back(gpus[i].index);
-        }
-    }
-    if (sel.gpus.size() == wanted) {
+    // Exclusive path: idle GPUs in index order, all on one node.
+    auto node_at = [&](std::size_t i) -> const std::string& { return gpus[i].node; };
+    const NodePick idle = pick_on_one_node(
+        gpus.size(), wanted, [&](std::size_t i) { return allowed[i] && gpu_idle(gpus[i]); },
+        node_at, [&](std::size_t i) { sel.gpus.push_back(gpus[i].index); });
+    if (idle.found) {
         sel.exclusive = true;
         return sel;
     }
-    sel.gpus.clear();
     if (need.idle_only) {
         if (config.explain) {
-            sel.pending_reason = fmt::format("{} waits for {} idle GPU(s) ({})", task.name, wanted,
-                                             describe(need));
+            sel.pending_reason =
+                fmt::format("{} waits for {} idle GPU(s){} ({})", task.name, wanted,
+                            wanted > 1 && spans_nodes(gpus) ? " on one node" : "",
+                            describe(need));
         } else {
             sel.pending_reason = "waits for idle GPUs";
         }
@@ -205,15 +205,15 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
         const GpuView& g = gpus[i];
         if (!allowed[i]) {
             if (config.explain) {
-                rejections += fmt::format("{}GPU {}: kept for the queue's head",
-                                          rejections.empty() ? "" : "; ", g.index);
+                rejections += fmt::format("{}{}: kept for the queue's head",
+                                          rejections.empty() ? "" : "; ", gpu_label(g));
             }
             continue;
         }
         if (!open[i]) {
             if (config.explain) {
                 const FilterOutcome why = carma_gpu_open(policy, g, config.risk);
-                rejections += fmt::format("{}GPU {}: {}", rejections.empty() ? "" : "; ", g.index,
+                rejections += fmt::format("{}{}: {}", rejections.empty() ? "" : "; ", gpu_label(g),
                                           explain_filter(why, g, {}, config.risk));
             }
             continue;
@@ -222,8 +222,8 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
         const MiB available = planned_available_mib(g);
         if (available < need.min_available_mib) {
             if (config.explain) {
-                rejections += fmt::format("{}GPU {}: {} available < {} ({})",
-                                          rejections.empty() ? "" : "; ", g.index,
+                rejections += fmt::format("{}{}: {} available < {} ({})",
+                                          rejections.empty() ? "" : "; ", gpu_label(g),
                                           format_mib(available),
                                           format_mib(need.min_available_mib), describe(need));
             }
@@ -240,8 +240,8 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
         if (shared && predicted.gain <= carma.min_gain) {
             if (config.explain) {
                 rejections += fmt::format(
-                    "{}GPU {}: sharing would add {:.2f} GPU of progress (not above {:.2f})",
-                    rejections.empty() ? "" : "; ", g.index, predicted.gain, carma.min_gain);
+                    "{}{}: sharing would add {:.2f} GPU of progress (not above {:.2f})",
+                    rejections.empty() ? "" : "; ", gpu_label(g), predicted.gain, carma.min_gain);
             }
             continue;
         }
@@ -277,10 +277,20 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
             }
             return a.pos < b.pos;
         });
-        for (std::size_t k = 0; k < wanted; ++k) {
-            sel.gpus.push_back(gpus[cands[k].pos].index);
+        const NodePick pick = pick_on_one_node(
+            cands.size(), wanted, [](std::size_t) { return true; },
+            [&](std::size_t k) -> const std::string& { return gpus[cands[k].pos].node; },
+            [&](std::size_t k) { sel.gpus.push_back(gpus[cands[k].pos].index); });
+        if (pick.found) {
+            return sel;
         }
-        return sel;
+        if (config.explain) {
+            sel.pending_reason = fmt::format(
+                "{} needs {} GPU(s) on one node, {} pass {} but at most {} on one node{}{}",
+                task.name, wanted, count, policy.name, pick.most_on_one_node,
+                rejections.empty() ? "" : ": ", rejections);
+            return sel;
+        }
     }
     if (!config.explain) {
         sel.pending_reason = "no placement";
@@ -382,17 +392,23 @@ HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const 
         ranks.push_back(r);
     }
     std::sort(ranks.begin(), ranks.end());
-    if (ranks.size() < wanted) {
+    // Even when the start cannot be predicted, the head reserves only the n GPUs likeliest to
+    // free first (fewest residents of unknown end, least memory held), all on one node: they
+    // take nothing that could delay it, so they drain, and the head's wait stays bounded by
+    // their residents. The node is the one whose n-th GPU in that order comes first.
+    std::size_t nth = 0;
+    const NodePick pick = pick_on_one_node(
+        ranks.size(), wanted, [](std::size_t) { return true; },
+        [&](std::size_t k) -> const std::string& { return gpus[ranks[k].pos].node; },
+        [&](std::size_t k) {
+            plan.shadow[ranks[k].pos] = 1;
+            nth = k;
+        });
+    if (!pick.found) {
         std::fill(plan.shadow.begin(), plan.shadow.end(), 1);
         return plan;
     }
-    // Even when the start cannot be predicted, the head reserves only the n GPUs likeliest to
-    // free first (fewest residents of unknown end, least memory held): they take nothing that
-    // could delay it, so they drain, and the head's wait stays bounded by their residents.
-    plan.start = ranks[wanted - 1].ready;
-    for (std::size_t k = 0; k < wanted; ++k) {
-        plan.shadow[ranks[k].pos] = 1;
-    }
+    plan.start = ranks[nth].ready;
     return plan;
 }
 

@@ -221,6 +221,16 @@ std::string explain_filter(FilterOutcome outcome, const GpuView& gpu,
     return {};
 }
 
+std::string gpu_label(const GpuView& gpu) {
+    return gpu.node.empty() ? fmt::format("GPU {}", gpu.index)
+                            : fmt::format("GPU {} on {}", gpu.index, gpu.node);
+}
+
+bool spans_nodes(std::span<const GpuView> gpus) {
+    return std::any_of(gpus.begin(), gpus.end(),
+                       [&](const GpuView& g) { return g.node != gpus.front().node; });
+}
+
 Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
                       std::span<const GpuView> gpus, const PlacementConfig& config,
                       std::size_t rr_cursor) {
@@ -238,22 +248,26 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
             passing.push_back(&g);
         } else if (config.explain) {
             rejections.push_back(fmt::format(
-                "GPU {}: {}", g.index, explain_filter(outcome, g, requirement, config.risk)));
+                "{}: {}", gpu_label(g), explain_filter(outcome, g, requirement, config.risk)));
         }
     };
+    auto any = [](std::size_t) { return true; };
+    auto node_of = [&](std::size_t k) -> const std::string& { return passing[k]->node; };
+    auto take = [&](std::size_t k) { sel.gpus.push_back(passing[k]->index); };
+    NodePick pick;
 
     if (policy.score == Score::RoundRobin) {
-        // One pass of the global cursor at most, taking GPUs that pass, until enough are found.
+        // One pass of the global cursor at most, taking GPUs that pass, until one node has enough.
         const std::size_t n = gpus.size();
         std::size_t cursor = rr_cursor;
-        for (std::size_t step = 0; step < n && passing.size() < wanted; ++step) {
+        for (std::size_t step = 0; step < n && !pick.found; ++step) {
             consider(gpus[cursor % n]);
             cursor = (cursor + 1) % n;
-        }
-        if (passing.size() >= wanted) {
-            for (const GpuView* g : passing) {
-                sel.gpus.push_back(g->index);
+            if (passing.size() >= wanted) {
+                pick = pick_on_one_node(passing.size(), wanted, any, node_of, take);
             }
+        }
+        if (pick.found) {
             sel.rr_cursor = cursor;
             return sel;
         }
@@ -283,10 +297,8 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
             case Score::RoundRobin: break;
             case Score::LeastSlowdown: break;  // carma's own path (core/carma.h) scores this
         }
-        if (passing.size() >= wanted) {
-            for (std::size_t i = 0; i < wanted; ++i) {
-                sel.gpus.push_back(passing[i]->index);
-            }
+        pick = pick_on_one_node(passing.size(), wanted, any, node_of, take);
+        if (pick.found) {
             return sel;
         }
     }
@@ -297,6 +309,14 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
     std::string joined;
     for (const std::string& r : rejections) {
         joined += (joined.empty() ? "" : "; ") + r;
+    }
+    if (passing.size() >= wanted) {
+        // Enough GPUs pass, but spread over nodes.
+        sel.pending_reason = fmt::format(
+            "{} needs {} GPU(s) on one node, {} pass {} but at most {} on one node{}{}", task.name,
+            wanted, passing.size(), policy.name, pick.most_on_one_node,
+            joined.empty() ? "" : ": ", joined);
+        return sel;
     }
     sel.pending_reason = fmt::format("{} needs {} GPU(s), {} pass {}: {}", task.name, wanted,
                                      passing.size(), policy.name,

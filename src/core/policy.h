@@ -14,6 +14,9 @@
 // The exclusive path (idle GPUs first) is not part of a policy: Scheduler::step tries it before
 // any policy is consulted, and `exclusive` is simply the policy that never collocates.
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <span>
@@ -84,9 +87,11 @@ using SpeedPredictor =
 
 // Everything the collocation path may know about one GPU at decision time.
 struct GpuView {
+    // Unique among the GPUs of one step, across nodes: placements and warm-up locks name GPUs by
+    // it alone.
     int index = 0;
     // The machine the GPU is in; "" for the one server. A task on several GPUs takes them all
-    // on one node (its processes talk over NVLink/PCIe, not the network).
+    // on one node (its processes talk over NVLink/PCIe, not the network); see pick_on_one_node.
     std::string node;
     MiB total_mib = 0;
     bool has_processes = false;  // a task's process is visible on the GPU
@@ -126,6 +131,80 @@ FilterOutcome filter_gpu(const PolicySpec& policy, const GpuView& gpu,
 std::string explain_filter(FilterOutcome outcome, const GpuView& gpu,
                            const MemoryRequirement& requirement, const RiskThresholds& risk);
 
+// "GPU 3", or "GPU 5 on n2" where GPUs have nodes (for reasons people read).
+std::string gpu_label(const GpuView& gpu);
+
+// Whether the GPUs are on more than one node (for reasons people read).
+bool spans_nodes(std::span<const GpuView> gpus);
+
+// Of `count` candidates in order of preference, each eligible(k) or not and on node node_of(k):
+// the first node to hold `wanted` eligible candidates wins, and take(k) receives its first
+// `wanted` in order. So the choice is the usual first `wanted` when every GPU is on one node, and
+// otherwise the node whose `wanted`-th best GPU ranks best. No allocation: node counts live on
+// the stack (a node beyond the first kMaxCountedNodes distinct ones is counted by rescanning).
+struct NodePick {
+    bool found = false;
+    std::size_t most_on_one_node = 0;  // eligible candidates on the best-stocked node
+    std::size_t most_at = 0;           // a candidate on that node (when most_on_one_node > 0)
+};
+inline constexpr std::size_t kMaxCountedNodes = 32;
+template <typename Eligible, typename NodeOf, typename Take>
+NodePick pick_on_one_node(std::size_t count, std::size_t wanted, Eligible&& eligible,
+                          NodeOf&& node_of, Take&& take) {
+    NodePick pick;
+    struct Count {
+        const std::string* node = nullptr;
+        std::size_t n = 0;
+    };
+    std::array<Count, kMaxCountedNodes> counts{};
+    std::size_t distinct = 0;
+    std::size_t last = 0;  // GPUs of a node are usually adjacent: try the last node first
+    for (std::size_t k = 0; k < count; ++k) {
+        if (!eligible(k)) {
+            continue;
+        }
+        const std::string& node = node_of(k);
+        std::size_t same = 0;
+        if (distinct > 0 && *counts[last].node == node) {
+            same = ++counts[last].n;
+        } else {
+            std::size_t c = 0;
+            while (c < distinct && *counts[c].node != node) {
+                ++c;
+            }
+            if (c < distinct) {
+                same = ++counts[c].n;
+                last = c;
+            } else if (distinct < counts.size()) {
+                counts[distinct] = Count{&node, 1};
+                last = distinct++;
+                same = 1;
+            } else {
+                same = 1;
+                for (std::size_t j = 0; j < k; ++j) {
+                    same += eligible(j) && node_of(j) == node ? 1 : 0;
+                }
+            }
+        }
+        if (same > pick.most_on_one_node) {
+            pick.most_on_one_node = same;
+            pick.most_at = k;
+        }
+        if (same >= wanted) {
+            std::size_t taken = 0;
+            for (std::size_t j = 0; j <= k && taken < wanted; ++j) {
+                if (eligible(j) && node_of(j) == node) {
+                    take(j);
+                    ++taken;
+                }
+            }
+            pick.found = true;
+            return pick;
+        }
+    }
+    return pick;
+}
+
 struct Selection {
     std::vector<int> gpus;        // chosen GPU indices (size == task.gpus) or empty
     std::string pending_reason;   // why not, when empty
@@ -134,7 +213,8 @@ struct Selection {
 };
 
 // The collocation path for one task: filter every GPU, order the survivors by the policy's
-// score, take the first task.gpus of them. Pure; the cursor is state passed in and out.
+// score, take the first task.gpus of them on one node (pick_on_one_node). Pure; the cursor is
+// state passed in and out.
 Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
                       std::span<const GpuView> gpus, const PlacementConfig& config,
                       std::size_t rr_cursor);

@@ -26,18 +26,60 @@ std::string format_duration(double s) {
 
 }  // namespace
 
+namespace {
+
+template <typename Gpu>
+CapacitySummary summarize(std::span<const Gpu> gpus) {
+    CapacitySummary c;
+    c.gpus = gpus.size();
+    for (const Gpu& g : gpus) {
+        c.largest_mib = std::max(c.largest_mib, g.total_mib);
+        c.several_nodes = c.several_nodes || g.node != gpus.front().node;
+    }
+    if (!c.several_nodes) {
+        c.largest_node_gpus = gpus.size();
+        c.largest_node = gpus.empty() ? std::string() : gpus.front().node;
+        return c;
+    }
+    // Asking for more than any node holds: the pick never completes and counts the nodes.
+    const NodePick pick = pick_on_one_node(
+        gpus.size(), gpus.size() + 1, [](std::size_t) { return true; },
+        [&](std::size_t i) -> const std::string& { return gpus[i].node; }, [](std::size_t) {});
+    c.largest_node_gpus = pick.most_on_one_node;
+    c.largest_node = gpus[pick.most_at].node;
+    return c;
+}
+
+}  // namespace
+
+CapacitySummary summarize_capacity(std::span<const GpuCapacity> gpus) { return summarize(gpus); }
+CapacitySummary summarize_capacity(std::span<const GpuView> gpus) { return summarize(gpus); }
+
 Result<void> check_feasible(const TaskSpec& task, std::span<const GpuCapacity> gpus,
+                            MemoryKnowledge knowledge) {
+    return check_feasible(task, summarize_capacity(gpus), knowledge);
+}
+
+Result<void> check_feasible(const TaskSpec& task, const CapacitySummary& capacity,
                             MemoryKnowledge knowledge) {
     if (task.gpus < 1) {
         return fail(ErrorCode::InvalidArgument,
                     fmt::format("task '{}' asks for {} GPUs; ask for at least 1", task.name,
                                 task.gpus));
     }
-    if (static_cast<std::size_t>(task.gpus) > gpus.size()) {
+    const auto asked = static_cast<std::size_t>(task.gpus);
+    if (!capacity.several_nodes && asked > capacity.gpus) {
         return fail(ErrorCode::Infeasible,
                     fmt::format("task '{}' asks for {} GPUs but this server has {}; ask for at "
                                 "most {}",
-                                task.name, task.gpus, gpus.size(), gpus.size()));
+                                task.name, task.gpus, capacity.gpus, capacity.gpus));
+    }
+    if (capacity.several_nodes && asked > capacity.largest_node_gpus) {
+        return fail(ErrorCode::Infeasible,
+                    fmt::format("task '{}' asks for {} GPUs but the largest node, {}, has {} "
+                                "(a task's GPUs are all on one node); ask for at most {}",
+                                task.name, task.gpus, capacity.largest_node,
+                                capacity.largest_node_gpus, capacity.largest_node_gpus));
     }
     std::optional<MiB> need;
     if (knowledge == MemoryKnowledge::Learned) {
@@ -45,17 +87,11 @@ Result<void> check_feasible(const TaskSpec& task, std::span<const GpuCapacity> g
     } else {
         need = known_need_mib(task, MemoryKnowledge::Oracle, Estimator::Horus);
     }
-    if (need) {
-        MiB largest = 0;
-        for (const GpuCapacity& g : gpus) {
-            largest = std::max(largest, g.total_mib);
-        }
-        if (*need > largest) {
-            return fail(ErrorCode::Infeasible,
-                        fmt::format("task '{}' needs {} per GPU but the largest GPU here has {}; "
-                                    "lower its memory need or run it on a larger GPU",
-                                    task.name, format_mib(*need), format_mib(largest)));
-        }
+    if (need && *need > capacity.largest_mib) {
+        return fail(ErrorCode::Infeasible,
+                    fmt::format("task '{}' needs {} per GPU but the largest GPU here has {}; "
+                                "lower its memory need or run it on a larger GPU",
+                                task.name, format_mib(*need), format_mib(capacity.largest_mib)));
     }
     return {};
 }
@@ -159,13 +195,26 @@ StepResult Scheduler::step(std::span<const GpuView> gpus, double now) {
     warmup_.expire(now);
     stamp(now);
     scratch_.assign(gpus.begin(), gpus.end());
-    std::vector<GpuCapacity> capacity;
-    capacity.reserve(scratch_.size());
     for (GpuView& g : scratch_) {
         g.locked = warmup_.locked(g.index, now);
-        capacity.push_back(GpuCapacity{g.index, g.total_mib});
     }
-    return config_.policy.carma ? step_carma(now, capacity) : step_paper(now, capacity);
+    return config_.policy.carma ? step_carma(now, capacity()) : step_paper(now, capacity());
+}
+
+const CapacitySummary& Scheduler::capacity() {
+    bool same = capacity_of_.size() == scratch_.size();
+    for (std::size_t i = 0; same && i < scratch_.size(); ++i) {
+        same = scratch_[i].total_mib == capacity_of_[i].second &&
+               scratch_[i].node == capacity_of_[i].first;
+    }
+    if (!same) {
+        capacity_of_.clear();
+        for (const GpuView& g : scratch_) {
+            capacity_of_.emplace_back(g.node, g.total_mib);
+        }
+        capacity_ = summarize_capacity(std::span<const GpuView>(scratch_));
+    }
+    return capacity_;
 }
 
 void Scheduler::commit(const QueuedTask& task, const std::vector<int>& gpus, double now) {
@@ -187,7 +236,7 @@ void Scheduler::commit(const QueuedTask& task, const std::vector<int>& gpus, dou
     }
 }
 
-StepResult Scheduler::step_paper(double now, std::span<const GpuCapacity> capacity) {
+StepResult Scheduler::step_paper(double now, const CapacitySummary& capacity) {
     StepResult result;
     while (!recovery_.empty() || !main_.empty()) {
         const bool from_recovery = !recovery_.empty();
@@ -202,27 +251,25 @@ StepResult Scheduler::step_paper(double now, std::span<const GpuCapacity> capaci
 
         const auto wanted = static_cast<std::size_t>(head.spec.gpus);
         std::vector<int> chosen;
-        bool exclusive = false;
-        for (const GpuView& g : scratch_) {
-            if (g.schedulable && !g.has_processes && !g.locked) {
-                chosen.push_back(g.index);
-                if (chosen.size() == wanted) {
-                    break;
-                }
-            }
-        }
-        if (chosen.size() == wanted) {
-            exclusive = true;
-        } else {
-            chosen.clear();
+        const NodePick idle = pick_on_one_node(
+            scratch_.size(), wanted,
+            [&](std::size_t i) {
+                const GpuView& g = scratch_[i];
+                return g.schedulable && !g.has_processes && !g.locked;
+            },
+            [&](std::size_t i) -> const std::string& { return scratch_[i].node; },
+            [&](std::size_t i) { chosen.push_back(scratch_[i].index); });
+        const bool exclusive = idle.found;
+        if (!exclusive) {
+            const char* one_node = wanted > 1 && capacity.several_nodes ? " on one node" : "";
             if (from_recovery) {
                 result.pending_reason = fmt::format(
-                    "{} was recovered from out-of-memory and waits for {} idle GPU(s)",
-                    head.spec.name, wanted);
+                    "{} was recovered from out-of-memory and waits for {} idle GPU(s){}",
+                    head.spec.name, wanted, one_node);
             } else if (!config_.policy.collocate) {
                 result.pending_reason =
-                    fmt::format("{} waits for {} idle GPU(s) (policy exclusive)",
-                                head.spec.name, wanted);
+                    fmt::format("{} waits for {} idle GPU(s){} (policy exclusive)",
+                                head.spec.name, wanted, one_node);
             } else {
                 Selection sel = select_gpus(config_.policy, head.spec, scratch_,
                                             config_.placement, rr_cursor_);
@@ -294,7 +341,7 @@ void Scheduler::carma_order(double now, std::optional<TaskId> skip, std::size_t 
     }
 }
 
-StepResult Scheduler::step_carma(double now, std::span<const GpuCapacity> capacity) {
+StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
     StepResult result;
     const PlacementConfig& pc = config_.placement;
     const std::size_t n = scratch_.size();

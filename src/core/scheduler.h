@@ -8,14 +8,17 @@
 //   2. A recovered task (its previous attempt died of out-of-memory) must not risk sharing again.
 // Steps, repeated until the head cannot be placed:
 //   1. The head is the recovery queue's front if that queue is non-empty, else the main queue's.
-//   2. A head that can never fit this server (more GPUs than exist, or a known need above the
+//   2. A head that can never fit (more GPUs than the largest node has, or a known need above the
 //      largest GPU) is rejected with the limit named, and the next head is considered.
-//   3. Exclusive path: if at least n schedulable GPUs have no process and no warm-up lock, take
-//      the first n. A GPU that is not schedulable (unhealthy, window filling) takes nothing.
+//   3. Exclusive path: if at least n schedulable GPUs of one node have no process and no warm-up
+//      lock, take the first n of the first node that has them. A GPU that is not schedulable
+//      (unhealthy, window filling) takes nothing. A recovered task takes this path only, on any
+//      node.
 //   4. Otherwise, only for a main-queue head while the recovery queue is empty, the policy's
 //      collocation path (filters + score, see policy.h).
 //   5. Otherwise the head waits and nothing behind it is tried (strict FIFO, no backfilling).
-// Ties: GPU index order everywhere.
+// Ties: GPU index order everywhere. Nodes: a task's GPUs are always on one node (GpuView::node;
+// all "" for the one server, where this changes nothing).
 // The `carma` policy changes the order, the placement and step 5 (core/carma.h): the recovery
 // head first, then tasks that waited max_wait_s, then the longest expected run first; a waiting
 // head gets a reservation and the tasks behind it may backfill around it.
@@ -27,6 +30,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/carma.h"
@@ -47,11 +51,26 @@ struct SchedulerConfig {
 struct GpuCapacity {
     int index = 0;
     MiB total_mib = 0;
+    std::string node = {};  // "" for the one server
 };
 
-// Whether the task could ever run on these GPUs; the error names the limit and what to change.
+// What feasibility asks of a set of GPUs, summarised once (a round checks many tasks).
+struct CapacitySummary {
+    std::size_t gpus = 0;
+    bool several_nodes = false;
+    std::size_t largest_node_gpus = 0;  // a task's GPUs are all on one node
+    std::string largest_node;           // the first node with that many
+    MiB largest_mib = 0;
+};
+CapacitySummary summarize_capacity(std::span<const GpuCapacity> gpus);
+CapacitySummary summarize_capacity(std::span<const GpuView> gpus);
+
+// Whether the task could ever run on these GPUs; the error names the limit and what to change:
+// more GPUs than the largest node (the server) has, or a memory need above the largest GPU.
 // The memory need checked is the one the policy's knowledge has: the profiled (else declared)
 // peak, or for `Learned` what history or the user said (estimates may err, so they never reject).
+Result<void> check_feasible(const TaskSpec& task, const CapacitySummary& capacity,
+                            MemoryKnowledge knowledge = MemoryKnowledge::Oracle);
 Result<void> check_feasible(const TaskSpec& task, std::span<const GpuCapacity> gpus,
                             MemoryKnowledge knowledge = MemoryKnowledge::Oracle);
 
@@ -145,8 +164,8 @@ private:
     void remove(TaskId id);
     double order_key(const TaskSpec& spec) const;
     void stamp(double now);
-    StepResult step_paper(double now, std::span<const GpuCapacity> capacity);
-    StepResult step_carma(double now, std::span<const GpuCapacity> capacity);
+    StepResult step_paper(double now, const CapacitySummary& capacity);
+    StepResult step_carma(double now, const CapacitySummary& capacity);
     // Places one task on `gpus` for the rest of this round: warm-up lock, ledger.
     void commit(const QueuedTask& task, const std::vector<int>& gpus, double now);
     // The next waiting main-queue tasks in carma's order (aged first, then long-first or FIFO),
@@ -168,6 +187,11 @@ private:
     WarmupTracker warmup_;
     std::size_t rr_cursor_ = 0;        // round-robin position, kept across decisions
     std::vector<GpuView> scratch_;     // reused per step to avoid allocating
+    // The capacity summary of the last GPU set and that set's (node, total) per GPU: a step
+    // whose GPUs match (the usual case) reuses the summary instead of counting nodes again.
+    const CapacitySummary& capacity();
+    CapacitySummary capacity_;
+    std::vector<std::pair<std::string, MiB>> capacity_of_;
     std::vector<char> open_, allowed_; // carma, per GPU position; reused
     std::vector<SharingBaseline> baselines_;
     std::vector<TaskId> candidates_;   // carma backfilling; reused

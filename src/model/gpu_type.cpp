@@ -21,7 +21,29 @@ const std::vector<GpuType>& known_gpu_types() {
     return types;
 }
 
-std::string GpuSet::text() const { return fmt::format("{}x{}", count, type.name); }
+std::string GpuSet::text() const {
+    return nodes > 0 ? fmt::format("{}x{}x{}", nodes, per_node(), type.name)
+                     : fmt::format("{}x{}", count, type.name);
+}
+
+std::string GpuSet::node_of(int gpu) const {
+    return nodes > 0 ? fmt::format("n{}", gpu / per_node() + 1) : std::string();
+}
+
+namespace {
+
+constexpr int kMaxGpus = 1024;
+
+// `text` as a whole number 1..kMaxGpus; 0 when it is not one.
+int count_of(std::string_view text) {
+    int value = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    const bool ok = ec == std::errc() && ptr == text.data() + text.size() && value >= 1 &&
+                    value <= kMaxGpus;
+    return ok ? value : 0;
+}
+
+}  // namespace
 
 Result<GpuSet> parse_gpu_set(std::string_view text) {
     auto known = [] {
@@ -34,16 +56,48 @@ Result<GpuSet> parse_gpu_set(std::string_view text) {
     const std::size_t x = text.find_first_of("xX");
     if (x == std::string_view::npos || x == 0) {
         return fail(ErrorCode::InvalidArgument,
-                    fmt::format("GPUs '{}' must look like 4xA100-40GB (count x type; types: {})",
+                    fmt::format("GPUs '{}' must look like 4xA100-40GB (count x type) or "
+                                "16x4xA100-40GB (nodes x GPUs per node x type); types: {}",
                                 text, known()));
     }
-    int count = 0;
-    auto [ptr, ec] = std::from_chars(text.data(), text.data() + x, count);
-    if (ec != std::errc() || ptr != text.data() + x || count < 1 || count > 1024) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("GPUs '{}': the count before 'x' must be 1..1024", text));
+    const std::string_view after = text.substr(x + 1);
+    // Digits then an 'x' after the first 'x': "16x4xA100-40GB", nodes first. Type names do not
+    // start with a digit, so "4xA100-40GB" never reads as one.
+    std::size_t digits = 0;
+    while (digits < after.size() && std::isdigit(static_cast<unsigned char>(after[digits])) != 0) {
+        ++digits;
     }
-    std::string_view name = text.substr(x + 1);
+    const bool per_node = digits > 0 && digits < after.size() &&
+                          (after[digits] == 'x' || after[digits] == 'X');
+    const int first = count_of(text.substr(0, x));
+    if (first == 0) {
+        return fail(ErrorCode::InvalidArgument,
+                    per_node ? fmt::format("GPUs '{}': the node count before the first 'x' must "
+                                           "be 1..{}",
+                                           text, kMaxGpus)
+                             : fmt::format("GPUs '{}': the count before 'x' must be 1..{}", text,
+                                           kMaxGpus));
+    }
+    GpuSet set;
+    set.count = first;
+    std::string_view name = after;
+    if (per_node) {
+        const int each = count_of(after.substr(0, digits));
+        if (each == 0) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("GPUs '{}': the GPUs per node, between the two 'x', must be "
+                                    "1..{}",
+                                    text, kMaxGpus));
+        }
+        if (first * each > kMaxGpus) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("GPUs '{}': {} nodes x {} GPUs is {} GPUs; at most {} in all",
+                                    text, first, each, first * each, kMaxGpus));
+        }
+        set.nodes = first;
+        set.count = first * each;
+        name = after.substr(digits + 1);
+    }
     for (const GpuType& t : known_gpu_types()) {
         if (t.name.size() == name.size()) {
             bool same = true;
@@ -52,7 +106,8 @@ Result<GpuSet> parse_gpu_set(std::string_view text) {
                                    std::toupper(static_cast<unsigned char>(t.name[i]));
             }
             if (same) {
-                return GpuSet{count, t};
+                set.type = t;
+                return set;
             }
         }
     }

@@ -92,9 +92,15 @@ public:
             gpu.window = MetricWindow(config.window_samples);
             gpu.timeline.gpu = g;
             gpu.power_w = config.gpus.type.idle_power_w;
-            capacity_.push_back(GpuCapacity{g, config.gpus.type.usable_mib});
+            capacity_.push_back(
+                GpuCapacity{g, config.gpus.type.usable_mib, config.gpus.node_of(g)});
         }
         views_.resize(gpus_.size());
+        // GPU indices run over all nodes (0..count-1): placements and warm-up locks need them
+        // unique; each view names its node (n1, n2, ...; none on one server).
+        for (std::size_t g = 0; g < views_.size(); ++g) {
+            views_[g].node = config.gpus.node_of(static_cast<int>(g));
+        }
         tasks_.reserve(trace.entries.size());
         if (config.history) {
             for (const auto& [key, runs] : config.history->exact) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -169,23 +170,85 @@ Result<Trace> load_trace(const std::string& spec) {
 
 Trace generate_trace(const model::Catalog& catalog, std::size_t count, double mean_gap_s,
                      std::uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::exponential_distribution<double> gap(1.0 / std::max(mean_gap_s, 1e-9));
+    return generate_trace(catalog, GeneratorConfig{count, mean_gap_s, 0, seed});
+}
+
+Trace generate_trace(const model::Catalog& catalog, const GeneratorConfig& config) {
+    std::mt19937_64 rng(config.seed);
+    // Its own stream: a share of 0 leaves the trace exactly as before.
+    std::mt19937_64 widen_rng(config.seed ^ 0x9e3779b97f4a7c15ULL);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::exponential_distribution<double> gap(1.0 / std::max(config.mean_gap_s, 1e-9));
     const auto& profiles = catalog.profiles();
     std::uniform_int_distribution<std::size_t> pick(0, profiles.empty() ? 0 : profiles.size() - 1);
     Trace trace;
-    trace.name = fmt::format("generated-{}", count);
+    trace.name = fmt::format("generated-{}", config.count);
     double t = 0;
-    for (std::size_t i = 0; i < count && !profiles.empty(); ++i) {
+    for (std::size_t i = 0; i < config.count && !profiles.empty(); ++i) {
         TraceEntry e;
         e.submit_s = std::floor(t);
         const model::WorkloadProfile& p = profiles[pick(rng)];
         e.task_name = p.name;
         e.model = p.model;
+        if (config.multi_gpu_share > 0 && p.gpus == 1 &&
+            unit(widen_rng) < config.multi_gpu_share) {
+            e.gpus = unit(widen_rng) < 0.5 ? 2 : 4;
+        }
         trace.entries.push_back(std::move(e));
         t += gap(rng);
     }
     return trace;
+}
+
+Result<GeneratorConfig> parse_generator(std::string_view spec, std::uint64_t seed) {
+    auto bad = [&](std::string_view why) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("trace '{}': {}; write gen:N[,gap=S][,multi=F], e.g. "
+                                "gen:3000,gap=8,multi=0.1 (N tasks, mean gap S seconds, share F "
+                                "of 2- and 4-GPU tasks)",
+                                spec, why));
+    };
+    if (!spec.starts_with("gen:")) {
+        return bad("a generated trace starts with gen:");
+    }
+    GeneratorConfig config;
+    config.seed = seed;
+    std::vector<std::string_view> parts;
+    std::string_view rest = spec.substr(4);
+    while (true) {
+        const std::size_t comma = rest.find(',');
+        parts.push_back(rest.substr(0, comma));
+        if (comma == std::string_view::npos) {
+            break;
+        }
+        rest = rest.substr(comma + 1);
+    }
+    auto number = [](std::string_view text, double& out) {
+        const std::string s(text);
+        char* end = nullptr;
+        out = std::strtod(s.c_str(), &end);
+        return !s.empty() && end == s.c_str() + s.size() && std::isfinite(out);
+    };
+    double n = 0;
+    if (!number(parts[0], n) || n < 1 || n > 1e7 || n != std::floor(n)) {
+        return bad(fmt::format("the number of tasks '{}' must be a whole number 1..10000000",
+                               parts[0]));
+    }
+    config.count = static_cast<std::size_t>(n);
+    for (std::size_t k = 1; k < parts.size(); ++k) {
+        const std::string_view part = parts[k];
+        double value = 0;
+        if (part.starts_with("gap=") && number(part.substr(4), value) && value > 0 &&
+            value <= kMaxSubmitOffsetS) {
+            config.mean_gap_s = value;
+        } else if (part.starts_with("multi=") && number(part.substr(6), value) && value >= 0 &&
+                   value <= 1) {
+            config.multi_gpu_share = value;
+        } else {
+            return bad(fmt::format("'{}' is not gap=S (S > 0) or multi=F (F in 0..1)", part));
+        }
+    }
+    return config;
 }
 
 model::WorkloadProfile resolve_profile(const TraceEntry& entry, const model::Catalog& catalog) {

@@ -45,10 +45,25 @@ Result<Trace> builtin_trace(std::string_view name);
 // A built-in trace by name, else the CSV file at that path; the error lists the built-in names.
 Result<Trace> load_trace(const std::string& spec);
 
-// A synthetic trace of `count` tasks drawn from the catalog with exponential inter-arrival gaps
-// of the given mean; deterministic for a seed. For benchmarks and scale tests.
+// A synthetic trace of `count` tasks drawn uniformly from the catalog with exponential
+// inter-arrival gaps of the given mean; deterministic for a seed. For benchmarks and scale tests.
 Trace generate_trace(const model::Catalog& catalog, std::size_t count, double mean_gap_s,
                      std::uint64_t seed);
+
+// The same with more GPUs per task: each 1-GPU task drawn becomes, with probability
+// `multi_gpu_share`, a 2- or a 4-GPU task (even odds; same run time and memory per GPU, as data
+// parallelism over a larger batch). With a share of 0 the trace is generate_trace's.
+struct GeneratorConfig {
+    std::size_t count = 0;
+    double mean_gap_s = 120;
+    double multi_gpu_share = 0;
+    std::uint64_t seed = 1;
+};
+Trace generate_trace(const model::Catalog& catalog, const GeneratorConfig& config);
+
+// "gen:N[,gap=S][,multi=F]" (N tasks 1..10,000,000, mean gap S > 0 seconds, default 120, share F
+// in 0..1, default 0), as `carma simulate --trace` takes it; `seed` seeds the draw.
+Result<GeneratorConfig> parse_generator(std::string_view spec, std::uint64_t seed);
 
 // The workload profile the simulator runs for an entry: the catalog's, with the entry's duration,
 // GPU count and memory where the trace gives them; a class default when the catalog has none.
