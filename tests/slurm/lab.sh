@@ -229,7 +229,7 @@ stop_pid() {
 lab_stepds() {
     local p
     for p in $(pgrep -x slurmstepd 2>/dev/null || true); do
-        if alive "$p" && tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$DIR/slurm.conf"; then
+        if alive "$p" && tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "SLURM_CONF=$DIR/slurm.conf"; then
             echo "$p"
         fi
     done

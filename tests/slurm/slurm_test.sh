@@ -53,7 +53,7 @@ lab_processes() {
     for p in /proc/[0-9]*; do
         p=${p#/proc/}
         [ "$p" = $$ ] && continue
-        if alive "$p" && tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$LAB/slurm.conf"; then
+        if alive "$p" && tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "SLURM_CONF=$LAB/slurm.conf"; then
             echo "$p"
         fi
     done
@@ -219,8 +219,8 @@ REPLAY_PID=$!
 agent_pid() {  # the agent of node $1 in allocation $JOB
     local p
     for p in $(lab_processes); do
-        tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q " agent " || continue
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURMD_NODENAME=$1" || continue
+        tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q " agent " || continue
+        tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "SLURMD_NODENAME=$1" || continue
         echo "$p"
         return
     done
