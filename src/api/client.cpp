@@ -328,6 +328,15 @@ Result<nlohmann::json> ApiClient::gpus() {
     return exchange_json("GET", "/v1/gpus");
 }
 
+Result<nlohmann::json> ApiClient::nodes() {
+    return exchange_json("GET", "/v1/nodes");
+}
+
+Result<nlohmann::json> ApiClient::drain_nodes(const nlohmann::json& body) {
+    const std::string text = body.dump();
+    return exchange_json("POST", "/v1/nodes/drain", &text);
+}
+
 Result<nlohmann::json> ApiClient::events(const EventQuery& query) {
     std::string target = "/v1/events";
     if (query.after) {

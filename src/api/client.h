@@ -67,6 +67,9 @@ public:
     Result<nlohmann::json> hold(TaskId id, bool hold);  // POST /v1/tasks/{id}/hold|release
     Result<LogChunk> logs(TaskId id, const LogRequest& request);  // GET /v1/tasks/{id}/logs
     Result<nlohmann::json> gpus();                                // GET /v1/gpus
+    Result<nlohmann::json> nodes();                               // GET /v1/nodes (cluster mode)
+    // POST /v1/nodes/drain {"slurm_job": ID} or {"node": NAME} -> {"draining": [...]}
+    Result<nlohmann::json> drain_nodes(const nlohmann::json& body);
     Result<nlohmann::json> events(const EventQuery& query);       // GET /v1/events
     Result<nlohmann::json> status();                              // GET /v1/status
     Result<nlohmann::json> acct(const AcctRequest& request);      // GET /v1/acct
