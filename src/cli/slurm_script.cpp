@@ -107,18 +107,7 @@ Result<void> check_up_request(const SlurmUpRequest& r) {
 
 std::string agents_batch_script(const SlurmUpRequest& r) {
     std::vector<std::string> words = {
-        "srun",
-        "--overlap",
-        fmt::format("--nodes={}", r.nodes),
-        "--ntasks-per-node=1",
-        // One agent that dies must not take the others (and their tasks) down with it.
-        "--kill-on-bad-exit=0",
-        r.carma,
-        "agent",
-        "--server",
-        r.server,
-        "--token-file",
-        r.token_file,
+        r.carma, "agent", "--server", r.server, "--token-file", r.token_file,
     };
     if (!r.gpus.empty()) {
         words.insert(words.end(), {"--gpus", r.gpus});
@@ -126,18 +115,31 @@ std::string agents_batch_script(const SlurmUpRequest& r) {
     // Slurm ends an allocation with SIGTERM: the agent then stops its tasks itself, so the server
     // hears they ended instead of finding them gone.
     words.emplace_back("--stop-tasks-on-exit");
-    std::string line;
+    std::string agent;
     for (const std::string& w : words) {
-        line += line.empty() ? "" : " ";
-        line += shell_quote(w);
+        agent += agent.empty() ? "" : " ";
+        agent += shell_quote(w);
     }
+    // One step per node, each in a loop: an agent that dies (killed, crashed) is started again
+    // on its node and picks up the tasks still running there; the allocation lives on until
+    // `carma slurm down`, scancel or its time limit.
     return fmt::format(
         "#!/bin/bash\n"
-        "# Written by `carma slurm up`: one CARMA agent per node of this allocation. Each agent\n"
-        "# names itself $SLURMD_NODENAME and tags its attempts with $SLURM_JOB_ID; it sees every\n"
-        "# GPU Slurm gave its node (no --gres on the step).\n"
-        "exec {}\n",
-        line);
+        "# Written by `carma slurm up`: one CARMA agent per node of this allocation, started again\n"
+        "# if it dies. Each agent names itself $SLURMD_NODENAME and tags its attempts with\n"
+        "# $SLURM_JOB_ID; it sees every GPU Slurm gave its node (no --gres on the step).\n"
+        "trap 'kill -TERM $(jobs -p) 2>/dev/null; wait; exit 0' TERM INT\n"
+        "for node in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do\n"
+        "    (\n"
+        "        trap 'exit 0' TERM INT\n"
+        "        while true; do\n"
+        "            srun --overlap --nodes=1 --ntasks=1 --nodelist=\"$node\" {}\n"
+        "            sleep 2\n"
+        "        done\n"
+        "    ) &\n"
+        "done\n"
+        "wait\n",
+        agent);
 }
 
 std::vector<std::string> sbatch_args(const SlurmUpRequest& r) {

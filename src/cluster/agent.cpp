@@ -73,11 +73,11 @@ public:
                      backend_->name(),
                      o_.slurm_job.empty() ? "" : ", Slurm job " + o_.slurm_job, o_.server_host,
                      o_.server_port, o_.period_s);
-        double backoff = o_.period_s;
+        double backoff = period_s_;
         while (!stop) {
             const bool ok = exchange(false);
-            backoff = ok ? o_.period_s : std::min(backoff * 2, 30.0);
-            sleep_for(ok ? o_.period_s : backoff, stop);
+            backoff = ok ? period_s_ : std::min(std::max(backoff, 0.5) * 2, 30.0);
+            sleep_for(ok ? period_s_ : backoff, stop);
         }
         if (o_.stop_tasks_on_exit) {
             finish_tasks();
@@ -166,6 +166,11 @@ private:
         } catch (const std::exception& e) {
             say(quiet, fmt::format("the server's answer is not JSON: {}", e.what()));
             return false;
+        }
+        // The server says how often it samples; an agent started without --time-scale follows.
+        if (auto p = answer.find("period_s"); p != answer.end() && p->is_number() &&
+                                              p->get<double>() >= 0.001 && p->get<double>() <= 60) {
+            period_s_ = p->get<double>();
         }
         auto commands = commands_from_json(answer);
         if (!commands) {
@@ -326,6 +331,7 @@ private:
     std::vector<LaunchReply> replies_;  // kept until a report carrying them was answered
     std::string last_error_;
     bool ending_ = false;
+    double period_s_ = o_.period_s;
 };
 
 }  // namespace

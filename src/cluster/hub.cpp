@@ -206,6 +206,13 @@ struct Hub::Impl {
         }
     }
 
+    // Reported within a few of its periods (and 2 s of network slack): its samples are current
+    // and it can be sent work.
+    bool reporting(const Node& n) const {
+        return n.last_seen_steady > 0 &&
+               steady_now() - n.last_seen_steady <= 3 * options.report_period_s + 2;
+    }
+
     bool fresh(const Node& n) const {
         return n.last_seen_steady > 0 && steady_now() - n.last_seen_steady <= options.node_timeout_s;
     }
@@ -293,7 +300,9 @@ struct Hub::Impl {
         }
         std::vector<Command> out;
         out.swap(node.pending);
-        return to_json(out);
+        json answer = to_json(out);
+        answer["period_s"] = options.report_period_s;
+        return answer;
     }
 
     void monitor() {
@@ -454,7 +463,7 @@ std::vector<device::GpuSample> Hub::samples() const {
             s.error = fmt::format("node {} is lost: its agent is gone and its Slurm allocation "
                                   "ended",
                                   node.name);
-        } else if (!m.fresh(node)) {
+        } else if (!m.reporting(node)) {
             s.error = node.last_seen_steady == 0
                           ? fmt::format("node {} has not reported since the server started",
                                         node.name)
@@ -464,9 +473,11 @@ std::vector<device::GpuSample> Hub::samples() const {
             s.error = fmt::format("node {} reports no sample of its GPU {}", node.name,
                                   slot.node_index);
         } else {
+            // Its own age only: a report takes a network hop, so the daemon's few periods of
+            // staleness (50 ms at --time-scale 60) would flag every remote GPU; a node that
+            // stops reporting is caught by reporting() above instead.
             s = *found;
             s.index = slot.index;
-            s.age_s += now - node.last_seen_steady;
         }
         out.push_back(std::move(s));
     }
@@ -475,9 +486,12 @@ std::vector<device::GpuSample> Hub::samples() const {
 
 Result<exec::LaunchHandle> Hub::launch(const std::string& node_name, exec::LaunchRequest request) {
     Impl& m = *impl_;
+    // A node that missed its last few reports is not sent work: its agent may be dead, and
+    // waiting out the timeout would stall every other launch of the tick.
+    auto reporting = [&](const Node& n) { return m.reporting(n); };
     std::unique_lock lock(m.mu);
     auto it = m.nodes.find(node_name);
-    if (it == m.nodes.end() || !m.fresh(it->second) || it->second.ending || it->second.lost) {
+    if (it == m.nodes.end() || !reporting(it->second) || it->second.ending || it->second.lost) {
         return fail(ErrorCode::Io, fmt::format("node {}'s agent is not reporting; the task waits "
                                                "for another placement",
                                                node_name));
@@ -491,17 +505,29 @@ Result<exec::LaunchHandle> Hub::launch(const std::string& node_name, exec::Launc
     it->second.pending.push_back(
         Command{Command::Kind::Launch, id, name, std::move(*text), std::move(request)});
     m.waiting[id] = std::nullopt;
-    const bool answered = m.replied.wait_for(
-        lock, std::chrono::duration<double>(m.options.launch_timeout_s),
-        [&] { return m.stopping || m.waiting[id].has_value(); });
+    const double deadline = steady_now() + m.options.launch_timeout_s;
+    bool answered = false;
+    while (!m.stopping && steady_now() < deadline) {
+        if (m.replied.wait_for(lock, std::chrono::milliseconds(100),
+                               [&] { return m.stopping || m.waiting[id].has_value(); })) {
+            answered = m.waiting[id].has_value();
+            break;
+        }
+        if (!reporting(m.nodes.at(node_name))) {
+            break;  // its agent went silent while we waited
+        }
+    }
     std::optional<LaunchReply> reply = m.waiting[id];
     m.waiting.erase(id);
     if (!answered || !reply) {
+        // Taken back if not yet delivered; if it was, the attempt is a stray the node's next
+        // report shows, and it is stopped.
         Node& node = m.nodes.at(node_name);
         std::erase_if(node.pending, [&](const Command& c) { return c.id == id; });
         return fail(ErrorCode::Io,
-                    fmt::format("node {} did not answer the launch within {:.0f} s; if it "
-                                "started it anyway, CARMA stops it when the node reports it",
+                    fmt::format("node {} did not answer the launch (its agent went silent or "
+                                "took over {:.0f} s); if it started it anyway, CARMA stops it "
+                                "when the node reports it",
                                 node_name, m.options.launch_timeout_s));
     }
     if (!reply->ok) {

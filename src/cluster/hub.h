@@ -46,7 +46,10 @@ struct HubOptions {
     std::string token;      // agents must present it
     std::string state_dir;  // nodes.json
     double node_timeout_s = 30;    // gone this long: out of placement, its allocation asked
-    double launch_timeout_s = 30;  // a launch the node does not answer in time fails
+    double launch_timeout_s = 10;  // a launch the node does not answer in time fails
+    // How often agents should report: the daemon's sampling period, told in every answer so
+    // the agents follow the server's --time-scale without being told it themselves.
+    double report_period_s = 1;
     // Whether a Slurm job still holds its nodes; the default asks `squeue`.
     std::function<AllocationState(const std::string& job)> allocation_state;
 };

@@ -22,6 +22,13 @@ Result<std::unique_ptr<device::GpuBackend>> emulated(const DaemonConfig& c, cons
     if (!gpus) {
         return tl::unexpected(gpus.error());
     }
+    if (gpus->nodes > 0) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("--gpus emulated:{}: one daemon emulates the GPUs of one machine; "
+                                "for {} nodes run one `carma agent --gpus emulated:{}x{}` per node "
+                                "(or `carma slurm up`) against `carma serve --agents`",
+                                set, gpus->nodes, gpus->per_node(), gpus->type.name));
+    }
     auto sharing = model::parse_sharing_mode(c.sharing);
     if (!sharing) {
         return tl::unexpected(sharing.error());

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -231,6 +232,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
         ho.token = *token;
         ho.state_dir = config.state_dir;
         ho.node_timeout_s = config.node_timeout_s;
+        ho.report_period_s = 1.0 / config.time_scale;
         auto created = cluster::Hub::create(std::move(ho));
         if (!created) {
             return tl::unexpected(created.error());
@@ -514,10 +516,18 @@ void Daemon::tick() {
     }
     // Starting a supervisor and waiting for its task to start takes milliseconds to seconds:
     // without the lock. Nothing else launches, and a cancel meanwhile is noted in launching_.
+    // On nodes, each launch is a round trip to its agent: all at once, not one after another.
+    std::vector<std::future<Result<exec::LaunchHandle>>> started;
+    started.reserve(launches.size());
+    for (const PreparedLaunch& l : launches) {
+        started.push_back(std::async(
+            l.attempt.node.empty() ? std::launch::deferred : std::launch::async,
+            [this, &l] { return start_attempt(l); }));
+    }
     std::vector<Result<exec::LaunchHandle>> handles;
     handles.reserve(launches.size());
-    for (const PreparedLaunch& l : launches) {
-        handles.push_back(start_attempt(l));
+    for (auto& f : started) {
+        handles.push_back(f.get());
     }
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < launches.size(); ++i) {

@@ -45,10 +45,13 @@ TEST(SlurmScriptTest, BatchScriptStartsOneAgentPerNode) {
     const std::string script = agents_batch_script(two_nodes());
     EXPECT_THAT(script, ::testing::StartsWith("#!/bin/bash\n"));
     EXPECT_THAT(script,
-                HasSubstr("\nexec srun --overlap --nodes=2 --ntasks-per-node=1 "
-                          "--kill-on-bad-exit=0 /opt/carma/bin/carma agent --server login1:7070 "
+                HasSubstr("srun --overlap --nodes=1 --ntasks=1 --nodelist=\"$node\" "
+                          "/opt/carma/bin/carma agent --server login1:7070 "
                           "--token-file '/home/ann/.carma/agent token' --gpus "
                           "emulated:4xA100-40GB --stop-tasks-on-exit\n"));
+    // One agent per node of the allocation, each started again if it dies.
+    EXPECT_THAT(script, HasSubstr("scontrol show hostnames \"$SLURM_JOB_NODELIST\""));
+    EXPECT_THAT(script, HasSubstr("while true; do"));
 }
 
 // This test verifies that without --gpus the agents choose their own GPUs (no flag passed).

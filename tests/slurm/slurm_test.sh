@@ -201,15 +201,16 @@ check "both nodes up in carma slurm status" true
 "$CARMA" slurm status --socket "$SOCK"
 
 # ---- the trace ---------------------------------------------------------------------------------
-# 16 one-GPU tasks on 8 GPUs: under OR-MAGM they pair up, so both nodes collocate. `bigjob`
-# (32 GB) arrives while every GPU is busy; beside any of the others it passes the A100's 40 GB,
-# crashes out of memory and is relaunched alone.
+# Eight long tasks take the eight GPUs alone; `bigjob` (32 GB) comes next and, under OR-MAGM (no
+# memory information), is put beside one of them: past the A100's 40 GB it crashes out of memory
+# and is relaunched alone once a GPU is idle. Then eight more pair up with the first eight, so
+# both nodes collocate.
 TRACE=$WORK/trace.csv
 {
     echo "submit_offset_s,task_name,model,batch_size,gpus,standalone_minutes,memory_gb,epochs,class"
-    for i in 1 2 3 4 5 6 7 8; do echo "0,fill$i,resnet50,128,1,8,13.24,1,medium"; done
-    for i in 1 2 3 4 5 6 7 8; do echo "0,pack$i,mobilenet_v2,128,1,8,11.34,1,medium"; done
-    echo "240,bigjob,MaskRCNN,8,1,4,32,1,heavy"
+    for i in 1 2 3 4 5 6 7 8; do echo "0,fill$i,resnet50,128,1,20,13.24,1,medium"; done
+    echo "60,bigjob,MaskRCNN,8,1,4,32,1,heavy"
+    for i in 1 2 3 4 5 6 7 8; do echo "120,pack$i,mobilenet_v2,128,1,10,11.34,1,medium"; done
 } >"$TRACE"
 TASKS=17
 "$CARMA" replay "$TRACE" --socket "$SOCK" --time-scale "$TIME_SCALE" --wait >"$WORK/replay.log" 2>&1 &
@@ -219,6 +220,8 @@ REPLAY_PID=$!
 agent_pid() {  # the agent of node $1 in allocation $JOB
     local p
     for p in $(lab_processes); do
+        # The agent itself (carma execs carma-daemon), not the srun that started it.
+        [ "$(basename "$(readlink "/proc/$p/exe" 2>/dev/null)")" = carma-daemon ] || continue
         tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q " agent " || continue
         tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "SLURMD_NODENAME=$1" || continue
         echo "$p"
@@ -240,12 +243,14 @@ else
     kill -9 "$A1"
     for ((i = 0; i < 50; i++)); do alive "$A1" || break; sleep 0.1; done
     check "agent of n1 (pid $A1) killed with SIGKILL" bash -c "! [ -e /proc/$A1/status ] || grep -q '^State:.*Z' /proc/$A1/status"
-    sleep 1
-    srun --jobid="$JOB" --overlap -w n1 -N1 -n1 "$CARMA" agent --server "127.0.0.1:$PORT" \
-        --token-file "$TOKEN" --gpus emulated:4xA100-40GB --stop-tasks-on-exit \
-        >"$WORK/agent-n1-restarted.log" 2>&1 &
-    RESTARTED_PID=$!
-    check "restarted agent of n1 connects again (both nodes up)" wait_nodes_up 2
+    # The allocation's script starts a node's agent again when it dies.
+    for ((i = 0; i < 100; i++)); do
+        A1_NEW=$(agent_pid n1)
+        [ -n "$A1_NEW" ] && [ "$A1_NEW" != "$A1" ] && break
+        sleep 0.1
+    done
+    check "the allocation started a new agent on n1 (pid ${A1_NEW:-none})" [ -n "$A1_NEW" -a "$A1_NEW" != "$A1" ]
+    check "the new agent of n1 reports (both nodes up)" wait_nodes_up 2
 fi
 
 # ---- the outcome -------------------------------------------------------------------------------
