@@ -261,6 +261,13 @@ struct Hub::Impl {
             node.lost = false;
             node.draining = false;
         }
+        if (node.last_seen_steady > 0 && node.slurm_job != report.slurm_job) {
+            // A new allocation on the same node: what was said of the old one is over.
+            spdlog::info("node {} now reports from Slurm job {} (was {})", node.name,
+                         report.slurm_job.empty() ? "none" : report.slurm_job,
+                         node.slurm_job.empty() ? "none" : node.slurm_job);
+            node.draining = false;
+        }
         const double now = unix_now();
         if (node.first_seen_unix == 0) {
             node.first_seen_unix = now;

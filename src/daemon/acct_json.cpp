@@ -61,7 +61,9 @@ json acct_task_json(const store::FinishedTask& finished) {
                             {"ended_at", optional_number(a.ended_at)},
                             {"run_s", run},
                             {"energy_j", optional_number(a.energy_j)},
-                            {"peak_mib", peak ? json(*peak) : json(nullptr)}});
+                            {"peak_mib", peak ? json(*peak) : json(nullptr)},
+                            {"node", a.node.empty() ? json(nullptr) : json(a.node)},
+                            {"slurm_job", a.slurm_job.empty() ? json(nullptr) : json(a.slurm_job)}});
     }
     std::optional<double> wait_s;
     if (started_at) {

@@ -336,4 +336,36 @@ check "every attempt is tagged with its node and Slurm job" verdict tagged
 "$CARMA" slurm down --timeout 60s --socket "$SOCK"
 check "carma slurm down succeeded" [ $? = 0 ]
 check "squeue is empty: allocation $JOB has ended" [ -z "$(squeue -h -o %i 2>/dev/null)" ]
+
+# ---- an allocation that ends under a running task ------------------------------------------------
+# A second, one-node allocation; a long task runs on it; `carma slurm down --now` ends the
+# allocation at once: the task must be recorded as lost and queued again, never dropped.
+out=$("$CARMA" slurm up --nodes 1 --gpus-per-node 4 --gpus emulated:4xA100-40GB --time 10 \
+    --token-file "$TOKEN" --output "$WORK/agents-%j.out" --socket "$SOCK" 2>&1)
+JOB=$(sed -n 's/^Slurm job \([0-9][0-9]*\):.*/\1/p' <<<"$out")
+[ -n "$JOB" ] || fatal "the second carma slurm up printed no job id: $out"
+wait_nodes_up 1 || fatal "the agent of the second allocation did not come up"
+LONG=$("$CARMA" submit --socket "$SOCK" --name survivor --workdir "$WORK" -- \
+    "$(dirname "$CARMA")/carma-fakejob" --profile survivor --duration-s 36000 --memory 2GiB 2>&1 |
+    sed -n 's/.*task \([0-9][0-9]*\).*/\1/p' | head -1)
+task_field() {  # task_field ID EXPR: a Python expression over the task t (GET /v1/tasks/ID)
+    "$CARMA" show "$1" --json --socket "$SOCK" 2>/dev/null |
+        python3 -c 'import json,sys; t=json.load(sys.stdin); print(eval(sys.argv[1]))' "$2" 2>/dev/null
+}
+for ((i = 0; i < WAIT_S * 2; i++)); do
+    [ "$(task_field "$LONG" 't["state"]')" = running ] && break
+    sleep 0.5
+done
+check "task $LONG runs on the second allocation" [ "$(task_field "$LONG" 't["state"]')" = running ]
+"$CARMA" slurm down --now --socket "$SOCK"
+for ((i = 0; i < WAIT_S * 2; i++)); do
+    [ "$(task_field "$LONG" 't["attempt_list"][0]["outcome"]')" = lost ] && break
+    sleep 0.5
+done
+check "its attempt was recorded as lost when the allocation ended" \
+    [ "$(task_field "$LONG" 't["attempt_list"][0]["outcome"]')" = lost ]
+check "and the task is queued again (state $(task_field "$LONG" 't["state"]'))" \
+    [ "$(task_field "$LONG" 't["state"]')" = queued ]
+check "squeue is empty: allocation $JOB has ended" [ -z "$(squeue -h -o %i 2>/dev/null)" ]
+"$CARMA" cancel "$LONG" --socket "$SOCK" >/dev/null 2>&1
 [ -n "$RESTARTED_PID" ] && for ((i = 0; i < 100; i++)); do alive "$RESTARTED_PID" || break; sleep 0.1; done
