@@ -152,7 +152,7 @@ TEST_F(SlurmCliTest, UpSubmitsTheAgentsAllocation) {
                                 "--ntasks-per-node=1 --gres=gpu:4 --time=30 --output="));
     ::gethostname(host, sizeof(host) - 1);
     const std::string script = fake.get("script");
-    EXPECT_THAT(script, HasSubstr("srun --overlap --nodes=2 --ntasks-per-node=1"));
+    EXPECT_THAT(script, HasSubstr("srun --overlap --nodes=1 --ntasks=1 --nodelist=\"$node\""));
     EXPECT_THAT(script, HasSubstr(std::string("agent --server ") + host + ":7070 --token-file " +
                                   token() + " --gpus emulated:4xA100-40GB --stop-tasks-on-exit"));
 }

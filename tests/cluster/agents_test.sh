@@ -3,7 +3,8 @@
 # with four emulated GPUs each, on this host. Replays the demo trace twice over (18 tasks on 8
 # GPUs) and checks: every task succeeded exactly once; tasks shared a GPU on both nodes; an
 # out-of-memory crash was relaunched; killing one agent with SIGKILL and starting it again lost
-# nothing. Leaves no process behind. Usage: agents_test.sh BUILD_DIR
+# nothing, and neither did killing the server and starting it again. Leaves no process behind.
+# Usage: agents_test.sh BUILD_DIR
 set -u
 B=$(cd "$1" && pwd)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,6 +30,7 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 "$B/carma" serve --state-dir "$T/server" --socket "$T/carma.sock" --policy OR-MAGM \
     --time-scale $SCALE --agents "127.0.0.1:$PORT" --agent-token-file "$T/token" \
     --node-timeout 5 >"$T/server.log" 2>&1 &
+server_pid=$!
 pids+=($!)
 start_agent() {
     "$B/carma" agent --server "127.0.0.1:$PORT" --token-file "$T/token" --node "$1" \
@@ -72,11 +74,34 @@ sleep 3
 start_agent n1
 echo "PASS agent n1 killed with $running task(s) running and started again"
 
+# Then the server: SIGKILL, and started again on the same state; the agents find it again.
+sleep 2
+kill -9 $server_pid
+sleep 1
+"$B/carma" serve --state-dir "$T/server" --socket "$T/carma.sock" --policy OR-MAGM \
+    --time-scale $SCALE --agents "127.0.0.1:$PORT" --agent-token-file "$T/token" \
+    --node-timeout 5 >>"$T/server.log" 2>&1 &
+pids+=($!)
+for i in $(seq 300); do
+    up=$(api /v1/nodes 2>/dev/null | python3 -c 'import json,sys; print(sum(n["state"]=="up" for n in json.load(sys.stdin)["nodes"]))' 2>/dev/null)
+    [ "$up" = 2 ] && break
+    sleep 0.2
+done
+[ "$up" = 2 ] || fail "the agents did not report to the restarted server"
+echo "PASS server killed with SIGKILL and started again; both agents report to it"
+
 for i in $(seq 900); do
     kill -0 $replay 2>/dev/null || break
     sleep 0.2
 done
 kill -0 $replay 2>/dev/null && fail "the replay did not finish in 3 minutes"
+# Its --wait may have given up while the server was away: wait for the tasks themselves.
+for i in $(seq 900); do
+    left=$(api "/v1/tasks" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["tasks"]))' 2>/dev/null)
+    [ "$left" = 0 ] && break
+    sleep 0.2
+done
+[ "$left" = 0 ] || fail "$left task(s) still waiting or running after 3 minutes"
 
 api "/v1/tasks?all=1" > "$T/tasks.json"
 python3 - "$T" <<'PY' || fail "checks on the tasks failed"
