@@ -740,7 +740,12 @@ void Daemon::collect_exits() {
                 ended.push_back(Ended{id, std::nullopt, a.stderr_tail, hub_->ending(node)});
                 break;
             case cluster::RemoteAttempt::State::Unknown:
-                if (hub_->lost(node)) {
+                if (hub_->lost(node) && live.stop_requested) {
+                    // Asked to stop, and its node is gone: it ended as asked, not lost.
+                    ended.push_back(Ended{id, exec::ExitRecord{true, std::nullopt, SIGTERM, true,
+                                                               unix_now(), ""},
+                                          "", false});
+                } else if (hub_->lost(node)) {
                     ended.push_back(Ended{id, std::nullopt, "", true});
                 }
                 break;
