@@ -28,32 +28,6 @@ namespace {
 constexpr const char* kCollectedFile = "collected";  // the server has stored this attempt's end
 constexpr std::size_t kTailBytes = 16 * 1024;
 
-std::string read_text(const fs::path& path, std::size_t max_tail = 0) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        return {};
-    }
-    in.seekg(0, std::ios::end);
-    const auto size = static_cast<std::size_t>(std::max<std::streamoff>(0, in.tellg()));
-    const std::size_t start = max_tail > 0 && size > max_tail ? size - max_tail : 0;
-    in.seekg(static_cast<std::streamoff>(start));
-    std::string out(size - start, '\0');
-    in.read(out.data(), static_cast<std::streamsize>(out.size()));
-    return out;
-}
-
-// "12-3" -> task 12, attempt 3 (the daemon's attempt directory names).
-std::optional<std::pair<std::int64_t, int>> parse_name(const std::string& name) {
-    const auto dash = name.find('-');
-    if (dash == std::string::npos) {
-        return std::nullopt;
-    }
-    try {
-        return std::pair{std::stoll(name.substr(0, dash)), std::stoi(name.substr(dash + 1))};
-    } catch (const std::exception&) {
-        return std::nullopt;
-    }
-}
 
 class Agent {
 public:
@@ -199,7 +173,7 @@ private:
         switch (c.kind) {
             case Command::Kind::Launch: replies_.push_back(launch(c, dir)); break;
             case Command::Kind::Stop: {
-                auto pid = read_text(dir / exec::kShimPidFile);
+                auto pid = exec::read_tail((dir / exec::kShimPidFile).string());
                 if (!pid.empty()) {
                     try {
                         (void)exec::request_stop(
@@ -221,7 +195,7 @@ private:
         reply.id = c.id;
         reply.dir = dir.string();
         // A repeated command (its answer was lost on the way): the attempt is already there.
-        if (auto pid = read_text(dir / exec::kShimPidFile); !pid.empty()) {
+        if (auto pid = exec::read_tail((dir / exec::kShimPidFile).string()); !pid.empty()) {
             reply.ok = true;
             try {
                 reply.shim_pid = static_cast<pid_t>(std::stoi(pid));
@@ -281,7 +255,7 @@ private:
             AttemptReport a;
             a.name = e.path().filename().string();
             a.dir = e.path().string();
-            const std::string pid = read_text(e.path() / exec::kShimPidFile);
+            const std::string pid = exec::read_tail((e.path() / exec::kShimPidFile).string());
             try {
                 a.shim_pid = pid.empty() ? 0 : static_cast<pid_t>(std::stoi(pid));
             } catch (const std::exception&) {
@@ -307,7 +281,7 @@ private:
                 if (a.state == AttemptReport::State::Vanished) {
                     // Its supervisor died without a record: what is left of the task runs
                     // unwatched. As the daemon does: only processes still marked as this attempt's.
-                    if (auto id = parse_name(a.name)) {
+                    if (auto id = parse_attempt_name(a.name)) {
                         for (pid_t p : a.members) {
                             if (exec::carries_attempt(p, id->first, id->second)) {
                                 ::kill(p, SIGKILL);
@@ -317,7 +291,7 @@ private:
                 }
             }
             if (a.state != AttemptReport::State::Running) {
-                a.stderr_tail = read_text(e.path() / exec::kStderrFile, kTailBytes);
+                a.stderr_tail = exec::read_tail((e.path() / exec::kStderrFile).string(), kTailBytes);
             }
             out.push_back(std::move(a));
         }
@@ -349,7 +323,7 @@ Result<int> run_agent(const AgentOptions& options, const std::atomic<bool>& stop
     int running = 0;
     for (const fs::directory_entry& e :
          fs::directory_iterator(options.config.state_dir + "/attempts", ec)) {
-        const std::string pid = read_text(e.path() / exec::kShimPidFile);
+        const std::string pid = exec::read_tail((e.path() / exec::kShimPidFile).string());
         try {
             if (!pid.empty() && !fs::exists(e.path() / kCollectedFile) &&
                 exec::shim_alive(exec::LaunchHandle{static_cast<pid_t>(std::stoi(pid)),

@@ -284,7 +284,7 @@ struct Hub::Impl {
             if (w != waiting.end()) {
                 w->second = r;
                 if (r.ok) {
-                    node.expected.insert(r.dir.empty() ? std::string() : fs::path(r.dir).filename().string());
+                    node.expected.insert(attempt_name_of(r.dir));
                 }
             }
         }

@@ -155,6 +155,27 @@ device::GpuSample sample_from(Reader& r, const json& j, const std::string& path)
 
 }  // namespace
 
+std::string attempt_name(std::int64_t task, int number) {
+    return fmt::format("{}-{}", task, number);
+}
+
+std::optional<std::pair<std::int64_t, int>> parse_attempt_name(const std::string& name) {
+    const auto dash = name.find('-');
+    if (dash == std::string::npos) {
+        return std::nullopt;
+    }
+    try {
+        return std::pair{std::stoll(name.substr(0, dash)), std::stoi(name.substr(dash + 1))};
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+}
+
+std::string attempt_name_of(const std::string& dir) {
+    const auto slash = dir.find_last_of('/');
+    return slash == std::string::npos ? dir : dir.substr(slash + 1);
+}
+
 json to_json(const device::GpuInfo& g) {
     return {{"index", g.index}, {"uuid", g.uuid}, {"name", g.name},
             {"total_mib", g.total_mib}, {"mig", g.mig_enabled}};

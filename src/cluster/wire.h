@@ -12,6 +12,8 @@
 
 #include <optional>
 #include <set>
+#include <utility>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,13 @@ namespace carma::cluster {
 
 // Bumped when a message changes shape; agent and server must agree.
 inline constexpr int kWireVersion = 1;
+
+// An attempt's directory on a node is named "<task>-<attempt>" under the agent's state dir: the
+// server chooses the name, the agent reads the task and attempt back from it.
+std::string attempt_name(std::int64_t task, int number);
+std::optional<std::pair<std::int64_t, int>> parse_attempt_name(const std::string& name);
+// The name of an attempt directory given by its path (what the agent reports it by).
+std::string attempt_name_of(const std::string& dir);
 
 // What the agent knows of one attempt it supervises.
 struct AttemptReport {

@@ -47,19 +47,6 @@ double steady_now() {
 // Variables a task gets besides what its submitter declared. Never the daemon's environment.
 constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 
-std::string read_tail(const std::string& path, std::size_t max_bytes) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        return {};
-    }
-    in.seekg(0, std::ios::end);
-    const auto size = static_cast<std::size_t>(std::max<std::streamoff>(0, in.tellg()));
-    const std::size_t start = size > max_bytes ? size - max_bytes : 0;
-    in.seekg(static_cast<std::streamoff>(start));
-    std::string out(size - start, '\0');
-    in.read(out.data(), static_cast<std::streamsize>(out.size()));
-    return out;
-}
 
 // After an attempt could not be started for a reason of this machine (disk full), decisions
 // pause this many periods before the task is tried again.
@@ -369,7 +356,7 @@ Result<void> Daemon::restore() {
                 if (!a.node.empty()) {
                     // On a node: its agent reports whether it runs, ended, or never started.
                     if (hub_) {
-                        hub_->expect(a.node, fs::path(a.dir).filename().string());
+                        hub_->expect(a.node, cluster::attempt_name_of(a.dir));
                     } else {
                         spdlog::warn("task={}: attempt {} runs on node {}, but this daemon was "
                                      "started without --agents; it is followed again once the "
@@ -716,7 +703,7 @@ void Daemon::collect_exits() {
             if (exec::read_exit(live.handle.attempt_dir) || !exec::shim_alive(live.handle)) {
                 // Read again: the shim may have written its record between the two checks.
                 ended.push_back(Ended{id, exec::read_exit(live.handle.attempt_dir),
-                                      read_tail(live.handle.attempt_dir + "/stderr.log",
+                                      exec::read_tail(live.handle.attempt_dir + "/stderr.log",
                                                 64 * 1024),
                                       false});
             }
@@ -726,7 +713,7 @@ void Daemon::collect_exits() {
             continue;
         }
         const cluster::RemoteAttempt a =
-            hub_->attempt(node, fs::path(live.handle.attempt_dir).filename().string());
+            hub_->attempt(node, cluster::attempt_name_of(live.handle.attempt_dir));
         switch (a.state) {
             case cluster::RemoteAttempt::State::Running: break;
             case cluster::RemoteAttempt::State::Ended:
@@ -762,7 +749,7 @@ void Daemon::collect_exits() {
             continue;
         }
         if (!live.handle.node.empty() && hub_) {
-            hub_->forget(live.handle.node, fs::path(live.handle.attempt_dir).filename().string());
+            hub_->forget(live.handle.node, cluster::attempt_name_of(live.handle.attempt_dir));
         }
         live_.erase(e.id);
     }
@@ -788,7 +775,7 @@ Result<void> Daemon::stop_attempt(const exec::LaunchHandle& handle) {
                                                handle.node));
     }
     // Queued for the node's agent; delivered when it next reports, however long it was away.
-    hub_->stop(handle.node, fs::path(handle.attempt_dir).filename().string());
+    hub_->stop(handle.node, cluster::attempt_name_of(handle.attempt_dir));
     return {};
 }
 
@@ -799,7 +786,7 @@ std::set<pid_t> Daemon::attempt_members(const LiveAttempt& live,
             return {};
         }
         return hub_->attempt(live.handle.node,
-                             fs::path(live.handle.attempt_dir).filename().string())
+                             cluster::attempt_name_of(live.handle.attempt_dir))
             .members;
     }
     if (table.empty()) {
@@ -1254,7 +1241,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     const std::string node = backend_->gpus()[static_cast<std::size_t>(p.gpus.front())].node;
     const std::string dir =
         node.empty() ? fmt::format("{}/attempts/{}/{}", config_.state_dir, task.id, live.number)
-                     : fmt::format("{}-{}", task.id, live.number);
+                     : cluster::attempt_name(task.id, live.number);
     std::error_code ec;
     if (node.empty()) {
         fs::create_directories(fs::path(dir).parent_path(), ec);

@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -97,6 +98,10 @@ inline constexpr std::string_view kStdoutFile = "stdout.log";
 inline constexpr std::string_view kStderrFile = "stderr.log";
 inline constexpr std::string_view kExitFile = "exit.json";
 inline constexpr std::string_view kShimLogFile = "shim.log";  // the shim's own stderr
+
+// The last `max_bytes` of a file (all of it by default), "" when it cannot be read: the end of
+// an attempt's stderr classifies its end (out of memory?), shim.pid its supervisor.
+std::string read_tail(const std::string& path, std::size_t max_bytes = SIZE_MAX);
 
 // Fails (InvalidArgument) when a string is not valid UTF-8, which JSON cannot carry.
 Result<std::string> request_to_json(const LaunchRequest& request);
