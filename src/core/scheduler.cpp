@@ -341,6 +341,22 @@ void Scheduler::carma_order(double now, std::optional<TaskId> skip, std::size_t 
     }
 }
 
+std::vector<TaskId> Scheduler::waiting_order(double now) const {
+    std::vector<TaskId> out;
+    out.reserve(recovery_.size() + main_.size());
+    for (const QueuedTask& t : recovery_) {
+        out.push_back(t.id);
+    }
+    if (!config_.policy.carma) {
+        for (const QueuedTask& t : main_) {
+            out.push_back(t.id);
+        }
+        return out;
+    }
+    carma_order(now, std::nullopt, std::numeric_limits<std::size_t>::max(), out);
+    return out;
+}
+
 StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
     StepResult result;
     const PlacementConfig& pc = config_.placement;

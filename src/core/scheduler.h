@@ -139,6 +139,11 @@ public:
     // wait runs out); nothing for the paper's policies or when no task will age.
     std::optional<double> next_order_change(double now) const;
 
+    // Every waiting task in the order the next step considers it: the recovery queue, then the
+    // main queue in the policy's order (carma: aged first, then long-first; the paper's policies
+    // and `-fifo`: arrival). What a person reading the queue wants to see.
+    std::vector<TaskId> waiting_order(double now) const;
+
     const std::list<QueuedTask>& main_queue() const { return main_; }
     const std::list<QueuedTask>& recovery_queue() const { return recovery_; }
     bool idle() const { return main_.empty() && recovery_.empty(); }

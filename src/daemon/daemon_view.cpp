@@ -94,15 +94,13 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
         }
     }
 
-    // Waiting tasks in the order the scheduler holds them (recovery first), then those kept
-    // out of it (waiting on dependencies, held) by id.
+    // Waiting tasks in the order the next scheduling round considers them (recovery first, then
+    // the policy's order), then those kept out of it (waiting on dependencies, held) by id.
     std::vector<TaskId> order;
     std::set<TaskId> listed;
-    for (const auto* q : {&scheduler_.recovery_queue(), &scheduler_.main_queue()}) {
-        for (const QueuedTask& t : *q) {
-            if (by_id.contains(t.id) && listed.insert(t.id).second) {
-                order.push_back(t.id);
-            }
+    for (TaskId id : scheduler_.waiting_order(now())) {
+        if (by_id.contains(id) && listed.insert(id).second) {
+            order.push_back(id);
         }
     }
     for (const store::TaskRow& t : *rows) {

@@ -253,6 +253,33 @@ TEST(CarmaTest, LongFirstWithBoundedWait) {
     }
 }
 
+// This test verifies that the order a person is shown (Scheduler::waiting_order) is the one a
+// round takes: the recovery queue first, then aged tasks in arrival order, then long-first; the
+// paper's policies keep arrival order.
+TEST(CarmaTest, WaitingOrderIsTheOrderARoundTakes) {
+    SchedulerConfig cfg = carma_config();
+    cfg.carma.max_wait_s = 50;
+    Scheduler s(cfg);
+    s.enqueue(1, MakeTask("short").Knows(1000, 100, 0.3), 0);
+    s.enqueue(2, MakeTask("long").Knows(1000, 1000, 0.3), 10);
+    s.enqueue(3, MakeTask("unknown").Knows(1000, std::nullopt, 0.3), 20);
+    s.enqueue(4, MakeTask("middle").Knows(1000, 500, 0.3), 40);
+    s.enqueue_recovery(5, MakeTask("crashed").Knows(1000, 50, 0.3), 45);
+    EXPECT_EQ(s.waiting_order(30), (std::vector<TaskId>{5, 3, 2, 4, 1}));
+    // At 60 "short" (0) and "long" (10) have waited 50 s: they lead, in arrival order.
+    EXPECT_EQ(s.waiting_order(60), (std::vector<TaskId>{5, 1, 2, 3, 4}));
+    // The head a round places from an idle GPU is the first of that order.
+    EXPECT_EQ(placed_ids(s.step(std::vector<GpuView>{MakeGpu(0)}, 30)), std::vector<int>{5});
+
+    SchedulerConfig paper;
+    paper.policy = *find_policy("oracle-MAGM");
+    Scheduler p(paper);
+    p.enqueue(1, MakeTask("short").Knows(1000, 100, 0.3), 0);
+    p.enqueue(2, MakeTask("long").Knows(1000, 1000, 0.3), 10);
+    p.enqueue_recovery(3, MakeTask("crashed").Knows(1000, 50, 0.3), 20);
+    EXPECT_EQ(p.waiting_order(30), (std::vector<TaskId>{3, 1, 2}));
+}
+
 // This test verifies that a waiting task's order follows what it learns while it waits.
 TEST(CarmaTest, RelearnReorders) {
     Scheduler s(carma_config());

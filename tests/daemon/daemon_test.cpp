@@ -1249,6 +1249,39 @@ TEST_F(DaemonTest, CarmaPolicySharesOnlyWhatItHasLearned) {
     EXPECT_GE(shared, 1) << daemon_log();
 }
 
+// This test verifies that the live view lists the queue in the order the policy takes it: under
+// `carma`, long-first (the time limit is the run time it plans with), not arrival order.
+TEST_F(DaemonTest, ViewListsTheQueueInThePolicysOrder) {
+    start("carma");
+    std::vector<TaskId> busy;
+    for (int i = 0; i < 4; ++i) {
+        busy.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
+    }
+    ASSERT_TRUE(eventually([&] {
+        return std::all_of(busy.begin(), busy.end(),
+                           [&](TaskId id) { return state(id) == "running"; });
+    }));
+    auto waiting = [&](double limit_s) {
+        return submit({{"command", {"/bin/sleep", "1"}}, {"workdir", "/tmp"},
+                       {"time_limit_s", limit_s}});
+    };
+    const TaskId shorter = waiting(600);
+    const TaskId longest = waiting(6000);
+    const TaskId middle = waiting(3000);
+    std::vector<TaskId> shown;
+    ASSERT_TRUE(eventually([&] {
+        auto v = client().view();
+        shown.clear();
+        if (v) {
+            for (const json& t : (*v)["queue"]) {
+                shown.push_back(t["id"].get<TaskId>());
+            }
+        }
+        return shown.size() == 3;
+    }));
+    EXPECT_EQ(shown, (std::vector<TaskId>{longest, middle, shorter})) << client().view()->dump(2);
+}
+
 // This test verifies history end to end: a fake job that declares nothing is queued knowing
 // nothing; the same command submitted again after it finished is planned with the memory its
 // first run used (the basis says history), and `carma estimate -- CMD` explains it.
