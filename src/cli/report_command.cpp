@@ -3,6 +3,7 @@
 
 #include "cli/report_command.h"
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,10 @@ using nlohmann::json;
 constexpr double kDefaultWindowS = 24 * 3600.0;
 // Samples per GPU asked for: about one per horizontal unit of a chart (sim/report_charts.h).
 constexpr int kTimelinePoints = 1000;
+// History that starts this far after the window's start (at least kMinLeadS) is drawn from just
+// before its first record, with that share of the span (at least kMinLeadS / 2) left before it.
+constexpr double kMinLeadS = 60;
+constexpr double kLeadShare = 0.02;
 
 struct ReportOptions {
     std::string socket;
@@ -81,7 +86,14 @@ int run_report(const ReportOptions& o) {
             "--since ({:.0f}) must be before --until ({:.0f}); e.g. --since 2d --until 1d", since,
             until));
     }
-    const json answer = fetch_timeline(o.socket, since, until);
+    json answer = fetch_timeline(o.socket, since, until);
+    // Drawn from a little before the first record on: the window asked for may be a day, the
+    // daemon's history a few minutes of it.
+    if (auto first = first_recorded(answer);
+        first && *first - since > std::max(kMinLeadS, kLeadShare * (until - since))) {
+        const double from = *first - std::max(kMinLeadS / 2, kLeadShare * (until - *first));
+        answer = fetch_timeline(o.socket, from, until);
+    }
     auto comparison = comparison_from_timeline(answer);
     if (!comparison) {
         throw std::runtime_error(comparison.error().message);

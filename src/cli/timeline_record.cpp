@@ -442,4 +442,35 @@ Result<sim::Comparison> comparison_from_timeline(const json& answer) {
     return c;
 }
 
+std::optional<double> first_recorded(const json& answer) {
+    if (!answer.is_object() || !answer.contains("since") || !answer["since"].is_number()) {
+        return std::nullopt;
+    }
+    const double since = answer["since"].get<double>();
+    std::optional<double> first;
+    auto consider = [&](const json& holder, const char* key) {
+        if (holder.is_object() && holder.contains(key) && holder[key].is_number()) {
+            const double t = std::max(since, holder[key].get<double>());
+            first = first ? std::min(*first, t) : t;
+        }
+    };
+    auto list = [](const json& holder, const char* key) -> const json& {
+        static const json empty = json::array();
+        return holder.is_object() && holder.contains(key) && holder[key].is_array() ? holder[key]
+                                                                                    : empty;
+    };
+    for (const json& g : list(answer, "gpus")) {
+        for (const json& s : list(g, "samples")) {
+            consider(s, "t");
+        }
+    }
+    for (const json& t : list(answer, "tasks")) {
+        consider(t, "submitted_at");
+        for (const json& a : list(t, "attempts")) {
+            consider(a, "started_at");
+        }
+    }
+    return first;
+}
+
 }  // namespace carma::cli

@@ -3,6 +3,8 @@
 // turned into the record `carma simulate --report` renders (sim/results.h), so that one renderer
 // (sim/report.h) draws both. Pure.
 
+#include <optional>
+
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/result.h"
@@ -21,5 +23,11 @@ namespace carma::cli {
 // A required field that is missing, or any field of the wrong type, is an InvalidArgument error
 // naming it by its path in the answer ("tasks[2].attempts[0].started_at").
 Result<sim::Comparison> comparison_from_timeline(const nlohmann::json& answer);
+
+// The first moment the answer records anything, no earlier than its `since`: a GPU sample, a
+// task's submission or an attempt's start. Nothing (or a malformed answer) gives nullopt.
+// `carma report` asks again from just before it, so a daemon that ran for minutes of a day's
+// window is drawn over those minutes, at full resolution, not as a sliver at the right edge.
+std::optional<double> first_recorded(const nlohmann::json& answer);
 
 }  // namespace carma::cli

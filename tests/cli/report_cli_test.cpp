@@ -322,6 +322,32 @@ TEST_F(ReportCommand, IsoDatesInUtc) {
     EXPECT_EQ(until, 1764600000);
 }
 
+// This test verifies where history starts: the earliest sample, submission or attempt start, never
+// before the answer's `since`; an answer with nothing in it has none.
+TEST(FirstRecorded, EarliestSampleSubmissionOrStart) {
+    EXPECT_EQ(cli::first_recorded(kTimeline), 1764578410.0);
+    json later = kTimeline;
+    later["gpus"] = json::array();
+    EXPECT_EQ(cli::first_recorded(later), 1764590000.0);  // resnet's submission
+    later["since"] = 1764595000.0;                       // tasks submitted earlier still wait
+    EXPECT_EQ(cli::first_recorded(later), 1764595000.0);
+    EXPECT_EQ(cli::first_recorded(json::parse(R"({"since": 1, "until": 2, "gpus": [],
+                                                   "tasks": []})")),
+              std::nullopt);
+    EXPECT_EQ(cli::first_recorded(json::parse("[]")), std::nullopt);
+}
+
+// This test verifies that a window mostly before the daemon's first record is asked again from
+// just before that record (2 % of what remains ahead of it), so the page draws the history, not
+// a sliver of it; one whose history starts at once is asked once (the tests above).
+TEST_F(ReportCommand, DrawsFromJustBeforeTheFirstRecord) {
+    const std::string out = run({"--since", "1764500000", "--until", "1764600000"});
+    const auto seen = daemon_.targets();
+    ASSERT_EQ(seen.size(), 2u);
+    EXPECT_THAT(seen[0], HasSubstr("since=1764500000.000&until=1764600000.000"));
+    EXPECT_THAT(seen[1], HasSubstr("since=1764577978.200&until=1764600000.000"));
+}
+
 // This test verifies the errors: bad times before any request, the daemon's refusal (a daemon
 // without the endpoint), a malformed answer naming its field, and no daemon at all.
 TEST_F(ReportCommand, FailsClearly) {
