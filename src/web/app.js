@@ -386,7 +386,10 @@ function timelineChart(gpu, tl, range, width) {
     const x = xOf(o.t);
     chart.append(svg("g", { class: "oom", "data-task": o.task.id },
                      svg("line", { x1: x, x2: x, y1: 0, y2: lanesTop + lanes * laneH, stroke: "var(--bad)", "stroke-width": 1.5 }),
-                     svg("text", { x: x + 3, y: lanesTop - 2, "font-size": 10, fill: "var(--bad)" }, "OOM"),
+                     // The label goes left of a mark near the right edge, so it is never cut off.
+                     svg("text", x + 30 > width - right ?
+                                 { x: x - 3, y: lanesTop - 2, "font-size": 10, fill: "var(--bad)", "text-anchor": "end" } :
+                                 { x: x + 3, y: lanesTop - 2, "font-size": 10, fill: "var(--bad)" }, "OOM"),
                      svg("title", {}, `task ${o.task.id} ran out of memory at ${fmtClock(o.t)}`)));
   }
   for (const tick of timeTicks(since, until, plotW, left)) {

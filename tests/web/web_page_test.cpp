@@ -274,11 +274,6 @@ TEST_F(WebTest, PageInAHeadlessBrowser) {
     EXPECT_TRUE(page_true("document.querySelector('#timeline g.oom')"))
         << eval("document.getElementById('timeline').innerHTML.slice(0, 2000)");
 
-    // Mid-run, for the README (docs/web-page.png is such a screenshot).
-    const std::string artifacts = CARMA_ARTIFACT_DIR;
-    browser.screenshot(page, artifacts + "/web-page.png");
-    EXPECT_TRUE(fs::file_size(artifacts + "/web-page.png") > 10000);
-
     // A replayed task seen running on the page later shows as finished, without a reload.
     json followed;
     for (const json& row : rows) {
@@ -292,6 +287,12 @@ TEST_F(WebTest, PageInAHeadlessBrowser) {
         "document.querySelector('#recent tr[data-task=\"" + followed.dump() + "\"]')";
     EXPECT_TRUE(page_true(finished_row)) << eval("document.body.innerText");
     EXPECT_EQ(eval("window.__carmaLoadedOnce"), 42);
+
+    // Mid-run, with tasks running, waiting and finished, for the README (docs/web-page.png is
+    // such a screenshot).
+    const std::string artifacts = CARMA_ARTIFACT_DIR;
+    browser.screenshot(page, artifacts + "/web-page.png");
+    EXPECT_TRUE(fs::file_size(artifacts + "/web-page.png") > 10000);
 
     // Never a task's environment or command line: not in the page, not in what it reads.
     const std::string html = eval("document.documentElement.outerHTML");
