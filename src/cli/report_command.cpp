@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
+#include "cli/cells.h"
 #include "cli/local_time.h"
 #include "cli/timeline_record.h"
 #include "core/time_text.h"
@@ -104,8 +105,8 @@ int run_report(const ReportOptions& o) {
     }
     const std::size_t tasks =
         comparison->results.empty() ? 0 : comparison->results.front().tasks.size();
-    fmt::print("report written to {} ({} task{}, {:.1f} h of history)\n", *path, tasks,
-               tasks == 1 ? "" : "s", comparison->span_s / 3600.0);
+    fmt::print("report written to {} ({} task{}, {} of history)\n", *path, tasks,
+               tasks == 1 ? "" : "s", format_duration(comparison->span_s));
     return 0;
 }
 

@@ -270,7 +270,7 @@ TEST_F(ReportCommand, WritesThePageOfTheDaemonsHistory) {
     EXPECT_EQ(daemon_.targets(), std::vector<std::string>{"GET /v1/timeline?points=1000&since="
                                                           "1764578400.000&until=1764600000.000"});
     EXPECT_THAT(out, HasSubstr("report written to " + (dir_ / "index.html").string() +
-                               " (4 tasks, 6.0 h of history)"));
+                               " (4 tasks, 6h00m of history)"));
 
     const std::string html = read_file(dir_ / "index.html");
     EXPECT_THAT(html, HasSubstr("CARMA daemon report"));
