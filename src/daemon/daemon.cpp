@@ -78,13 +78,13 @@ bool take_state_lock(int fd, const std::string& path) {
     }
 }
 
+}  // namespace
+
 bool same_learned(const Learned& a, const Learned& b) {
     return a.need_mib == b.need_mib && a.margin_mib == b.margin_mib &&
            a.lower_bound_mib == b.lower_bound_mib && a.runs == b.runs &&
            a.duration_s == b.duration_s && a.activity == b.activity && a.basis == b.basis;
 }
-
-}  // namespace
 
 double unix_now() {
     using namespace std::chrono;
@@ -476,18 +476,26 @@ void Daemon::tick() {
     // stall the API.
     Result<std::vector<device::GpuSample>> samples = backend_->sample();
     bool any_live = false;
+    Lessons lessons;
     {
         std::lock_guard lock(mu_);
         any_live = !live_.empty();
+        std::swap(lessons, lessons_);
     }
     const std::vector<exec::ProcEntry> table =
         any_live ? exec::read_process_table() : std::vector<exec::ProcEntry>{};
+    // Tasks that waited while the same command (or its family) ran learn what it used.
+    const std::vector<std::pair<TaskId, Learned>> relearned =
+        lessons.empty() ? std::vector<std::pair<TaskId, Learned>>{} : relearn_waiting(lessons);
     std::vector<PreparedLaunch> launches;
     {
         std::lock_guard lock(mu_);
         ++ticks_;
         if (hub_backend_) {
             grow_gpus();
+        }
+        for (const auto& [id, learned] : relearned) {
+            scheduler_.relearn(id, learned);  // false: it started meanwhile, nothing to do
         }
         apply_samples(std::move(samples));
         notice_sightings(table);

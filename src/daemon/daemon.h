@@ -41,6 +41,9 @@ double unix_now();
 // restore, recovery and POST /v1/estimate.
 KnowledgeConfig knowledge_config();
 
+// Whether two sets of learned figures plan alike (every field equal).
+bool same_learned(const Learned& a, const Learned& b);
+
 class Daemon final : public api::Service {
 public:
     // Opens the state directory, the store and the GPU backend, and restores what the store
@@ -170,6 +173,16 @@ private:
                         const LiveAttempt& live);
     // The knowledge rule over the task's history; without history when the store cannot be read.
     Learned learn(const store::TaskRow& task);
+    // Fingerprints whose history grew since waiting tasks last learned (record_history adds).
+    struct Lessons {
+        std::set<std::string> exact;
+        std::set<std::string> family;
+        bool empty() const { return exact.empty() && family.empty(); }
+    };
+    // Outside the lock (reads and writes only the store): what the waiting tasks of those
+    // fingerprints know now, where it changed, recorded in their rows. The caller hands the
+    // result to the scheduler under the lock.
+    std::vector<std::pair<TaskId, Learned>> relearn_waiting(const Lessons& lessons);
     api::ApiResult<store::TaskRow> load_task(std::int64_t id);
     // Scheduling controls (daemon_controls.cpp).
     // Every dependency must name an existing task; the error says which does not.
@@ -211,6 +224,7 @@ private:
     std::map<TaskId, std::string> waiting_reasons_;  // last reason written per waiting task
     // Queued tasks kept from the scheduler until their dependencies succeed (--after).
     std::set<TaskId> blocked_;
+    Lessons lessons_;  // history recorded since the last relearn_waiting
     bool dependencies_due_ = false;  // a task ended since blocked_ was last looked at
     std::uint64_t ticks_ = 0;
     std::uint64_t oom_total_ = 0;

@@ -1,7 +1,8 @@
 // What the daemon learns from the attempts it ran: the GPU activity of each live attempt, one
 // history row per attempt that ran (store/history.h), and the knowledge rule (core/knowledge.h)
-// over a task's history before the task is queued. accumulate_activity() and record_history()
-// run with the daemon's lock held; learn() reads only the store, which has its own.
+// over a task's history before the task is queued, and again for waiting tasks whenever a run of
+// their command or family ends. accumulate_activity() and record_history() run with the
+// daemon's lock held; learn() and relearn_waiting() use only the store, which has its own.
 
 #include <algorithm>
 #include <cmath>
@@ -76,24 +77,81 @@ void Daemon::record_history(const store::TaskRow& task, const store::AttemptRow&
     if (auto r = store_->add_history(row); !r) {
         spdlog::warn("task={}: cannot record attempt {} in the history: {}", task.id,
                      attempt.number, r.error().message);
+        return;
     }
+    lessons_.exact.insert(fp.exact);
+    lessons_.family.insert(fp.family);
 }
 
 KnowledgeConfig knowledge_config() { return KnowledgeConfig{}; }
 
-Learned Daemon::learn(const store::TaskRow& task) {
-    const KnowledgeConfig knowledge = knowledge_config();
-    const TaskFingerprint fp = fingerprint_task(task.uid, task.spec.command, task.spec.gpus);
-    const int newest = static_cast<int>(knowledge.max_runs);
-    auto mine = store_->command_history(fp.exact, newest);
-    auto kin = store_->family_history(fp.family, fp.exact, newest);
+namespace {
+
+struct HistoryFacts {
+    std::vector<RunFacts> mine;  // the same command
+    std::vector<RunFacts> kin;   // its family, other arguments
+};
+
+HistoryFacts read_history(store::Store& store, const store::TaskRow& task,
+                          const TaskFingerprint& fp) {
+    const int newest = static_cast<int>(knowledge_config().max_runs);
+    auto mine = store.command_history(fp.exact, newest);
+    auto kin = store.family_history(fp.family, fp.exact, newest);
     if (!mine || !kin) {
         spdlog::warn("task={}: cannot read its history, planning without it: {}", task.id,
                      (!mine ? mine.error() : kin.error()).message);
     }
-    return derive_knowledge(task.spec, mine ? store::run_facts(*mine) : std::vector<RunFacts>{},
-                            kin ? store::run_facts(*kin) : std::vector<RunFacts>{},
-                            task.spec.time_limit_s, knowledge);
+    return {mine ? store::run_facts(*mine) : std::vector<RunFacts>{},
+            kin ? store::run_facts(*kin) : std::vector<RunFacts>{}};
+}
+
+Learned derive(const store::TaskRow& task, const HistoryFacts& h) {
+    return derive_knowledge(task.spec, h.mine, h.kin, task.spec.time_limit_s, knowledge_config());
+}
+
+bool waits(store::TaskState s) {
+    return s == store::TaskState::Queued || s == store::TaskState::Recovering ||
+           s == store::TaskState::Held;
+}
+
+}  // namespace
+
+Learned Daemon::learn(const store::TaskRow& task) {
+    const TaskFingerprint fp = fingerprint_task(task.uid, task.spec.command, task.spec.gpus);
+    return derive(task, read_history(*store_, task, fp));
+}
+
+std::vector<std::pair<TaskId, Learned>> Daemon::relearn_waiting(const Lessons& lessons) {
+    std::vector<std::pair<TaskId, Learned>> changed;
+    auto rows = store_->tasks(/*include_final=*/false);
+    if (!rows) {
+        spdlog::warn("cannot read the waiting tasks to update what they know: {}",
+                     rows.error().message);
+        return changed;
+    }
+    // The same command line has the same history: an array's members read it once.
+    std::map<std::string, HistoryFacts> by_command;
+    for (const store::TaskRow& t : *rows) {
+        if (!waits(t.state)) {
+            continue;
+        }
+        const TaskFingerprint fp = fingerprint_task(t.uid, t.spec.command, t.spec.gpus);
+        if (!lessons.exact.contains(fp.exact) && !lessons.family.contains(fp.family)) {
+            continue;
+        }
+        auto it = by_command.find(fp.exact);
+        if (it == by_command.end()) {
+            it = by_command.emplace(fp.exact, read_history(*store_, t, fp)).first;
+        }
+        if (Learned fresh = derive(t, it->second); !same_learned(fresh, t.spec.learned)) {
+            changed.emplace_back(t.id, std::move(fresh));
+        }
+    }
+    if (auto r = store_->set_learned_if_waiting(changed); !r) {
+        spdlog::warn("cannot record what {} waiting task(s) learned: {}", changed.size(),
+                     r.error().message);
+    }
+    return changed;
 }
 
 }  // namespace carma::daemon

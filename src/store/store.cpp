@@ -877,6 +877,30 @@ Result<void> Store::update_task(const TaskRow& task) {
     });
 }
 
+Result<int> Store::set_learned_if_waiting(std::span<const std::pair<TaskId, Learned>> learned) {
+    if (learned.empty()) {
+        return 0;
+    }
+    const std::string op = fmt::format("record what was learned of {} waiting task(s)",
+                                       learned.size());
+    return impl_->write(op, [&](SQLite::Database& db) -> Result<int> {
+        SQLite::Statement st(db,
+                             "UPDATE tasks SET spec_json = json_set(spec_json, '$.learned', "
+                             "json(?)) WHERE id = ? AND state IN (?, ?, ?)");
+        int changed = 0;
+        for (const auto& [id, l] : learned) {
+            st.reset();
+            st.bind(1, learned_to_json(l).dump());
+            st.bind(2, static_cast<std::int64_t>(id));
+            st.bind(3, std::string(to_string(TaskState::Queued)));
+            st.bind(4, std::string(to_string(TaskState::Recovering)));
+            st.bind(5, std::string(to_string(TaskState::Held)));
+            changed += st.exec();
+        }
+        return changed;
+    });
+}
+
 Result<void> Store::begin_attempt(const AttemptRow& attempt, const TaskRow& task) {
     auto encoded = encode_task(task);
     if (!encoded) {

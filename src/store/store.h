@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ public:
     // carries the array's id (its first member's) and its index; returns the ids in order.
     Result<std::vector<TaskId>> insert_array(const TaskRow& task, std::span<const int> indices);
     Result<void> update_task(const TaskRow& task);  // every mutable field by id
+    // What was learned of tasks that still wait (queued, recovering, held), in one transaction;
+    // a task that started or ended meanwhile keeps its row as it is. Only spec.learned changes,
+    // so it may run beside the daemon's own writes of the same rows. Returns the rows changed.
+    Result<int> set_learned_if_waiting(std::span<const std::pair<TaskId, Learned>> learned);
     Result<std::optional<TaskRow>> task(TaskId id);
     // Tasks in id order; `include_final` false leaves out succeeded/failed/cancelled/lost/rejected.
     Result<std::vector<TaskRow>> tasks(bool include_final);

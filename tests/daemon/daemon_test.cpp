@@ -1282,6 +1282,51 @@ TEST_F(DaemonTest, ViewListsTheQueueInThePolicysOrder) {
     EXPECT_EQ(shown, (std::vector<TaskId>{longest, middle, shorter})) << client().view()->dump(2);
 }
 
+// This test verifies that tasks waiting while the same command runs learn from its end, not
+// only tasks submitted after it: a held copy and a four-GPU copy (same script, so the same
+// family) know its memory once it has finished; the four-GPU one, which as an unknown could only
+// have had four idle GPUs, is then placed beside the three tasks that hold GPUs 0-2.
+TEST_F(DaemonTest, WaitingTasksLearnFromARunThatEnds) {
+    start("carma");
+    std::vector<TaskId> sleepers;
+    for (int i = 0; i < 3; ++i) {
+        sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}},
+                                   {"workdir", "/tmp"},
+                                   {"memory_mib", 1000}}));
+    }
+    ASSERT_TRUE(eventually([&] {
+        return std::all_of(sleepers.begin(), sleepers.end(),
+                           [&](TaskId id) { return state(id) == "running"; });
+    }));
+    json body = fake_job("resnet3", 240);  // 13,236 MiB, 4 s wall
+    const TaskId first = submit(body);
+    ASSERT_TRUE(eventually([&] { return state(first) == "running"; })) << task(first).dump(2);
+    json held = body;
+    held["hold"] = true;
+    const TaskId later = submit(held);
+    json wide = body;
+    wide["gpus"] = 4;
+    const TaskId four = submit(wide);
+    for (TaskId id : {later, four}) {
+        EXPECT_TRUE(task(id)["learned"]["need_mib"].is_null()) << task(id).dump(2);
+    }
+    EXPECT_EQ(state(four), "queued");
+
+    ASSERT_EQ(wait_final(first)["state"], "succeeded");
+    ASSERT_TRUE(eventually([&] { return task(later)["learned"]["need_mib"].is_number(); }))
+        << task(later).dump(2) << daemon_log();
+    EXPECT_EQ(state(later), "held");
+    EXPECT_EQ(task(later)["learned"]["basis"].get<std::string>().find("history: 1 run(s)"), 0u)
+        << task(later).dump(2);
+    // The four-GPU copy: placed while the sleepers still run, sharing their GPUs.
+    const json ran = wait_final(four);
+    EXPECT_EQ(ran["state"], "succeeded") << ran.dump(2) << daemon_log();
+    for (TaskId id : sleepers) {
+        EXPECT_EQ(state(id), "running") << id;
+    }
+    EXPECT_TRUE(ran["learned"]["need_mib"].is_number()) << ran.dump(2);
+}
+
 // This test verifies history end to end: a fake job that declares nothing is queued knowing
 // nothing; the same command submitted again after it finished is planned with the memory its
 // first run used (the basis says history), and `carma estimate -- CMD` explains it.

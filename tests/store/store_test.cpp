@@ -262,6 +262,50 @@ TEST_F(StoreTest, UpdatesATask) {
         << result.error().message;
 }
 
+// This test verifies that what waiting tasks learned is written to their rows and nothing else:
+// a running or finished task keeps its own figures, and the rest of a waiting row is untouched.
+TEST_F(StoreTest, RecordsWhatWaitingTasksLearned) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    std::vector<TaskId> ids;
+    for (TaskState s : {TaskState::Queued, TaskState::Held, TaskState::Recovering,
+                        TaskState::Running, TaskState::Succeeded}) {
+        TaskRow t = full_task();
+        t.state = s;
+        auto id = store->insert_task(t);
+        ASSERT_TRUE(id) << id.error().message;
+        ids.push_back(*id);
+    }
+    Learned fresh;
+    fresh.need_mib = 13236;
+    fresh.margin_mib = 512;
+    fresh.runs = 1;
+    fresh.duration_s = 240;
+    fresh.basis = "history: 1 run(s)";
+    std::vector<std::pair<TaskId, Learned>> updates;
+    for (TaskId id : ids) {
+        updates.emplace_back(id, fresh);
+    }
+    updates.emplace_back(ids.back() + 100, fresh);  // gone: nothing to change
+    auto changed = store->set_learned_if_waiting(updates);
+    ASSERT_TRUE(changed) << changed.error().message;
+    EXPECT_EQ(*changed, 3);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        auto read = store->task(ids[i]);
+        ASSERT_TRUE(read && read->has_value());
+        TaskRow expected = full_task();
+        expected.id = ids[i];
+        expected.state = (*read)->state;
+        if (i < 3) {
+            expected.spec.learned = fresh;
+        }
+        expect_same_task(**read, expected);
+    }
+    auto none = store->set_learned_if_waiting({});
+    ASSERT_TRUE(none);
+    EXPECT_EQ(*none, 0);
+}
+
 // This test verifies that what JSON cannot hold (NaN, bytes that are not UTF-8) is refused as
 // invalid input before anything is written.
 TEST_F(StoreTest, RefusesWhatJsonCannotHold) {
