@@ -189,7 +189,7 @@ nav a { margin-right: .8rem; white-space: nowrap; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: .9rem; }
 caption { caption-side: bottom; text-align: left; color: #666; font-size: .8rem;
           padding-top: .4rem; }
-th, td { padding: .3rem .55rem; border-bottom: 1px solid #e5e5e5; text-align: right;
+th, td { padding: .3rem .4rem; border-bottom: 1px solid #e5e5e5; text-align: right;
          vertical-align: top; white-space: nowrap; }
 th:first-child, td:first-child { text-align: left; }
 thead th { background: #f4f4f4; font-weight: 600; white-space: normal; vertical-align: bottom; }
