@@ -355,6 +355,7 @@ Result<void> Daemon::restore() {
                 live.time_limit_s = t.spec.time_limit_s;
                 if (!a.node.empty()) {
                     // On a node: its agent reports whether it runs, ended, or never started.
+                    live.launch_unconfirmed = a.shim_pid == 0;
                     if (hub_) {
                         hub_->expect(a.node, cluster::attempt_name_of(a.dir));
                     } else {
@@ -374,17 +375,10 @@ Result<void> Daemon::restore() {
                 // Put back what has not run: recorded, but the launch never happened or was cut
                 // short by the daemon's death before the task started (and now never will).
                 auto requeue = [&](const char* why) -> Result<void> {
-                    a.ended_at = unix_now();
-                    a.outcome = "not-started";
-                    t.state = a.recovered ? store::TaskState::Recovering : store::TaskState::Queued;
-                    t.message = fmt::format("re-queued after a daemon restart ({})", why);
-                    if (auto r = store_->end_attempt(a, t); !r) {
+                    if (auto r = requeue_not_started(
+                            t, a, fmt::format("re-queued after a daemon restart ({})", why));
+                        !r) {
                         return r;
-                    }
-                    if (a.recovered) {
-                        scheduler_.enqueue_recovery(t.id, t.spec);
-                    } else {
-                        scheduler_.enqueue(t.id, t.spec);
                     }
                     ++requeued;
                     return {};
@@ -697,6 +691,23 @@ void Daemon::notice_sightings(const std::vector<exec::ProcEntry>& table) {
     }
 }
 
+Result<void> Daemon::requeue_not_started(store::TaskRow& task, store::AttemptRow& attempt,
+                                         const std::string& why) {
+    attempt.ended_at = unix_now();
+    attempt.outcome = "not-started";
+    task.state = attempt.recovered ? store::TaskState::Recovering : store::TaskState::Queued;
+    task.message = why;
+    if (auto r = store_->end_attempt(attempt, task); !r) {
+        return r;
+    }
+    if (attempt.recovered) {
+        scheduler_.enqueue_recovery(task.id, task.spec);
+    } else {
+        scheduler_.enqueue(task.id, task.spec);
+    }
+    return {};
+}
+
 void Daemon::collect_exits() {
     struct Ended {
         TaskId id = 0;
@@ -705,6 +716,7 @@ void Daemon::collect_exits() {
         bool lost = false;
     };
     std::vector<Ended> ended;
+    std::vector<TaskId> never_received;  // restored launches their node does not know
     for (auto& [id, live] : live_) {
         const std::string& node = live.handle.node;
         if (node.empty()) {
@@ -722,6 +734,10 @@ void Daemon::collect_exits() {
         }
         const cluster::RemoteAttempt a =
             hub_->attempt(node, cluster::attempt_name_of(live.handle.attempt_dir));
+        if (a.state == cluster::RemoteAttempt::State::Running ||
+            a.state == cluster::RemoteAttempt::State::Ended) {
+            live.launch_unconfirmed = false;
+        }
         switch (a.state) {
             case cluster::RemoteAttempt::State::Running: break;
             case cluster::RemoteAttempt::State::Ended:
@@ -732,6 +748,10 @@ void Daemon::collect_exits() {
                                           !live.stop_requested});
                 break;
             case cluster::RemoteAttempt::State::Vanished:
+                if (live.launch_unconfirmed && !live.stop_requested) {
+                    never_received.push_back(id);
+                    break;
+                }
                 ended.push_back(Ended{id, std::nullopt, a.stderr_tail, hub_->ending(node)});
                 break;
             case cluster::RemoteAttempt::State::Unknown:
@@ -761,6 +781,45 @@ void Daemon::collect_exits() {
         }
         live_.erase(e.id);
     }
+    for (TaskId id : never_received) {
+        if (auto done = requeue_unreceived(live_.at(id)); !done) {
+            spdlog::warn("task={}: {}; tried again next tick", id, done.error().message);
+            continue;
+        }
+        live_.erase(id);
+    }
+}
+
+// The node reports and does not know the attempt, whose launch the server was waiting on when
+// it died: the command never reached the agent, so nothing ran (a launch the agent did receive
+// shows in its reports until the server forgets it).
+Result<void> Daemon::requeue_unreceived(const LiveAttempt& live) {
+    auto task = store_->task(live.task);
+    if (!task) {
+        return tl::unexpected(task.error());
+    }
+    auto attempts = store_->attempts(live.task);
+    if (!attempts) {
+        return tl::unexpected(attempts.error());
+    }
+    auto attempt = std::find_if(attempts->begin(), attempts->end(), [&](const auto& a) {
+        return a.number == live.number;
+    });
+    if (!task->has_value() || attempt == attempts->end()) {
+        return fail(ErrorCode::NotFound,
+                    fmt::format("attempt {} of task {} is not in the store", live.number,
+                                live.task));
+    }
+    const std::string why = fmt::format(
+        "re-queued: node {} never received attempt {} (the server restarted while launching it)",
+        live.handle.node, live.number);
+    if (auto r = requeue_not_started(**task, *attempt, why); !r) {
+        return r;
+    }
+    event(live.task, std::string(store::to_string((*task)->state)), why);
+    spdlog::info("task={}: {}", live.task, why);
+    hub_->forget(live.handle.node, cluster::attempt_name_of(live.handle.attempt_dir));
+    return {};
 }
 
 Result<exec::LaunchHandle> Daemon::start_attempt(const PreparedLaunch& launch) {

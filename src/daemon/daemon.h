@@ -110,6 +110,9 @@ private:
         double started_unix = 0;   // what the store says; time limits count from it
         std::optional<double> time_limit_s;
         bool timed_out = false;    // CARMA stopped it at its time limit
+        // Restored on a node without its launch reply: the server died while launching it, so
+        // the agent may never have received it; no report of it at all means it never ran.
+        bool launch_unconfirmed = false;
         // Accounting (daemon_acct.cpp): its processes' SM activity per GPU in this tick's sample,
         // and the GPU energy attributed to it so far (unknown until a GPU of it reports some).
         std::map<int, double> activity_now;
@@ -147,6 +150,13 @@ private:
     std::vector<GpuView> gpu_views() const;
     std::string schedulable_reason(std::size_t gpu) const;  // empty when it may take tasks
     void collect_exits();
+    // An attempt that was recorded but never ran (the daemon died while launching it): ended
+    // `not-started`, and its task queued again (recovery queue if it was a recovery) with its
+    // turn; `why` goes into the task's message.
+    Result<void> requeue_not_started(store::TaskRow& task, store::AttemptRow& attempt,
+                                     const std::string& why);
+    // A restored remote launch its node does not know (LiveAttempt::launch_unconfirmed).
+    Result<void> requeue_unreceived(const LiveAttempt& live);
     // Fails when the end could not be stored; the attempt then stays live and is tried again.
     // `stderr_tail` classifies the end (out of memory?); `node_lost`: its node's allocation is
     // gone, so it is recorded as lost and its task queued again.
