@@ -12,7 +12,7 @@
 #
 # After `up`, source DIR/env.sh (it sets SLURM_CONF) before calling sbatch/squeue/srun/scancel.
 # Knobs (environment): LAB_GPUS_PER_NODE (4), LAB_CPUS_PER_NODE (8), LAB_PORT_BASE (free ports
-# from a random base), LAB_WAIT_S (bound of every wait, 30).
+# from a random base in 20000..31990, below the ephemeral range), LAB_WAIT_S (bound of every wait, 30).
 set -euo pipefail
 
 usage() {
@@ -70,16 +70,19 @@ wait_for() {
 }
 
 port_in_use() {
-    # /proc/net/tcp{,6} list local ports in hex; a listening socket has state 0A.
+    # /proc/net/tcp{,6} list local ports in hex. Any state counts: a port held by a connection
+    # (or one in TIME_WAIT) cannot be bound by slurmctld either.
     local hex
     hex=$(printf '%04X' "$1")
-    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]+ 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null
+    grep -qE "^ *[0-9]+: [0-9A-F]+:$hex " /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
 pick_ports() {
     local base tries p ok
     for ((tries = 0; tries < 50; tries++)); do
-        base=${LAB_PORT_BASE:-$((20000 + (RANDOM % 4000) * 10))}
+        # Below the kernel's ephemeral range (32768 and up by default), where outgoing
+        # connections take their ports: a port picked there can be taken before slurmctld binds.
+        base=${LAB_PORT_BASE:-$((20000 + (RANDOM % 1200) * 10))}
         ok=1
         for p in $base $((base + 1)) $((base + 2)); do
             if port_in_use "$p"; then ok=0; fi
