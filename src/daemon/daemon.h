@@ -235,6 +235,7 @@ private:
     // Queued tasks kept from the scheduler until their dependencies succeed (--after).
     std::set<TaskId> blocked_;
     Lessons lessons_;  // history recorded since the last relearn_waiting
+    double last_relearn_ = -1e18;  // steady_now() of the last relearn_waiting
     bool dependencies_due_ = false;  // a task ended since blocked_ was last looked at
     std::uint64_t ticks_ = 0;
     std::uint64_t oom_total_ = 0;

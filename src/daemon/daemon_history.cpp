@@ -123,7 +123,7 @@ Learned Daemon::learn(const store::TaskRow& task) {
 
 std::vector<std::pair<TaskId, Learned>> Daemon::relearn_waiting(const Lessons& lessons) {
     std::vector<std::pair<TaskId, Learned>> changed;
-    auto rows = store_->tasks(/*include_final=*/false);
+    auto rows = store_->waiting_tasks_without_env();
     if (!rows) {
         spdlog::warn("cannot read the waiting tasks to update what they know: {}",
                      rows.error().message);

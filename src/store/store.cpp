@@ -967,6 +967,21 @@ Result<std::vector<TaskRow>> Store::tasks(bool include_final) {
     });
 }
 
+Result<std::vector<TaskRow>> Store::waiting_tasks_without_env() {
+    return impl_->locked("list waiting tasks", [&](SQLite::Database& db)
+                                                   -> Result<std::vector<TaskRow>> {
+        // kTaskColumns with an empty environment in env_json's place.
+        SQLite::Statement st(
+            db, "SELECT id, name, spec_json, uid, gid, user, workdir, '[]', state, attempts, "
+                "max_attempts, submitted_at, finished_at, message FROM tasks WHERE state IN (?, "
+                "?, ?) ORDER BY id");
+        st.bind(1, std::string(to_string(TaskState::Queued)));
+        st.bind(2, std::string(to_string(TaskState::Recovering)));
+        st.bind(3, std::string(to_string(TaskState::Held)));
+        return read_tasks(st);
+    });
+}
+
 Result<void> Store::insert_attempt(const AttemptRow& attempt) {
     const std::string op =
         fmt::format("insert attempt {} of task {}", attempt.number, attempt.task);

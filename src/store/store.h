@@ -45,6 +45,9 @@ public:
     Result<std::optional<TaskRow>> task(TaskId id);
     // Tasks in id order; `include_final` false leaves out succeeded/failed/cancelled/lost/rejected.
     Result<std::vector<TaskRow>> tasks(bool include_final);
+    // The tasks that wait (queued, recovering, held) in id order, without their environments
+    // (left empty: not needed to plan, and the bulk of a row).
+    Result<std::vector<TaskRow>> waiting_tasks_without_env();
 
     Result<void> insert_attempt(const AttemptRow& attempt);
     Result<void> update_attempt(const AttemptRow& attempt);  // by (task, number)

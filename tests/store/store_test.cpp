@@ -304,6 +304,19 @@ TEST_F(StoreTest, RecordsWhatWaitingTasksLearned) {
     auto none = store->set_learned_if_waiting({});
     ASSERT_TRUE(none);
     EXPECT_EQ(*none, 0);
+
+    // What re-deriving reads: the three that wait, with what they learned, environment left out.
+    auto waiting = store->waiting_tasks_without_env();
+    ASSERT_TRUE(waiting) << waiting.error().message;
+    ASSERT_EQ(waiting->size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) {
+        TaskRow expected = full_task();
+        expected.id = ids[i];
+        expected.state = (*waiting)[i].state;
+        expected.spec.learned = fresh;
+        expected.env.clear();
+        expect_same_task((*waiting)[i], expected);
+    }
 }
 
 // This test verifies that what JSON cannot hold (NaN, bytes that are not UTF-8) is refused as
