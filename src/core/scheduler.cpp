@@ -347,12 +347,7 @@ std::vector<TaskId> Scheduler::waiting_order(double now) const {
     for (const QueuedTask& t : recovery_) {
         out.push_back(t.id);
     }
-    if (!config_.policy.carma) {
-        for (const QueuedTask& t : main_) {
-            out.push_back(t.id);
-        }
-        return out;
-    }
+    // Without long-first (every paper policy, and -fifo) carma_order is arrival order.
     carma_order(now, std::nullopt, std::numeric_limits<std::size_t>::max(), out);
     return out;
 }

@@ -109,11 +109,6 @@ Learned derive(const store::TaskRow& task, const HistoryFacts& h) {
     return derive_knowledge(task.spec, h.mine, h.kin, task.spec.time_limit_s, knowledge_config());
 }
 
-bool waits(store::TaskState s) {
-    return s == store::TaskState::Queued || s == store::TaskState::Recovering ||
-           s == store::TaskState::Held;
-}
-
 }  // namespace
 
 Learned Daemon::learn(const store::TaskRow& task) {
@@ -132,9 +127,6 @@ std::vector<std::pair<TaskId, Learned>> Daemon::relearn_waiting(const Lessons& l
     // The same command line has the same history: an array's members read it once.
     std::map<std::string, HistoryFacts> by_command;
     for (const store::TaskRow& t : *rows) {
-        if (!waits(t.state)) {
-            continue;
-        }
         const TaskFingerprint fp = fingerprint_task(t.uid, t.spec.command, t.spec.gpus);
         if (!lessons.exact.contains(fp.exact) && !lessons.family.contains(fp.family)) {
             continue;

@@ -32,11 +32,6 @@ json window_series(const std::vector<MetricSample>& samples, Get get) {
     return out;
 }
 
-bool waiting(store::TaskState s) {
-    return s == store::TaskState::Queued || s == store::TaskState::Recovering ||
-           s == store::TaskState::Held;
-}
-
 }  // namespace
 
 api::ApiResult<json> Daemon::view(const api::Caller& caller) {
@@ -104,14 +99,14 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
         }
     }
     for (const store::TaskRow& t : *rows) {
-        if (waiting(t.state) && listed.insert(t.id).second) {
+        if (store::is_waiting(t.state) && listed.insert(t.id).second) {
             order.push_back(t.id);
         }
     }
     json queue = json::array();
     for (TaskId id : order) {
         const store::TaskRow& t = *by_id[id];
-        if (!waiting(t.state)) {
+        if (!store::is_waiting(t.state)) {
             continue;  // placed since the store was read
         }
         queue.push_back({{"id", t.id},

@@ -43,6 +43,10 @@ std::optional<TaskState> parse_task_state(std::string_view s) {
 
 std::span<const TaskState> all_task_states() { return kAllStates; }
 
+bool is_waiting(TaskState s) {
+    return s == TaskState::Queued || s == TaskState::Recovering || s == TaskState::Held;
+}
+
 bool is_final(TaskState s) {
     switch (s) {
         case TaskState::Queued:

@@ -33,6 +33,8 @@ enum class TaskState {
 std::string_view to_string(TaskState s);
 std::optional<TaskState> parse_task_state(std::string_view s);
 bool is_final(TaskState s);
+// Waiting for a GPU, in a queue or kept out of it: queued, recovering, held.
+bool is_waiting(TaskState s);
 // Every state in declaration order (for queries that must name all final or all live states).
 std::span<const TaskState> all_task_states();
 

@@ -421,18 +421,29 @@ std::vector<TaskRow> read_tasks(SQLite::Statement& st) {
 // The live (or final) states, quoted for an IN list. Built from the enum so a new state lands
 // on the right side of the filter without touching this file; the names are constants, not user
 // input.
-std::string states_sql(bool final) {
+std::string states_sql(bool (*included)(TaskState)) {
     std::string out;
     for (TaskState s : all_task_states()) {
-        if (is_final(s) == final) {
+        if (included(s)) {
             out += fmt::format("{}'{}'", out.empty() ? "" : ", ", to_string(s));
         }
     }
     return out;
 }
 
-std::string live_states_sql() { return states_sql(false); }
-std::string final_states_sql() { return states_sql(true); }
+std::string live_states_sql() {
+    return states_sql([](TaskState s) { return !is_final(s); });
+}
+std::string final_states_sql() { return states_sql(is_final); }
+std::string waiting_states_sql() { return states_sql(is_waiting); }
+
+// kTaskColumns with an empty environment in env_json's place (reads that do not need it).
+std::string task_columns_without_env() {
+    std::string columns = kTaskColumns;
+    const std::string env = "env_json";
+    columns.replace(columns.find(env), env.size(), "'[]'");
+    return columns;
+}
 
 constexpr const char* kAttemptColumns =
     "task_id, number, gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, signal, "
@@ -884,17 +895,15 @@ Result<int> Store::set_learned_if_waiting(std::span<const std::pair<TaskId, Lear
     const std::string op = fmt::format("record what was learned of {} waiting task(s)",
                                        learned.size());
     return impl_->write(op, [&](SQLite::Database& db) -> Result<int> {
-        SQLite::Statement st(db,
-                             "UPDATE tasks SET spec_json = json_set(spec_json, '$.learned', "
-                             "json(?)) WHERE id = ? AND state IN (?, ?, ?)");
+        SQLite::Statement st(
+            db, fmt::format("UPDATE tasks SET spec_json = json_set(spec_json, '$.learned', "
+                            "json(?)) WHERE id = ? AND state IN ({})",
+                            waiting_states_sql()));
         int changed = 0;
         for (const auto& [id, l] : learned) {
             st.reset();
             st.bind(1, learned_to_json(l).dump());
             st.bind(2, static_cast<std::int64_t>(id));
-            st.bind(3, std::string(to_string(TaskState::Queued)));
-            st.bind(4, std::string(to_string(TaskState::Recovering)));
-            st.bind(5, std::string(to_string(TaskState::Held)));
             changed += st.exec();
         }
         return changed;
@@ -970,14 +979,8 @@ Result<std::vector<TaskRow>> Store::tasks(bool include_final) {
 Result<std::vector<TaskRow>> Store::waiting_tasks_without_env() {
     return impl_->locked("list waiting tasks", [&](SQLite::Database& db)
                                                    -> Result<std::vector<TaskRow>> {
-        // kTaskColumns with an empty environment in env_json's place.
-        SQLite::Statement st(
-            db, "SELECT id, name, spec_json, uid, gid, user, workdir, '[]', state, attempts, "
-                "max_attempts, submitted_at, finished_at, message FROM tasks WHERE state IN (?, "
-                "?, ?) ORDER BY id");
-        st.bind(1, std::string(to_string(TaskState::Queued)));
-        st.bind(2, std::string(to_string(TaskState::Recovering)));
-        st.bind(3, std::string(to_string(TaskState::Held)));
+        SQLite::Statement st(db, fmt::format("SELECT {} FROM tasks WHERE state IN ({}) ORDER BY id",
+                                             task_columns_without_env(), waiting_states_sql()));
         return read_tasks(st);
     });
 }

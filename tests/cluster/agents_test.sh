@@ -8,24 +8,9 @@
 set -u
 B=$(cd "$1" && pwd)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-T=$(mktemp -d /tmp/carma-agents.XXXXXX)
+source "$(dirname "$0")/common.sh" agents
 SCALE=60
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    sleep 0.5
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    # Whatever is left of the fake jobs (their supervisors are detached on purpose).
-    pkill -9 -f "$T/" 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
 fail() { echo "FAIL: $*"; echo "--- server log"; tail -30 "$T/server.log"; for n in n1 n2; do echo "--- agent $n"; tail -15 "$T/agent-$n.log"; done; exit 1; }
-api() { curl -sf --unix-socket "$T/carma.sock" "http://carma$1"; }
-
-head -c 32 /dev/urandom | base64 | tr -d '\n=' > "$T/token"
-chmod 600 "$T/token"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
 "$B/carma" serve --state-dir "$T/server" --socket "$T/carma.sock" --policy OR-MAGM \
     --time-scale $SCALE --agents "127.0.0.1:$PORT" --agent-token-file "$T/token" \
@@ -44,7 +29,7 @@ start_agent n1
 start_agent n2
 
 for i in $(seq 150); do
-    up=$(api /v1/nodes 2>/dev/null | python3 -c 'import json,sys; print(sum(n["state"]=="up" for n in json.load(sys.stdin)["nodes"]))' 2>/dev/null)
+    up=$(nodes_up)
     [ "$up" = 2 ] && break
     sleep 0.2
 done
@@ -83,7 +68,7 @@ sleep 1
     --node-timeout 5 >>"$T/server.log" 2>&1 &
 pids+=($!)
 for i in $(seq 300); do
-    up=$(api /v1/nodes 2>/dev/null | python3 -c 'import json,sys; print(sum(n["state"]=="up" for n in json.load(sys.stdin)["nodes"]))' 2>/dev/null)
+    up=$(nodes_up)
     [ "$up" = 2 ] && break
     sleep 0.2
 done

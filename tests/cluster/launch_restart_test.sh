@@ -8,25 +8,12 @@
 # Usage: launch_restart_test.sh BUILD_DIR
 set -u
 B=$(cd "$1" && pwd)
-T=$(mktemp -d /tmp/carma-launch-restart.XXXXXX)
-pids=()
+source "$(dirname "$0")/common.sh" launch-restart
 agent=
-cleanup() {
-    [ -n "$agent" ] && kill -CONT "$agent" 2>/dev/null
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    sleep 0.5
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    pkill -9 -f "$T/" 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
+# A stopped agent would not take its SIGTERM.
+trap '[ -n "$agent" ] && kill -CONT "$agent" 2>/dev/null; stop_started' EXIT
 fail() { echo "FAIL: $*"; echo "--- server log"; tail -30 "$T/server.log"; echo "--- agent"; tail -15 "$T/agent.log"; exit 1; }
-api() { curl -sf --unix-socket "$T/carma.sock" "http://carma$1" "${@:2}"; }
 field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)" 2>/dev/null; }
-
-head -c 32 /dev/urandom | base64 | tr -d '\n=' > "$T/token"
-chmod 600 "$T/token"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 serve() {
     "$B/carma" serve --state-dir "$T/server" --socket "$T/carma.sock" --policy OR-MAGM \
         --window 3 --agents "127.0.0.1:$PORT" --agent-token-file "$T/token" \
@@ -43,7 +30,7 @@ serve
     --gpus emulated:1xA100-40GB --state-dir "$T/n1" >>"$T/agent.log" 2>&1 &
 agent=$!
 pids+=($agent)
-node_up() { [ "$(api /v1/nodes | field 'sum(n["state"]=="up" for n in d["nodes"])')" = 1 ]; }
+node_up() { [ "$(nodes_up)" = 1 ]; }
 window_full() { [ "$(api /v1/gpus | field 'd["gpus"][0]["window"]["samples"]')" = 3 ]; }
 wait_for node_up 150 || fail "the agent did not come up"
 wait_for window_full 150 || fail "the GPU's monitor window did not fill"
