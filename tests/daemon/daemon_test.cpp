@@ -243,6 +243,11 @@ protected:
 
     std::string state(TaskId id) { return task(id).value("state", ""); }
 
+    bool all_running(const std::vector<TaskId>& ids) {
+        return std::all_of(ids.begin(), ids.end(),
+                           [&](TaskId id) { return state(id) == "running"; });
+    }
+
     json wait_final(TaskId id, std::chrono::seconds limit = 120s) {
         EXPECT_TRUE(eventually([&] { return is_final(state(id)); }, limit))
             << "task " << id << " is still " << state(id) << "\n" << daemon_log();
@@ -448,10 +453,7 @@ TEST_F(DaemonTest, ArraysAndCancellingMany) {
     for (int i = 0; i < 4; ++i) {
         sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
     }
-    ASSERT_TRUE(eventually([&] {
-        return std::all_of(sleepers.begin(), sleepers.end(),
-                           [&](TaskId id) { return state(id) == "running"; });
-    }));
+    ASSERT_TRUE(eventually([&] { return all_running(sleepers); }));
     auto [rc2, text2] = carma("submit", "--json --array 0-2 -- /bin/true");
     ASSERT_EQ(rc2, 0) << text2;
     const json waiting = json::parse(text2);
@@ -1257,10 +1259,7 @@ TEST_F(DaemonTest, ViewListsTheQueueInThePolicysOrder) {
     for (int i = 0; i < 4; ++i) {
         busy.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
     }
-    ASSERT_TRUE(eventually([&] {
-        return std::all_of(busy.begin(), busy.end(),
-                           [&](TaskId id) { return state(id) == "running"; });
-    }));
+    ASSERT_TRUE(eventually([&] { return all_running(busy); }));
     auto waiting = [&](double limit_s) {
         return submit({{"command", {"/bin/sleep", "1"}}, {"workdir", "/tmp"},
                        {"time_limit_s", limit_s}});
@@ -1294,10 +1293,7 @@ TEST_F(DaemonTest, WaitingTasksLearnFromARunThatEnds) {
                                    {"workdir", "/tmp"},
                                    {"memory_mib", 1000}}));
     }
-    ASSERT_TRUE(eventually([&] {
-        return std::all_of(sleepers.begin(), sleepers.end(),
-                           [&](TaskId id) { return state(id) == "running"; });
-    }));
+    ASSERT_TRUE(eventually([&] { return all_running(sleepers); }));
     json body = fake_job("resnet3", 240);  // 13,236 MiB, 4 s wall
     const TaskId first = submit(body);
     ASSERT_TRUE(eventually([&] { return state(first) == "running"; })) << task(first).dump(2);
