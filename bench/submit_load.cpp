@@ -11,6 +11,12 @@
 //   submit_load wait-running --socket S --count K [--timeout T]     /v1/status says K running
 //   submit_load status --socket S                                   print GET /v1/status (JSON)
 //   submit_load list   --socket S                                   GET /v1/tasks: count, bytes
+//   submit_load get --socket S --path P -n N [--interval-ms I]   N GET P: latency and bytes
+//   submit_load timeline --socket S [-c C] [--since T]   C clients at once each read the whole
+//                                       GET /v1/timeline from T (every page, following "next")
+//   submit_load metric --socket S --name NAME            print one value of GET /metrics
+// submit takes --array SPEC (one request, an array of tasks) and --arg-bytes N (one argument of
+// N bytes appended to the command: what a submission makes the daemon store).
 //
 // submit/healthz print one line of key=value pairs (rate in requests per second of wall time,
 // from the moment all threads are released until the last answer; per-request latency
@@ -49,6 +55,11 @@ struct Options {
     double timeout_s = 120;
     bool any_state = false;
     double interval_ms = 0;
+    std::string array;
+    long arg_bytes = 0;
+    std::string path;
+    std::string name;
+    double since = 0;
     std::vector<std::string> command{"/bin/sleep", "3600"};
 };
 
@@ -94,6 +105,16 @@ Options parse(int argc, char** argv) {
             o.timeout_s = std::stod(value());
         } else if (a == "--interval-ms") {
             o.interval_ms = std::stod(value());
+        } else if (a == "--array") {
+            o.array = value();
+        } else if (a == "--arg-bytes") {
+            o.arg_bytes = std::stol(value());
+        } else if (a == "--path") {
+            o.path = value();
+        } else if (a == "--name") {
+            o.name = value();
+        } else if (a == "--since") {
+            o.since = std::stod(value());
         } else if (a == "--any-state") {
             o.any_state = true;
         } else if (a == "--command") {
@@ -127,9 +148,15 @@ double percentile(const std::vector<double>& sorted, double p) {
 
 int run_load(const Options& o) {
     const bool submit = o.mode == "submit";
-    const std::string body =
-        nlohmann::json{{"command", o.command}, {"workdir", "/tmp"}, {"gpus", o.gpus}}.dump();
-    const nlohmann::json body_json = nlohmann::json::parse(body);
+    std::vector<std::string> command = o.command;
+    if (o.arg_bytes > 0) {
+        command.emplace_back(static_cast<std::size_t>(o.arg_bytes), 'x');
+    }
+    nlohmann::json body_json = {{"command", command}, {"workdir", "/tmp"}, {"gpus", o.gpus}};
+    if (!o.array.empty()) {
+        body_json["array"] = o.array;
+    }
+    std::atomic<long> bytes{0};
 
     std::vector<std::vector<double>> latencies(static_cast<std::size_t>(o.clients));
     std::atomic<long> errors{0}, not_queued{0};
@@ -164,6 +191,15 @@ int run_load(const Options& o) {
                 auto r = client.status();
                 if (!r) {
                     error = r.error().message;
+                }
+            } else if (o.mode == "get") {
+                auto r = client.exchange("GET", o.path);
+                if (!r) {
+                    error = r.error().message;
+                } else if (r->status != 200) {
+                    error = fmt::format("HTTP {}: {}", r->status, r->body.substr(0, 200));
+                } else {
+                    bytes.fetch_add(static_cast<long>(r->body.size()));
                 }
             } else {
                 auto r = client.healthz();
@@ -206,9 +242,10 @@ int run_load(const Options& o) {
     std::sort(all.begin(), all.end());
     fmt::print(
         "mode={} clients={} requests={} errors={} wall_s={:.3f} rate={:.1f} p50_ms={:.3f} "
-        "p99_ms={:.3f} max_ms={:.3f}\n",
+        "p99_ms={:.3f} max_ms={:.3f} mean_bytes={}\n",
         o.mode, o.clients, o.requests, errors.load(), wall, static_cast<double>(o.requests) / wall,
-        percentile(all, 0.50), percentile(all, 0.99), all.empty() ? 0.0 : all.back());
+        percentile(all, 0.50), percentile(all, 0.99), all.empty() ? 0.0 : all.back(),
+        bytes.load() / o.requests);
     if (errors.load() > 0) {
         std::fprintf(stderr,
                      "submit_load: %ld of %ld requests failed (%ld not queued); first: %s\n",
@@ -267,12 +304,87 @@ int wait_running(const Options& o) {
     });
 }
 
+// Clients at once, each reading the whole timeline from `since` (every page) as `carma report`
+// does; prints the wall time and what came.
+int read_timelines(const Options& o) {
+    std::atomic<long> errors{0}, tasks{0}, pages{0}, bytes{0};
+    std::vector<std::thread> threads;
+    const auto start = Clock::now();
+    for (int c = 0; c < o.clients; ++c) {
+        threads.emplace_back([&] {
+            carma::api::ApiClient client(o.socket);
+            std::int64_t after = 0;
+            for (;;) {
+                std::string target = fmt::format("/v1/timeline?since={:.3f}&points=600&limit={}",
+                                                 o.since, carma::api::kPageMax);
+                if (after > 0) {
+                    target += fmt::format("&after={}", after);
+                }
+                auto r = client.exchange("GET", target);
+                if (!r || r->status != 200) {
+                    errors.fetch_add(1);
+                    return;
+                }
+                pages.fetch_add(1);
+                bytes.fetch_add(static_cast<long>(r->body.size()));
+                const nlohmann::json doc = nlohmann::json::parse(r->body, nullptr, false);
+                if (doc.is_discarded()) {
+                    errors.fetch_add(1);
+                    return;
+                }
+                tasks.fetch_add(static_cast<long>(doc.value("tasks", nlohmann::json::array()).size()));
+                const nlohmann::json next = doc.value("next", nlohmann::json());
+                if (!next.is_number_integer() || next.get<std::int64_t>() <= after) {
+                    return;
+                }
+                after = next.get<std::int64_t>();
+            }
+        });
+    }
+    for (std::thread& t : threads) {
+        t.join();
+    }
+    fmt::print("mode=timeline clients={} errors={} wall_s={:.3f} pages={} tasks={} bytes={}\n",
+               o.clients, errors.load(),
+               std::chrono::duration<double>(Clock::now() - start).count(), pages.load(),
+               tasks.load(), bytes.load());
+    return errors.load() > 0 ? 1 : 0;
+}
+
+// One value of GET /metrics (the first line that starts with the name).
+int print_metric(const Options& o) {
+    carma::api::ApiClient client(o.socket);
+    auto text = client.metrics();
+    if (!text) {
+        std::fprintf(stderr, "submit_load: %s\n", text.error().message.c_str());
+        return 1;
+    }
+    std::size_t pos = 0;
+    while (pos < text->size()) {
+        const std::size_t end = std::min(text->find('\n', pos), text->size());
+        const std::string line = text->substr(pos, end - pos);
+        if (line.rfind(o.name + " ", 0) == 0) {
+            fmt::print("{}\n", line.substr(o.name.size() + 1));
+            return 0;
+        }
+        pos = end + 1;
+    }
+    std::fprintf(stderr, "submit_load: no metric %s\n", o.name.c_str());
+    return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     const Options o = parse(argc, argv);
-    if (o.mode == "submit" || o.mode == "healthz" || o.mode == "probe") {
+    if (o.mode == "submit" || o.mode == "healthz" || o.mode == "probe" || o.mode == "get") {
         return run_load(o);
+    }
+    if (o.mode == "timeline") {
+        return read_timelines(o);
+    }
+    if (o.mode == "metric") {
+        return print_metric(o);
     }
     if (o.mode == "wait-window") {
         return wait_window(o);

@@ -287,8 +287,39 @@ Result<nlohmann::json> ApiClient::estimate(const nlohmann::json& body) {
     return exchange_json("POST", "/v1/estimate", &*text);
 }
 
+Result<nlohmann::json> ApiClient::all_pages(const std::string& target) const {
+    // A listing comes a page at a time (docs/api.md, "Pages"); the pages' "tasks" are joined
+    // and the rest of the answer is the last page's (acct's totals come with it).
+    nlohmann::json tasks = nlohmann::json::array();
+    std::int64_t after = 0;
+    for (;;) {
+        std::string page = target;
+        add_query(page, "limit", std::to_string(kPageMax));
+        if (after > 0) {
+            add_query(page, "after", std::to_string(after));
+        }
+        auto answer = exchange_json("GET", page);
+        if (!answer) {
+            return answer;
+        }
+        if (!answer->is_object() || !answer->contains("tasks") || !(*answer)["tasks"].is_array()) {
+            return answer;  // not a listing: the caller says what is wrong with it
+        }
+        for (nlohmann::json& t : (*answer)["tasks"]) {
+            tasks.push_back(std::move(t));
+        }
+        const nlohmann::json next = answer->value("next", nlohmann::json());
+        if (!next.is_number_integer() || next.get<std::int64_t>() <= after) {
+            (*answer)["tasks"] = std::move(tasks);
+            answer->erase("next");
+            return answer;
+        }
+        after = next.get<std::int64_t>();
+    }
+}
+
 Result<nlohmann::json> ApiClient::list_tasks(bool all) {
-    return exchange_json("GET", all ? "/v1/tasks?all=1" : "/v1/tasks");
+    return all_pages(all ? "/v1/tasks?all=1" : "/v1/tasks");
 }
 
 Result<nlohmann::json> ApiClient::task(TaskId id) {
@@ -362,7 +393,7 @@ Result<nlohmann::json> ApiClient::acct(const AcctRequest& request) {
     if (request.since) {
         add_query(target, "since", fmt::format("{:.3f}", *request.since));
     }
-    return exchange_json("GET", target);
+    return all_pages(target);
 }
 
 Result<nlohmann::json> ApiClient::view() {

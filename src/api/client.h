@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/service.h"
 #include "core/result.h"
 #include "core/task.h"
 
@@ -61,7 +62,7 @@ public:
 
     Result<nlohmann::json> submit(const nlohmann::json& body);    // POST /v1/tasks -> task
     Result<nlohmann::json> estimate(const nlohmann::json& body);  // POST /v1/estimate
-    Result<nlohmann::json> list_tasks(bool all);                  // GET /v1/tasks -> {"tasks"}
+    Result<nlohmann::json> list_tasks(bool all);  // GET /v1/tasks, every page -> {"tasks"}
     Result<nlohmann::json> task(TaskId id);                       // GET /v1/tasks/{id}
     Result<nlohmann::json> cancel(TaskId id);                     // DELETE /v1/tasks/{id}
     Result<nlohmann::json> hold(TaskId id, bool hold);  // POST /v1/tasks/{id}/hold|release
@@ -72,7 +73,7 @@ public:
     Result<nlohmann::json> drain_nodes(const nlohmann::json& body);
     Result<nlohmann::json> events(const EventQuery& query);       // GET /v1/events
     Result<nlohmann::json> status();                              // GET /v1/status
-    Result<nlohmann::json> acct(const AcctRequest& request);      // GET /v1/acct
+    Result<nlohmann::json> acct(const AcctRequest& request);  // GET /v1/acct, every page
     Result<nlohmann::json> view();                                // GET /v1/view (carma top)
     Result<std::string> metrics();                                // GET /metrics (Prometheus text)
     Result<std::string> healthz();                                // GET /healthz
@@ -97,6 +98,9 @@ private:
     Result<nlohmann::json> exchange_json(std::string_view method, const std::string& target,
                                          const std::string* body = nullptr) const;
     Result<std::string> exchange_text(const std::string& target) const;
+    // GET every page of a listing (`target` without after/limit): one answer with every page's
+    // "tasks" and the rest of the last page.
+    Result<nlohmann::json> all_pages(const std::string& target) const;
 
     std::string socket_path_;
 };

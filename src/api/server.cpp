@@ -1,7 +1,9 @@
 #include "api/server.h"
 
+#include "api/connection_gate.h"
 #include "api/query.h"
 #include "api/web_assets.h"
+#include "api/web_session.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -15,7 +17,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -97,6 +101,11 @@ std::size_t invalid_utf8_at(std::string_view s) {
 }
 
 void send_error(httplib::Response& res, const ApiError& e) {
+    if (e.retry_after_s) {
+        // RFC 9110: whole seconds.
+        res.set_header("Retry-After",
+                       std::to_string(std::max<long>(1, std::lround(std::ceil(*e.retry_after_s)))));
+    }
     send_json(res, e.status, nlohmann::json{{"error", e.message}});
 }
 
@@ -156,8 +165,6 @@ const std::vector<Route>& routes() {
 // Which listener a request came in on: who the caller is and what it may reach follow from it.
 enum class Listener { Unix, Tcp, Web };
 
-constexpr const char* kTokenCookie = "carma_token";
-
 // The value of one cookie of the request (RFC 6265 "name=value; name2=value2").
 std::optional<std::string> cookie_value(const httplib::Request& req, std::string_view name) {
     const std::string header = req.get_header_value("Cookie");
@@ -195,6 +202,26 @@ void send_asset(httplib::Response& res, const std::string& path) {
     res.set_content(std::string(asset->body), asset->content_type);
 }
 
+// Whether METHOD is one of a route's "GET, POST" list.
+bool method_listed(std::string_view methods, std::string_view method) {
+    std::size_t pos = 0;
+    while (pos < methods.size()) {
+        std::size_t end = methods.find(',', pos);
+        if (end == std::string_view::npos) {
+            end = methods.size();
+        }
+        std::string_view m = methods.substr(pos, end - pos);
+        while (!m.empty() && m.front() == ' ') {
+            m.remove_prefix(1);
+        }
+        if (m == method) {
+            return true;
+        }
+        pos = end + 1;
+    }
+    return false;
+}
+
 const char* allowed_methods(const std::string& path) {
     for (const Route& r : routes()) {
         if (std::regex_match(path, r.path)) {
@@ -211,12 +238,44 @@ std::optional<std::string> param(const httplib::Request& req, const char* name) 
     return req.get_param_value(name);
 }
 
-std::int64_t parse_id(const std::string& text) {
-    try {
-        return std::stoll(text);
-    } catch (const std::exception&) {
-        return -1;
+// A task id from the path; one too large for any task is none (a task id is a 64-bit integer).
+std::optional<std::int64_t> parse_id(const std::string& text) {
+    std::int64_t id = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+        return std::nullopt;
     }
+    return id;
+}
+
+// A listing's page (`after`, `limit`), or the 400 naming the parameter.
+ApiResult<Page> page_params(const httplib::Request& req) {
+    constexpr std::int64_t kMaxId = std::numeric_limits<std::int64_t>::max();
+    auto after = integer_param("after", param(req, "after"), 0, kMaxId, 0);
+    if (!after) {
+        return api_fail(400, after.error().message);
+    }
+    auto limit = integer_param("limit", param(req, "limit"), 1,
+                               static_cast<std::int64_t>(kPageMax),
+                               static_cast<std::int64_t>(kPageDefault));
+    if (!limit) {
+        return api_fail(400, limit.error().message);
+    }
+    return Page{*after, static_cast<std::size_t>(*limit)};
+}
+
+// Runs `fn` with the path's task id, or answers 404 naming the id as written.
+template <typename F>
+void with_task_id(const httplib::Request& req, httplib::Response& res, F fn) {
+    const std::string text = req.matches[1];
+    if (const std::optional<std::int64_t> id = parse_id(text)) {
+        fn(*id);
+        return;
+    }
+    send_error(res, {404, fmt::format("no task with id {} (task ids are at most {}); `carma "
+                                      "queue --all` lists tasks",
+                                      text.substr(0, 40),
+                                      std::numeric_limits<std::int64_t>::max())});
 }
 
 }  // namespace
@@ -253,15 +312,6 @@ Result<Caller> caller_for_user(const std::string& name) {
     c.gid = found->pw_gid;
     c.user = found->pw_name;
     return c;
-}
-
-bool is_loopback_host(std::string_view host) {
-    if (host == "localhost" || host == "::1" || host == "[::1]") {
-        return true;
-    }
-    in_addr addr{};
-    const std::string text(host);
-    return ::inet_pton(AF_INET, text.c_str(), &addr) == 1 && (ntohl(addr.s_addr) >> 24) == 127;
 }
 
 bool secrets_equal(std::string_view given, std::string_view expected) {
@@ -331,8 +381,13 @@ namespace {
 struct Connection {
     std::optional<PeerCredentials> peer;  // Unix socket only
     std::string peer_error;
+    // TCP and web: its slot (connection_gate.h), and whether to close it after this request
+    // (one that presented no valid credentials gets one answer, not a kept-alive connection).
+    ConnectionGate* gate = nullptr;
+    ConnectionGate::Ticket ticket;
+    bool close_after = false;
 };
-thread_local const Connection* t_connection = nullptr;
+thread_local Connection* t_connection = nullptr;
 
 int millis_until(std::chrono::steady_clock::time_point t) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -620,8 +675,13 @@ void refuse(int fd, int status, const char* reason, const std::string& message) 
 // connection is served, a connection cap per peer uid, and ConnectionStream's limits.
 class ConnectionServer final : public httplib::Server {
 public:
+    // `per_peer`: on the Unix socket, connections per uid; elsewhere, authenticated connections.
     ConnectionServer(const ServerOptions& options, bool unix_socket, std::size_t per_peer)
-        : options_(options), unix_(unix_socket), limiter_(per_peer) {
+        : options_(options),
+          unix_(unix_socket),
+          limiter_(per_peer),
+          gate_(options.max_unauthenticated_connections, per_peer,
+                [](int fd) { ::shutdown(fd, SHUT_RDWR); }) {
         const std::size_t threads = options.max_threads;
         new_task_queue = [threads] { return new ConnectionThreads(threads); };
     }
@@ -629,15 +689,30 @@ public:
 private:
     bool process_and_close_socket(socket_t fd) override {
         Connection conn;
-        std::int64_t key = -1;
-        if (unix_) {
-            if (auto peer = peer_credentials(fd)) {
-                conn.peer = *peer;
-                key = peer->uid;
-            } else {
-                conn.peer_error = peer.error().message;
-                key = -2;
-            }
+        if (!unix_) {
+            // Who this is shows only in its request: it waits among the unauthenticated.
+            conn.gate = &gate_;
+            conn.ticket = gate_.enter(fd);
+            struct Scope {
+                ConnectionGate& gate;
+                Connection& conn;
+                ~Scope() {
+                    t_connection = nullptr;
+                    gate.leave(conn.ticket);
+                }
+            } scope{gate_, conn};
+            t_connection = &conn;
+            const bool ok = serve(fd);
+            ::shutdown(fd, SHUT_RDWR);
+            ::close(fd);
+            return ok;
+        }
+        std::int64_t key = -2;
+        if (auto peer = peer_credentials(fd)) {
+            conn.peer = *peer;
+            key = peer->uid;
+        } else {
+            conn.peer_error = peer.error().message;
         }
         bool ok = false;
         if (limiter_.acquire(key)) {
@@ -656,7 +731,7 @@ private:
                    fmt::format("too many open connections from {} (at most {}); close idle "
                                "connections and retry",
                                conn.peer ? fmt::format("uid {}", conn.peer->uid)
-                                         : std::string("TCP clients"),
+                                         : std::string("an unidentified peer"),
                                options_.max_connections_per_uid));
         }
         ::shutdown(fd, SHUT_RDWR);
@@ -678,7 +753,7 @@ private:
                                    options_.max_head_bytes));
                 return false;
             }
-            if (!ok || closed) {
+            if (!ok || closed || (t_connection && t_connection->close_after)) {
                 break;
             }
         }
@@ -705,6 +780,7 @@ private:
     const ServerOptions& options_;
     bool unix_;
     ConnectionLimiter limiter_;
+    ConnectionGate gate_;
 };
 
 }  // namespace
@@ -725,17 +801,13 @@ struct ApiServer::Impl {
 
     ApiResult<Caller> identify(const httplib::Request& req, Listener where) {
         if (where == Listener::Web) {
-            if (options.web_needs_token && !web_token_ok(req)) {
-                return api_fail(401, "this page needs the daemon's token: open it once as "
-                                     "/?token=<token> (it is then kept in a cookie), or send "
-                                     "'Authorization: Bearer <token>'");
+            if (options.web_needs_token && !web_session(req)) {
+                return api_fail(401, "this page needs the web page's token: open it once as "
+                                     "/?token=<token> (a session cookie then stands for it), or "
+                                     "send 'Authorization: Bearer <token>'");
             }
             // Nobody in particular: may look at what the page shows, nothing else.
-            Caller c;
-            c.uid = ::geteuid();
-            c.gid = ::getegid();
-            c.user = user_name(c.uid);
-            c.read_only = true;
+            Caller c = nobody_caller("web viewer");
             c.via_web = true;
             return c;
         }
@@ -745,15 +817,7 @@ struct ApiServer::Impl {
                 return api_fail(401, "missing or wrong bearer token; send 'Authorization: Bearer "
                                      "<token>' with the daemon's token");
             }
-            Caller c;
-            if (options.tcp_caller) {
-                c = *options.tcp_caller;
-            } else {
-                c.uid = ::geteuid();
-                c.gid = ::getegid();
-                c.user = user_name(c.uid);
-                c.read_only = true;
-            }
+            Caller c = options.tcp_caller ? *options.tcp_caller : nobody_caller("TCP reader");
             c.via_tcp = true;
             return c;
         }
@@ -785,15 +849,122 @@ struct ApiServer::Impl {
         }
     }
 
-    // Wraps a handler: identity, admission, JSON errors for anything thrown.
-    bool web_token_ok(const httplib::Request& req) const {
-        if (secrets_equal(req.get_header_value("Authorization"), "Bearer " + options.token)) {
-            return true;
+    // Whether a web request presents the web token or a session made from it; the session's
+    // expiry (far ahead for the token itself), to renew a session nearing its end.
+    std::optional<std::int64_t> web_session(const httplib::Request& req) const {
+        if (secrets_equal(req.get_header_value("Authorization"), "Bearer " + options.web_token)) {
+            return std::numeric_limits<std::int64_t>::max();
         }
-        const std::optional<std::string> cookie = cookie_value(req, kTokenCookie);
-        return cookie && secrets_equal(*cookie, options.token);
+        const std::optional<std::string> cookie = cookie_value(req, kSessionCookie);
+        if (!cookie) {
+            return std::nullopt;
+        }
+        return check_session(*cookie, options.web_token, unix_seconds());
     }
 
+    static std::int64_t unix_seconds() {
+        return std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    }
+
+    // Behind a proxy that terminates TLS, the cookie is marked Secure.
+    static bool over_tls(const httplib::Request& req) {
+        return req.get_header_value("X-Forwarded-Proto") == "https";
+    }
+
+    void set_session_cookie(const httplib::Request& req, httplib::Response& res) const {
+        res.set_header("Set-Cookie",
+                       session_cookie_header(make_session(options.web_token, unix_seconds()),
+                                             kSessionLifetimeS, over_tls(req)));
+    }
+
+    GuardOptions guard_options(Listener where) const {
+        GuardOptions g;
+        g.allowed_hosts = options.allowed_hosts;
+        if (where == Listener::Web && options.web_host && !is_loopback_host(*options.web_host) &&
+            *options.web_host != "0.0.0.0" && *options.web_host != "::") {
+            g.allowed_hosts.push_back(*options.web_host);  // the address it was told to serve
+        }
+        g.unix_socket = where == Listener::Unix;
+        return g;
+    }
+
+    static RequestHead head_of(const httplib::Request& req) {
+        RequestHead h;
+        h.method = req.method;
+        h.path = req.path;
+        if (req.has_header("Host")) {
+            h.host = req.get_header_value("Host");
+        }
+        h.origin = req.get_header_value("Origin");
+        h.sec_fetch_site = req.get_header_value("Sec-Fetch-Site");
+        h.sec_fetch_mode = req.get_header_value("Sec-Fetch-Mode");
+        h.content_type = req.get_header_value("Content-Type");
+        h.carma_page = req.get_header_value(std::string(kPageHeader).c_str());
+        const std::string length = req.get_header_value("Content-Length");
+        h.has_body = (!length.empty() && length != "0") ||
+                     req.get_header_value("Transfer-Encoding") == "chunked";
+        return h;
+    }
+
+    // Runs on every request once its head is in, before its body is read and before any handler:
+    // what a browser may have sent on someone's behalf is refused (request_guard.h), and on the
+    // TCP and web listeners the caller proves who it is before the request takes anything more
+    // than its head (connection_gate.h).
+    httplib::Server::HandlerResponse admit_request(Listener where, const httplib::Request& req,
+                                                   httplib::Response& res) {
+        Connection* conn = t_connection;
+        auto refuse_request = [&](const ApiError& e) {
+            send_error(res, e);
+            if (conn) {
+                conn->close_after = true;
+            }
+            return httplib::Server::HandlerResponse::Handled;
+        };
+        if (auto refused = check_request_head(head_of(req), guard_options(where))) {
+            return refuse_request(*refused);
+        }
+        if (where == Listener::Unix || !conn || !conn->gate) {
+            return httplib::Server::HandlerResponse::Unhandled;
+        }
+        // Open to all, and answered at once: the health check and the page's sign-in link.
+        const bool sign_in = where == Listener::Web && req.path == "/" && req.has_param("token");
+        if (req.path == "/healthz" || sign_in) {
+            conn->close_after = !conn->ticket.authenticated;
+            return httplib::Server::HandlerResponse::Unhandled;
+        }
+        auto caller = identify(req, where);
+        if (!caller) {
+            return refuse_request(caller.error());
+        }
+        if (!conn->gate->promote(conn->ticket)) {
+            return refuse_request(ApiError{
+                429, fmt::format("too many open connections of {} (at most {}); close idle "
+                                 "connections and retry",
+                                 where == Listener::Web ? "the web page's viewers"
+                                                        : "TCP clients",
+                                 where == Listener::Web ? options.max_web_connections
+                                                        : options.max_connections_per_uid)});
+        }
+        if (where == Listener::Web && options.web_needs_token) {
+            // A session in use is renewed before it ends: an open lab screen stays signed in.
+            const std::optional<std::int64_t> expiry = web_session(req);
+            if (expiry && *expiry - unix_seconds() < kSessionLifetimeS / 2) {
+                set_session_cookie(req, res);
+            }
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    }
+
+    void install_admission(httplib::Server& s, Listener where) {
+        s.set_pre_routing_handler([this, where](const httplib::Request& req,
+                                                httplib::Response& res) {
+            return admit_request(where, req, res);
+        });
+    }
+
+    // Wraps a handler: identity, admission, JSON errors for anything thrown.
     template <typename F>
     httplib::Server::Handler guarded(Listener where, F handler) {
         return [this, where, handler](const httplib::Request& req, httplib::Response& res) {
@@ -814,16 +985,14 @@ struct ApiServer::Impl {
     void page_routes(httplib::Server& s, Listener where) {
         s.Get("/", [this, where](const httplib::Request& req, httplib::Response& res) {
             if (where == Listener::Web && options.web_needs_token && req.has_param("token")) {
-                // The token leaves the address bar (and the history) at once; the cookie carries
-                // it from then on, to this page's own requests only.
-                if (!secrets_equal(req.get_param_value("token"), options.token)) {
-                    send_error(res, {401, "wrong token in ?token=; use the daemon's token (the "
-                                          "first line of its --token-file)"});
+                // The token leaves the address bar (and the history) at once; a session cookie
+                // made from it, not the token, goes with this page's own requests from then on.
+                if (!secrets_equal(req.get_param_value("token"), options.web_token)) {
+                    send_error(res, {401, "wrong token in ?token=; use the web page's token (the "
+                                          "first line of the daemon's --web-token-file)"});
                     return;
                 }
-                res.set_header("Set-Cookie", fmt::format("{}={}; Path=/; HttpOnly; "
-                                                         "SameSite=Strict",
-                                                         kTokenCookie, options.token));
+                set_session_cookie(req, res);
                 res.set_redirect("/", 303);
                 return;
             }
@@ -847,15 +1016,24 @@ struct ApiServer::Impl {
                   auto until = number_param("until", param(req, "until"), 0, 1e11, -1);
                   auto points = integer_param("points", param(req, "points"),
                                               kTimelinePointsMin, kTimelinePointsMax, 600);
+                  auto ran = flag_param("ran", param(req, "ran"));
                   for (const Error* e : {since ? nullptr : &since.error(),
                                          until ? nullptr : &until.error(),
-                                         points ? nullptr : &points.error()}) {
+                                         points ? nullptr : &points.error(),
+                                         ran ? nullptr : &ran.error()}) {
                       if (e != nullptr) {
                           send_error(res, {400, e->message});
                           return;
                       }
                   }
+                  auto page = page_params(req);
+                  if (!page) {
+                      send_error(res, page.error());
+                      return;
+                  }
                   TimelineQuery q;
+                  q.ran = *ran;
+                  q.page = *page;
                   q.since = *since >= 0 ? std::optional<double>(*since) : std::nullopt;
                   q.until = *until >= 0 ? std::optional<double>(*until) : std::nullopt;
                   q.points = static_cast<int>(*points);
@@ -866,6 +1044,7 @@ struct ApiServer::Impl {
     // The read-only web listener: the page and what it reads, nothing that changes anything.
     void web_routes(httplib::Server& s) {
         s.set_payload_max_length(1024);
+        install_admission(s, Listener::Web);
         page_routes(s, Listener::Web);
         view_routes(s, Listener::Web);
         s.Get("/healthz",
@@ -876,6 +1055,7 @@ struct ApiServer::Impl {
     void routes(httplib::Server& s, Listener where) {
         const bool tcp = where == Listener::Tcp;
         s.set_payload_max_length(options.max_body_bytes);
+        install_admission(s, where);
         if (!tcp) {
             page_routes(s, where);
         }
@@ -899,7 +1079,12 @@ struct ApiServer::Impl {
                       send_error(res, {400, all.error().message});
                       return;
                   }
-                  auto listed = service.list_tasks(c, *all);
+                  auto page = page_params(req);
+                  if (!page) {
+                      send_error(res, page.error());
+                      return;
+                  }
+                  auto listed = service.list_tasks(c, TaskListQuery{*all, *page});
                   if (!listed) {
                       send_error(res, listed.error());
                       return;
@@ -909,18 +1094,23 @@ struct ApiServer::Impl {
         s.Get(R"(/v1/tasks/(-?\d+))",
               guarded(where, [this](const Caller& c, const httplib::Request& req,
                                   httplib::Response& res) {
-                  send_result(res, service.show_task(c, parse_id(req.matches[1])));
+                  with_task_id(req, res, [&](std::int64_t id) {
+                      send_result(res, service.show_task(c, id));
+                  });
               }));
         s.Delete(R"(/v1/tasks/(-?\d+))",
                  guarded(where, [this](const Caller& c, const httplib::Request& req,
                                      httplib::Response& res) {
-                     send_result(res, service.cancel_task(c, parse_id(req.matches[1])));
+                     with_task_id(req, res, [&](std::int64_t id) {
+                         send_result(res, service.cancel_task(c, id));
+                     });
                  }));
         s.Post(R"(/v1/tasks/(-?\d+)/(hold|release))",
                guarded(where, [this](const Caller& c, const httplib::Request& req,
                                    httplib::Response& res) {
-                   send_result(res, service.hold_task(c, parse_id(req.matches[1]),
-                                                      req.matches[2] == "hold"));
+                   with_task_id(req, res, [&](std::int64_t id) {
+                       send_result(res, service.hold_task(c, id, req.matches[2] == "hold"));
+                   });
                }));
         s.Get(R"(/v1/tasks/(-?\d+)/logs)",
               guarded(where, [this](const Caller& c, const httplib::Request& req,
@@ -940,16 +1130,19 @@ struct ApiServer::Impl {
                       }
                   }
                   const bool err = *stream == "stderr";
-                  auto chunk = service.task_logs(c, parse_id(req.matches[1]), err,
-                                                 static_cast<int>(*attempt),
-                                                 static_cast<std::uint64_t>(*offset));
-                  if (!chunk) {
-                      send_error(res, chunk.error());
-                      return;
-                  }
-                  res.set_header("X-Carma-Log-Size", std::to_string(chunk->size));
-                  res.set_header("X-Carma-Task-State", chunk->task_state);
-                  res.set_content(chunk->text, "text/plain");
+                  with_task_id(req, res, [&](std::int64_t id) {
+                      auto chunk = service.task_logs(c, id, err, static_cast<int>(*attempt),
+                                                     static_cast<std::uint64_t>(*offset));
+                      if (!chunk) {
+                          send_error(res, chunk.error());
+                          return;
+                      }
+                      res.set_header("X-Carma-Log-Size", std::to_string(chunk->size));
+                      res.set_header("X-Carma-Task-State", chunk->task_state);
+                      // A log is the task's own output: never something a browser renders.
+                      res.set_header("X-Content-Type-Options", "nosniff");
+                      res.set_content(chunk->text, "text/plain; charset=utf-8");
+                  });
               }));
         s.Get("/v1/gpus", guarded(where, [this](const Caller& c, const httplib::Request&,
                                               httplib::Response& res) {
@@ -996,7 +1189,12 @@ struct ApiServer::Impl {
                           return;
                       }
                   }
-                  auto listed = service.acct(c, AcctQuery{*user, *states, *since});
+                  auto page = page_params(req);
+                  if (!page) {
+                      send_error(res, page.error());
+                      return;
+                  }
+                  auto listed = service.acct(c, AcctQuery{*user, *states, *since, *page});
                   if (!listed) {
                       send_error(res, listed.error());
                       return;
@@ -1023,7 +1221,8 @@ struct ApiServer::Impl {
                 return;
             }
             if ((res.status == 404 || res.status == 400) && !web) {
-                if (const char* allowed = allowed_methods(req.path)) {
+                const char* allowed = allowed_methods(req.path);
+                if (allowed && !method_listed(allowed, req.method)) {
                     res.status = 405;
                     res.set_header("Allow", allowed);
                     res.set_content(
@@ -1038,6 +1237,12 @@ struct ApiServer::Impl {
             std::string message;
             switch (res.status) {
                 case 404: message = fmt::format("no such endpoint: {} {}", req.method, req.path); break;
+                case 400:
+                    message = fmt::format("malformed request {} {}: check the request line and "
+                                          "the query (one '?', then name=value pairs joined by "
+                                          "'&', percent-encoded)",
+                                          req.method, req.path);
+                    break;
                 case 413: message = "the request body is too large (the limit is 1 MiB)"; break;
                 default: message = fmt::format("request failed with HTTP {}", res.status); break;
             }
@@ -1085,12 +1290,18 @@ Result<void> ApiServer::bind() {
     ::chmod(path.c_str(), 0666);
     if (impl_->options.web_host) {
         const std::string& host = *impl_->options.web_host;
-        if (!is_loopback_host(host) && impl_->options.token.empty()) {
+        if (!is_loopback_host(host) && impl_->options.web_token.empty()) {
             return fail(ErrorCode::InvalidArgument,
                         fmt::format("--web {} is not loopback: anyone who can reach it would see "
-                                    "the page, so it needs a token (--token-file); or serve on "
-                                    "127.0.0.1 and reach it through an SSH tunnel",
+                                    "the page, so it needs its own token (--web-token-file); or "
+                                    "serve on 127.0.0.1 and reach it through an SSH tunnel",
                                     host));
+        }
+        if (!impl_->options.web_token.empty() && impl_->options.web_token == impl_->options.token) {
+            return fail(ErrorCode::InvalidArgument,
+                        "the web page's token (--web-token-file) is the TCP API's token "
+                        "(--token-file): whoever may see the page could then act as the TCP "
+                        "API's user; give the page a token of its own");
         }
         impl_->options.web_needs_token = !is_loopback_host(host);
         impl_->web_routes(impl_->web_server);

@@ -6,7 +6,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "api/request_guard.h"
 #include "api/service.h"
 #include "core/result.h"
 
@@ -16,16 +18,27 @@ struct ServerOptions {
     std::string socket_path;
     std::optional<std::string> tcp_host;  // must be a loopback address
     int tcp_port = 0;
-    std::string token;                    // required when tcp_host is set
-    // Who a request with the right token acts as. Unset: the caller may look but not act
-    // (a root daemon without tcp_run_as must never act for a TCP client as root).
+    std::string token;                    // the TCP API's bearer token; required with tcp_host
+    // Who a request with the right token acts as, for looking as for acting. Unset: nobody in
+    // particular, who may look at what every user may see but not act (a root daemon without
+    // tcp_run_as must never act or read for a TCP client as root).
     std::optional<Caller> tcp_caller;
-    // The read-only web page (--web): any address; one that is not loopback needs `token`
-    // (web_needs_token is then set), loopback serves every local user as the socket does.
+    // The read-only web page (--web): any address; one that is not loopback needs `web_token`
+    // (web_needs_token is then set), its own token, never the TCP API's: holding it shows the
+    // page and nothing more. Loopback serves every local user as the socket does.
     std::optional<std::string> web_host;
     int web_port = 0;
+    std::string web_token;
     bool web_needs_token = false;
+    // Names (besides localhost and loopback addresses) that requests may carry in Host: the
+    // names people type to reach --web from elsewhere. Any other Host is refused (a web page
+    // that re-points its own name at this machine must not reach the API; request_guard.h).
+    std::vector<std::string> allowed_hosts;
+    // Connections of the TCP and web listeners that have presented valid credentials (web) or
+    // at most max_connections_per_uid (TCP); those that have not yet wait in a pool of their
+    // own whose oldest is dropped when it is full (connection_gate.h).
     std::size_t max_web_connections = 32;
+    std::size_t max_unauthenticated_connections = 16;
     std::size_t max_body_bytes = 1 << 20;
     // Against slow or idle clients: each read or write waits at most read_timeout_s, a
     // request's head (request line and headers) must arrive within head_timeout_s and stay
@@ -65,9 +78,6 @@ Result<Caller> caller_for_user(const std::string& name);
 // the daemon's user and closed to group and others (else anyone on the machine could act as a
 // TCP client); errors name the file and the chmod that fixes it.
 Result<std::string> read_token_file(const std::string& path);
-
-// Whether HOST names this machine's loopback interface only (127.0.0.0/8, ::1, localhost).
-bool is_loopback_host(std::string_view host);
 
 // Compares a presented secret with the expected one in time that depends only on the expected
 // length, so response timing does not reveal how many leading bytes were right.

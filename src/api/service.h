@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,9 +25,24 @@ struct Caller {
     bool via_web = false;    // the read-only web listener (--web): nobody in particular
 };
 
+// The uid of a caller who is nobody in particular (a TCP reader of a root daemon without
+// tcp_run_as, a viewer of the web page): no task and no file belongs to it, so it sees only what
+// every user may see. (uid_t)-1 is no user's: setresuid(2) reads it as "unchanged".
+inline constexpr uid_t kNobodyUid = static_cast<uid_t>(-1);
+
+inline Caller nobody_caller(std::string label) {
+    Caller c;
+    c.uid = kNobodyUid;
+    c.gid = static_cast<gid_t>(-1);
+    c.user = std::move(label);
+    c.read_only = true;
+    return c;
+}
+
 struct ApiError {
     int status = 500;     // HTTP status
     std::string message;  // names the object and what to do
+    std::optional<double> retry_after_s = std::nullopt;  // 429: when asking again may work
 };
 
 template <typename T>
@@ -36,12 +52,30 @@ inline tl::unexpected<ApiError> api_fail(int status, std::string message) {
     return tl::unexpected<ApiError>(ApiError{status, std::move(message)});
 }
 
+// Listings come a page at a time, in id order: the tasks after `after`, at most `limit`; the
+// answer's "next" is the id to ask after for the next page, null after the last. A page is what
+// one request may cost the daemon, however many tasks it holds.
+inline constexpr std::size_t kPageDefault = 1000;
+inline constexpr std::size_t kPageMax = 10000;
+
+struct Page {
+    std::int64_t after = 0;
+    std::size_t limit = kPageDefault;
+};
+
+// Which tasks GET /v1/tasks lists.
+struct TaskListQuery {
+    bool include_final = false;
+    Page page;
+};
+
 // Which finished tasks GET /v1/acct lists (checked for shape by the server, for meaning by the
 // service).
 struct AcctQuery {
     std::string user;                 // the submitter's login name; empty = everyone
     std::vector<std::string> states;  // final state names; empty = every final state
     double since = 0;                 // finished at or after (unix seconds)
+    Page page;
 };
 
 // Which stretch of stored history GET /v1/timeline answers (unix seconds; checked for shape by
@@ -53,6 +87,8 @@ struct TimelineQuery {
     std::optional<double> since;  // default: until − 6 h
     std::optional<double> until;  // default: now
     int points = 600;             // samples per GPU at most
+    bool ran = false;             // only tasks with an attempt in the span (the page's charts)
+    Page page;                    // the tasks; the GPUs' samples come with the first page
 };
 
 struct LogSlice {
@@ -67,7 +103,8 @@ public:
     virtual ApiResult<nlohmann::json> submit(const Caller& caller, const nlohmann::json& body) = 0;
     // Already serialized: a queue of 10,000 tasks as one JSON tree would cost tens of MiB per
     // request, which malloc keeps per handler thread.
-    virtual ApiResult<std::string> list_tasks(const Caller& caller, bool include_final) = 0;
+    virtual ApiResult<std::string> list_tasks(const Caller& caller,
+                                              const TaskListQuery& query) = 0;
     virtual ApiResult<nlohmann::json> show_task(const Caller& caller, std::int64_t id) = 0;
     virtual ApiResult<nlohmann::json> cancel_task(const Caller& caller, std::int64_t id) = 0;
     // Keeps a queued task from starting (`hold`) or lets a held one queue again.

@@ -47,10 +47,14 @@ double time_flag(const std::string& flag, const std::string& text, double now) {
     return *t;
 }
 
-json fetch_timeline(const std::string& socket, double since, double until) {
-    const std::string target = fmt::format("/v1/timeline?since={:.3f}&until={:.3f}&points={}",
-                                           since, until, kTimelinePoints);
-    api::ApiClient client(api::resolve_socket_path(socket));
+// One page of the timeline: the GPUs' samples and the first tasks, or the tasks after `after`.
+json fetch_timeline_page(const api::ApiClient& client, double since, double until,
+                         std::int64_t after) {
+    std::string target = fmt::format("/v1/timeline?since={:.3f}&until={:.3f}&points={}&limit={}",
+                                     since, until, kTimelinePoints, api::kPageMax);
+    if (after > 0) {
+        target += fmt::format("&after={}", after);
+    }
     auto reply = client.exchange("GET", target);
     if (!reply) {
         throw std::runtime_error(reply.error().message);
@@ -74,6 +78,27 @@ json fetch_timeline(const std::string& socket, double since, double until) {
                         "daemon and carma the same version?",
                         reply->body.substr(0, 80)));
     }
+    return doc;
+}
+
+// Every page of the timeline as one answer: the first page's GPUs and every page's tasks.
+json fetch_timeline(const std::string& socket, double since, double until) {
+    api::ApiClient client(api::resolve_socket_path(socket));
+    json doc = fetch_timeline_page(client, since, until, 0);
+    std::int64_t after = 0;
+    for (json next = doc.value("next", json()); next.is_number_integer() &&
+                                                next.get<std::int64_t>() > after;) {
+        after = next.get<std::int64_t>();
+        json page = fetch_timeline_page(client, since, until, after);
+        if (page.contains("tasks") && page["tasks"].is_array() && doc.contains("tasks") &&
+            doc["tasks"].is_array()) {
+            for (json& t : page["tasks"]) {
+                doc["tasks"].push_back(std::move(t));
+            }
+        }
+        next = page.value("next", json());
+    }
+    doc.erase("next");
     return doc;
 }
 

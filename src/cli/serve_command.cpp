@@ -97,6 +97,8 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     if (given("--tcp")) config.tcp = v.tcp;
     if (given("--token-file")) config.token_file = v.token_file;
     if (given("--web")) config.web = v.web;
+    if (given("--web-token-file")) config.web_token_file = v.web_token_file;
+    if (given("--allowed-hosts")) config.allowed_hosts = v.allowed_hosts;
     if (given("--tcp-run-as")) config.tcp_run_as = v.tcp_run_as;
     if (given("--shim")) config.shim_path = v.shim_path;
     if (given("--agents")) config.agents = v.agents;
@@ -131,15 +133,16 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
         const HostPort web = or_throw(parse_host_port("--web", config.web));
         options.web_host = web.host;
         options.web_port = web.port;
-        if (!api::is_loopback_host(web.host)) {
-            if (config.token_file.empty()) {
-                throw std::runtime_error(fmt::format(
-                    "--web {} is not loopback: anyone who can reach it would see the page, so "
-                    "it needs --token-file (a file of mode 600 with a token of at least 16 "
-                    "characters); or serve on 127.0.0.1 and reach it through an SSH tunnel",
-                    config.web));
-            }
-            options.token = or_throw(api::read_token_file(config.token_file));
+        if (!api::is_loopback_host(web.host) && config.web_token_file.empty()) {
+            throw std::runtime_error(fmt::format(
+                "--web {} is not loopback: anyone who can reach it would see the page, so "
+                "it needs its own token, --web-token-file (a file of mode 600 with a token of at "
+                "least 16 characters, not the TCP API's --token-file); or serve on 127.0.0.1 "
+                "and reach it through an SSH tunnel",
+                config.web));
+        }
+        if (!config.web_token_file.empty()) {
+            options.web_token = or_throw(api::read_token_file(config.web_token_file));
         }
     }
     if (!config.tcp.empty()) {
@@ -171,6 +174,7 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     daemon::Daemon& daemon = **d;
     const daemon::DaemonConfig& c = daemon.config();
     options.socket_path = c.socket;
+    options.allowed_hosts = c.allowed_hosts;
     api::ApiServer server(daemon, options);
     if (auto r = server.bind(); !r) {
         throw std::runtime_error(r.error().message);
@@ -244,11 +248,17 @@ Action add_serve_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--tcp", v.tcp, "Also listen on loopback HOST:PORT (needs --token-file)");
     cmd->add_option("--token-file", v.token_file,
-                    "Bearer token for --tcp and a non-loopback --web (owned by the daemon's "
-                    "user, mode 600)");
+                    "Bearer token of the --tcp API (owned by the daemon's user, mode 600)");
     cmd->add_option("--web", v.web,
                     "Also serve the read-only web page on HOST:PORT (e.g. 127.0.0.1:8080; an "
-                    "address that is not loopback needs --token-file)");
+                    "address that is not loopback needs --web-token-file)");
+    cmd->add_option("--web-token-file", v.web_token_file,
+                    "The web page's own token (mode 600; never the --token-file's): it shows "
+                    "the page and nothing else");
+    cmd->add_option("--allowed-hosts", v.allowed_hosts,
+                    "Names besides localhost that requests may carry in Host (those people type "
+                    "to reach --web), comma-separated")
+        ->delimiter(',');
     cmd->add_option("--tcp-run-as", v.tcp_run_as,
                     "Unprivileged user that TCP-submitted tasks of a root daemon run as (without "
                     "it, TCP clients of a root daemon may only look)");

@@ -341,14 +341,19 @@ void Scheduler::carma_order(double now, std::optional<TaskId> skip, std::size_t 
     }
 }
 
-std::vector<TaskId> Scheduler::waiting_order(double now) const {
+std::vector<TaskId> Scheduler::waiting_order(double now, std::size_t limit) const {
     std::vector<TaskId> out;
-    out.reserve(recovery_.size() + main_.size());
+    out.reserve(std::min(limit, recovery_.size() + main_.size()));
     for (const QueuedTask& t : recovery_) {
+        if (out.size() >= limit) {
+            return out;
+        }
         out.push_back(t.id);
     }
-    // Without long-first (every paper policy, and -fifo) carma_order is arrival order.
-    carma_order(now, std::nullopt, std::numeric_limits<std::size_t>::max(), out);
+    if (out.size() < limit) {
+        // Without long-first (every paper policy, and -fifo) carma_order is arrival order.
+        carma_order(now, std::nullopt, limit, out);
+    }
     return out;
 }
 

@@ -24,6 +24,7 @@
 // head gets a reservation and the tasks behind it may backfill around it.
 
 #include <cstdint>
+#include <limits>
 #include <list>
 #include <optional>
 #include <set>
@@ -142,7 +143,12 @@ public:
     // Every waiting task in the order the next step considers it: the recovery queue, then the
     // main queue in the policy's order (carma: aged first, then long-first; the paper's policies
     // and `-fifo`: arrival). What a person reading the queue wants to see.
-    std::vector<TaskId> waiting_order(double now) const;
+    // At most `limit` of them: the live view shows the head of a queue that may be 100,000 long.
+    std::vector<TaskId> waiting_order(double now,
+                                      std::size_t limit = std::numeric_limits<std::size_t>::max()) const;
+
+    // How many tasks wait in either queue.
+    std::size_t waiting_count() const { return main_.size() + recovery_.size(); }
 
     const std::list<QueuedTask>& main_queue() const { return main_; }
     const std::list<QueuedTask>& recovery_queue() const { return recovery_; }

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,7 +15,9 @@
 
 #include "api/client.h"
 #include "core/memory_need.h"
+#include "core/controls.h"
 #include "core/policy.h"
+#include "core/text.h"
 
 namespace carma::daemon {
 
@@ -33,6 +37,73 @@ Result<T> scalar(const YAML::Node& node, const std::string& key, const std::stri
                     fmt::format("{} line {}: '{}' has the wrong type", source,
                                 node.Mark().line + 1, key));
     }
+}
+
+// One string or a list of them; null or an empty list is none.
+Result<void> string_list(const YAML::Node& v, const std::string& key, const std::string& source,
+                         std::vector<std::string>& out) {
+    out.clear();
+    if (v.IsSequence()) {
+        for (const auto& item : v) {
+            auto one = scalar<std::string>(item, key, source);
+            if (!one) {
+                return tl::unexpected(one.error());
+            }
+            out.push_back(*one);
+        }
+    } else if (!v.IsNull()) {
+        auto one = scalar<std::string>(v, key, source);
+        if (!one) {
+            return tl::unexpected(one.error());
+        }
+        out.push_back(*one);
+    }
+    return {};
+}
+
+// The `limits:` section (core/user_limits.h): every key a number, 0 for no limit.
+Result<void> parse_limits(const YAML::Node& v, const std::string& source, UserLimits& out) {
+    if (!v.IsMap()) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("{} line {}: limits must map limit names to numbers "
+                                "(max_waiting_per_user, max_array_size, "
+                                "max_submit_bytes_per_task, submit_rate_per_user, "
+                                "submit_burst_per_user)",
+                                source, v.Mark().line + 1));
+    }
+    for (const auto& kv : v) {
+        const std::string name = kv.first.as<std::string>();
+        const std::string key = "limits." + name;
+        auto d = scalar<double>(kv.second, key, source);
+        if (!d) {
+            return tl::unexpected(d.error());
+        }
+        if (!(*d >= 0) || *d > 1e12) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("{} line {}: {} must be a number from 0 (no limit) up",
+                                    source, kv.first.Mark().line + 1, key));
+        }
+        const auto count = static_cast<std::size_t>(*d);
+        if (name == "max_waiting_per_user") {
+            out.max_waiting_per_user = count;
+        } else if (name == "max_array_size") {
+            out.max_array_size = count;
+        } else if (name == "max_submit_bytes_per_task") {
+            out.max_submit_bytes_per_task = count;
+        } else if (name == "submit_rate_per_user") {
+            out.submit_rate_per_user = *d;
+        } else if (name == "submit_burst_per_user") {
+            out.submit_burst_per_user = *d;
+        } else {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("{} line {}: unknown limit '{}'; known limits: "
+                                    "max_waiting_per_user, max_array_size, "
+                                    "max_submit_bytes_per_task, submit_rate_per_user, "
+                                    "submit_burst_per_user",
+                                    source, kv.first.Mark().line + 1, name));
+        }
+    }
+    return {};
 }
 
 }  // namespace
@@ -58,7 +129,8 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
         "no_info_min_free", "estimator", "gpus", "sharing", "state_dir", "socket",
         "max_attempts", "retry_failures", "time_scale", "kill_grace_s", "tcp", "token_file", "web",
         "tcp_run_as", "shim_path", "dcgm_host", "exclude_gpus", "mps", "mps_control", "retention_days",
-        "agents", "agent_token_file", "node_timeout_s"};
+        "agents", "agent_token_file", "node_timeout_s", "web_token_file", "allowed_hosts",
+        "limits"};
     for (const auto& kv : root) {
         const std::string key = kv.first.as<std::string>();
         const YAML::Node& v = kv.second;
@@ -112,6 +184,12 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             r = set_str(c.web);
         } else if (key == "token_file") {
             r = set_str(c.token_file);
+        } else if (key == "web_token_file") {
+            r = set_str(c.web_token_file);
+        } else if (key == "allowed_hosts") {
+            r = string_list(v, key, source, c.allowed_hosts);
+        } else if (key == "limits") {
+            r = parse_limits(v, source, c.limits);
         } else if (key == "agents") {
             r = set_str(c.agents);
         } else if (key == "agent_token_file") {
@@ -126,18 +204,7 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             r = set_str(c.mps_control);
         } else if (key == "exclude_gpus") {
             // One pattern or a list; an empty list leaves no GPU out.
-            c.exclude_gpus.clear();
-            if (v.IsSequence()) {
-                for (const auto& item : v) {
-                    auto one = scalar<std::string>(item, key, source);
-                    if (!one) {
-                        return tl::unexpected(one.error());
-                    }
-                    c.exclude_gpus.push_back(*one);
-                }
-            } else if (!v.IsNull()) {
-                r = set_str(c.exclude_gpus.emplace_back());
-            }
+            r = string_list(v, key, source, c.exclude_gpus);
         } else if (key == "mps") {
             auto b = scalar<bool>(v, key, source);
             if (!b) {
@@ -264,6 +331,26 @@ Result<DaemonConfig> finalize(DaemonConfig c) {
         return fail(ErrorCode::InvalidArgument,
                     "node_timeout_s must be 1..86400 seconds: how long an agent may be silent "
                     "before its node takes no new tasks");
+    }
+    if (c.limits.max_array_size > kMaxArrayMembers) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("limits.max_array_size {} is above what any array may hold ({} "
+                                "members); give at most {}",
+                                c.limits.max_array_size, kMaxArrayMembers, kMaxArrayMembers));
+    }
+    for (std::string& host : c.allowed_hosts) {
+        host = to_lower(trim(host));
+        const bool plain = !host.empty() && std::all_of(host.begin(), host.end(), [](char ch) {
+            return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '.' || ch == '-' ||
+                   ch == '_' || ch == ':';
+        });
+        if (!plain) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("allowed_hosts: '{}' is not a host name or address; list "
+                                    "names without scheme, port or path (gpu-server, "
+                                    "gpu-server.lab.example, 10.0.0.5)",
+                                    host));
+        }
     }
     if (c.state_dir.empty()) {
         c.state_dir = default_state_dir();

@@ -7,6 +7,7 @@
 #include "core/result.h"
 #include "core/risk_filter.h"
 #include "core/units.h"
+#include "core/user_limits.h"
 
 namespace carma::daemon {
 
@@ -34,10 +35,16 @@ struct DaemonConfig {
     double time_scale = 1;           // periods (sampling, warm-up) and fake jobs K times shorter
     double kill_grace_s = 10;
     std::string tcp;                 // "127.0.0.1:PORT", empty = off
-    std::string token_file;          // owned by the daemon's user, mode 600
+    std::string token_file;          // the TCP API's token; owned by the daemon's user, mode 600
     // The read-only web page as plain HTTP, "HOST:PORT"; empty = only on the socket. Not
-    // loopback: needs token_file.
+    // loopback: needs web_token_file, the page's own token (never the TCP API's).
     std::string web;
+    std::string web_token_file;
+    // Names besides localhost and loopback addresses that requests may carry in Host (the
+    // names people use to reach --web); any other Host is refused (api/request_guard.h).
+    std::vector<std::string> allowed_hosts;
+    // What one user may ask for (YAML section `limits:`).
+    UserLimits limits;
     // The unprivileged user that TCP-submitted tasks of a root daemon run as; empty: TCP
     // clients of a root daemon may look but not act (never act as root).
     std::string tcp_run_as;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -37,12 +38,23 @@ namespace carma::daemon {
 
 namespace fs = std::filesystem;
 
-namespace {
+std::string shortened(const std::string& text, std::size_t max) {
+    if (text.size() <= max) {
+        return text;
+    }
+    std::size_t cut = max;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
+        --cut;
+    }
+    return text.substr(0, cut) + "\u2026";
+}
 
 double steady_now() {
     using namespace std::chrono;
     return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
+
+namespace {
 
 // Variables a task gets besides what its submitter declared. Never the daemon's environment.
 constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
@@ -59,7 +71,7 @@ constexpr std::size_t kWaitingReasonsPerTick = 32;
 constexpr int kUnhealthyAfterMissing = 3;
 constexpr double kStaleAfterPeriods = 3;
 // Real seconds between two re-derivations of what waiting tasks know (Daemon::relearn_waiting).
-constexpr double kRelearnEveryS = 5;
+constexpr double kRelearnEveryS = 1;
 
 // The state directory's lock. A daemon killed with SIGKILL may leave a child between fork and
 // exec that still shares the locked file description for a moment; when the pid recorded in
@@ -100,6 +112,7 @@ Daemon::Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
     : config_(std::move(config)),
       backend_(std::move(backend)),
       store_(std::move(store)),
+      submit_rate_(config_.limits),
       scheduler_(std::move(scheduler_config)),
       started_steady_(steady_now()),
       lock_fd_(lock_fd) {
@@ -429,7 +442,9 @@ void Daemon::event(TaskId task, const std::string& kind, const std::string& mess
     e.time = unix_now();
     e.task = task;
     e.kind = kind;
-    e.message = message;
+    // An event says what happened; a 20 KB argument repeated in 10,000 of them says nothing more
+    // and fills the disk (the task's own row keeps the whole command).
+    e.message = shortened(message, kMaxEventBytes);
     if (auto r = store_->add_event(e); !r) {
         spdlog::warn("cannot record event {} of task {}: {}", kind, task, r.error().message);
     }
@@ -472,22 +487,31 @@ void Daemon::tick() {
     // stall the API.
     Result<std::vector<device::GpuSample>> samples = backend_->sample();
     bool any_live = false;
-    Lessons lessons;
+    std::optional<RelearnPass> pass;
     {
         std::lock_guard lock(mu_);
         any_live = !live_.empty();
-        // Re-deriving reads and may rewrite every waiting task (0.15 s for 2,000 here): at most
-        // once every few seconds, the lessons of the ends in between taken together.
-        if (!lessons_.empty() && steady_now() - last_relearn_ >= kRelearnEveryS) {
-            std::swap(lessons, lessons_);
-            last_relearn_ = steady_now();
+        // Re-deriving reads and may rewrite waiting tasks (0.15 s for 2,000 here): a page of
+        // them at most once a second, a pass through them all taking the lessons of the ends
+        // before it together; lessons of ends during a pass wait for the next.
+        if (steady_now() - last_relearn_ >= kRelearnEveryS) {
+            if (!relearn_ && !lessons_.empty()) {
+                relearn_ = RelearnPass{std::exchange(lessons_, Lessons{}), 0};
+            }
+            if (relearn_) {
+                pass = relearn_;
+                last_relearn_ = steady_now();
+            }
         }
     }
     const std::vector<exec::ProcEntry> table =
         any_live ? exec::read_process_table() : std::vector<exec::ProcEntry>{};
     // Tasks that waited while the same command (or its family) ran learn what it used.
-    const std::vector<std::pair<TaskId, Learned>> relearned =
-        lessons.empty() ? std::vector<std::pair<TaskId, Learned>>{} : relearn_waiting(lessons);
+    std::vector<std::pair<TaskId, Learned>> relearned;
+    std::optional<TaskId> pass_after;  // where the pass goes on; nothing once it is through
+    if (pass) {
+        pass_after = relearn_waiting(*pass, relearned);
+    }
     std::vector<PreparedLaunch> launches;
     {
         std::lock_guard lock(mu_);
@@ -497,6 +521,13 @@ void Daemon::tick() {
         }
         for (const auto& [id, learned] : relearned) {
             scheduler_.relearn(id, learned);  // false: it started meanwhile, nothing to do
+        }
+        if (pass) {
+            if (pass_after) {
+                relearn_->after = *pass_after;
+            } else {
+                relearn_.reset();
+            }
         }
         apply_samples(std::move(samples));
         notice_sightings(table);

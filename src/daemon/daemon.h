@@ -25,6 +25,7 @@
 #include "core/knowledge.h"
 #include "core/metric_window.h"
 #include "core/scheduler.h"
+#include "core/user_limits.h"
 #include "daemon/config.h"
 #include "device/gpu_backend.h"
 #include "exec/launch.h"
@@ -36,6 +37,15 @@ namespace carma::daemon {
 
 // Unix time now, in seconds: what the store records.
 double unix_now();
+// Monotonic seconds (limits, back-offs): never steps with the wall clock.
+double steady_now();
+
+// Events keep at most this much of their message.
+inline constexpr std::size_t kMaxEventBytes = 1000;
+// At most `max` bytes of `text`, cut before a UTF-8 character's continuation bytes, with "…".
+std::string shortened(const std::string& text, std::size_t max);
+// Waiting tasks re-learned per step of a pass (Daemon::relearn_waiting).
+inline constexpr std::size_t kRelearnPage = 2000;
 
 // How the daemon weighs what it knows of tasks (core/knowledge.h): one place for submit,
 // restore, recovery and POST /v1/estimate.
@@ -63,7 +73,7 @@ public:
     api::ApiResult<nlohmann::json> submit(const api::Caller& caller,
                                           const nlohmann::json& body) override;
     api::ApiResult<std::string> list_tasks(const api::Caller& caller,
-                                              bool include_final) override;
+                                           const api::TaskListQuery& query) override;
     api::ApiResult<nlohmann::json> show_task(const api::Caller& caller, std::int64_t id) override;
     api::ApiResult<nlohmann::json> cancel_task(const api::Caller& caller, std::int64_t id) override;
     api::ApiResult<nlohmann::json> hold_task(const api::Caller& caller, std::int64_t id,
@@ -189,10 +199,17 @@ private:
         std::set<std::string> family;
         bool empty() const { return exact.empty() && family.empty(); }
     };
-    // Outside the lock (reads and writes only the store): what the waiting tasks of those
-    // fingerprints know now, where it changed, recorded in their rows. The caller hands the
-    // result to the scheduler under the lock.
-    std::vector<std::pair<TaskId, Learned>> relearn_waiting(const Lessons& lessons);
+    // A pass of re-learning through the waiting tasks, a page at a time, in id order.
+    struct RelearnPass {
+        Lessons lessons;
+        TaskId after = 0;  // the page after this id is next
+    };
+    // Outside the lock (reads and writes only the store): what the next page of the pass's
+    // waiting tasks of those fingerprints knows now, where it changed, recorded in their rows
+    // and added to `changed`, which the caller hands to the scheduler under the lock. Returns
+    // where the pass goes on, or nothing once it is through.
+    std::optional<TaskId> relearn_waiting(const RelearnPass& pass,
+                                          std::vector<std::pair<TaskId, Learned>>& changed);
     api::ApiResult<store::TaskRow> load_task(std::int64_t id);
     // Scheduling controls (daemon_controls.cpp).
     // Every dependency must name an existing task; the error says which does not.
@@ -204,8 +221,10 @@ private:
     void resolve_dependencies();
     // Attempts past their task's time limit are asked to stop (SIGTERM, then SIGKILL).
     void enforce_time_limits();
+    // The submission's task, with the checks that need this server (GPUs, paths as the
+    // submitter); `parsed` is task_from_submission's.
     api::ApiResult<store::TaskRow> parse_submission(const api::Caller& caller,
-                                                    const nlohmann::json& body);
+                                                    store::TaskRow parsed);
     nlohmann::json task_json(const store::TaskRow& task, bool with_attempts);
     // The live view's parts (daemon_view.cpp), under mu_.
     nlohmann::json gpu_health_json(std::size_t gpu) const;
@@ -220,6 +239,10 @@ private:
     DaemonConfig config_;
     std::unique_ptr<device::GpuBackend> backend_;
     std::unique_ptr<store::Store> store_;
+    // Per-user submission rates (config_.limits), under their own lock: checked before anything
+    // else a submission costs, without the daemon's lock.
+    std::mutex limits_mu_;
+    SubmitRate submit_rate_;
     std::mutex mu_;  // guards everything below
     Scheduler scheduler_;
     std::vector<MetricWindow> windows_;
@@ -234,7 +257,8 @@ private:
     std::map<TaskId, std::string> waiting_reasons_;  // last reason written per waiting task
     // Queued tasks kept from the scheduler until their dependencies succeed (--after).
     std::set<TaskId> blocked_;
-    Lessons lessons_;  // history recorded since the last relearn_waiting
+    Lessons lessons_;  // history recorded since the pass under way began
+    std::optional<RelearnPass> relearn_;  // the pass under way
     double last_relearn_ = -1e18;  // steady_now() of the last relearn_waiting
     bool dependencies_due_ = false;  // a task ended since blocked_ was last looked at
     std::uint64_t ticks_ = 0;

@@ -14,6 +14,7 @@
 #include "core/text.h"
 #include "daemon/acct_json.h"
 #include "daemon/daemon.h"
+#include "daemon/task_json.h"
 
 namespace carma::daemon {
 
@@ -111,23 +112,47 @@ api::ApiResult<std::string> Daemon::acct(const api::Caller&, const api::AcctQuer
         }
         q.states.push_back(*state);
     }
+    q.after = query.page.after;
+    q.limit = query.page.limit;
     auto rows = store_->finished_tasks(q);
     if (!rows) {
         return api::api_fail(500, rows.error().message);
     }
     // One row's JSON tree at a time, appended as text, as list_tasks does.
-    AcctTotals totals;
     std::string out = "{\"tasks\":[";
     for (std::size_t i = 0; i < rows->size(); ++i) {
-        const nlohmann::json row = acct_task_json((*rows)[i]);
-        totals.add(row);
         if (i > 0) {
             out += ',';
         }
-        out += row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        out += acct_task_json((*rows)[i]).dump(-1, ' ', false,
+                                              nlohmann::json::error_handler_t::replace);
     }
-    out += "],\"totals\":";
-    out += totals.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const std::string next =
+        next_page_json(rows->size(), rows->empty() ? 0 : rows->back().task.id, query.page);
+    out += "],\"next\":" + next;
+    // The totals are of the whole query, not of the page: with its last page, summed a page at
+    // a time from the first, so memory stays one page whatever the query covers.
+    if (next == "null") {
+        AcctTotals totals;
+        store::FinishedQuery all = q;
+        all.after = 0;
+        all.limit = api::kPageMax;
+        for (;;) {
+            auto page = store_->finished_tasks(all);
+            if (!page) {
+                return api::api_fail(500, page.error().message);
+            }
+            for (const store::FinishedTask& t : *page) {
+                totals.add(acct_task_json(t));
+            }
+            if (page->size() < all.limit) {
+                break;
+            }
+            all.after = page->back().task.id;
+        }
+        out += ",\"totals\":";
+        out += totals.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
     out += '}';
     return out;
 }

@@ -58,6 +58,10 @@ std::vector<std::string> command_candidates(const std::string& command,
 
 api::ApiError store_error(const Error& e) { return api::ApiError{500, e.message}; }
 
+api::ApiError limit_error(const LimitRefusal& r) {
+    return api::ApiError{r.status, r.message, r.retry_after_s};
+}
+
 }  // namespace
 
 api::ApiResult<void> Daemon::admit(const api::Caller& caller) {
@@ -83,12 +87,8 @@ api::ApiResult<store::TaskRow> Daemon::load_task(std::int64_t id) {
 }
 
 api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& caller,
-                                                        const nlohmann::json& body) {
-    auto parsed = task_from_submission(body);
-    if (!parsed) {
-        return parsed;
-    }
-    store::TaskRow t = std::move(*parsed);
+                                                        store::TaskRow parsed) {
+    store::TaskRow t = std::move(parsed);
     t.uid = caller.uid;
     t.gid = caller.gid;
     t.user = caller.user;
@@ -160,16 +160,42 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
     if (auto ok = may_act(caller, "submit tasks"); !ok) {
         return tl::unexpected(ok.error());
     }
-    auto task = parse_submission(caller, body);
-    if (!task) {
-        return tl::unexpected(task.error());
+    // The cheap refusals first: a flood costs the daemon a token-bucket lookup per request.
+    {
+        std::lock_guard lock(limits_mu_);
+        if (auto refused = submit_rate_.take(caller.uid, steady_now())) {
+            return tl::unexpected(limit_error(*refused));
+        }
+    }
+    auto parsed = task_from_submission(body);
+    if (!parsed) {
+        return tl::unexpected(parsed.error());
     }
     auto indices = array_from_submission(body);
     if (!indices) {
         return tl::unexpected(indices.error());
     }
+    const SubmissionSize size{std::max<std::size_t>(1, indices->size()),
+                              submission_bytes(*parsed), !indices->empty()};
+    if (auto refused = check_submission_size(config_.limits, size)) {
+        return tl::unexpected(limit_error(*refused));
+    }
+    auto task = parse_submission(caller, std::move(*parsed));
+    if (!task) {
+        return tl::unexpected(task.error());
+    }
     task->spec.learned = learn(*task);
     std::lock_guard lock(mu_);
+    // Counted under the lock that inserts, so two submissions at once cannot both squeeze in.
+    if (config_.limits.max_waiting_per_user > 0) {
+        auto waiting = store_->waiting_count(caller.uid);
+        if (!waiting) {
+            return tl::unexpected(store_error(waiting.error()));
+        }
+        if (auto refused = check_waiting(config_.limits, *waiting, size)) {
+            return tl::unexpected(limit_error(*refused));
+        }
+    }
     if (auto deps = check_dependencies(task->spec.after); !deps) {
         return tl::unexpected(deps.error());
     }
@@ -202,6 +228,12 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
         ids = std::move(*inserted);
     }
     nlohmann::json answer;
+    // An array's events in one transaction (10,000 of them one by one held the lock for
+    // seconds), each with the command shortened as every event is.
+    const std::string command =
+        shortened(fmt::format("{}", fmt::join(task->spec.command, " ")), kMaxEventBytes / 2);
+    std::vector<store::EventRow> submitted;
+    submitted.reserve(ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
         store::TaskRow member = *task;
         member.id = ids[i];
@@ -211,17 +243,26 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
         if (member.state == store::TaskState::Queued) {
             admit_to_queue(member);
         }
-        event(member.id, "submitted",
-              fmt::format("by {} (uid {}): {} GPU(s), {}{}", member.user, member.uid,
-                          member.spec.gpus, fmt::join(member.spec.command, " "),
-                          member.spec.array
-                              ? fmt::format(" (array {} index {})", member.spec.array->id,
-                                            member.spec.array->index)
-                              : std::string()));
+        submitted.push_back(store::EventRow{
+            0, unix_now(), member.id, "submitted",
+            fmt::format("by {} (uid {}): {} GPU(s), {}{}", member.user, member.uid,
+                        member.spec.gpus, command,
+                        member.spec.array
+                            ? fmt::format(" (array {} index {})", member.spec.array->id,
+                                          member.spec.array->index)
+                            : std::string())});
         if (i == 0) {
             answer = task_to_json(member);
         }
     }
+    if (auto r = store_->add_events(submitted); !r) {
+        spdlog::warn("cannot record the submission events of task(s) {}..{}: {}", ids.front(),
+                     ids.back(), r.error().message);
+    }
+    spdlog::info("task={} submitted by {} (uid {}){}", ids.front(), task->user, task->uid,
+                 ids.size() > 1 ? fmt::format(": an array of {} ({}..{})", ids.size(),
+                                              ids.front(), ids.back())
+                                : std::string());
     if (!indices->empty()) {
         answer["array_tasks"] = ids;
     }
@@ -280,14 +321,20 @@ nlohmann::json visible_task_json(const api::Caller& caller, const store::TaskRow
 
 }  // namespace
 
-api::ApiResult<std::string> Daemon::list_tasks(const api::Caller& caller, bool include_final) {
-    auto tasks = store_->tasks(include_final);
+api::ApiResult<std::string> Daemon::list_tasks(const api::Caller& caller,
+                                               const api::TaskListQuery& query) {
+    auto tasks = store_->tasks(query.include_final, query.page.after, query.page.limit);
     if (!tasks) {
         return tl::unexpected(store_error(tasks.error()));
     }
     // Read after the tasks: a task listed as running has its attempt by then (an attempt and
     // its task are written in one transaction).
-    auto starts = store_->latest_attempt_starts(include_final);
+    std::vector<TaskId> ids;
+    ids.reserve(tasks->size());
+    for (const store::TaskRow& t : *tasks) {
+        ids.push_back(t.id);
+    }
+    auto starts = store_->latest_attempt_starts(ids);
     if (!starts) {
         return tl::unexpected(store_error(starts.error()));
     }
@@ -302,7 +349,9 @@ api::ApiResult<std::string> Daemon::list_tasks(const api::Caller& caller, bool i
         j["started_at"] = start != starts->end() ? nlohmann::json(start->second) : nullptr;
         out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
-    out += "]}";
+    out += "],\"next\":";
+    out += next_page_json(tasks->size(), tasks->empty() ? 0 : tasks->back().id, query.page);
+    out += '}';
     return out;
 }
 
@@ -628,10 +677,11 @@ api::ApiResult<nlohmann::json> Daemon::status(const api::Caller&) {
 }
 
 std::string Daemon::metrics() {
-    std::map<std::string, int> by_state;
-    if (auto tasks = store_->tasks(true); tasks) {
-        for (const store::TaskRow& t : *tasks) {
-            ++by_state[std::string(store::to_string(t.state))];
+    // Counted by the store, not by reading every task: /metrics is scraped every few seconds.
+    std::map<std::string, std::size_t> by_state;
+    if (auto counts = store_->state_counts(); counts) {
+        for (const auto& [state, n] : *counts) {
+            by_state[std::string(store::to_string(state))] = n;
         }
     }
     std::lock_guard lock(mu_);

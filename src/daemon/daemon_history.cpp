@@ -116,13 +116,14 @@ Learned Daemon::learn(const store::TaskRow& task) {
     return derive(task, read_history(*store_, task, fp));
 }
 
-std::vector<std::pair<TaskId, Learned>> Daemon::relearn_waiting(const Lessons& lessons) {
-    std::vector<std::pair<TaskId, Learned>> changed;
-    auto rows = store_->waiting_tasks_without_env();
+std::optional<TaskId> Daemon::relearn_waiting(const RelearnPass& pass,
+                                              std::vector<std::pair<TaskId, Learned>>& changed) {
+    const Lessons& lessons = pass.lessons;
+    auto rows = store_->waiting_tasks_without_env(pass.after, kRelearnPage);
     if (!rows) {
         spdlog::warn("cannot read the waiting tasks to update what they know: {}",
                      rows.error().message);
-        return changed;
+        return std::nullopt;
     }
     // The same command line has the same history: an array's members read it once.
     std::map<std::string, HistoryFacts> by_command;
@@ -143,7 +144,10 @@ std::vector<std::pair<TaskId, Learned>> Daemon::relearn_waiting(const Lessons& l
         spdlog::warn("cannot record what {} waiting task(s) learned: {}", changed.size(),
                      r.error().message);
     }
-    return changed;
+    if (rows->size() < kRelearnPage) {
+        return std::nullopt;
+    }
+    return rows->back().id;
 }
 
 }  // namespace carma::daemon

@@ -17,6 +17,8 @@ namespace {
 using nlohmann::json;
 
 constexpr int kRecentTasks = 20;
+// Waiting tasks the view lists (the rest it counts).
+constexpr std::size_t kViewQueueTasks = 50;
 constexpr double kDefaultTimelineSpanS = 6 * 3600.0;
 
 json optional_mib(const std::optional<MiB>& v) { return v ? json(*v) : json(nullptr); }
@@ -35,10 +37,42 @@ json window_series(const std::vector<MetricSample>& samples, Get get) {
 }  // namespace
 
 api::ApiResult<json> Daemon::view(const api::Caller& caller) {
-    // Read from the store before taking the lock, as list_tasks does: the store has its own.
-    auto rows = store_->tasks(false);
+    // The queue may be 100,000 tasks long: the view carries its head (what runs next, in
+    // serving order) and counts per user, never every waiting task. Ids under the lock, rows
+    // from the store without it (the store has its own), then the answer under the lock again.
+    std::vector<TaskId> head;
+    std::vector<TaskId> wanted;
+    {
+        std::lock_guard lock(mu_);
+        head = scheduler_.waiting_order(now(), kViewQueueTasks);
+        for (TaskId id : blocked_) {  // waiting on dependencies: after the scheduler's queue
+            if (head.size() >= kViewQueueTasks) {
+                break;
+            }
+            head.push_back(id);
+        }
+        wanted = head;
+        for (const auto& [id, live] : live_) {
+            wanted.push_back(id);
+        }
+    }
+    if (head.size() < kViewQueueTasks) {
+        auto held = store_->ids_in_state(store::TaskState::Held, kViewQueueTasks - head.size());
+        if (!held) {
+            return api::api_fail(500, held.error().message);
+        }
+        head.insert(head.end(), held->begin(), held->end());
+        wanted.insert(wanted.end(), held->begin(), held->end());
+    }
+    std::sort(wanted.begin(), wanted.end());
+    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+    auto rows = store_->tasks_by_id(wanted);
     if (!rows) {
         return api::api_fail(500, rows.error().message);
+    }
+    auto counts = store_->live_counts();
+    if (!counts) {
+        return api::api_fail(500, counts.error().message);
     }
     auto recent = store_->recently_finished(kRecentTasks);
     if (!recent) {
@@ -49,6 +83,42 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
         by_id[t.id] = &t;
     }
     const double unix_t = unix_now();
+
+    // Per user: how many wait (by state) and run; the total of those waiting.
+    std::map<std::string, json> users;
+    std::size_t waiting_total = 0;
+    for (const store::StateCount& c : *counts) {
+        json& u = users[c.user];
+        if (u.is_null()) {
+            u = {{"user", c.user}, {"queued", 0}, {"recovering", 0}, {"held", 0}, {"running", 0}};
+        }
+        u[std::string(store::to_string(c.state))] = c.count;
+        if (store::is_waiting(c.state)) {
+            waiting_total += c.count;
+        }
+    }
+    json queue_users = json::array();
+    for (auto& [name, u] : users) {
+        queue_users.push_back(std::move(u));
+    }
+
+    json queue = json::array();
+    for (TaskId id : head) {
+        const auto found = by_id.find(id);
+        if (found == by_id.end() || !store::is_waiting(found->second->state)) {
+            continue;  // placed or ended since the ids were taken
+        }
+        const store::TaskRow& t = *found->second;
+        queue.push_back({{"id", t.id},
+                         {"user", t.user},
+                         {"name", t.spec.name},
+                         {"state", std::string(store::to_string(t.state))},
+                         {"gpus", t.spec.gpus},
+                         {"need_mib", optional_mib(planned_need_mib(t.spec))},
+                         {"submitted_at", t.submitted_at},
+                         {"wait_s", std::max(0.0, unix_t - t.submitted_at)},
+                         {"reason", t.message}});
+    }
 
     std::lock_guard lock(mu_);
     json gpus = gpus_json();
@@ -89,37 +159,6 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
         }
     }
 
-    // Waiting tasks in the order the next scheduling round considers them (recovery first, then
-    // the policy's order), then those kept out of it (waiting on dependencies, held) by id.
-    std::vector<TaskId> order;
-    std::set<TaskId> listed;
-    for (TaskId id : scheduler_.waiting_order(now())) {
-        if (by_id.contains(id) && listed.insert(id).second) {
-            order.push_back(id);
-        }
-    }
-    for (const store::TaskRow& t : *rows) {
-        if (store::is_waiting(t.state) && listed.insert(t.id).second) {
-            order.push_back(t.id);
-        }
-    }
-    json queue = json::array();
-    for (TaskId id : order) {
-        const store::TaskRow& t = *by_id[id];
-        if (!store::is_waiting(t.state)) {
-            continue;  // placed since the store was read
-        }
-        queue.push_back({{"id", t.id},
-                         {"user", t.user},
-                         {"name", t.spec.name},
-                         {"state", std::string(store::to_string(t.state))},
-                         {"gpus", t.spec.gpus},
-                         {"need_mib", optional_mib(planned_need_mib(t.spec))},
-                         {"submitted_at", t.submitted_at},
-                         {"wait_s", std::max(0.0, unix_t - t.submitted_at)},
-                         {"reason", t.message}});
-    }
-
     json running = json::array();
     for (const auto& [id, live] : live_) {
         const store::TaskRow* row = by_id.contains(id) ? by_id[id] : nullptr;
@@ -154,6 +193,8 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
                 {"warmup_s", config_.warmup_s},
                 {"gpus", gpus},
                 {"queue", queue},
+                {"queue_total", waiting_total},
+                {"queue_users", queue_users},
                 {"running", running},
                 {"recent", finished}};
 }
@@ -166,16 +207,25 @@ api::ApiResult<json> Daemon::timeline(const api::Caller&, const api::TimelineQue
                                               "give an earlier since or a later until",
                                               since, until));
     }
-    auto samples = store_->gpu_samples(since, -1);
-    if (!samples) {
-        return api::api_fail(500, samples.error().message);
+    // The GPUs' samples come with the first page, grouped by the store into at most `points`
+    // per GPU; the tasks come a page at a time.
+    const bool first_page = query.page.after == 0;
+    const int points = std::clamp(query.points, api::kTimelinePointsMin, api::kTimelinePointsMax);
+    std::vector<store::GpuSampleRow> samples;
+    if (first_page) {
+        auto bucketed = store_->gpu_sample_buckets(since, until, points);
+        if (!bucketed) {
+            return api::api_fail(500, bucketed.error().message);
+        }
+        samples = std::move(*bucketed);
     }
-    auto tasks = store_->tasks_between(since, until);
+    auto tasks = store_->tasks_between(
+        store::SpanQuery{since, until, query.ran, query.page.after, query.page.limit});
     if (!tasks) {
         return api::api_fail(500, tasks.error().message);
     }
     std::vector<device::GpuInfo> infos;
-    {
+    if (first_page) {
         std::lock_guard lock(mu_);
         infos = backend_->gpus();
     }
@@ -184,8 +234,8 @@ api::ApiResult<json> Daemon::timeline(const api::Caller&, const api::TimelineQue
         gpus.push_back({{"index", g.index},
                         {"name", g.name},
                         {"total_mib", g.total_mib},
-                        {"samples", timeline_samples_json(*samples, g.index, since, until,
-                                                          query.points)}});
+                        {"samples", timeline_samples_json(samples, g.index, since, until,
+                                                          points)}});
     }
     json task_list = json::array();
     for (const store::FinishedTask& t : *tasks) {
@@ -193,13 +243,15 @@ api::ApiResult<json> Daemon::timeline(const api::Caller&, const api::TimelineQue
     }
     return json{{"since", since},
                 {"until", until},
-                {"step_s", (until - since) / std::clamp(query.points, api::kTimelinePointsMin,
-                                                        api::kTimelinePointsMax)},
+                {"step_s", (until - since) / points},
                 {"policy", config_.policy},
                 {"backend", backend_name()},
                 {"time_scale", config_.time_scale},
                 {"gpus", gpus},
-                {"tasks", task_list}};
+                {"tasks", task_list},
+                {"next", tasks->size() >= query.page.limit && !tasks->empty()
+                             ? json(tasks->back().task.id)
+                             : json(nullptr)}};
 }
 
 }  // namespace carma::daemon

@@ -376,4 +376,15 @@ api::ApiResult<std::vector<int>> array_from_submission(const nlohmann::json& bod
     return out;
 }
 
+std::size_t submission_bytes(const store::TaskRow& task) {
+    std::size_t n = task.spec.name.size();
+    for (const std::string& a : task.spec.command) {
+        n += a.size() + 1;
+    }
+    for (const auto& [k, v] : task.env) {
+        n += k.size() + v.size() + 2;
+    }
+    return n;
+}
+
 }  // namespace carma::daemon

@@ -21,4 +21,14 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body);
 // The indices of a submission's `array` ("0-9" or [0, 1, ...]); empty when it has none.
 api::ApiResult<std::vector<int>> array_from_submission(const nlohmann::json& body);
 
+// A listing's "next" (api::Page): the last id of a full page, after which there may be more;
+// null once a page came out short.
+inline std::string next_page_json(std::size_t count, TaskId last, const api::Page& page) {
+    return count > 0 && count >= page.limit ? std::to_string(last) : std::string("null");
+}
+
+// What a submission stores per task: command line, environment and name, in bytes
+// (UserLimits::max_submit_bytes_per_task).
+std::size_t submission_bytes(const store::TaskRow& task);
+
 }  // namespace carma::daemon

@@ -90,6 +90,25 @@ struct FinishedQuery {
                                 // time counts as finished when it was submitted
     std::string user;           // the submitter's login name; empty = everyone
     std::vector<TaskState> states;  // empty = every final state; others are never listed
+    TaskId after = 0;           // a page: ids above this
+    std::size_t limit = 0;      // at most this many (0: all)
+};
+
+// Which tasks a span of time saw (the timeline).
+struct SpanQuery {
+    double since = 0;
+    double until = 0;
+    bool ran = false;       // only tasks with an attempt in the span
+    TaskId after = 0;       // a page: ids above this
+    std::size_t limit = 0;  // at most this many (0: all)
+};
+
+// How many live tasks of one user are in one state.
+struct StateCount {
+    uid_t uid = 0;
+    std::string user;
+    TaskState state = TaskState::Queued;
+    std::size_t count = 0;
 };
 
 struct EventRow {

@@ -146,6 +146,15 @@ ALTER TABLE attempts ADD COLUMN energy_j REAL;
 ALTER TABLE attempts ADD COLUMN node TEXT NOT NULL DEFAULT '';
 ALTER TABLE attempts ADD COLUMN slurm_job TEXT NOT NULL DEFAULT '';
 )sql"},
+    {6, R"sql(
+-- Per-user limits count a user's waiting tasks at every submission, and the live view counts
+-- every user's: from the index alone, not a scan of a table that may hold 100,000 tasks. It
+-- answers what tasks_state did, too.
+CREATE INDEX tasks_state_uid ON tasks(state, uid);
+DROP INDEX tasks_state;
+-- The live view's "finished recently" and accounting by time, without a scan.
+CREATE INDEX tasks_finished_at ON tasks(finished_at);
+)sql"},
 };
 
 constexpr bool migrations_are_consecutive() {
@@ -436,6 +445,20 @@ std::string live_states_sql() {
 }
 std::string final_states_sql() { return states_sql(is_final); }
 std::string waiting_states_sql() { return states_sql(is_waiting); }
+
+// " LIMIT n", or nothing for no limit (0).
+std::string limit_sql(std::size_t limit) {
+    return limit == 0 ? std::string() : fmt::format(" LIMIT {}", limit);
+}
+
+// Task ids as an SQL list; integers, never user text.
+std::string id_list_sql(std::span<const TaskId> ids) {
+    std::string out;
+    for (TaskId id : ids) {
+        out += fmt::format("{}{}", out.empty() ? "" : ",", id);
+    }
+    return out;
+}
 
 // kTaskColumns with an empty environment in env_json's place (reads that do not need it).
 std::string task_columns_without_env() {
@@ -966,21 +989,99 @@ Result<std::optional<TaskRow>> Store::task(TaskId id) {
     return impl_->locked(fmt::format("read task {}", id), body);
 }
 
-Result<std::vector<TaskRow>> Store::tasks(bool include_final) {
+Result<std::vector<TaskRow>> Store::tasks(bool include_final, TaskId after, std::size_t limit) {
     const std::string where =
-        include_final ? "" : fmt::format(" WHERE state IN ({})", live_states_sql());
+        include_final ? "" : fmt::format(" AND state IN ({})", live_states_sql());
     return impl_->locked("list tasks", [&](SQLite::Database& db) -> Result<std::vector<TaskRow>> {
-        SQLite::Statement st(
-            db, fmt::format("SELECT {} FROM tasks{} ORDER BY id", kTaskColumns, where));
+        SQLite::Statement st(db, fmt::format("SELECT {} FROM tasks WHERE id > ?{} ORDER BY id{}",
+                                             kTaskColumns, where, limit_sql(limit)));
+        st.bind(1, after);
         return read_tasks(st);
     });
 }
 
-Result<std::vector<TaskRow>> Store::waiting_tasks_without_env() {
+Result<std::vector<TaskRow>> Store::tasks_by_id(std::span<const TaskId> ids) {
+    if (ids.empty()) {
+        return std::vector<TaskRow>{};
+    }
+    return impl_->locked("read tasks", [&](SQLite::Database& db) -> Result<std::vector<TaskRow>> {
+        SQLite::Statement st(db, fmt::format("SELECT {} FROM tasks WHERE id IN ({}) ORDER BY id",
+                                             task_columns_without_env(), id_list_sql(ids)));
+        return read_tasks(st);
+    });
+}
+
+Result<std::vector<TaskId>> Store::ids_in_state(TaskState state, std::size_t limit) {
+    return impl_->locked("list task ids by state",
+                         [&](SQLite::Database& db) -> Result<std::vector<TaskId>> {
+        SQLite::Statement st(db, fmt::format("SELECT id FROM tasks WHERE state = ? ORDER BY id{}",
+                                             limit_sql(limit)));
+        st.bind(1, std::string(to_string(state)));
+        std::vector<TaskId> out;
+        while (st.executeStep()) {
+            out.push_back(st.getColumn(0).getInt64());
+        }
+        return out;
+    });
+}
+
+Result<std::size_t> Store::waiting_count(uid_t uid) {
+    return impl_->locked("count a user's waiting tasks",
+                         [&](SQLite::Database& db) -> Result<std::size_t> {
+        SQLite::Statement st(db, fmt::format("SELECT count(*) FROM tasks WHERE uid = ? AND "
+                                             "state IN ({})",
+                                             waiting_states_sql()));
+        st.bind(1, static_cast<std::int64_t>(uid));
+        st.executeStep();
+        return static_cast<std::size_t>(st.getColumn(0).getInt64());
+    });
+}
+
+Result<std::vector<StateCount>> Store::live_counts() {
+    return impl_->locked("count live tasks by user and state",
+                         [&](SQLite::Database& db) -> Result<std::vector<StateCount>> {
+        // The index (state, uid) answers the grouping alone; one row per user gives the name.
+        SQLite::Statement st(
+            db, fmt::format("SELECT c.uid, c.state, c.n, (SELECT user FROM tasks t WHERE t.state = "
+                            "c.state AND t.uid = c.uid LIMIT 1) FROM (SELECT state, uid, count(*) AS n FROM tasks "
+                            "WHERE state IN ({}) GROUP BY state, uid) c ORDER BY c.uid, c.state",
+                            live_states_sql()));
+        std::vector<StateCount> out;
+        while (st.executeStep()) {
+            const auto state = parse_task_state(st.getColumn(1).getString());
+            if (!state) {
+                continue;
+            }
+            out.push_back(StateCount{static_cast<uid_t>(st.getColumn(0).getInt64()),
+                                     st.getColumn(3).getString(), *state,
+                                     static_cast<std::size_t>(st.getColumn(2).getInt64())});
+        }
+        return out;
+    });
+}
+
+Result<std::map<TaskState, std::size_t>> Store::state_counts() {
+    return impl_->locked("count tasks by state",
+                         [&](SQLite::Database& db) -> Result<std::map<TaskState, std::size_t>> {
+        SQLite::Statement st(db, "SELECT state, count(*) FROM tasks GROUP BY state");
+        std::map<TaskState, std::size_t> out;
+        while (st.executeStep()) {
+            if (const auto state = parse_task_state(st.getColumn(0).getString())) {
+                out[*state] = static_cast<std::size_t>(st.getColumn(1).getInt64());
+            }
+        }
+        return out;
+    });
+}
+
+Result<std::vector<TaskRow>> Store::waiting_tasks_without_env(TaskId after, std::size_t limit) {
     return impl_->locked("list waiting tasks", [&](SQLite::Database& db)
                                                    -> Result<std::vector<TaskRow>> {
-        SQLite::Statement st(db, fmt::format("SELECT {} FROM tasks WHERE state IN ({}) ORDER BY id",
-                                             task_columns_without_env(), waiting_states_sql()));
+        SQLite::Statement st(db, fmt::format("SELECT {} FROM tasks WHERE id > ? AND state IN ({}) "
+                                             "ORDER BY id{}",
+                                             task_columns_without_env(), waiting_states_sql(),
+                                             limit_sql(limit)));
+        st.bind(1, after);
         return read_tasks(st);
     });
 }
@@ -1042,23 +1143,30 @@ namespace {
 
 // Tasks matching `where` (bound by `bind`) with their attempts, one query each.
 template <typename Bind>
+// Tasks (without their environments: no listing of finished tasks shows one) and their
+// attempts, at most `limit` (0: all).
 Result<std::vector<FinishedTask>> tasks_with_attempts(SQLite::Database& db,
                                                       const std::string& where,
-                                                      const std::string& order, const Bind& bind) {
+                                                      const std::string& order, const Bind& bind,
+                                                      std::size_t limit = 0) {
     std::vector<FinishedTask> out;
     std::map<TaskId, std::size_t> index;
-    SQLite::Statement tasks(db, fmt::format("SELECT {} FROM tasks WHERE {} ORDER BY {}",
-                                            kTaskColumns, where, order));
+    std::vector<TaskId> ids;
+    SQLite::Statement tasks(db, fmt::format("SELECT {} FROM tasks WHERE {} ORDER BY {}{}",
+                                            task_columns_without_env(), where, order,
+                                            limit_sql(limit)));
     bind(tasks);
     while (tasks.executeStep()) {
         index[tasks.getColumn(0).getInt64()] = out.size();
+        ids.push_back(tasks.getColumn(0).getInt64());
         out.push_back(FinishedTask{read_task(tasks), {}});
     }
+    if (ids.empty()) {
+        return out;
+    }
     SQLite::Statement attempts(
-        db, fmt::format("SELECT {} FROM attempts WHERE task_id IN (SELECT id FROM tasks WHERE "
-                        "{}) ORDER BY task_id, number",
-                        kAttemptColumns, where));
-    bind(attempts);
+        db, fmt::format("SELECT {} FROM attempts WHERE task_id IN ({}) ORDER BY task_id, number",
+                        kAttemptColumns, id_list_sql(ids)));
     while (attempts.executeStep()) {
         AttemptRow a = read_attempt(attempts);
         if (auto it = index.find(a.task); it != index.end()) {
@@ -1085,27 +1193,38 @@ Result<std::vector<FinishedTask>> Store::finished_tasks(const FinishedQuery& que
     }
     // The state names are constants, not user input; the user and the time are bound.
     const std::string where =
-        fmt::format("state IN ({}) AND COALESCE(finished_at, submitted_at) >= ?{}", states,
-                    query.user.empty() ? "" : " AND user = ?");
+        fmt::format("id > ? AND state IN ({}) AND COALESCE(finished_at, submitted_at) >= ?{}",
+                    states, query.user.empty() ? "" : " AND user = ?");
     const auto bind = [&](SQLite::Statement& st) {
-        st.bind(1, query.since);
+        st.bind(1, query.after);
+        st.bind(2, query.since);
         if (!query.user.empty()) {
-            st.bind(2, query.user);
+            st.bind(3, query.user);
         }
     };
     return impl_->locked("list finished tasks", [&](SQLite::Database& db) {
-        return tasks_with_attempts(db, where, "id", bind);
+        return tasks_with_attempts(db, where, "id", bind, query.limit);
     });
 }
 
-Result<std::vector<FinishedTask>> Store::tasks_between(double since, double until) {
-    const std::string where = "submitted_at <= ? AND (finished_at IS NULL OR finished_at >= ?)";
+Result<std::vector<FinishedTask>> Store::tasks_between(const SpanQuery& query) {
+    // `ran`: only tasks with an attempt in the span (what a chart of the GPUs draws).
+    const std::string where = fmt::format(
+        "id > ? AND submitted_at <= ? AND (finished_at IS NULL OR finished_at >= ?){}",
+        query.ran ? " AND EXISTS (SELECT 1 FROM attempts a WHERE a.task_id = tasks.id AND "
+                    "a.started_at <= ? AND (a.ended_at IS NULL OR a.ended_at >= ?))"
+                  : "");
     const auto bind = [&](SQLite::Statement& st) {
-        st.bind(1, until);
-        st.bind(2, since);
+        st.bind(1, query.after);
+        st.bind(2, query.until);
+        st.bind(3, query.since);
+        if (query.ran) {
+            st.bind(4, query.until);
+            st.bind(5, query.since);
+        }
     };
     return impl_->locked("list the tasks of a time span", [&](SQLite::Database& db) {
-        return tasks_with_attempts(db, where, "id", bind);
+        return tasks_with_attempts(db, where, "id", bind, query.limit);
     });
 }
 
@@ -1142,14 +1261,15 @@ Result<std::vector<AttemptRow>> Store::open_attempts() {
     return impl_->locked("list open attempts", body);
 }
 
-Result<std::map<TaskId, double>> Store::latest_attempt_starts(bool include_final) {
-    const std::string where =
-        include_final ? "" : fmt::format(" WHERE t.state IN ({})", live_states_sql());
+Result<std::map<TaskId, double>> Store::latest_attempt_starts(std::span<const TaskId> ids) {
+    if (ids.empty()) {
+        return std::map<TaskId, double>{};
+    }
     // The subquery walks the attempts' primary key (task_id, number) backwards: one row each.
     const std::string sql = fmt::format(
         "SELECT t.id, (SELECT a.started_at FROM attempts a WHERE a.task_id = t.id "
-        "ORDER BY a.number DESC LIMIT 1) FROM tasks t{}",
-        where);
+        "ORDER BY a.number DESC LIMIT 1) FROM tasks t WHERE t.id IN ({})",
+        id_list_sql(ids));
     const auto body = [&](SQLite::Database& db) -> Result<std::map<TaskId, double>> {
         SQLite::Statement st(db, sql);
         std::map<TaskId, double> starts;
@@ -1175,6 +1295,28 @@ Result<std::int64_t> Store::add_event(const EventRow& event) {
             st.bind(4, event.message);
             st.exec();
             return db.getLastInsertRowid();
+        });
+}
+
+Result<void> Store::add_events(std::span<const EventRow> events) {
+    if (events.empty()) {
+        return {};
+    }
+    return impl_->write(
+        fmt::format("add {} events, the first '{}' of task {}", events.size(),
+                    events.front().kind, events.front().task),
+        [&](SQLite::Database& db) -> Result<void> {
+            SQLite::Statement st(
+                db, "INSERT INTO events (time, task_id, kind, message) VALUES (?, ?, ?, ?)");
+            for (const EventRow& e : events) {
+                st.reset();
+                st.bind(1, e.time);
+                st.bind(2, e.task);
+                st.bind(3, e.kind);
+                st.bind(4, e.message);
+                st.exec();
+            }
+            return {};
         });
 }
 
@@ -1248,6 +1390,34 @@ Result<std::int64_t> Store::prune_history(double before) {
 }
 
 // Samples with time >= since, oldest first (GPU index breaks ties).
+Result<std::vector<GpuSampleRow>> Store::gpu_sample_buckets(double since, double until,
+                                                            int buckets) {
+    buckets = std::max(buckets, 1);
+    const double width = until > since ? (until - since) / buckets : 1.0;
+    // Grouped in SQL, so an answer holds at most `buckets` rows per GPU however long the span:
+    // each the first sample's time and the largest of each reading (NULL, a missing reading,
+    // counts as none, as MAX does).
+    const std::string sql = fmt::format(
+        "SELECT MIN(time), gpu, MIN(free_mib), MAX(used_mib), MAX(util), MAX(smact), MAX(smocc), "
+        "MAX(drama), MAX(power_w), MAX(energy_j), "
+        "MIN(CAST((time - ?1) / ?2 AS INTEGER), ?3) AS bucket "
+        "FROM gpu_samples WHERE time >= ?1 AND time <= ?4 GROUP BY gpu, bucket "
+        "ORDER BY gpu, bucket");
+    return impl_->locked("list GPU samples",
+                         [&](SQLite::Database& db) -> Result<std::vector<GpuSampleRow>> {
+                             SQLite::Statement st(db, sql);
+                             st.bind(1, since);
+                             st.bind(2, width);
+                             st.bind(3, buckets - 1);
+                             st.bind(4, until);
+                             std::vector<GpuSampleRow> rows;
+                             while (st.executeStep()) {
+                                 rows.push_back(read_sample(st));
+                             }
+                             return rows;
+                         });
+}
+
 Result<std::vector<GpuSampleRow>> Store::gpu_samples(double since, int gpu) {
     const std::string sql = fmt::format(
         "SELECT time, gpu, free_mib, used_mib, util, smact, smocc, drama, power_w, energy_j "

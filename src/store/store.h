@@ -4,6 +4,8 @@
 // this build knows is refused, older ones are migrated forward. Every write is one transaction,
 // so a crash never leaves half a submission.
 
+#include <sys/types.h>
+
 #include <map>
 #include <memory>
 #include <span>
@@ -17,7 +19,7 @@
 
 namespace carma::store {
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 class Store {
 public:
@@ -44,10 +46,24 @@ public:
     Result<int> set_learned_if_waiting(std::span<const std::pair<TaskId, Learned>> learned);
     Result<std::optional<TaskRow>> task(TaskId id);
     // Tasks in id order; `include_final` false leaves out succeeded/failed/cancelled/lost/rejected.
-    Result<std::vector<TaskRow>> tasks(bool include_final);
+    // A page: ids above `after`, at most `limit` (0: all).
+    Result<std::vector<TaskRow>> tasks(bool include_final, TaskId after = 0,
+                                       std::size_t limit = 0);
+    // These tasks (those that exist), in id order, without their environments.
+    Result<std::vector<TaskRow>> tasks_by_id(std::span<const TaskId> ids);
+    // The first `limit` ids of tasks in this state (0: all).
+    Result<std::vector<TaskId>> ids_in_state(TaskState state, std::size_t limit);
+    // How many tasks of this user wait (queued, recovering, held): the per-user limit.
+    Result<std::size_t> waiting_count(uid_t uid);
+    // Live tasks counted by owner and state (the live view's summary of the queue).
+    Result<std::vector<StateCount>> live_counts();
+    // Every task counted by state (/metrics).
+    Result<std::map<TaskState, std::size_t>> state_counts();
     // The tasks that wait (queued, recovering, held) in id order, without their environments
-    // (left empty: not needed to plan, and the bulk of a row).
-    Result<std::vector<TaskRow>> waiting_tasks_without_env();
+    // (left empty: not needed to plan, and the bulk of a row); a page: ids above `after`, at
+    // most `limit` (0: all).
+    Result<std::vector<TaskRow>> waiting_tasks_without_env(TaskId after = 0,
+                                                           std::size_t limit = 0);
 
     Result<void> insert_attempt(const AttemptRow& attempt);
     Result<void> update_attempt(const AttemptRow& attempt);  // by (task, number)
@@ -64,19 +80,22 @@ public:
     Result<std::vector<AttemptRow>> attempts(TaskId task);
     // Attempts without an end: what a restarted daemon must find again.
     Result<std::vector<AttemptRow>> open_attempts();
-    // Per task, when its latest attempt started (tasks never started are absent), for the same
-    // tasks as tasks(include_final): one query for a whole listing.
-    Result<std::map<TaskId, double>> latest_attempt_starts(bool include_final);
+    // Per task, when its latest attempt started (tasks never started are absent): one query
+    // for a whole page of a listing.
+    Result<std::map<TaskId, double>> latest_attempt_starts(std::span<const TaskId> ids);
 
     Result<std::int64_t> add_event(const EventRow& event);  // assigns id
+    Result<void> add_events(std::span<const EventRow> events);  // in one transaction
     // Events with id > after_id, oldest first, at most `limit`; task 0 = all tasks.
     Result<std::vector<EventRow>> events(std::int64_t after_id, TaskId task, int limit);
 
-    // Finished tasks with their attempts, for accounting (`carma acct`), in id order.
+    // Finished tasks with their attempts, for accounting (`carma acct`), in id order, a page
+    // at a time (FinishedQuery::after, limit). Without environments.
     Result<std::vector<FinishedTask>> finished_tasks(const FinishedQuery& query);
     // Every task waiting or running at some moment of [since, until] (submitted by `until`, not
-    // finished before `since`) with its attempts, in id order: the timeline's tasks.
-    Result<std::vector<FinishedTask>> tasks_between(double since, double until);
+    // finished before `since`) with its attempts, in id order, a page at a time: the
+    // timeline's tasks. Without environments.
+    Result<std::vector<FinishedTask>> tasks_between(const SpanQuery& query);
     // The `limit` tasks that finished last (newest first) with their attempts.
     Result<std::vector<FinishedTask>> recently_finished(int limit);
 
@@ -87,6 +106,9 @@ public:
     // history (store/history.h), which is knowledge about commands rather than a record.
     Result<std::int64_t> prune_history(double before);
     Result<std::vector<GpuSampleRow>> gpu_samples(double since, int gpu /* -1 = all */);
+    // The samples of [since, until] in `buckets` equal slices per GPU, one row per GPU and
+    // non-empty slice: its first sample's time and the largest of each reading.
+    Result<std::vector<GpuSampleRow>> gpu_sample_buckets(double since, double until, int buckets);
 
     // History (store/history.h): one row per attempt that ran, kept per command.
     Result<void> add_history(const HistoryRow& row, const HistoryLimits& limits = {});

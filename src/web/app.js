@@ -246,6 +246,23 @@ function drawTables(view) {
     { title: "WAIT", cls: "num", cell: (t) => fmtDuration(t.wait_s) },
     { title: "REASON", cls: "reason-cell", cell: (t) => t.reason || "-" },
   ], queue, "queue empty"));
+  // The view lists the head of the queue; a long queue is summed up per user beneath it.
+  const total = num(view.queue_total) ?? queue.length;
+  const users = (view.queue_users || []).filter((u) => num(u.queued) || num(u.recovering) || num(u.held));
+  const summary = document.getElementById("queue-summary");
+  summary.replaceChildren();
+  if (total > queue.length || users.length > 1) {
+    summary.append(el("p", { class: "queue-more", text: total > queue.length
+      ? `the first ${queue.length} of ${total} waiting tasks, in the order they are served`
+      : `${total} waiting tasks` }));
+    summary.append(table([
+      { title: "USER", cell: (u) => u.user },
+      { title: "QUEUED", cls: "num", cell: (u) => u.queued },
+      { title: "RECOVERING", cls: "num hide-narrow", cell: (u) => u.recovering },
+      { title: "HELD", cls: "num", cell: (u) => u.held },
+      { title: "RUNNING", cls: "num", cell: (u) => u.running },
+    ], users.map((u) => ({ data: u, attrs: { "data-user": u.user } })), ""));
+  }
 
   const recent = (view.recent || []).map((t) => ({ data: t, attrs: { "data-task": t.id, "data-user": t.user } }));
   document.getElementById("recent").replaceChildren(table([
@@ -263,7 +280,7 @@ function drawTables(view) {
 
 function drawView(view) {
   const running = (view.running || []).length;
-  const queued = (view.queue || []).length;
+  const queued = num(view.queue_total) ?? (view.queue || []).length;
   document.getElementById("summary").textContent =
     `policy ${view.policy} · ${view.backend} GPUs${num(view.time_scale) && view.time_scale !== 1 ? ` (time ×${view.time_scale})` : ""}` +
     ` · ${running} running · ${queued} waiting` + (view.viewer ? ` · you are ${view.viewer}` : "");
@@ -423,7 +440,9 @@ function setConnection(ok, text) {
 }
 
 async function getJson(url) {
-  const res = await fetch(url, { cache: "no-store", credentials: "same-origin" });
+  // The header marks the page's own requests: the daemon refuses a browser's request to its API
+  // without it, and no page of another origin may send it (a CORS preflight it never approves).
+  const res = await fetch(url, { cache: "no-store", credentials: "same-origin", headers: { "X-Carma-Page": "1" } });
   if (!res.ok) {
     let message = `HTTP ${res.status}`;
     try { message = (await res.json()).error || message; } catch (e) { /* not JSON */ }
@@ -451,7 +470,8 @@ async function pollTimeline() {
     // The daemon's clock, not this browser's: they differ when the page is seen from elsewhere.
     const until = num((state.view || {}).now) ?? Date.now() / 1000;
     const since = until - state.hours * 3600;
-    const tl = await getJson(`/v1/timeline?since=${since.toFixed(0)}&until=${Math.ceil(until)}&points=500`);
+    // The charts draw attempts: only tasks that ran in the span, however long the queue is.
+    const tl = await getJson(`/v1/timeline?since=${since.toFixed(0)}&until=${Math.ceil(until)}&points=500&ran=1&limit=5000`);
     state.timeline = tl;
     drawTimeline(tl);
   } catch (e) {

@@ -143,9 +143,9 @@ TEST(AcctCliTest, CommandAsksTheDaemon) {
     EXPECT_THAT(fields, Not(HasSubstr("USER   STATE")));
     const std::vector<std::string> targets = daemon.targets();
     ASSERT_EQ(targets.size(), 3u);
-    EXPECT_EQ(targets[0], "GET /v1/acct");
+    EXPECT_EQ(targets[0], "GET /v1/acct?limit=10000");
     EXPECT_EQ(targets[1],
-              "GET /v1/acct?since=1764441600.000&state=failed,cancelled&user=al ice&x");
+              "GET /v1/acct?limit=10000&since=1764441600.000&state=failed,cancelled&user=al ice&x");
 
     EXPECT_THAT(acct_error({"acct", "-o", "id,enrgy", "--socket", daemon.socket()}),
                 HasSubstr("--format: unknown field 'enrgy' (did you mean 'energy'?)"));
@@ -168,7 +168,7 @@ TEST(AcctCliTest, RelativeSince) {
     const double after = unix_now();
     ASSERT_EQ(daemon.targets().size(), 1u);
     const std::string target = daemon.targets()[0];
-    const std::string prefix = "GET /v1/acct?since=";
+    const std::string prefix = "GET /v1/acct?limit=10000&since=";
     ASSERT_EQ(target.rfind(prefix, 0), 0u) << target;
     const double since = std::stod(target.substr(prefix.size()));
     constexpr double kWireRounding = 0.0005;

@@ -106,7 +106,8 @@ TEST(ApiClientTest, EachMethodHitsItsRoute) {
     ASSERT_TRUE(client.estimate(json{{"command", {"true"}}, {"workdir", "/"}}));
     EXPECT_THAT(
         daemon.targets(),
-        ElementsAre("POST /v1/tasks", "GET /v1/tasks", "GET /v1/tasks?all=1", "GET /v1/tasks/12",
+        ElementsAre("POST /v1/tasks", "GET /v1/tasks?limit=10000",
+                    "GET /v1/tasks?all=1&limit=10000", "GET /v1/tasks/12",
                     "DELETE /v1/tasks/12", "GET /v1/tasks/12/logs?stream=stdout",
                     "GET /v1/tasks/12/logs?attempt=2&offset=100&stream=stderr", "GET /v1/gpus",
                     "GET /v1/events", "GET /v1/events?after=5&limit=10&task=12", "GET /v1/status",
@@ -369,7 +370,7 @@ TEST(ClientCommandsTest, QueueTableAndJson) {
                                "REASON\n"));
     EXPECT_THAT(out, HasSubstr("12  alice  resnet3  running  1     13,236 MiB  -     5h00m  " +
                                std::string(100, 'm') + "\n"));
-    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks?all=1");
+    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks?all=1&limit=10000");
     const std::string js =
         run_command(cli::add_queue_command, {"queue", "--json", "--socket", daemon.socket()});
     EXPECT_EQ(json::parse(js), list);
@@ -408,10 +409,10 @@ TEST(ClientCommandsTest, QueueFiltersAndFormat) {
     EXPECT_EQ(queue({"-u", "alice,bob"}), "ID  USER\n1   alice\n2   bob\n");
     EXPECT_EQ(queue({"--user", "alice", "--user", "bob"}), "ID  USER\n1   alice\n2   bob\n");
     EXPECT_EQ(queue({"--me"}), fmt::format("ID  USER\n3   {}\n", my_login()));
-    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks");
+    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks?limit=10000");
     EXPECT_EQ(queue({"--state", "succeeded,queued"}),
               fmt::format("ID  USER\n2   bob\n3   {}\n", my_login()));
-    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks?all=1");  // finished tasks were asked for
+    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks?all=1&limit=10000");  // finished tasks were asked for
     EXPECT_EQ(run_command(cli::add_queue_command,
                           {"queue", "--socket", s, "-o", "%i %t", "-t", "running"}),
               "ID  STATE\n1   running\n");

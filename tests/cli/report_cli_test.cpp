@@ -267,8 +267,9 @@ class ReportCommand : public ::testing::Test {
 // task and the out-of-memory crash marked, well formed and self-contained, and the CSVs.
 TEST_F(ReportCommand, WritesThePageOfTheDaemonsHistory) {
     const std::string out = run({"--since", "1764578400", "--until", "1764600000"});
-    EXPECT_EQ(daemon_.targets(), std::vector<std::string>{"GET /v1/timeline?points=1000&since="
-                                                          "1764578400.000&until=1764600000.000"});
+    EXPECT_EQ(daemon_.targets(),
+              std::vector<std::string>{"GET /v1/timeline?limit=10000&points=1000&since="
+                                       "1764578400.000&until=1764600000.000"});
     EXPECT_THAT(out, HasSubstr("report written to " + (dir_ / "index.html").string() +
                                " (4 tasks, 6h00m of history)"));
 

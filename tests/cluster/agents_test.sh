@@ -94,7 +94,7 @@ import json, subprocess, sys
 T = sys.argv[1]
 tasks = json.load(open(f"{T}/tasks.json"))["tasks"]
 def show(i):
-    out = subprocess.run(["curl", "-sf", "--unix-socket", f"{T}/carma.sock", f"http://carma/v1/tasks/{i}"], capture_output=True, text=True).stdout
+    out = subprocess.run(["curl", "-sf", "--unix-socket", f"{T}/carma.sock", f"http://localhost/v1/tasks/{i}"], capture_output=True, text=True).stdout
     return json.loads(out)
 detail = [show(t["id"]) for t in tasks]
 ok = True

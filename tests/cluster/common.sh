@@ -15,7 +15,7 @@ stop_started() {
 }
 trap stop_started EXIT
 
-api() { curl -sf --unix-socket "$T/carma.sock" "http://carma$1" "${@:2}"; }
+api() { curl -sf --unix-socket "$T/carma.sock" "http://localhost$1" "${@:2}"; }
 # How many nodes the server has `up`.
 nodes_up() {
     api /v1/nodes 2>/dev/null |

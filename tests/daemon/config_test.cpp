@@ -60,6 +60,48 @@ TEST(ConfigTest, TcpKeys) {
     EXPECT_EQ(c->tcp_run_as, "carma-remote");
 }
 
+// This test verifies the keys of issue 18: the web page's own token, the names Host may
+// carry, and the per-user limits (defaults, values, 0 for none, and mistakes named).
+TEST(ConfigTest, LimitsAndWebKeys) {
+    const DaemonConfig defaults;
+    EXPECT_EQ(defaults.limits.max_waiting_per_user, 10000u);
+    EXPECT_EQ(defaults.limits.max_array_size, 10000u);
+    EXPECT_EQ(defaults.limits.max_submit_bytes_per_task, 65536u);
+    EXPECT_GT(defaults.limits.submit_rate_per_user, 0);
+    auto c = parse_config("web: 0.0.0.0:8080\nweb_token_file: /etc/carma/web-token\n"
+                          "allowed_hosts: [GPU-Server, gpu-server.lab.example]\n"
+                          "limits:\n  max_waiting_per_user: 500\n  max_array_size: 1001\n"
+                          "  max_submit_bytes_per_task: 0\n  submit_rate_per_user: 5\n"
+                          "  submit_burst_per_user: 20\n",
+                          "test.yaml", DaemonConfig{});
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->web_token_file, "/etc/carma/web-token");
+    EXPECT_EQ(c->limits.max_waiting_per_user, 500u);
+    EXPECT_EQ(c->limits.max_array_size, 1001u);
+    EXPECT_EQ(c->limits.max_submit_bytes_per_task, 0u);
+    EXPECT_DOUBLE_EQ(c->limits.submit_rate_per_user, 5);
+    EXPECT_DOUBLE_EQ(c->limits.submit_burst_per_user, 20);
+    auto f = finalize(*c);
+    ASSERT_TRUE(f) << f.error().message;
+    EXPECT_EQ(f->allowed_hosts, (std::vector<std::string>{"gpu-server", "gpu-server.lab.example"}));
+
+    auto unknown = parse_config("limits: {max_waiting: 3}\n", "test.yaml", DaemonConfig{});
+    ASSERT_FALSE(unknown);
+    EXPECT_NE(unknown.error().message.find("unknown limit 'max_waiting'"), std::string::npos);
+    auto negative = parse_config("limits: {max_array_size: -1}\n", "test.yaml", DaemonConfig{});
+    ASSERT_FALSE(negative);
+    EXPECT_NE(negative.error().message.find("limits.max_array_size"), std::string::npos);
+    auto huge = parse_config("limits: {max_array_size: 20000}\n", "test.yaml", DaemonConfig{});
+    ASSERT_TRUE(huge);
+    EXPECT_FALSE(finalize(*huge));
+    auto url = parse_config("allowed_hosts: http://gpu-server:8080/\n", "test.yaml",
+                            DaemonConfig{});
+    ASSERT_TRUE(url);
+    auto refused = finalize(*url);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("allowed_hosts"), std::string::npos);
+}
+
 // This test verifies that config mistakes are errors naming the key, the file and the fix.
 TEST(ConfigTest, MistakesAreNamed) {
     struct Case {

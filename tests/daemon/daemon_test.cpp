@@ -1,8 +1,10 @@
 // End-to-end tests of `carma serve`: a real daemon process on emulated GPUs in a temporary
 // directory, real supervisors and real (fake) training jobs, driven through the API client.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
@@ -602,7 +604,8 @@ TEST_F(DaemonTest, ApiDocsMatchTheDaemon) {
         {"after", {"0", "x"}},           {"task", {std::to_string(done), "-2"}},
         {"limit", {"5", "0"}},           {"user", {"root", ""}},
         {"state", {"succeeded", "bogus"}}, {"since", {"0", "yesterday-ish"}},
-        {"until", {"9999999999", "-1"}},  {"points", {"20", "5"}}};
+        {"until", {"9999999999", "-1"}},  {"points", {"20", "5"}},
+        {"ran", {"1", "maybe"}}};
     const std::regex param(R"(\?([a-z_]+)=)");
     for (const DocEndpoint& e : endpoints) {
         SCOPED_TRACE(e.method + " " + e.path);
@@ -2190,6 +2193,376 @@ TEST_F(DaemonTest, SlowClientsDoNotStopService) {
     ::close(result[0]);
     EXPECT_GT(refused, 0) << "connections beyond the per-user cap are answered 429";
     EXPECT_TRUE(client().healthz());
+}
+
+// ---- Issue 18: hardening, round two ----------------------------------------------------------
+
+// Writes a YAML config into the test's directory and returns its path.
+std::string write_config(const std::string& dir, const std::string& text) {
+    const std::string path = dir + "/carma.yaml";
+    std::ofstream(path) << text;
+    return path;
+}
+
+// This test verifies the per-user limits: an array or a task above its size limit is refused
+// with 413, a submission past the waiting limit or the rate with 429 and Retry-After, each
+// naming its limit; what was accepted before stays; another user is not held up by them.
+TEST_F(DaemonTest, PerUserLimits) {
+    if (::geteuid() != 0) {
+        FAIL() << "needs root to submit as a second user";
+    }
+    auto alice = ensure_user("carma-test-alice");
+    ASSERT_TRUE(alice) << "useradd could not create carma-test-alice";
+    start("exclusive",
+          {"--config", write_config(dir_, "limits:\n  max_waiting_per_user: 12\n"
+                                          "  max_array_size: 8\n"
+                                          "  max_submit_bytes_per_task: 4096\n"
+                                          "  submit_rate_per_user: 0.01\n"
+                                          "  submit_burst_per_user: 8\n")});
+    std::vector<TaskId> sleepers;
+    for (int i = 0; i < 4; ++i) {  // one per GPU: what comes next waits
+        sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
+    }
+    ASSERT_TRUE(eventually([&] { return all_running(sleepers); }));
+    const json sleeper = {{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}};
+    json array = sleeper;
+    array["array"] = "0-8";  // 9 members
+    RawReply r = raw_request(socket_, "POST", "/v1/tasks", array.dump());
+    EXPECT_EQ(r.status, 413) << r.body;
+    EXPECT_NE(r.body.find("max_array_size"), std::string::npos) << r.body;
+    json big = sleeper;
+    big["command"] = {"/bin/echo", std::string(5000, 'x')};
+    r = raw_request(socket_, "POST", "/v1/tasks", big.dump());
+    EXPECT_EQ(r.status, 413) << r.body;
+    EXPECT_NE(r.body.find("max_submit_bytes_per_task"), std::string::npos) << r.body;
+
+    array["array"] = "0-7";  // 8 waiting
+    r = raw_request(socket_, "POST", "/v1/tasks", array.dump());
+    ASSERT_EQ(r.status, 201) << r.body;
+    array["array"] = "0-4";  // 8 + 5 > 12 waiting
+    r = raw_request(socket_, "POST", "/v1/tasks", array.dump());
+    EXPECT_EQ(r.status, 429) << r.body;
+    EXPECT_NE(r.body.find("max_waiting_per_user"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("8 task(s) waiting"), std::string::npos) << r.body;
+
+    // The burst of 8 is spent (4 sleepers, 2 too large, 1 array, 1 past the waiting limit; one
+    // more every 100 s): the rate refuses, and says when to come back.
+    httplib::Client cli(socket_, 80);
+    cli.set_address_family(AF_UNIX);
+    auto limited = cli.Post("/v1/tasks", sleeper.dump(), "application/json");
+    ASSERT_TRUE(limited);
+    EXPECT_EQ(limited->status, 429) << limited->body;
+    EXPECT_NE(limited->body.find("submit_rate_per_user"), std::string::npos) << limited->body;
+    EXPECT_TRUE(limited->has_header("Retry-After"));
+
+    // Another user submits at once, as if nothing happened.
+    ::chmod(dir_.c_str(), 0777);
+    const int rc = as_user(*alice, [&] {
+        api::ApiClient c(socket_);
+        auto mine = c.submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"}});
+        return mine ? 0 : 1;
+    });
+    EXPECT_EQ(rc, 0);
+    auto listed = client().list_tasks(true);
+    ASSERT_TRUE(listed) << listed.error().message;
+    EXPECT_EQ((*listed)["tasks"].size(), 4u + 8u + 1u) << "what was accepted is all there";
+}
+
+// This test verifies that listings come in pages: GET /v1/tasks, /v1/acct and /v1/timeline
+// answer at most `limit` tasks with the id to continue after, the pages together hold every task
+// once, acct's totals (of the whole query) come with its last page, and the client joins pages.
+TEST_F(DaemonTest, ListingsComeInPages) {
+    start("exclusive");
+    json quick = {{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"array", "0-24"}};
+    auto submitted = client().submit(quick);
+    ASSERT_TRUE(submitted) << submitted.error().message;
+    const json ids = (*submitted)["array_tasks"];
+    ASSERT_EQ(ids.size(), 25u);
+    for (const json& id : ids) {
+        wait_final(id.get<TaskId>());
+    }
+    for (const std::string base : {"/v1/tasks?all=1", "/v1/acct?since=0",
+                                   "/v1/timeline?since=0&points=10"}) {
+        std::set<TaskId> seen;
+        std::int64_t after = 0;
+        int pages = 0;
+        json last;
+        for (;;) {
+            const RawReply r = raw_request(
+                socket_, "GET", base + "&limit=10" + (after ? "&after=" + std::to_string(after) : ""));
+            ASSERT_EQ(r.status, 200) << base << ": " << r.body;
+            last = json::parse(r.body);
+            ++pages;
+            EXPECT_LE(last["tasks"].size(), 10u) << base;
+            for (const json& t : last["tasks"]) {
+                EXPECT_TRUE(seen.insert(t["id"].get<TaskId>()).second) << base << " twice";
+            }
+            if (base.starts_with("/v1/acct")) {
+                EXPECT_EQ(last.contains("totals"), last["next"].is_null()) << base;
+            }
+            if (base.starts_with("/v1/timeline")) {
+                EXPECT_EQ(last["gpus"].empty(), after != 0) << "samples with the first page only";
+            }
+            if (last["next"].is_null()) {
+                break;
+            }
+            after = last["next"].get<std::int64_t>();
+            ASSERT_LT(pages, 10) << base;
+        }
+        EXPECT_EQ(seen.size(), 25u) << base;
+        EXPECT_EQ(pages, 3) << base;
+    }
+    auto acct = client().acct({});
+    ASSERT_TRUE(acct) << acct.error().message;
+    EXPECT_EQ((*acct)["tasks"].size(), 25u);
+    ASSERT_EQ((*acct)["totals"].size(), 1u);
+    EXPECT_EQ((*acct)["totals"][0]["tasks"], 25);
+    const RawReply too_many = raw_request(socket_, "GET", "/v1/tasks?limit=10001");
+    EXPECT_EQ(too_many.status, 400) << too_many.body;
+    EXPECT_NE(too_many.body.find("limit"), std::string::npos);
+}
+
+// This test verifies that the live view sums a long queue up: the first tasks in serving order,
+// the total, and counts per user and state, not every waiting task.
+TEST_F(DaemonTest, ViewSummarisesALongQueue) {
+    start("exclusive");
+    for (int i = 0; i < 4; ++i) {
+        submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
+    }
+    json many = {{"command", {"/bin/sleep", "1"}}, {"workdir", "/tmp"}, {"array", "0-119"}};
+    ASSERT_TRUE(client().submit(many));
+    json held = {{"command", {"/bin/sleep", "1"}}, {"workdir", "/tmp"}, {"hold", true}};
+    const TaskId kept = submit(held);
+    ASSERT_TRUE(eventually([&] {
+        auto v = client().view();
+        return v && (*v)["running"].size() == 4u;
+    }));
+    auto view = client().view();
+    ASSERT_TRUE(view) << view.error().message;
+    EXPECT_EQ((*view)["queue"].size(), 50u);
+    EXPECT_EQ((*view)["queue_total"], 121);
+    ASSERT_EQ((*view)["queue_users"].size(), 1u);
+    const json& root = (*view)["queue_users"][0];
+    EXPECT_EQ(root["user"], "root");
+    EXPECT_EQ(root["queued"], 120);
+    EXPECT_EQ(root["held"], 1);
+    EXPECT_EQ(root["running"], 4);
+    const std::string text = view->dump();
+    EXPECT_LT(text.size(), 100000u) << "the view stays small however long the queue";
+    ASSERT_TRUE(client().cancel(kept));
+}
+
+// This test verifies that a TCP client of a root daemon without tcp_run_as reads as nobody in
+// particular (no environment of any task), and one with tcp_run_as sees only that user's.
+TEST_F(DaemonTest, TcpReadersSeeOnlyWhatTheirUserMay) {
+    if (::geteuid() != 0) {
+        FAIL() << "needs root: the daemon must run as root for tcp_run_as";
+    }
+    auto alice = ensure_user("carma-test-alice");
+    ASSERT_TRUE(alice) << "useradd could not create carma-test-alice";
+    const int port = tcp_port();
+    start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(port), "--token-file",
+                        write_token(dir_ + "/token")});
+    const TaskId mine = submit({{"command", {"/bin/sleep", "600"}},
+                                {"workdir", "/tmp"},
+                                {"env", {{"ROOT_SECRET", "root-only"}}}});
+    httplib::Client tcp("127.0.0.1", port);
+    httplib::Headers auth = {{"Authorization", "Bearer 0123456789abcdef0123456789abcdef"}};
+    auto shown = tcp.Get("/v1/tasks/" + std::to_string(mine), auth);
+    ASSERT_TRUE(shown);
+    ASSERT_EQ(shown->status, 200) << shown->body;
+    EXPECT_EQ(shown->body.find("root-only"), std::string::npos) << shown->body;
+    EXPECT_FALSE(json::parse(shown->body).contains("env"));
+    auto listed = tcp.Get("/v1/tasks?all=1", auth);
+    ASSERT_TRUE(listed);
+    EXPECT_EQ(listed->body.find("root-only"), std::string::npos);
+    ASSERT_TRUE(client().cancel(mine));
+    stop(SIGTERM);
+
+    start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(port), "--token-file",
+                        write_token(dir_ + "/token"), "--tcp-run-as", "carma-test-alice"});
+    auto made = tcp.Post("/v1/tasks", auth,
+                         json{{"command", {"/bin/sleep", "600"}},
+                              {"workdir", "/tmp"},
+                              {"env", {{"ALICE_SECRET", "alice-only"}}}}
+                             .dump(),
+                         "application/json");
+    ASSERT_TRUE(made);
+    ASSERT_EQ(made->status, 201) << made->body;
+    const TaskId hers = json::parse(made->body)["id"].get<TaskId>();
+    const TaskId roots = submit({{"command", {"/bin/sleep", "600"}},
+                                 {"workdir", "/tmp"},
+                                 {"env", {{"ROOT_SECRET", "root-only"}}}});
+    auto own = tcp.Get("/v1/tasks/" + std::to_string(hers), auth);
+    ASSERT_TRUE(own);
+    EXPECT_NE(own->body.find("alice-only"), std::string::npos) << own->body;
+    auto other = tcp.Get("/v1/tasks/" + std::to_string(roots), auth);
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->body.find("root-only"), std::string::npos) << other->body;
+    ASSERT_TRUE(client().cancel(hers));
+    ASSERT_TRUE(client().cancel(roots));
+}
+
+// Opens `n` TCP connections to 127.0.0.1:port that send half a request head and then nothing.
+std::vector<int> stalled_tcp_connections(int port, int n) {
+    std::vector<int> fds;
+    for (int i = 0; i < n; ++i) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(static_cast<std::uint16_t>(port));
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+            const char* part = "GET /v1/view HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+            (void)::send(fd, part, std::strlen(part), MSG_NOSIGNAL);
+            fds.push_back(fd);
+        } else if (fd >= 0) {
+            ::close(fd);
+        }
+    }
+    return fds;
+}
+
+// This test verifies authentication before resources: 60 connections that never finish a
+// request and carry no token cannot keep a viewer with the token out of the web listener or
+// the TCP API (before, they took all 32 slots and the viewer got 429).
+TEST_F(DaemonTest, UnauthenticatedConnectionsCannotLockOutAViewer) {
+    const int tcp = tcp_port();
+    const int web = tcp + 1;
+    std::ofstream(dir_ + "/web-token") << "web-token-0123456789abcdef\n";
+    ::chmod((dir_ + "/web-token").c_str(), 0600);
+    start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(tcp), "--token-file",
+                        write_token(dir_ + "/token"), "--web", "0.0.0.0:" + std::to_string(web),
+                        "--web-token-file", dir_ + "/web-token"});
+    std::vector<int> stalled = stalled_tcp_connections(web, 60);
+    std::vector<int> stalled_api = stalled_tcp_connections(tcp, 60);
+    EXPECT_EQ(stalled.size(), 60u);
+    std::this_thread::sleep_for(500ms);  // every one of them accepted and waiting
+    httplib::Client page("127.0.0.1", web);
+    page.set_read_timeout(10);
+    auto seen = page.Get("/v1/view", {{"Authorization", "Bearer web-token-0123456789abcdef"}});
+    ASSERT_TRUE(seen) << httplib::to_string(seen.error());
+    EXPECT_EQ(seen->status, 200) << seen->body;
+    httplib::Client api("127.0.0.1", tcp);
+    api.set_read_timeout(10);
+    auto status = api.Get("/v1/status", {{"Authorization",
+                                          "Bearer 0123456789abcdef0123456789abcdef"}});
+    ASSERT_TRUE(status) << httplib::to_string(status.error());
+    EXPECT_EQ(status->status, 200) << status->body;
+    for (int fd : stalled) {
+        ::close(fd);
+    }
+    for (int fd : stalled_api) {
+        ::close(fd);
+    }
+}
+
+// This test verifies the web page's own credentials: the TCP API's token opens neither the web
+// listener nor a session, the web token opens no TCP API, a session cookie made from the web
+// token is HttpOnly and SameSite=Strict and is not the token, and one token for both is refused
+// at start.
+TEST_F(DaemonTest, WebPageHasItsOwnToken) {
+    const int tcp = tcp_port();
+    const int web = tcp + 1;
+    const std::string web_token = "web-token-0123456789abcdef";
+    std::ofstream(dir_ + "/web-token") << web_token << "\n";
+    ::chmod((dir_ + "/web-token").c_str(), 0600);
+    const std::string api_token = "0123456789abcdef0123456789abcdef";
+    const std::string same = refused_start(
+        dir_, "--tcp 127.0.0.1:" + std::to_string(tcp) + " --token-file " +
+                  write_token(dir_ + "/token") + " --web 0.0.0.0:" + std::to_string(web) +
+                  " --web-token-file " + dir_ + "/token");
+    EXPECT_NE(same.find("token of its own"), std::string::npos) << same;
+    const std::string none = refused_start(dir_, "--web 0.0.0.0:" + std::to_string(web) +
+                                                     " --token-file " + dir_ + "/token");
+    EXPECT_NE(none.find("--web-token-file"), std::string::npos) << none;
+
+    start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(tcp), "--token-file",
+                        write_token(dir_ + "/token"), "--web", "0.0.0.0:" + std::to_string(web),
+                        "--web-token-file", dir_ + "/web-token"});
+    httplib::Client page("127.0.0.1", web);
+    auto with_api_token = page.Get("/v1/view", {{"Authorization", "Bearer " + api_token}});
+    ASSERT_TRUE(with_api_token);
+    EXPECT_EQ(with_api_token->status, 401);
+    auto sign_in_api = page.Get("/?token=" + api_token);
+    ASSERT_TRUE(sign_in_api);
+    EXPECT_EQ(sign_in_api->status, 401);
+    auto sign_in = page.Get("/?token=" + web_token);
+    ASSERT_TRUE(sign_in);
+    EXPECT_EQ(sign_in->status, 303);
+    const std::string cookie = sign_in->get_header_value("Set-Cookie");
+    EXPECT_NE(cookie.find("HttpOnly"), std::string::npos) << cookie;
+    EXPECT_NE(cookie.find("SameSite=Strict"), std::string::npos) << cookie;
+    EXPECT_EQ(cookie.find(web_token), std::string::npos) << "the cookie is not the token";
+    EXPECT_EQ(cookie.find("Secure"), std::string::npos) << "plain HTTP";
+    const std::string pair = cookie.substr(0, cookie.find(';'));
+    auto with_session = page.Get("/v1/view", {{"Cookie", pair}});
+    ASSERT_TRUE(with_session);
+    EXPECT_EQ(with_session->status, 200) << with_session->body;
+    auto behind_tls = page.Get("/?token=" + web_token, {{"X-Forwarded-Proto", "https"}});
+    ASSERT_TRUE(behind_tls);
+    EXPECT_NE(behind_tls->get_header_value("Set-Cookie").find("; Secure"), std::string::npos);
+    httplib::Client api("127.0.0.1", tcp);
+    auto with_web_token = api.Get("/v1/status", {{"Authorization", "Bearer " + web_token}});
+    ASSERT_TRUE(with_web_token);
+    EXPECT_EQ(with_web_token->status, 401);
+}
+
+// This test verifies that requests a browser may have sent on someone's behalf are refused on
+// the socket before anything happens: another Host (DNS rebinding), another Origin, a body not
+// declared JSON, fetch metadata of another site; and that none of them submitted anything.
+TEST_F(DaemonTest, ForeignBrowserRequestsAreRefused) {
+    start("exclusive");
+    const TaskId secret = submit({{"command", {"/bin/sleep", "600"}},
+                                  {"workdir", "/tmp"},
+                                  {"env", {{"WANDB_API_KEY", "the-secret"}}}});
+    ASSERT_TRUE(eventually([&] { return state(secret) == "running"; }));
+    httplib::Client cli(socket_, 80);
+    cli.set_address_family(AF_UNIX);
+    auto rebound = cli.Get("/v1/tasks/" + std::to_string(secret), {{"Host", "attacker.example"}});
+    ASSERT_TRUE(rebound);
+    EXPECT_EQ(rebound->status, 403);
+    EXPECT_EQ(rebound->body.find("the-secret"), std::string::npos);
+    const std::string body = json{{"command", {"/bin/true"}}, {"workdir", "/tmp"}}.dump();
+    auto plain = cli.Post("/v1/tasks", body, "text/plain");
+    ASSERT_TRUE(plain);
+    EXPECT_EQ(plain->status, 415) << plain->body;
+    auto foreign = cli.Post("/v1/tasks", {{"Origin", "http://attacker.example"}}, body,
+                            "application/json");
+    ASSERT_TRUE(foreign);
+    EXPECT_EQ(foreign->status, 403) << foreign->body;
+    auto same_site = cli.Post("/v1/tasks/" + std::to_string(secret) + "/hold",
+                              {{"Host", "localhost:8080"}, {"Sec-Fetch-Site", "same-site"},
+                               {"Sec-Fetch-Mode", "no-cors"}},
+                              "", "");
+    ASSERT_TRUE(same_site);
+    EXPECT_EQ(same_site->status, 403) << same_site->body;
+    auto own_page = cli.Get("/v1/view", {{"Host", "localhost:8080"},
+                                         {"Sec-Fetch-Site", "same-origin"},
+                                         {"Sec-Fetch-Mode", "cors"},
+                                         {"X-Carma-Page", "1"}});
+    ASSERT_TRUE(own_page);
+    EXPECT_EQ(own_page->status, 200) << own_page->body;
+    auto listed = client().list_tasks(true);
+    ASSERT_TRUE(listed);
+    EXPECT_EQ((*listed)["tasks"].size(), 1u) << "nothing was submitted";
+    EXPECT_EQ(state(secret), "running") << "nor held";
+    ASSERT_TRUE(client().cancel(secret));
+}
+
+// This test verifies the small answers: a query with a second '?' is a malformed request (400,
+// not 405), and an id beyond any task's is named as written (not as -1).
+TEST_F(DaemonTest, MalformedQueriesAndHugeIds) {
+    start("exclusive");
+    const RawReply second = raw_request(socket_, "GET", "/v1/tasks?all=1?x=2");
+    EXPECT_EQ(second.status, 400) << second.body;
+    EXPECT_NE(second.body.find("malformed"), std::string::npos) << second.body;
+    const RawReply huge = raw_request(socket_, "GET", "/v1/tasks/9223372036854775808");
+    EXPECT_EQ(huge.status, 404) << huge.body;
+    EXPECT_NE(huge.body.find("9223372036854775808"), std::string::npos) << huge.body;
+    EXPECT_EQ(huge.body.find("-1"), std::string::npos) << huge.body;
+    const RawReply wrong_method = raw_request(socket_, "PUT", "/v1/tasks", "{}");
+    EXPECT_EQ(wrong_method.status, 405) << wrong_method.body;
 }
 
 }  // namespace

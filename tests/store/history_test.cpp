@@ -185,6 +185,9 @@ TEST_F(HistoryTest, MigratesASchemaTwoDatabase) {
         raw.exec("ALTER TABLE attempts DROP COLUMN slurm_job");  // added by step 5
         raw.exec("ALTER TABLE attempts DROP COLUMN node");
         raw.exec("ALTER TABLE attempts DROP COLUMN energy_j");  // added by step 4
+        raw.exec("DROP INDEX tasks_state_uid");  // step 6 replaced tasks_state
+        raw.exec("DROP INDEX tasks_finished_at");
+        raw.exec("CREATE INDEX tasks_state ON tasks(state)");
         raw.exec(R"(UPDATE tasks SET spec_json = '{"name":"old","command":["python","train.py"],)"
                  R"("gpus":1,"memory":{},"workload":""}')");
         raw.exec("PRAGMA user_version = 2");

@@ -477,7 +477,7 @@ TEST_F(StoreTest, StoresAttempts) {
 }
 
 // This test verifies latest_attempt_starts: per task the start of its highest-numbered attempt,
-// none for a task never started, and finished tasks only when asked for.
+// none for a task never started, and only for the tasks asked about.
 TEST_F(StoreTest, ListsTheStartsOfLatestAttempts) {
     auto store = open_store();
     ASSERT_NE(store, nullptr);
@@ -495,12 +495,17 @@ TEST_F(StoreTest, ListsTheStartsOfLatestAttempts) {
     finished.started_at = 120;
     ASSERT_TRUE(store->insert_attempt(finished));
 
-    auto live = store->latest_attempt_starts(false);
+    const std::vector<TaskId> live_ids = {*running, *waiting};
+    auto live = store->latest_attempt_starts(live_ids);
     ASSERT_TRUE(live) << live.error().message;
     EXPECT_EQ(*live, (std::map<TaskId, double>{{*running, 250.25}}));
-    auto all = store->latest_attempt_starts(true);
+    const std::vector<TaskId> all_ids = {*running, *waiting, *done};
+    auto all = store->latest_attempt_starts(all_ids);
     ASSERT_TRUE(all) << all.error().message;
     EXPECT_EQ(*all, (std::map<TaskId, double>{{*running, 250.25}, {*done, 120}}));
+    auto none = store->latest_attempt_starts(std::vector<TaskId>{});
+    ASSERT_TRUE(none);
+    EXPECT_TRUE(none->empty());
 }
 
 // This test verifies that attempt writes the schema forbids fail with the operation, the task,
@@ -915,6 +920,9 @@ TEST_F(StoreTest, MigratesASchemaThreeDatabase) {
         raw.exec("ALTER TABLE attempts DROP COLUMN slurm_job");
         raw.exec("ALTER TABLE attempts DROP COLUMN node");
         raw.exec("ALTER TABLE attempts DROP COLUMN energy_j");
+        raw.exec("DROP INDEX tasks_state_uid");
+        raw.exec("CREATE INDEX tasks_state ON tasks(state)");
+        raw.exec("DROP INDEX tasks_finished_at");
         raw.exec("PRAGMA user_version = 3");
     }
     auto store = open_store();
@@ -947,11 +955,14 @@ TEST_F(StoreTest, AttemptsRecordTheirNodeAndSlurmJob) {
         SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
         raw.exec("ALTER TABLE attempts DROP COLUMN slurm_job");
         raw.exec("ALTER TABLE attempts DROP COLUMN node");
+        raw.exec("DROP INDEX tasks_state_uid");
+        raw.exec("CREATE INDEX tasks_state ON tasks(state)");
+        raw.exec("DROP INDEX tasks_finished_at");
         raw.exec("PRAGMA user_version = 4");
     }
     auto store = open_store();
     ASSERT_NE(store, nullptr);
-    EXPECT_EQ(store->schema_version(), 5);
+    EXPECT_EQ(store->schema_version(), kSchemaVersion);
     EXPECT_EQ((*store->attempts(id))[0].node, "");
     AttemptRow second = attempt(id, 2);
     second.node = "n2";
@@ -1055,6 +1066,148 @@ TEST_F(StoreTest, PruneHistoryDropsFinishedTasksWithTheirAttempts) {
     auto next = store->insert_task(named_task("next"));
     ASSERT_TRUE(next);
     EXPECT_GT(*next, *run_id);
+}
+
+// This test verifies that a schema-5 database gains the indexes the per-user limits and the live
+// view count with, and keeps its tasks.
+TEST_F(StoreTest, MigratesASchemaFiveDatabase) {
+    {
+        auto store = open_store();
+        ASSERT_NE(store, nullptr);
+        ASSERT_TRUE(store->insert_task(named_task("old")));
+    }
+    {
+        SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
+        raw.exec("DROP INDEX tasks_state_uid");
+        raw.exec("CREATE INDEX tasks_state ON tasks(state)");
+        raw.exec("DROP INDEX tasks_finished_at");
+        raw.exec("PRAGMA user_version = 5");
+    }
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->schema_version(), kSchemaVersion);
+    EXPECT_EQ(store->tasks(true)->size(), 1u);
+    SQLite::Database raw(path_, SQLite::OPEN_READONLY);
+    EXPECT_EQ(raw.execAndGet("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN "
+                             "('tasks_state_uid', 'tasks_finished_at')")
+                  .getInt(),
+              2);
+}
+
+// This test verifies listing a page at a time: ids above `after`, at most `limit`, in id order,
+// live tasks only unless asked; a page of tasks by id; and the counts behind the limits and the
+// live view.
+TEST_F(StoreTest, PagesAndCounts) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    std::vector<TaskId> ids;
+    for (int i = 0; i < 7; ++i) {
+        TaskRow t = named_task("t" + std::to_string(i),
+                               i == 2 ? TaskState::Succeeded
+                               : i == 3 ? TaskState::Held
+                               : i == 4 ? TaskState::Running
+                                        : TaskState::Queued);
+        t.uid = i < 5 ? 1000 : 1001;
+        t.user = i < 5 ? "alice" : "bob";
+        t.env = {{"SECRET", "s"}};
+        auto id = store->insert_task(t);
+        ASSERT_TRUE(id);
+        ids.push_back(*id);
+    }
+    auto first = store->tasks(true, 0, 3);
+    ASSERT_TRUE(first) << first.error().message;
+    ASSERT_EQ(first->size(), 3u);
+    EXPECT_EQ(first->back().id, ids[2]);
+    auto second = store->tasks(true, first->back().id, 3);
+    ASSERT_EQ(second->size(), 3u);
+    EXPECT_EQ(second->front().id, ids[3]);
+    auto rest = store->tasks(true, second->back().id, 3);
+    ASSERT_EQ(rest->size(), 1u);
+    auto live = store->tasks(false, 0, 100);
+    ASSERT_EQ(live->size(), 6u) << "the succeeded one left out";
+
+    const std::vector<TaskId> asked = {ids[6], ids[0], 999999};
+    auto some = store->tasks_by_id(asked);
+    ASSERT_TRUE(some) << some.error().message;
+    ASSERT_EQ(some->size(), 2u);
+    EXPECT_EQ((*some)[0].id, ids[0]);
+    EXPECT_TRUE((*some)[0].env.empty()) << "read without environments";
+
+    EXPECT_EQ(*store->waiting_count(1000), 3u);  // two queued, one held
+    EXPECT_EQ(*store->waiting_count(1001), 2u);
+    EXPECT_EQ(*store->waiting_count(4242), 0u);
+    auto counts = store->live_counts();
+    ASSERT_TRUE(counts) << counts.error().message;
+    std::map<std::pair<std::string, TaskState>, std::size_t> by;
+    for (const StateCount& c : *counts) {
+        by[{c.user, c.state}] = c.count;
+    }
+    EXPECT_EQ(by, (std::map<std::pair<std::string, TaskState>, std::size_t>{
+                      {{"alice", TaskState::Queued}, 2},
+                      {{"alice", TaskState::Held}, 1},
+                      {{"alice", TaskState::Running}, 1},
+                      {{"bob", TaskState::Queued}, 2}}));
+    auto states = store->state_counts();
+    ASSERT_TRUE(states);
+    EXPECT_EQ((*states)[TaskState::Queued], 4u);
+    EXPECT_EQ((*states)[TaskState::Succeeded], 1u);
+    auto held = store->ids_in_state(TaskState::Held, 10);
+    ASSERT_TRUE(held);
+    EXPECT_EQ(*held, std::vector<TaskId>{ids[3]});
+}
+
+// This test verifies the timeline's sample buckets: at most one row per GPU and slice, the
+// slice's first time and largest readings, nothing outside the span.
+TEST_F(StoreTest, SampleBucketsBoundTheTimeline) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    std::vector<GpuSampleRow> rows;
+    for (int t = 0; t < 1000; ++t) {
+        for (int gpu = 0; gpu < 2; ++gpu) {
+            GpuSampleRow r = sample(1000 + t, gpu);
+            r.used_mib = t;
+            rows.push_back(r);
+        }
+    }
+    ASSERT_TRUE(store->add_gpu_samples(rows));
+    auto buckets = store->gpu_sample_buckets(1000, 1999, 10);
+    ASSERT_TRUE(buckets) << buckets.error().message;
+    ASSERT_EQ(buckets->size(), 20u);
+    EXPECT_EQ((*buckets)[0].gpu, 0);
+    EXPECT_DOUBLE_EQ((*buckets)[0].time, 1000);
+    EXPECT_EQ((*buckets)[0].used_mib, 99);  // the largest of 1000..1099.9
+    EXPECT_EQ((*buckets)[9].used_mib, 999);  // the last slice takes the span's end
+    EXPECT_EQ((*buckets)[10].gpu, 1);
+    auto part = store->gpu_sample_buckets(1500, 1509, 10);
+    ASSERT_TRUE(part);
+    EXPECT_EQ(part->size(), 20u);
+    EXPECT_EQ((*part)[0].used_mib, 500);
+}
+
+// This test verifies the timeline's tasks a page at a time, and `ran`: only tasks with an
+// attempt in the span.
+TEST_F(StoreTest, SpanQueryPagesAndRan) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    const TaskId ran = add_finished(*store, "alice", TaskState::Succeeded, 500, {1.0});
+    TaskRow queued = named_task("queued");
+    queued.submitted_at = 100;
+    auto waiting = store->insert_task(queued);
+    ASSERT_TRUE(waiting);
+    auto both = store->tasks_between(SpanQuery{0, 1000, false, 0, 10});
+    ASSERT_TRUE(both) << both.error().message;
+    EXPECT_EQ(ids_of(*both), (std::vector<TaskId>{ran, *waiting}));
+    auto only_ran = store->tasks_between(SpanQuery{0, 1000, true, 0, 10});
+    ASSERT_TRUE(only_ran) << only_ran.error().message;
+    EXPECT_EQ(ids_of(*only_ran), std::vector<TaskId>{ran});
+    auto page = store->tasks_between(SpanQuery{0, 1000, false, 0, 1});
+    EXPECT_EQ(ids_of(*page), std::vector<TaskId>{ran});
+    auto next = store->tasks_between(SpanQuery{0, 1000, false, ran, 1});
+    EXPECT_EQ(ids_of(*next), std::vector<TaskId>{*waiting});
+    FinishedQuery q;
+    q.limit = 1;
+    q.after = ran;
+    EXPECT_TRUE(store->finished_tasks(q)->empty());
 }
 
 }  // namespace

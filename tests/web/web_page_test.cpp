@@ -381,15 +381,16 @@ TEST_F(WebTest, WebListenerIsReadOnlyAndGuardedOffLoopback) {
     EXPECT_NE(bad_points.body.find("points"), std::string::npos) << bad_points.body;
     stop();
 
-    // Not loopback: refused without a token file, naming what to do.
+    // Not loopback: refused without the page's own token file, naming what to do.
     ASSERT_NE(start({"--web", "0.0.0.0:" + std::to_string(port_)}), -1);
-    EXPECT_NE(log_text().find("--token-file"), std::string::npos) << log_text();
+    EXPECT_NE(log_text().find("--web-token-file"), std::string::npos) << log_text();
 
-    const std::string token_file = dir_ + "/token";
+    const std::string token_file = dir_ + "/web-token";
     const std::string token = "0123456789abcdef0123456789abcdef";
     std::ofstream(token_file) << token << "\n";
     ::chmod(token_file.c_str(), 0600);
-    ASSERT_EQ(start({"--web", "0.0.0.0:" + std::to_string(port_), "--token-file", token_file}),
+    ASSERT_EQ(start({"--web", "0.0.0.0:" + std::to_string(port_), "--web-token-file",
+                     token_file}),
               -1)
         << log_text();
     const Reply anonymous = over_tcp(port_, "GET", "/");
@@ -403,12 +404,19 @@ TEST_F(WebTest, WebListenerIsReadOnlyAndGuardedOffLoopback) {
                                    ? entered.headers.find("Set-Cookie")->second
                                    : std::string();
     EXPECT_NE(cookie.find("HttpOnly"), std::string::npos) << cookie;
+    EXPECT_NE(cookie.find("SameSite=Strict"), std::string::npos) << cookie;
+    EXPECT_EQ(cookie.find(token), std::string::npos) << "a session stands for the token";
     const std::string pair = cookie.substr(0, cookie.find(';'));
     EXPECT_EQ(over_tcp(port_, "GET", "/", {{"Cookie", pair}}).status, 200);
     EXPECT_EQ(over_tcp(port_, "GET", "/v1/view", {{"Cookie", pair}}).status, 200);
     EXPECT_EQ(over_tcp(port_, "GET", "/v1/view", {{"Authorization", "Bearer " + token}}).status,
               200);
-    EXPECT_EQ(over_tcp(port_, "GET", "/v1/view", {{"Cookie", "carma_token=nope"}}).status, 401);
+    EXPECT_EQ(over_tcp(port_, "GET", "/v1/view", {{"Cookie", "carma_token=" + token}}).status,
+              401)
+        << "the raw token is no cookie";
+    EXPECT_EQ(over_tcp(port_, "GET", "/v1/view", {{"Cookie", "carma_session=v1.9999999999.00"}})
+                  .status,
+              401);
 }
 
 }  // namespace

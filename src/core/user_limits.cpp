@@ -1,0 +1,70 @@
+#include "core/user_limits.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace carma {
+
+std::optional<LimitRefusal> check_submission_size(const UserLimits& limits,
+                                                  const SubmissionSize& size) {
+    if (size.array && limits.max_array_size > 0 && size.tasks > limits.max_array_size) {
+        return LimitRefusal{413, "max_array_size",
+                            fmt::format("the array has {} members; this daemon takes at most {} "
+                                        "per array (limits.max_array_size); split it into "
+                                        "several arrays",
+                                        size.tasks, limits.max_array_size),
+                            std::nullopt};
+    }
+    if (limits.max_submit_bytes_per_task > 0 && size.task_bytes > limits.max_submit_bytes_per_task) {
+        return LimitRefusal{413, "max_submit_bytes_per_task",
+                            fmt::format("the task's command line, environment and name take {} "
+                                        "bytes; this daemon takes at most {} per task "
+                                        "(limits.max_submit_bytes_per_task); export fewer "
+                                        "variables (--export) or pass large arguments in a file",
+                                        size.task_bytes, limits.max_submit_bytes_per_task),
+                            std::nullopt};
+    }
+    return std::nullopt;
+}
+
+std::optional<LimitRefusal> check_waiting(const UserLimits& limits, std::size_t waiting,
+                                          const SubmissionSize& size) {
+    if (limits.max_waiting_per_user == 0 || waiting + size.tasks <= limits.max_waiting_per_user) {
+        return std::nullopt;
+    }
+    return LimitRefusal{429, "max_waiting_per_user",
+                        fmt::format("you have {} task(s) waiting and this would add {}; at most "
+                                    "{} may wait per user (limits.max_waiting_per_user); submit "
+                                    "more once some have started",
+                                    waiting, size.tasks, limits.max_waiting_per_user),
+                        std::nullopt};
+}
+
+std::optional<LimitRefusal> SubmitRate::take(uid_t uid, double now) {
+    if (!(limits_.submit_rate_per_user > 0)) {
+        return std::nullopt;
+    }
+    const double burst = std::max(1.0, limits_.submit_burst_per_user);
+    auto [it, fresh] = buckets_.try_emplace(uid, Bucket{burst, now});
+    Bucket& b = it->second;
+    if (!fresh) {
+        b.tokens = std::min(burst, b.tokens + std::max(0.0, now - b.at) * limits_.submit_rate_per_user);
+        b.at = now;
+    }
+    if (b.tokens >= 1) {
+        b.tokens -= 1;
+        return std::nullopt;
+    }
+    const double wait = (1 - b.tokens) / limits_.submit_rate_per_user;
+    return LimitRefusal{429, "submit_rate_per_user",
+                        fmt::format("too many submissions: at most {:g} per second per user, {:g} "
+                                    "at once (limits.submit_rate_per_user, "
+                                    "limits.submit_burst_per_user); retry in {:.1f} s, or submit "
+                                    "many tasks as one array (--array)",
+                                    limits_.submit_rate_per_user, burst, wait),
+                        std::ceil(wait * 10) / 10};
+}
+
+}  // namespace carma

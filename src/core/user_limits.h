@@ -1,0 +1,71 @@
+#pragma once
+// What one user may ask of a shared daemon, so that one user's flood never drowns the others
+// (issue 18): how many tasks may wait, how large an array and a task may be, how fast
+// submissions may come. Pure: counts and the clock are the caller's. Fair share's per-user
+// limits (max GPUs, max running) belong beside these, in the same `limits:` section.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <sys/types.h>
+
+namespace carma {
+
+struct UserLimits {
+    // Tasks one user may have waiting (queued, recovering, held) at once; 0 = no limit.
+    std::size_t max_waiting_per_user = 10000;
+    // Members of one array (`--array`); 0 = no limit.
+    std::size_t max_array_size = 10000;
+    // What one task may carry: its command line, environment and name, in bytes; 0 = no limit.
+    std::size_t max_submit_bytes_per_task = 64 * 1024;
+    // Submissions (requests: an array is one) per second one user may keep up, and how many may
+    // come at once after a quiet spell; 0 = no limit.
+    double submit_rate_per_user = 20;
+    double submit_burst_per_user = 100;
+};
+
+// A refusal: the HTTP status (429 too many, 413 too large), the limit's name (its YAML key) and
+// a message that names the limit and what to do.
+struct LimitRefusal {
+    int status = 429;
+    std::string limit;
+    std::string message;
+    std::optional<double> retry_after_s;  // when waiting helps
+};
+
+// What a submission asks for, measured by the caller.
+struct SubmissionSize {
+    std::size_t tasks = 1;       // 1, or the array's members
+    std::size_t task_bytes = 0;  // argv + env + name of one task
+    bool array = false;
+};
+
+// Size limits: checked before anything else is done with a submission.
+std::optional<LimitRefusal> check_submission_size(const UserLimits& limits,
+                                                  const SubmissionSize& size);
+
+// The waiting limit: `waiting` tasks of this user wait now.
+std::optional<LimitRefusal> check_waiting(const UserLimits& limits, std::size_t waiting,
+                                          const SubmissionSize& size);
+
+// Per-user token buckets of submissions. One token per submission; a bucket holds at most the
+// burst and refills at the rate. The clock is any monotonic seconds the caller keeps.
+class SubmitRate {
+public:
+    explicit SubmitRate(const UserLimits& limits) : limits_(limits) {}
+    // Takes a token for `uid` at `now`, or says how long until one is there.
+    std::optional<LimitRefusal> take(uid_t uid, double now);
+
+private:
+    struct Bucket {
+        double tokens = 0;
+        double at = 0;
+    };
+    UserLimits limits_;
+    std::map<uid_t, Bucket> buckets_;
+};
+
+}  // namespace carma

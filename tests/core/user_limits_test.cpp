@@ -1,0 +1,79 @@
+// What one user may ask of the daemon (issue 18): sizes, waiting tasks, submission rate.
+
+#include <gtest/gtest.h>
+
+#include "core/user_limits.h"
+
+namespace carma {
+namespace {
+
+// This test verifies that arrays and tasks above their limits are refused with 413 naming the
+// limit, and that 0 means no limit.
+TEST(UserLimitsTest, SizeLimits) {
+    UserLimits l;
+    l.max_array_size = 100;
+    l.max_submit_bytes_per_task = 1000;
+    EXPECT_FALSE(check_submission_size(l, {100, 1000, true}));
+    auto big_array = check_submission_size(l, {101, 10, true});
+    ASSERT_TRUE(big_array);
+    EXPECT_EQ(big_array->status, 413);
+    EXPECT_EQ(big_array->limit, "max_array_size");
+    EXPECT_NE(big_array->message.find("101"), std::string::npos);
+    auto big_task = check_submission_size(l, {1, 1001, false});
+    ASSERT_TRUE(big_task);
+    EXPECT_EQ(big_task->status, 413);
+    EXPECT_NE(big_task->message.find("max_submit_bytes_per_task"), std::string::npos);
+    l.max_array_size = 0;
+    l.max_submit_bytes_per_task = 0;
+    EXPECT_FALSE(check_submission_size(l, {10000, 1 << 20, true}));
+}
+
+// This test verifies the waiting limit: a submission that would take the user past it is
+// refused (429) with the counts named; exactly at the limit passes.
+TEST(UserLimitsTest, WaitingLimit) {
+    UserLimits l;
+    l.max_waiting_per_user = 10;
+    EXPECT_FALSE(check_waiting(l, 9, {1, 0, false}));
+    EXPECT_FALSE(check_waiting(l, 5, {5, 0, true}));
+    auto over = check_waiting(l, 5, {6, 0, true});
+    ASSERT_TRUE(over);
+    EXPECT_EQ(over->status, 429);
+    EXPECT_EQ(over->limit, "max_waiting_per_user");
+    EXPECT_NE(over->message.find("5 task(s) waiting"), std::string::npos) << over->message;
+    l.max_waiting_per_user = 0;
+    EXPECT_FALSE(check_waiting(l, 1000000, {10000, 0, true}));
+}
+
+// This test verifies the token bucket: a burst passes at once, then one submission per 1/rate
+// seconds; each user has a bucket of their own; the refusal says when to retry.
+TEST(UserLimitsTest, SubmitRatePerUser) {
+    UserLimits l;
+    l.submit_rate_per_user = 2;   // per second
+    l.submit_burst_per_user = 3;
+    SubmitRate rate(l);
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_FALSE(rate.take(1000, 10.0)) << i;
+    }
+    auto refused = rate.take(1000, 10.0);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 429);
+    EXPECT_EQ(refused->limit, "submit_rate_per_user");
+    ASSERT_TRUE(refused->retry_after_s);
+    EXPECT_DOUBLE_EQ(*refused->retry_after_s, 0.5);
+    EXPECT_FALSE(rate.take(1001, 10.0)) << "another user is not slowed down";
+    EXPECT_FALSE(rate.take(1000, 10.5)) << "one token back after 1/rate";
+    EXPECT_TRUE(rate.take(1000, 10.5));
+    EXPECT_FALSE(rate.take(1000, 100.0));  // refilled, but never beyond the burst
+    EXPECT_FALSE(rate.take(1000, 100.0));
+    EXPECT_FALSE(rate.take(1000, 100.0));
+    EXPECT_TRUE(rate.take(1000, 100.0));
+    UserLimits off;
+    off.submit_rate_per_user = 0;
+    SubmitRate unlimited(off);
+    for (int i = 0; i < 1000; ++i) {
+        EXPECT_FALSE(unlimited.take(1000, 0));
+    }
+}
+
+}  // namespace
+}  // namespace carma
