@@ -14,6 +14,9 @@
 //     daemon that was away finds it on restart.
 // Files of an attempt directory:
 //   shim.pid, task.pid (= the task's process group id), stdout.log, stderr.log, exit.json
+// The end is kept in memory until exit.json is written: written into room reserved before the
+// task started (exit.json.reserve), else retried with backoff until the disk has room again, so
+// a task that ends on a full disk is recorded, not lost (see record_exit in shim_main.cpp).
 
 #include <sys/types.h>
 
@@ -97,6 +100,8 @@ inline constexpr std::string_view kTaskPidFile = "task.pid";
 inline constexpr std::string_view kStdoutFile = "stdout.log";
 inline constexpr std::string_view kStderrFile = "stderr.log";
 inline constexpr std::string_view kExitFile = "exit.json";
+// Room claimed for exit.json before the task starts, renamed to it at the end.
+inline constexpr std::string_view kExitReserveFile = "exit.json.reserve";
 inline constexpr std::string_view kShimLogFile = "shim.log";  // the shim's own stderr
 
 // The last `max_bytes` of a file (all of it by default), "" when it cannot be read: the end of

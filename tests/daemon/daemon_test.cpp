@@ -782,6 +782,72 @@ TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
         EXPECT_EQ(wait_final(waiting[i])["state"], "succeeded") << task(waiting[i]).dump(2);
         EXPECT_EQ(read_text(marks + "/" + std::to_string(i)), "x\n");  // ran exactly once
     }
+    // Stopped while the disk was full: their supervisors recorded the ends all the same.
+    for (TaskId id : sleepers) {
+        EXPECT_EQ(wait_final(id)["state"], "cancelled") << task(id).dump(2);
+    }
+}
+
+// This test verifies that tasks that end while the state directory's file system is full end
+// `succeeded` once space returns, having run once: not `lost` because their supervisors could
+// not write exit.json. One supervisor writes the end into the room it reserved before the task
+// started; the other's room is taken away, so it keeps the end and writes it once there is space,
+// and meanwhile the attempt stays running.
+TEST_F(DaemonTest, TaskEndingOnAFullDiskSucceeds) {
+    ASSERT_EQ(::geteuid(), 0u) << "needs root to mount a small tmpfs as the state directory";
+    fs::create_directories(dir_ + "/state");
+    ASSERT_EQ(std::system(("mount -t tmpfs -o size=4m tmpfs " + dir_ + "/state").c_str()), 0)
+        << "mount -t tmpfs failed";
+    mounted_ = true;
+    start("exclusive");
+    const std::string go = dir_ + "/go";
+    const std::string marks = dir_ + "/marks";
+    fs::create_directories(marks);
+    std::vector<TaskId> ids;
+    for (int i = 0; i < 2; ++i) {
+        ids.push_back(submit({{"command",
+                               {"/bin/sh", "-c",
+                                "while [ ! -e " + go + " ]; do sleep 0.05; done; echo x >> " +
+                                    marks + "/" + std::to_string(i)}},
+                              {"workdir", "/tmp"}}));
+    }
+    auto attempt_dir = [&](TaskId id) {
+        return dir_ + "/state/attempts/" + std::to_string(id) + "/1";
+    };
+    ASSERT_TRUE(eventually([&] {
+        return all_running(ids) && fs::exists(attempt_dir(ids[0]) + "/task.pid") &&
+               fs::exists(attempt_dir(ids[1]) + "/task.pid");
+    })) << daemon_log();
+    fs::remove(attempt_dir(ids[1]) + "/exit.json.reserve");
+    (void)std::system(("dd if=/dev/zero of=" + dir_ + "/state/filler bs=64k 2>/dev/null").c_str());
+    std::ofstream(go) << "go\n";
+    // Both tasks have ended (their marks are written and their process groups gone).
+    auto group_gone = [&](TaskId id) {
+        pid_t pgid = 0;
+        std::ifstream(attempt_dir(id) + "/task.pid") >> pgid;
+        return pgid > 1 && ::kill(-pgid, 0) != 0 && errno == ESRCH;
+    };
+    ASSERT_TRUE(eventually([&] { return group_gone(ids[0]) && group_gone(ids[1]); }));
+    EXPECT_TRUE(eventually([&] { return fs::exists(attempt_dir(ids[0]) + "/exit.json"); }));
+    // The second supervisor holds the end; the daemon keeps the attempt running meanwhile.
+    pid_t shim = 0;
+    std::ifstream(attempt_dir(ids[1]) + "/shim.pid") >> shim;
+    // A live shim names its request on its command line; an exited one (a zombie) names nothing.
+    EXPECT_NE(read_text("/proc/" + std::to_string(shim) + "/cmdline").find(attempt_dir(ids[1])),
+              std::string::npos)
+        << "the supervisor exited without recording the end";
+    EXPECT_FALSE(fs::exists(attempt_dir(ids[1]) + "/exit.json"));
+    EXPECT_EQ(state(ids[1]), "running");
+
+    fs::remove(dir_ + "/state/filler");
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const json done = wait_final(ids[i]);
+        EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
+        ASSERT_EQ(done["attempt_list"].size(), 1u) << done.dump(2);
+        EXPECT_EQ(done["attempt_list"][0]["outcome"], "succeeded");
+        EXPECT_EQ(done["attempt_list"][0]["exit_code"], 0);
+        EXPECT_EQ(read_text(marks + "/" + std::to_string(i)), "x\n");  // ran exactly once
+    }
 }
 
 // This test verifies that `carma logs -f` ends with the task's outcome and, for a failed task,

@@ -548,6 +548,122 @@ TEST_F(LaunchTest, ReportsShimThatNeverStarts) {
         << wrong.error().message;
 }
 
+// --- a full disk ------------------------------------------------------------------------------
+
+// The attempt directory on a small tmpfs of its own (needs root), filled to the last byte while
+// the task waits for a go file outside it; the task then exits 7.
+class FullDiskTest : public LaunchTest {
+protected:
+    void SetUp() override {
+        LaunchTest::SetUp();
+        ASSERT_EQ(::geteuid(), 0u) << "needs root to mount a small tmpfs as the attempt's disk";
+        disk_ = root_ / "disk";
+        fs::create_directories(disk_);
+        ASSERT_EQ(std::system(("mount -t tmpfs -o size=1m tmpfs " + disk_.string()).c_str()), 0)
+            << "mount -t tmpfs failed";
+        mounted_ = true;
+    }
+    void TearDown() override {
+        if (HasFailure()) {
+            std::cerr << "shim.log on the full disk:\n" << read_file(dir() / kShimLogFile);
+        }
+        if (mounted_) {
+            (void)std::system(("umount -l " + disk_.string()).c_str());
+        }
+        LaunchTest::TearDown();
+    }
+
+    fs::path dir() const { return disk_ / "attempt"; }
+
+    LaunchRequest waiting_task() const {
+        LaunchRequest r = request({"sh", "-c", "while [ ! -e " + (root_ / "go").string() +
+                                                   " ]; do sleep 0.05; done; exit 7"});
+        r.attempt_dir = dir().string();
+        return r;
+    }
+
+    void fill() {
+        (void)std::system(("dd if=/dev/zero of=" + (disk_ / "filler").string() +
+                           " bs=4k 2>/dev/null")
+                              .c_str());
+        // Not one more byte fits.
+        std::ofstream probe(disk_ / "probe");
+        probe << std::string(8192, 'x');
+        probe.flush();
+        ASSERT_FALSE(probe.good()) << "the tmpfs is not full";
+    }
+
+    // The task's process group has gone: its shim has reaped it and now records its end.
+    bool task_gone(const LaunchHandle& handle) const {
+        auto pgid = task_pgid(handle.attempt_dir);
+        return pgid && ::kill(-*pgid, 0) != 0 && errno == ESRCH;
+    }
+
+    fs::path disk_;
+    bool mounted_ = false;
+};
+
+// This test verifies that a task that ends after its attempt's disk filled up has its exit.json
+// with its exit code at once, written into the room its shim reserved before the task started,
+// while the disk is still full.
+TEST_F(FullDiskTest, EndIsWrittenIntoTheReservedRoom) {
+    auto handle = launch(waiting_task(), CARMA_SHIM_PATH);
+    ASSERT_TRUE(handle) << handle.error().message;
+    fill();
+    write_file(root_ / "go", "");
+    auto record = wait_for_exit(handle->attempt_dir);
+    ASSERT_TRUE(record) << "no exit.json on the full disk";
+    EXPECT_TRUE(record->started);
+    EXPECT_EQ(record->exit_code, 7);
+    EXPECT_FALSE(record->cancel_requested);
+    EXPECT_TRUE(fs::exists(disk_ / "filler"));  // nothing was freed
+    EXPECT_FALSE(fs::exists(dir() / kExitReserveFile));  // it became exit.json
+    EXPECT_TRUE(wait_until([&] { return !shim_alive(*handle); }));
+}
+
+// This test verifies that a shim that cannot write exit.json (the disk is full and the room it
+// reserved is gone, as on a file system that cannot overwrite in place) keeps the end: it stays
+// alive, answers a stop request without dying or changing the record (the task had already
+// ended), leaves no partial exit.json.tmp, and writes exit.json with the task's exit code once
+// space returns.
+TEST_F(FullDiskTest, EndIsWrittenOnceSpaceReturns) {
+    auto handle = launch(waiting_task(), CARMA_SHIM_PATH);
+    ASSERT_TRUE(handle) << handle.error().message;
+    fs::remove(dir() / kExitReserveFile);
+    // A page of shim.log in use already, so that the shim's lines still fit on the full disk.
+    std::ofstream(dir() / kShimLogFile, std::ios::app) << "test: the disk fills now\n";
+    fill();
+    write_file(root_ / "go", "");
+    ASSERT_TRUE(wait_until([&] {
+        return read_file(dir() / kShimLogFile).find("No space left on device") != std::string::npos;
+    }));
+    ASSERT_TRUE(task_gone(*handle));
+    EXPECT_FALSE(fs::exists(dir() / kExitFile));
+    ASSERT_TRUE(shim_alive(*handle)) << "the shim exited without recording the end";
+    auto stopped = request_stop(*handle);
+    ASSERT_TRUE(stopped) << stopped.error().message;
+    ASSERT_TRUE(wait_until([&] {
+        return read_file(dir() / kShimLogFile).find("still waiting to record its end") !=
+               std::string::npos;
+    }));
+    EXPECT_TRUE(shim_alive(*handle));
+    EXPECT_FALSE(fs::exists(dir() / kExitFile));
+    EXPECT_FALSE(fs::exists(dir() / (std::string(kExitFile) + ".tmp")));
+
+    fs::remove(disk_ / "filler");
+    fs::remove(disk_ / "probe");
+    auto record = wait_for_exit(handle->attempt_dir);
+    ASSERT_TRUE(record) << "no exit.json once space returned";
+    EXPECT_TRUE(record->started);
+    EXPECT_EQ(record->exit_code, 7);
+    EXPECT_FALSE(record->signal.has_value());
+    EXPECT_FALSE(record->cancel_requested);  // asked after the task had ended
+    EXPECT_TRUE(wait_until([&] { return !shim_alive(*handle); }));
+    EXPECT_FALSE(fs::exists(dir() / (std::string(kExitFile) + ".tmp")));
+    EXPECT_NE(read_file(dir() / kShimLogFile).find("exit.json written after"), std::string::npos)
+        << read_file(dir() / kShimLogFile);
+}
+
 // This test verifies the on-disk formats read back what was written.
 TEST(LaunchFormatTest, RoundTrips) {
     LaunchRequest r;
