@@ -127,9 +127,15 @@ std::string pad(const std::string& s, std::size_t width, bool right) {
     return right ? fill + s : s + fill;
 }
 
-// Rows of cells under headers, columns two spaces apart, no trailing blanks.
+// Rows of cells under headers, columns two spaces apart, no trailing blanks; each cell through
+// printable(): names and users are users' own text.
 std::string render(const std::vector<std::string>& headers, const std::vector<bool>& right,
-                   const std::vector<std::vector<std::string>>& rows) {
+                   std::vector<std::vector<std::string>> rows) {
+    for (auto& row : rows) {
+        for (std::string& cell : row) {
+            cell = printable(cell);
+        }
+    }
     std::vector<std::size_t> width(headers.size());
     for (std::size_t c = 0; c < headers.size(); ++c) {
         width[c] = display_width(headers[c]);
@@ -168,7 +174,7 @@ std::string totals_table(const json& totals) {
                         energy_cell(number_of(t, "energy_j")),
                         duration_cell(number_of(t, "mean_wait_s"))});
     }
-    return render(headers, right, rows);
+    return render(headers, right, std::move(rows));
 }
 
 // sacct writes local time, ISO style.
@@ -306,7 +312,7 @@ std::string format_acct(const json& answer, const std::vector<std::string>& colu
         }
         rows.push_back(std::move(cells));
     }
-    std::string out = render(headers, right, rows);
+    std::string out = render(headers, right, std::move(rows));
     out += "\ntotals per user\n";
     out += totals_table(member(answer, "totals") ? answer.at("totals") : json::array());
     return out;

@@ -84,7 +84,7 @@ int run_subcommand(CLI::App& app, int argc, char** argv,
     if (const std::string wrong =
             unknown_argument_message(app, std::vector<std::string>(argv + 1, argv + argc));
         !wrong.empty()) {
-        fmt::print(stderr, "carma: {}\n", wrong);
+        fmt::print(stderr, "carma: {}\n", printable(wrong));
         return 2;
     }
     try {
@@ -99,7 +99,8 @@ int run_subcommand(CLI::App& app, int argc, char** argv,
             }
         }
     } catch (const std::exception& e) {
-        fmt::print(stderr, "carma: {}\n", e.what());
+        // An error may quote users' text (a task's name in the daemon's answer).
+        fmt::print(stderr, "carma: {}\n", printable(e.what(), true));
         return 1;
     }
     return 0;

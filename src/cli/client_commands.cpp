@@ -1,7 +1,9 @@
 // The user commands of `carma` that talk to the daemon: submit, queue, show, cancel, logs, gpus
 // and replay. They only format what the API returns (docs/api.md); every decision is the
 // daemon's. Answers are read defensively: a field that is missing or of another type prints as
-// "-" instead of aborting, so a newer daemon never crashes an older client.
+// "-" instead of aborting, so a newer daemon never crashes an older client. Text from the daemon
+// is users' own (names, commands, messages): it reaches the terminal through printable()
+// (core/text.h), in print_line() and TextTable; --json output and logs are printed as they came.
 
 #include "cli/client_commands.h"
 
@@ -71,6 +73,12 @@ T or_die(Result<T> r) {
     return std::move(*r);
 }
 
+// One line of output, through printable(): what a command prints of the daemon's answers.
+template <typename... Args>
+void print_line(std::FILE* out, fmt::format_string<Args...> format, Args&&... args) {
+    fmt::print(out, "{}\n", printable(fmt::format(format, std::forward<Args>(args)...)));
+}
+
 std::string or_dash(const std::string& text) {
     return text.empty() ? "-" : text;
 }
@@ -129,13 +137,17 @@ std::string format_command(const json& argv) {
     return parts.empty() ? "-" : fmt::format("{}", fmt::join(parts, " "));
 }
 
-// A plain-text table: columns as wide as their widest cell, two spaces apart.
+// A plain-text table: columns as wide as their widest cell, two spaces apart; each cell through
+// printable().
 class TextTable {
 public:
     explicit TextTable(std::vector<std::string> header) : rows_{std::move(header)} {}
 
     void add(std::vector<std::string> row) {
         row.resize(rows_.front().size());
+        for (std::string& cell : row) {
+            cell = printable(cell);
+        }
         rows_.push_back(std::move(row));
     }
 
@@ -276,7 +288,7 @@ void apply_submitter_side(const SubmitOptions& o, const fs::path& cwd, api::Subm
     const api::EnvMap caller = api::current_environment();
     const api::ExportedEnv exported = or_die(api::export_environment(o.export_spec, caller));
     if (!exported.dropped.empty()) {
-        fmt::print(stderr, "carma: note: not passed to the task: {}\n",
+        print_line(stderr, "carma: note: not passed to the task: {}",
                    fmt::join(exported.dropped, "; "));
     }
     for (const auto& [k, v] : exported.vars) {
@@ -312,7 +324,7 @@ int run_submit(const SubmitOptions& o) {
     if (o.json) {
         print_json(task);
     } else {
-        fmt::print("submitted {}\n", task_label(task));
+        print_line(stdout, "submitted {}", task_label(task));
     }
     return 0;
 }
@@ -410,7 +422,7 @@ int watch_queue(api::ApiClient& client, const QueueOptions& o, const QueueView& 
         if (answer) {
             text = queue_text(*answer, o, v);
         } else {
-            text = fmt::format("carma: {}; still watching\n", answer.error().message);
+            text = fmt::format("carma: {}; still watching\n", printable(answer.error().message));
             if (!terminal) {
                 fmt::print(stderr, "{}", text);  // a pipe gets tables only
                 continue;
@@ -553,25 +565,26 @@ void print_attempts(const json& attempts, double now) {
 void print_task(const json& t, double now) {
     const std::optional<double> submitted = number_of(t, "submitted_at");
     const json* memory = member(t, "memory");
-    fmt::print("{}\n", task_label(t));
-    fmt::print("  state       {}\n", text_of(t, "state"));
-    fmt::print("  message     {}\n", or_dash(text_of(t, "message")));
-    fmt::print("  user        {} (uid {}, gid {})\n", text_of(t, "user"), text_of(t, "uid"),
+    print_line(stdout, "{}", task_label(t));
+    print_line(stdout, "  state       {}", text_of(t, "state"));
+    print_line(stdout, "  message     {}", or_dash(text_of(t, "message")));
+    print_line(stdout, "  user        {} (uid {}, gid {})", text_of(t, "user"), text_of(t, "uid"),
                text_of(t, "gid"));
     const json* command = member(t, "command");
-    fmt::print("  command     {}\n", format_command(command != nullptr ? *command : json()));
-    fmt::print("  workdir     {}\n", text_of(t, "workdir"));
-    fmt::print("  gpus        {}\n", text_of(t, "gpus"));
-    fmt::print("  memory      {}\n", memory != nullptr ? memory_summary(*memory) : "not given");
+    print_line(stdout, "  command     {}", format_command(command != nullptr ? *command : json()));
+    print_line(stdout, "  workdir     {}", text_of(t, "workdir"));
+    print_line(stdout, "  gpus        {}", text_of(t, "gpus"));
+    print_line(stdout, "  memory      {}",
+               memory != nullptr ? memory_summary(*memory) : "not given");
     const json* learned = member(t, "learned");
-    fmt::print("  knowledge   {}\n", learned != nullptr ? knowledge_summary(*learned) : "-");
-    fmt::print("  basis       {}\n", learned != nullptr ? or_dash(text_of(*learned, "basis", ""))
-                                                       : "-");
-    fmt::print("  env         {}\n", env_summary(t));
-    fmt::print("  workload    {}\n", or_dash(text_of(t, "workload")));
+    print_line(stdout, "  knowledge   {}", learned != nullptr ? knowledge_summary(*learned) : "-");
+    print_line(stdout, "  basis       {}",
+               learned != nullptr ? or_dash(text_of(*learned, "basis", "")) : "-");
+    print_line(stdout, "  env         {}", env_summary(t));
+    print_line(stdout, "  workload    {}", or_dash(text_of(t, "workload")));
     // Scheduling controls, only where given.
     if (const std::optional<double> limit = number_of(t, "time_limit_s")) {
-        fmt::print("  time limit  {}\n", format_duration(*limit));
+        print_line(stdout, "  time limit  {}", format_duration(*limit));
     }
     if (const json* after = member(t, "after"); after != nullptr && after->is_array() &&
                                                 !after->empty()) {
@@ -579,17 +592,17 @@ void print_task(const json& t, double now) {
         for (const json& id : *after) {
             ids.push_back(id.dump());
         }
-        fmt::print("  after       {} (starts once they succeeded)\n", fmt::join(ids, ", "));
+        print_line(stdout, "  after       {} (starts once they succeeded)", fmt::join(ids, ", "));
     }
     if (const json* array = member(t, "array"); array != nullptr && array->is_object()) {
-        fmt::print("  array       {}_{} (CARMA_ARRAY_INDEX={})\n", text_of(*array, "id"),
+        print_line(stdout, "  array       {}_{} (CARMA_ARRAY_INDEX={})", text_of(*array, "id"),
                    text_of(*array, "index"), text_of(*array, "index"));
     }
-    fmt::print("  attempts    {} of at most {}\n", text_of(t, "attempts", "0"),
+    print_line(stdout, "  attempts    {} of at most {}", text_of(t, "attempts", "0"),
                text_of(t, "max_attempts"));
-    fmt::print("  submitted   {}{}\n", format_clock(submitted),
+    print_line(stdout, "  submitted   {}{}", format_clock(submitted),
                submitted ? fmt::format(" ({} ago)", format_duration(now - *submitted)) : "");
-    fmt::print("  finished    {}\n", format_clock(number_of(t, "finished_at")));
+    print_line(stdout, "  finished    {}", format_clock(number_of(t, "finished_at")));
     print_attempts(array_of(t, "attempt_list"), now);
 }
 
@@ -646,15 +659,15 @@ TaskFilter build_filter(const SelectOptions& o) {
 void report_action(TaskAction action, const json& task) {
     const std::string state = text_of(task, "state");
     if (action == TaskAction::Hold) {
-        fmt::print("held {}\n", task_label(task));
+        print_line(stdout, "held {}", task_label(task));
     } else if (action == TaskAction::Release) {
-        fmt::print("released {}\n", task_label(task));
+        print_line(stdout, "released {}", task_label(task));
     } else if (state == "cancelled") {
-        fmt::print("cancelled {}\n", task_label(task));
+        print_line(stdout, "cancelled {}", task_label(task));
     } else {
         // Running tasks get SIGTERM and keep their state until the daemon sees them exit.
-        fmt::print("stopping {}; it stays {} until its processes have exited\n", task_label(task),
-                   state);
+        print_line(stdout, "stopping {}; it stays {} until its processes have exited",
+                   task_label(task), state);
     }
 }
 
@@ -683,7 +696,7 @@ int run_task_action(TaskAction action, const SelectOptions& o) {
             die(task.error().message);  // one task: its error is the command's
         }
         if (!task) {
-            fmt::print(stderr, "carma: task {}: {}\n", id, task.error().message);
+            print_line(stderr, "carma: task {}: {}", id, task.error().message);
             ++failures;
             continue;
         }
@@ -709,6 +722,9 @@ struct LogsOptions {
     bool follow = false;
 };
 
+// A log is the task's own output, which only its owner and root may read: printed as `cat`
+// would, escapes and all (programs colour their output and draw progress bars). What carma adds
+// around it (the end of a followed log) goes through print_line().
 void write_out(const std::string& text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
@@ -743,7 +759,7 @@ std::uint64_t drain_log(api::ApiClient& client, const LogsOptions& o, int attemp
 // of its stderr (a failure usually says why there, not on stdout). Exit status 1 then.
 int report_end(api::ApiClient& client, const LogsOptions& o, const json& task, int attempt) {
     const std::string state = text_of(task, "state");
-    fmt::print(stderr, "carma: {} {}: {}\n", task_label(task), state, text_of(task, "message"));
+    print_line(stderr, "carma: {} {}: {}", task_label(task), state, text_of(task, "message"));
     if (state == "succeeded") {
         return 0;
     }
@@ -763,7 +779,7 @@ int report_end(api::ApiClient& client, const LogsOptions& o, const json& task, i
                                    "--stderr` has all):\n",
                            keep, o.id);
                 for (std::size_t i = lines.size() - keep; i < lines.size(); ++i) {
-                    fmt::print(stderr, "  {}\n", lines[i]);
+                    fmt::print(stderr, "  {}\n", lines[i]);  // the log itself, as write_out
                 }
             }
         }
@@ -793,7 +809,7 @@ int follow_logs(api::ApiClient& client, const LogsOptions& o) {
         if (wanted != current) {
             if (current > 0) {
                 drain_log(client, o, current, offset);
-                fmt::print(stderr, "carma: --- attempt {} of {} ---\n", wanted, task_label(task));
+                print_line(stderr, "carma: --- attempt {} of {} ---", wanted, task_label(task));
             }
             current = wanted;
             offset = 0;
@@ -892,7 +908,7 @@ std::string health_cell(const json& gpu) {
 }
 
 void print_gpus(const json& answer) {
-    fmt::print("backend: {}\n", text_of(answer, "backend"));
+    print_line(stdout, "backend: {}", text_of(answer, "backend"));
     TextTable table({"GPU", "NAME", "HEALTH", "MEMORY USED/TOTAL", "AVAILABLE", "UTIL", "SAMPLES",
                      "SMACT", "SMOCC", "DRAMA", "LOCKED", "TASKS", "RISK"});
     for (const json& g : array_of(answer, "gpus")) {
@@ -913,10 +929,11 @@ void print_gpus(const json& answer) {
     for (const json& g : array_of(answer, "gpus")) {
         const json* risk = member(g, "risk");
         const json* health = member(g, "health");
-        fmt::print("GPU {}: {}\n  risk rule: {}\n", text_of(g, "index"), sources_line(g),
+        print_line(stdout, "GPU {}: {}", text_of(g, "index"), sources_line(g));
+        print_line(stdout, "  risk rule: {}",
                    risk != nullptr ? text_of(*risk, "rule_text", "-") : "-");
         if (health != nullptr && !text_of(*health, "reason", "").empty()) {
-            fmt::print("  {}: {}\n", text_of(*health, "state"), text_of(*health, "reason"));
+            print_line(stdout, "  {}: {}", text_of(*health, "state"), text_of(*health, "reason"));
         }
     }
 }
@@ -1091,11 +1108,11 @@ void wait_for_tasks(api::ApiClient& client, const std::vector<Submitted>& submit
         std::stable_sort(finished.begin(), finished.end(),
                          [](const auto& a, const auto& b) { return a.first < b.first; });
         for (const auto& [stamp, line] : finished) {
-            fmt::print("{}\n", line);
+            print_line(stdout, "{}", line);
         }
         // A task the daemon no longer lists (its state was lost) would be waited for forever.
         for (const auto& [id, name] : unseen) {
-            fmt::print(stderr, "carma: task {} ({}) is no longer known to the daemon\n", id, name);
+            print_line(stderr, "carma: task {} ({}) is no longer known to the daemon", id, name);
             pending.erase(id);
         }
         std::fflush(stdout);
@@ -1158,9 +1175,8 @@ std::vector<Submitted> submit_trace(api::ApiClient& client, const sim::Trace& tr
         auto wait = std::chrono::milliseconds(250);
         const auto give_up = Clock::now() + std::chrono::seconds(60);
         while (!task && task.error().code == ErrorCode::Io && Clock::now() < give_up) {
-            fmt::print(stderr, "carma: [{:>9.1f}s] {}: {}; retrying in {} ms\n",
-                       seconds_since(start), requests[i].name, task.error().message,
-                       wait.count());
+            print_line(stderr, "carma: [{:>9.1f}s] {}: {}; retrying in {} ms", seconds_since(start),
+                       requests[i].name, task.error().message, wait.count());
             std::this_thread::sleep_for(wait);
             wait = std::min(wait * 2, std::chrono::milliseconds(5000));
             task = client.submit(api::request_body(requests[i]));
@@ -1170,13 +1186,14 @@ std::vector<Submitted> submit_trace(api::ApiClient& client, const sim::Trace& tr
             for (std::size_t j = i; j < requests.size(); ++j) {
                 left.push_back(requests[j].name);
             }
-            fmt::print(stderr, "carma: the daemon did not answer for a minute ({}); not submitted: "
-                       "{}\n",
+            print_line(stderr,
+                       "carma: the daemon did not answer for a minute ({}); not submitted: "
+                       "{}",
                        task.error().message, fmt::join(left, ", "));
             return submitted;
         }
         if (!task) {
-            fmt::print(stderr, "carma: [{:>9.1f}s] {} refused: {}\n", seconds_since(start),
+            print_line(stderr, "carma: [{:>9.1f}s] {} refused: {}", seconds_since(start),
                        requests[i].name, task.error().message);
             continue;
         }
@@ -1186,7 +1203,7 @@ std::vector<Submitted> submit_trace(api::ApiClient& client, const sim::Trace& tr
                             requests[i].name, task->dump()));
         }
         submitted.push_back({*id, requests[i].name});
-        fmt::print("[{:>9.1f}s] submitted {}: {}\n", seconds_since(start), task_label(*task),
+        print_line(stdout, "[{:>9.1f}s] submitted {}: {}", seconds_since(start), task_label(*task),
                    describe_request(requests[i]));
         std::fflush(stdout);
     }
@@ -1216,7 +1233,7 @@ int run_replay(const ReplayOptions& o) {
     auto wait = std::chrono::milliseconds(250);
     const auto give_up = Clock::now() + std::chrono::seconds(60);
     for (auto up = client.healthz(); !up && Clock::now() < give_up; up = client.healthz()) {
-        fmt::print(stderr, "carma: {}; retrying in {} ms\n", up.error().message, wait.count());
+        print_line(stderr, "carma: {}; retrying in {} ms", up.error().message, wait.count());
         std::this_thread::sleep_for(wait);
         wait = std::min(wait * 2, std::chrono::milliseconds(5000));
     }

@@ -13,10 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
-#include "cli/json_read.h"
 #include "api/submit_env.h"
 #include "api/task_file.h"
 #include "cli/client_commands.h"
+#include "cli/json_read.h"
+#include "core/text.h"
 #include "core/units.h"
 
 namespace carma::cli {
@@ -40,9 +41,11 @@ struct EstimateOptions {
 // Reading the answer defensively (cli/json_read.h): a newer daemon may add or drop fields.
 std::optional<MiB> mib(const json& object, const char* key) { return integer_of(object, key); }
 
+// A string field as shown: through printable() (core/text.h), as every command shows the
+// daemon's text.
 std::string text(const json& object, const char* key) {
     const json* v = member(object, key);
-    return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+    return v != nullptr && v->is_string() ? printable(v->get<std::string>()) : std::string();
 }
 
 std::string mib_cell(std::optional<MiB> v) { return v ? format_mib(*v) : "-"; }
@@ -97,7 +100,7 @@ std::string history_detail(const json& h, const std::string& none) {
 std::string command_text(const json& argv) {
     std::vector<std::string> parts;
     for (const json& a : argv.is_array() ? argv : json::array()) {
-        parts.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+        parts.push_back(printable(a.is_string() ? a.get<std::string>() : a.dump()));
     }
     return fmt::format("{}", fmt::join(parts, " "));
 }

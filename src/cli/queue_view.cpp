@@ -107,18 +107,6 @@ std::optional<ArrayPlace> array_place(const json& task) {
     return ArrayPlace{*id, *index};
 }
 
-// Names and messages are the users' own text: a control character (a newline, an escape
-// sequence) would break the table or drive the reader's terminal.
-std::string printable(std::string s) {
-    for (char& c : s) {
-        const auto u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u == 0x7F) {
-            c = '?';
-        }
-    }
-    return s;
-}
-
 // ---- one line ------------------------------------------------------------------------------
 
 struct Line {
@@ -516,7 +504,7 @@ std::vector<std::string> queue_lines(const json& tasks, const QueueView& view, d
     for (const Line& l : gather(listed, view.expand_arrays, now)) {
         std::vector<std::string> row;
         for (QueueField f : fields) {
-            row.push_back(printable(cell(l, f)));
+            row.push_back(printable(cell(l, f)));  // names and messages: users' own text
         }
         rows.push_back(std::move(row));
     }

@@ -303,7 +303,7 @@ int run_up(const UpOptions& o) {
     const std::string job = or_die(parse_sbatch_job_id(output));
     std::printf("Slurm job %s: %s, %d node%s x %d GPU%s; agents connect to %s\n", job.c_str(),
                 std::string(kAgentsJobName).c_str(), r.nodes, r.nodes == 1 ? "" : "s",
-                r.gpus_per_node, r.gpus_per_node == 1 ? "" : "s", r.server.c_str());
+                r.gpus_per_node, r.gpus_per_node == 1 ? "" : "s", printable(r.server).c_str());
     std::printf("`carma slurm status` shows its nodes as their agents connect\n");
     return 0;
 }
@@ -347,7 +347,7 @@ std::string node_names(const json& answer, const std::string& job) {
     std::string out;
     for (const json& node : nodes_of_job(answer, job)) {
         out += out.empty() ? "" : ",";
-        out += text_of(node, "node", "?");
+        out += printable(text_of(node, "node", "?"));  // agents name their nodes
     }
     return out.empty() ? "none" : out;
 }
@@ -439,8 +439,9 @@ int run_down(const DownOptions& o) {
                             "ends the allocation without draining",
                             job, drained.error().message));
         }
-        std::fprintf(stderr, "carma: cannot drain the nodes of Slurm job %s (%s); ending it anyway\n",
-                     job.c_str(), drained.error().message.c_str());
+        std::fprintf(stderr,
+                     "carma: cannot drain the nodes of Slurm job %s (%s); ending it anyway\n",
+                     job.c_str(), printable(drained.error().message).c_str());
     } else if (!o.now) {
         wait_drained(client, job, timeout_s);
     }

@@ -49,8 +49,9 @@ const json& node_list(const json* nodes_answer) {
     return nodes_answer == nullptr ? kEmpty : array_of(*nodes_answer, "nodes");
 }
 
+// A node's field as the status table shows it: agents name their nodes, so through printable().
 std::string cell(const json& node, const char* key) {
-    return text_of(node, key, "-");
+    return printable(text_of(node, key, "-"));
 }
 
 }  // namespace
@@ -271,12 +272,13 @@ std::string format_slurm_status(const std::vector<SlurmJob>& jobs, const json* n
         out += fmt::format("{:<10} {:<11} {:>5}  {:<16} {}\n", "JOB", "STATE", "NODES",
                            "NODELIST", "TIME LEFT");
         for (const SlurmJob& j : jobs) {
-            out += fmt::format("{:<10} {:<11} {:>5}  {:<16} {}\n", j.id, j.state, j.nodes,
-                               j.node_list, j.time_left);
+            out += printable(fmt::format("{:<10} {:<11} {:>5}  {:<16} {}", j.id, j.state, j.nodes,
+                                         j.node_list, j.time_left)) +
+                   "\n";
         }
     }
     if (nodes_answer == nullptr) {
-        out += fmt::format("\nCARMA nodes: unknown ({})\n", daemon_note);
+        out += fmt::format("\nCARMA nodes: unknown ({})\n", printable(daemon_note));
         return out;
     }
     const json& nodes = node_list(nodes_answer);
@@ -294,7 +296,8 @@ std::string format_slurm_status(const std::vector<SlurmJob>& jobs, const json* n
     // allocation's nodes still known to the daemon, or agents started by hand).
     auto row = [](const json& node) {
         return fmt::format("{:<16} {:<9} {:<10} {:>4} {:>8}\n", cell(node, "node"),
-                           cell(node, "state"), job_text(node).empty() ? "-" : job_text(node),
+                           cell(node, "state"),
+                           job_text(node).empty() ? "-" : printable(job_text(node)),
                            cell(node, "gpus"), cell(node, "running"));
     };
     for (const SlurmJob& j : jobs) {

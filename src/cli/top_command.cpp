@@ -41,6 +41,7 @@
 #include "api/client.h"
 #include "cli/local_time.h"
 #include "cli/top_view.h"
+#include "core/text.h"
 
 namespace carma::cli {
 
@@ -432,7 +433,7 @@ int run_live(const TopOptions& o) {
         close_pipe();
     }
     if (!outcome.message.empty()) {
-        fmt::print(stderr, "carma: {}\n", outcome.message);
+        fmt::print(stderr, "carma: {}\n", printable(outcome.message, true));
     }
     return outcome.code;
 }

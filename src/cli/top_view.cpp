@@ -13,6 +13,7 @@
 
 #include "cli/cells.h"
 #include "cli/json_read.h"
+#include "core/text.h"
 #include "core/units.h"
 
 namespace carma::cli {
@@ -28,59 +29,8 @@ constexpr std::size_t kReasonCols = 48;  // a health or risk reason in a GPU's t
 
 // ---- text measured in terminal columns ---------------------------------------------------
 // cells.h counts code points, which is right for the CLI's tables on a pipe; a full-screen view
-// must not wrap, so here a wide character counts two and nothing the daemon sends may reach the
-// terminal as a control character.
-
-constexpr char32_t kInvalid = 0xFFFFFFFF;
-
-struct CodePoint {
-    char32_t value;
-    std::size_t bytes;
-};
-
-// The code point at s[i]; an invalid, overlong or cut sequence is one byte of kInvalid.
-CodePoint decode(std::string_view s, std::size_t i) {
-    const auto b0 = static_cast<unsigned char>(s[i]);
-    if (b0 < 0x80) {
-        return {b0, 1};
-    }
-    std::size_t n = 0;
-    char32_t v = 0;
-    if ((b0 & 0xE0) == 0xC0) {
-        n = 2;
-        v = b0 & 0x1F;
-    } else if ((b0 & 0xF0) == 0xE0) {
-        n = 3;
-        v = b0 & 0x0F;
-    } else if ((b0 & 0xF8) == 0xF0) {
-        n = 4;
-        v = b0 & 0x07;
-    } else {
-        return {kInvalid, 1};
-    }
-    if (i + n > s.size()) {
-        return {kInvalid, 1};
-    }
-    for (std::size_t k = 1; k < n; ++k) {
-        const auto b = static_cast<unsigned char>(s[i + k]);
-        if ((b & 0xC0) != 0x80) {
-            return {kInvalid, 1};
-        }
-        v = (v << 6) | (b & 0x3F);
-    }
-    static constexpr std::array<char32_t, 5> kSmallest = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < kSmallest[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
-        return {kInvalid, 1};
-    }
-    return {v, n};
-}
-
-// What must not reach the terminal as is: C0 and C1 controls (escape sequences start there),
-// and the invisible characters that reorder or break a line (bidi overrides, line separators).
-bool is_unsafe(char32_t c) {
-    return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == kInvalid || (c >= 0x200B && c <= 0x200F) ||
-           (c >= 0x2028 && c <= 0x202E) || (c >= 0x2060 && c <= 0x206F) || c == 0xFEFF;
-}
+// must not wrap, so here a wide character counts two; nothing the daemon sends reaches the
+// terminal but through printable() (core/text.h).
 
 // East Asian wide and fullwidth ranges and the emoji blocks terminals draw two columns wide
 // (Markus Kuhn's wcwidth). Counting an odd character too wide only leaves a blank.
@@ -100,31 +50,17 @@ bool is_wide(char32_t c) {
 }
 
 std::size_t columns_of(char32_t c) {
-    return !is_unsafe(c) && is_wide(c) ? 2 : 1;  // an unsafe one is shown as '?'
+    return !unsafe_on_terminal(c) && is_wide(c) ? 2 : 1;  // an unsafe one is shown as '?'
 }
 
 std::size_t columns(std::string_view s) {
     std::size_t n = 0;
     for (std::size_t i = 0; i < s.size();) {
-        const CodePoint cp = decode(s, i);
+        const Utf8Char cp = decode_utf8(s, i);
         n += columns_of(cp.value);
         i += cp.bytes;
     }
     return n;
-}
-
-std::string clean(std::string_view s) {
-    std::string out;
-    for (std::size_t i = 0; i < s.size();) {
-        const CodePoint cp = decode(s, i);
-        if (is_unsafe(cp.value)) {
-            out += '?';
-        } else {
-            out.append(s.substr(i, cp.bytes));
-        }
-        i += cp.bytes;
-    }
-    return out;
 }
 
 // At most `cols` columns of `s`, ending in "..." when cut (as cells.h's truncate; no mark under
@@ -137,7 +73,7 @@ std::string cut(std::string_view s, std::size_t cols) {
     std::string out;
     std::size_t used = 0;
     for (std::size_t i = 0; i < s.size();) {
-        const CodePoint cp = decode(s, i);
+        const Utf8Char cp = decode_utf8(s, i);
         const std::size_t w = columns_of(cp.value);
         if (used + w > room) {
             break;
@@ -175,7 +111,7 @@ constexpr char kFreeFill = '.';
 class Line {
 public:
     Line& add(std::string_view text, const char* style = kPlain) {
-        spans_.push_back({clean(text), style});
+        spans_.push_back({printable(text), style});
         return *this;
     }
 
@@ -194,7 +130,7 @@ public:
         for (const Span& span : spans_) {
             std::string piece;
             for (std::size_t i = 0; i < span.text.size();) {
-                const CodePoint cp = decode(span.text, i);
+                const Utf8Char cp = decode_utf8(span.text, i);
                 const std::size_t w = columns_of(cp.value);
                 if (used + w > width) {
                     break;
@@ -390,7 +326,7 @@ std::vector<Line> header_lines(const json& view, const TopScreen& s) {
     }
     out.push_back(std::move(head));
     if (!s.error.empty()) {
-        for (const std::string& l : wrap("carma: " + clean(s.error), s.width, kErrorLines)) {
+        for (const std::string& l : wrap("carma: " + printable(s.error), s.width, kErrorLines)) {
             out.push_back(Line().add(l, kBad));
         }
         if (view.is_object()) {
@@ -654,7 +590,7 @@ Section table_section(const std::string& title, const std::vector<Column>& colum
     for (std::size_t c = 0; c < columns_in.size(); ++c) {
         w[c] = columns(columns_in[c].header);
         for (const Row& r : rows) {
-            w[c] = std::max(w[c], columns(clean(r.cells[c])));
+            w[c] = std::max(w[c], columns(printable(r.cells[c])));
         }
     }
     std::size_t total = 2 * (columns_in.size() - 1);
@@ -673,7 +609,7 @@ Section table_section(const std::string& title, const std::vector<Column>& colum
         std::string text;
         for (std::size_t c = 0; c < cells.size(); ++c) {
             const bool last = c + 1 == cells.size();
-            const std::string cell = cut(clean(cells[c]), w[c]);
+            const std::string cell = cut(printable(cells[c]), w[c]);
             text += (c == 0 ? "" : "  ") +
                     (last && !columns_in[c].right ? cell : pad(cell, w[c], columns_in[c].right));
         }

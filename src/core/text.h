@@ -1,8 +1,11 @@
 #pragma once
-// Small text helpers shared by the parsers of names (policies, estimators, units).
+// Small text helpers shared by the parsers of names (policies, estimators, units), and the one
+// sanitiser of text shown on a terminal.
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +79,83 @@ inline std::string closest_match(std::string_view word, const std::vector<std::s
         }
     }
     return best;
+}
+
+// ---- text shown on a terminal ----------------------------------------------------------------
+
+// One character of UTF-8 text: its code point and length in bytes. An invalid, overlong or cut
+// sequence is one byte of kInvalidCodePoint.
+inline constexpr char32_t kInvalidCodePoint = 0xFFFFFFFF;
+
+struct Utf8Char {
+    char32_t value;
+    std::size_t bytes;
+};
+
+// The character at s[i] (i < s.size()).
+inline Utf8Char decode_utf8(std::string_view s, std::size_t i) {
+    const auto b0 = static_cast<unsigned char>(s[i]);
+    if (b0 < 0x80) {
+        return {b0, 1};
+    }
+    std::size_t n = 0;
+    char32_t v = 0;
+    if ((b0 & 0xE0) == 0xC0) {
+        n = 2;
+        v = b0 & 0x1F;
+    } else if ((b0 & 0xF0) == 0xE0) {
+        n = 3;
+        v = b0 & 0x0F;
+    } else if ((b0 & 0xF8) == 0xF0) {
+        n = 4;
+        v = b0 & 0x07;
+    } else {
+        return {kInvalidCodePoint, 1};
+    }
+    if (i + n > s.size()) {
+        return {kInvalidCodePoint, 1};
+    }
+    for (std::size_t k = 1; k < n; ++k) {
+        const auto b = static_cast<unsigned char>(s[i + k]);
+        if ((b & 0xC0) != 0x80) {
+            return {kInvalidCodePoint, 1};
+        }
+        v = (v << 6) | (b & 0x3F);
+    }
+    static constexpr std::array<char32_t, 5> kSmallest = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < kSmallest[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
+        return {kInvalidCodePoint, 1};
+    }
+    return {v, n};
+}
+
+// What must not reach a terminal as is: C0 and C1 controls and DEL (escape sequences start
+// there: a window title, a clipboard write, clearing the screen), bytes that are not UTF-8, and
+// the invisible characters that reorder or break a line (bidi overrides, line separators).
+inline bool unsafe_on_terminal(char32_t c) {
+    return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == kInvalidCodePoint ||
+           (c >= 0x200B && c <= 0x200F) || (c >= 0x2028 && c <= 0x202E) ||
+           (c >= 0x2060 && c <= 0x206F) || c == 0xFEFF;
+}
+
+// Text from the daemon (task names, commands, environments, messages, user and node names,
+// errors that quote them: other users' own text) as every command prints it: each character
+// unsafe_on_terminal() becomes one '?', so it cannot drive the reader's terminal nor break a
+// table's line; all else is kept. `keep_newlines` keeps '\n' (for a message of several lines).
+// JSON output and a task's own log do not pass here.
+inline std::string printable(std::string_view s, bool keep_newlines = false) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size();) {
+        const Utf8Char c = decode_utf8(s, i);
+        if (unsafe_on_terminal(c.value) && !(keep_newlines && c.value == '\n')) {
+            out += '?';
+        } else {
+            out.append(s.substr(i, c.bytes));
+        }
+        i += c.bytes;
+    }
+    return out;
 }
 
 }  // namespace carma

@@ -229,6 +229,31 @@ TEST_F(SlurmCliTest, StatusJoinsSqueueAndNodes) {
     EXPECT_EQ(doc["allocations"][0]["carma_nodes"].size(), 2u);
 }
 
+// This test verifies that node names and states, which agents report, reach the terminal
+// without their escapes (a window title, a clipboard write, clear screen, a C1 CSI), while
+// --json keeps them as the daemon sent them.
+TEST_F(SlurmCliTest, StatusShowsNodesWithoutEscapes) {
+    const std::string evil =
+        std::string("n\x1b]0;pwned\x07\x1b]52;c;aGk=\x07\x1b[2J\xc2\x9b") + "1";
+    const json nodes = {
+        {"agents", "0.0.0.0:7070"},
+        {"nodes",
+         {{{"node", evil}, {"state", evil}, {"slurm_job", "42"}, {"gpus", 4}, {"running", 0}}}}};
+    test_support::FakeDaemon daemon;
+    daemon.respond([&](const httplib::Request&, httplib::Response& res) {
+        res.set_content(nodes.dump(), "application/json");
+    });
+    fake.set("squeue.out", "42|RUNNING|1|n1|29:40\n");
+    const std::string out = slurm({"status", "--socket", daemon.socket()});
+    for (const char bad : {'\x1b', '\x07'}) {
+        EXPECT_EQ(out.find(bad), std::string::npos) << out;
+    }
+    EXPECT_EQ(out.find("\xc2\x9b"), std::string::npos) << out;
+    EXPECT_THAT(out, HasSubstr("n?]0;pwned??]52;c;aGk=??[2J?1 n?]0;pwned??]52;c;aGk=??[2J?1 42"));
+    const json doc = json::parse(slurm({"status", "--json", "--socket", daemon.socket()}));
+    EXPECT_EQ(doc["nodes"][0]["node"], evil);
+}
+
 TEST_F(SlurmCliTest, StatusWithoutDaemonStillShowsSlurm) {
     fake.set("squeue.out", "42|PENDING|2||INVALID\n");
     const std::string out = slurm({"status", "--socket", "/nonexistent/carma.sock"});
