@@ -45,8 +45,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+source "$(dirname "$0")/no_limits.sh"
+# shellcheck disable=SC2046  # the config's path has no spaces
 "$carma" serve --gpus emulated:1xA100-40GB --state-dir "$tmp/state" --socket "$sock" \
-  --policy exclusive >"$tmp/daemon.log" 2>&1 &
+  --policy exclusive $(no_limits_args "$carma" "$tmp") >"$tmp/daemon.log" 2>&1 &
 daemon=$!
 for _ in $(seq 100); do curl -sf --unix-socket "$sock" http://localhost/healthz >/dev/null && break; sleep 0.1; done
 "$carma" submit -- /bin/sleep 3600 >/dev/null

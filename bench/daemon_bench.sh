@@ -79,6 +79,7 @@ record() { echo "$*" >>"$raw"; }
 
 # A pid's command line, NULs as spaces (empty once it is gone).
 cmdline() { { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null || true; }
+source "$root/bench/no_limits.sh"
 
 stop_daemon() {  # PID: SIGTERM, then SIGKILL after 10 s
   local pid=$1 i
@@ -131,8 +132,10 @@ start_daemon() {
   local name=$1 i
   mkdir -p "$tmp/$name"
   sock=$tmp/$name/carma.sock
+  # shellcheck disable=SC2046  # the config's path has no spaces
   "$carma" serve --gpus "$gpus" --state-dir "$tmp/$name/state" --socket "$sock" \
-    --time-scale 1 --policy exclusive >"$tmp/$name/daemon.log" 2>&1 &
+    --time-scale 1 --policy exclusive $(no_limits_args "$carma" "$tmp/$name") \
+    >"$tmp/$name/daemon.log" 2>&1 &
   pid=$!
   daemon_alive[$pid]=1
   state_dirs+=("$tmp/$name/state")

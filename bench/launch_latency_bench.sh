@@ -78,8 +78,9 @@ for r in $(seq "$runs"); do
   dir=$tmp/run$r
   mkdir -p "$dir"
   sock=$dir/carma.sock
+  # shellcheck disable=SC2046  # the config's path has no spaces
   "$carma" serve --gpus emulated:8xA100-40GB --state-dir "$dir/state" --socket "$sock" \
-    --time-scale 10 --policy exclusive >"$dir/daemon.log" 2>&1 &
+    --time-scale 10 --policy exclusive $(no_limits_args "$carma" "$dir") >"$dir/daemon.log" 2>&1 &
   pid=$!
   for _ in $(seq 200); do
     if [ -S "$sock" ] && "$load" healthz --socket "$sock" -n 1 >/dev/null 2>&1; then break; fi

@@ -1,55 +1,95 @@
 #pragma once
-// Connection slots of a listener whose callers prove who they are inside the request (a bearer
-// token, the web page's session): the TCP API and the web listener. Authentication comes before
-// resources: a connection starts unauthenticated, in a small pool of its own; once a request on
-// it presents valid credentials it moves to the authenticated pool. When the unauthenticated
-// pool is full, the connection that has waited longest in it is shut down to make room, so
-// slow or idle connections without credentials (which may never finish a request) cannot keep
-// a viewer who holds the token out. A client that finishes its request head takes milliseconds,
-// so it is never the oldest for long; an attacker's stalled ones are.
+// Connection slots of the API's listeners.
+//
+// SlotPool: connections of one kind of caller that may stay open between requests (keep-alive),
+// at most `max`. A browser keeps several idle connections open per page, so when every slot is
+// taken a newcomer takes the place of the connection idle longest, and is refused only when none
+// is idle: a page left open (through a tunnel, as the caller's own uid) cannot lock its owner's
+// `carma` commands out.
+//
+// ConnectionGate: the TCP API and the web listener, whose callers prove who they are inside the
+// request (a bearer token, the web page's session). Authentication comes before resources: a
+// connection starts unauthenticated, in a small pool of its own; once a request on it presents
+// valid credentials it moves to the authenticated SlotPool. When the unauthenticated pool is full,
+// the connection that has waited longest in it is shut down to make room, so slow or idle
+// connections without credentials (which may never finish a request) cannot keep a viewer who
+// holds the token out. A client that finishes its request head takes milliseconds, so it is
+// never the oldest for long; an attacker's stalled ones are.
+//
+// Eviction shuts a connection down from another thread (shutdown(2): its own thread sees the end
+// and closes it), with the pool's lock held, so the descriptor it gets is still open: a
+// connection leaves its pool before its thread closes the descriptor.
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 
 namespace carma::api {
 
+class SlotPool {
+public:
+    SlotPool(std::size_t max, std::function<void(int fd)> evict);
+
+    // A slot for the connection on `fd`, busy; nothing when all are taken and none is idle.
+    std::optional<std::uint64_t> take(int fd);
+    // Between requests (idle) or in one (busy).
+    void set_idle(std::uint64_t slot, bool idle);
+    void give_back(std::uint64_t slot);
+
+    std::size_t taken() const;
+    std::size_t evicted() const;
+
+private:
+    struct Slot {
+        int fd = -1;
+        bool idle = false;
+        std::uint64_t idle_since = 0;  // order of becoming idle: smallest = idle longest
+    };
+    mutable std::mutex mu_;
+    std::map<std::uint64_t, Slot> slots_;
+    std::uint64_t next_ = 1;
+    std::uint64_t idle_clock_ = 0;
+    std::size_t evicted_ = 0;
+    std::size_t max_;
+    std::function<void(int)> evict_;
+};
+
 class ConnectionGate {
 public:
-    // `evict` ends a connection from another thread (shutdown(2), so its own thread sees the
-    // end and closes it); it is called with the gate's lock held, so the descriptor it gets is
-    // still open.
     ConnectionGate(std::size_t max_unauthenticated, std::size_t max_authenticated,
                    std::function<void(int fd)> evict);
 
     struct Ticket {
-        std::uint64_t id = 0;
-        bool authenticated = false;
+        std::uint64_t id = 0;              // in the unauthenticated pool
+        std::optional<std::uint64_t> slot;  // in the authenticated one, once promoted
+        bool authenticated() const { return slot.has_value(); }
     };
 
     // A new connection on `fd`, unauthenticated.
     Ticket enter(int fd);
     // Its request presented valid credentials: false (and it stays where it was) when every
-    // authenticated slot is taken.
-    bool promote(Ticket& ticket);
+    // authenticated slot is busy.
+    bool promote(Ticket& ticket, int fd);
+    // An authenticated connection between requests (idle) or in one.
+    void set_idle(const Ticket& ticket, bool idle);
     // The connection ends; its thread closes the descriptor after this returns.
     void leave(const Ticket& ticket);
 
     std::size_t unauthenticated() const;
-    std::size_t authenticated() const;
+    std::size_t authenticated() const { return authenticated_.taken(); }
     std::size_t evicted() const;
 
 private:
     mutable std::mutex mu_;
     std::map<std::uint64_t, int> waiting_;  // unauthenticated: id (arrival order) -> fd
-    std::size_t authenticated_ = 0;
     std::size_t evicted_ = 0;
     std::uint64_t next_id_ = 1;
     std::size_t max_unauthenticated_;
-    std::size_t max_authenticated_;
     std::function<void(int)> evict_;
+    SlotPool authenticated_;
 };
 
 }  // namespace carma::api

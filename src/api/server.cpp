@@ -385,7 +385,20 @@ struct Connection {
     // (one that presented no valid credentials gets one answer, not a kept-alive connection).
     ConnectionGate* gate = nullptr;
     ConnectionGate::Ticket ticket;
+    int fd = -1;
     bool close_after = false;
+    // Unix socket: its uid's pool and slot.
+    SlotPool* pool = nullptr;
+    std::uint64_t slot = 0;
+
+    // Between requests or in one: an idle connection may give its slot to a newcomer.
+    void set_idle(bool idle) const {
+        if (gate) {
+            gate->set_idle(ticket, idle);
+        } else if (pool) {
+            pool->set_idle(slot, idle);
+        }
+    }
 };
 thread_local Connection* t_connection = nullptr;
 
@@ -405,32 +418,28 @@ bool wait_ready(int fd, short events, int timeout_ms) {
     return r > 0;
 }
 
-// Connection-counting per peer: the key is the uid, or -1 for TCP (one token, one identity).
-class ConnectionLimiter {
+// Connection slots per peer uid on the Unix socket (connection_gate.h: a newcomer takes the
+// place of that uid's connection idle longest; refused only when none is idle).
+class PeerSlots {
 public:
-    explicit ConnectionLimiter(std::size_t per_peer) : per_peer_(per_peer) {}
+    PeerSlots(std::size_t per_peer, std::function<void(int)> evict)
+        : per_peer_(per_peer), evict_(std::move(evict)) {}
 
-    bool acquire(std::int64_t key) {
+    SlotPool& of(std::int64_t key) {
         std::lock_guard lock(mu_);
-        std::size_t& n = open_[key];
-        if (n >= per_peer_) {
-            return false;
+        auto it = pools_.find(key);
+        if (it == pools_.end()) {
+            it = pools_.emplace(key, std::make_unique<SlotPool>(per_peer_, evict_)).first;
         }
-        ++n;
-        return true;
-    }
-
-    void release(std::int64_t key) {
-        std::lock_guard lock(mu_);
-        if (auto it = open_.find(key); it != open_.end() && --it->second == 0) {
-            open_.erase(it);
-        }
+        return *it->second;
     }
 
 private:
     std::mutex mu_;
-    std::map<std::int64_t, std::size_t> open_;
+    // A pool per uid that ever connected: a machine has few.
+    std::map<std::int64_t, std::unique_ptr<SlotPool>> pools_;
     std::size_t per_peer_;
+    std::function<void(int)> evict_;
 };
 
 // One thread per open connection, started on demand up to `max` and then kept. httplib's own
@@ -644,6 +653,23 @@ private:
     std::chrono::steady_clock::time_point started_{}, deadline_{};
 };
 
+// After the last answer on a connection whose client may still be sending (a body the daemon
+// refused to read): no more to send, and what still comes is read and dropped for a moment, so
+// the client gets the answer instead of a reset (or a SIGPIPE while it writes).
+void finish_answer(int fd) {
+    ::shutdown(fd, SHUT_WR);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    char sink[4096];
+    for (std::size_t drained = 0;
+         drained < (1 << 20) && wait_ready(fd, POLLIN, millis_until(until));) {
+        const ssize_t n = ::recv(fd, sink, sizeof sink, 0);
+        if (n <= 0) {
+            break;
+        }
+        drained += static_cast<std::size_t>(n);
+    }
+}
+
 // Answers and closes a connection httplib will not see (too many connections, head too large).
 // Reads what the client still sends for a moment, so it gets the answer instead of a reset.
 void refuse(int fd, int status, const char* reason, const std::string& message) {
@@ -659,16 +685,7 @@ void refuse(int fd, int status, const char* reason, const std::string& message) 
         }
         sent += static_cast<std::size_t>(n);
     }
-    ::shutdown(fd, SHUT_WR);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    char sink[4096];
-    for (std::size_t drained = 0; drained < (1 << 16) && wait_ready(fd, POLLIN, millis_until(until));) {
-        const ssize_t n = ::recv(fd, sink, sizeof sink, 0);
-        if (n <= 0) {
-            break;
-        }
-        drained += static_cast<std::size_t>(n);
-    }
+    finish_answer(fd);
 }
 
 // httplib's Server with our own connection loop: peer credentials taken once when the
@@ -679,7 +696,7 @@ public:
     ConnectionServer(const ServerOptions& options, bool unix_socket, std::size_t per_peer)
         : options_(options),
           unix_(unix_socket),
-          limiter_(per_peer),
+          peers_(per_peer, [](int fd) { ::shutdown(fd, SHUT_RDWR); }),
           gate_(options.max_unauthenticated_connections, per_peer,
                 [](int fd) { ::shutdown(fd, SHUT_RDWR); }) {
         const std::size_t threads = options.max_threads;
@@ -689,6 +706,7 @@ public:
 private:
     bool process_and_close_socket(socket_t fd) override {
         Connection conn;
+        conn.fd = fd;
         if (!unix_) {
             // Who this is shows only in its request: it waits among the unauthenticated.
             conn.gate = &gate_;
@@ -703,6 +721,9 @@ private:
             } scope{gate_, conn};
             t_connection = &conn;
             const bool ok = serve(fd);
+            if (conn.close_after) {
+                finish_answer(fd);
+            }
             ::shutdown(fd, SHUT_RDWR);
             ::close(fd);
             return ok;
@@ -715,21 +736,27 @@ private:
             conn.peer_error = peer.error().message;
         }
         bool ok = false;
-        if (limiter_.acquire(key)) {
+        SlotPool& pool = peers_.of(key);
+        if (const std::optional<std::uint64_t> slot = pool.take(fd)) {
+            conn.pool = &pool;
+            conn.slot = *slot;
             struct Scope {
-                ConnectionLimiter& limiter;
-                std::int64_t key;
+                SlotPool& pool;
+                std::uint64_t slot;
                 ~Scope() {
                     t_connection = nullptr;
-                    limiter.release(key);
+                    pool.give_back(slot);
                 }
-            } scope{limiter_, key};
+            } scope{pool, *slot};
             t_connection = &conn;
             ok = serve(fd);
+            if (conn.close_after) {
+                finish_answer(fd);
+            }
         } else {
             refuse(fd, 429, "Too Many Requests",
-                   fmt::format("too many open connections from {} (at most {}); close idle "
-                               "connections and retry",
+                   fmt::format("too many connections from {} at once (at most {}, each in "
+                               "the middle of a request); retry in a moment",
                                conn.peer ? fmt::format("uid {}", conn.peer->uid)
                                          : std::string("an unidentified peer"),
                                options_.max_connections_per_uid));
@@ -744,6 +771,9 @@ private:
         ConnectionStream stream(fd, options_, unix_);
         bool ok = false;
         for (std::size_t left = keep_alive_max_count_; left > 0 && next_request(fd); --left) {
+            if (t_connection) {
+                t_connection->set_idle(false);
+            }
             stream.begin_request();
             bool closed = false;
             ok = process_request(stream, left == 1, closed, nullptr);
@@ -755,6 +785,9 @@ private:
             }
             if (!ok || closed || (t_connection && t_connection->close_after)) {
                 break;
+            }
+            if (t_connection) {
+                t_connection->set_idle(true);
             }
         }
         return ok;
@@ -779,7 +812,7 @@ private:
 
     const ServerOptions& options_;
     bool unix_;
-    ConnectionLimiter limiter_;
+    PeerSlots peers_;
     ConnectionGate gate_;
 };
 
@@ -931,14 +964,14 @@ struct ApiServer::Impl {
         // Open to all, and answered at once: the health check and the page's sign-in link.
         const bool sign_in = where == Listener::Web && req.path == "/" && req.has_param("token");
         if (req.path == "/healthz" || sign_in) {
-            conn->close_after = !conn->ticket.authenticated;
+            conn->close_after = !conn->ticket.authenticated();
             return httplib::Server::HandlerResponse::Unhandled;
         }
         auto caller = identify(req, where);
         if (!caller) {
             return refuse_request(caller.error());
         }
-        if (!conn->gate->promote(conn->ticket)) {
+        if (!conn->gate->promote(conn->ticket, conn->fd)) {
             return refuse_request(ApiError{
                 429, fmt::format("too many open connections of {} (at most {}); close idle "
                                  "connections and retry",

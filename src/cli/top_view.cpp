@@ -312,10 +312,21 @@ std::vector<Line> header_lines(const json& view, const TopScreen& s) {
         }
         head.add("  " + clock_text(number_of(view, "now")));
         const json& queue = array_of(view, "queue");
-        const auto held = static_cast<std::size_t>(std::count_if(
+        auto held = static_cast<std::size_t>(std::count_if(
             queue.begin(), queue.end(), [](const json& t) { return text_of(t, "state") == "held"; }));
+        std::size_t waiting = queue.size() - held;
+        // The view lists the queue's head; its per-user counts cover the whole queue.
+        if (const json& users = array_of(view, "queue_users"); !users.empty()) {
+            held = 0;
+            waiting = 0;
+            for (const json& u : users) {
+                held += static_cast<std::size_t>(integer_of(u, "held").value_or(0));
+                waiting += static_cast<std::size_t>(integer_of(u, "queued").value_or(0) +
+                                                    integer_of(u, "recovering").value_or(0));
+            }
+        }
         head.add(fmt::format("  {} running, {} queued", array_of(view, "running").size(),
-                             queue.size() - held));
+                             waiting));
         if (held > 0) {
             head.add(fmt::format(", {} held", held));
         }
@@ -663,7 +674,12 @@ Section queue_section(const json& view, std::size_t width) {
                          text_of(t, "reason", "-")},
                         !viewer.empty() && user == viewer});
     }
-    const std::string title = queue.empty() ? "QUEUE: empty" : fmt::format("QUEUE {}", queue.size());
+    const std::optional<std::int64_t> total = integer_of(view, "queue_total");
+    const std::string title =
+        queue.empty() ? "QUEUE: empty"
+        : total && *total > static_cast<std::int64_t>(queue.size())
+            ? fmt::format("QUEUE: the first {} of {}", queue.size(), *total)
+            : fmt::format("QUEUE {}", queue.size());
     return table_section(title,
                          {{"ID", false, 0},
                           {"USER", false, 8},

@@ -1,4 +1,5 @@
-// Connection slots of the TCP and web listeners: authentication before resources (issue 18).
+// Connection slots of the API's listeners: authentication before resources, and idle
+// connections that make room (issue 18).
 
 #include <vector>
 
@@ -25,28 +26,55 @@ TEST(ConnectionGateTest, UnauthenticatedConnectionsMakeRoomOldestFirst) {
 
     ConnectionGate::Ticket viewer = gate.enter(7);
     EXPECT_EQ(evicted.back(), 156) << "the viewer's connection took the oldest one's place";
-    ASSERT_TRUE(gate.promote(viewer));
-    EXPECT_TRUE(viewer.authenticated);
+    ASSERT_TRUE(gate.promote(viewer, 7));
+    EXPECT_TRUE(viewer.authenticated());
     EXPECT_EQ(gate.authenticated(), 1u);
     EXPECT_EQ(gate.unauthenticated(), 3u);
 
     ConnectionGate::Ticket second = gate.enter(8);
-    ASSERT_TRUE(gate.promote(second));
+    ASSERT_TRUE(gate.promote(second, 8));
     ConnectionGate::Ticket third = gate.enter(9);
-    EXPECT_FALSE(gate.promote(third)) << "two authenticated slots at most";
-    EXPECT_FALSE(third.authenticated);
+    EXPECT_FALSE(gate.promote(third, 9)) << "two authenticated slots, both in a request";
+    EXPECT_FALSE(third.authenticated());
 
-    gate.leave(viewer);
-    EXPECT_EQ(gate.authenticated(), 1u);
-    EXPECT_TRUE(gate.promote(third));
+    gate.set_idle(viewer, true);  // between two requests
+    ConnectionGate::Ticket fourth = gate.enter(10);
+    EXPECT_TRUE(gate.promote(fourth, 10)) << "the idle one made room";
+    EXPECT_EQ(evicted.back(), 7);
+    gate.leave(viewer);  // its thread saw the shutdown
+    EXPECT_EQ(gate.authenticated(), 2u);
     for (const ConnectionGate::Ticket& t : slow) {
         gate.leave(t);  // evicted or not, leaving is safe
     }
     gate.leave(second);
     gate.leave(third);
+    gate.leave(fourth);
     EXPECT_EQ(gate.authenticated(), 0u);
     EXPECT_EQ(gate.unauthenticated(), 0u);
-    EXPECT_EQ(gate.evicted(), 57u);
+    EXPECT_EQ(gate.evicted(), 58u);
+}
+
+// This test verifies that a full pool gives a newcomer the place of the connection idle longest,
+// and refuses it only when every connection is in a request.
+TEST(SlotPoolTest, NewcomersTakeThePlaceOfTheIdlest) {
+    std::vector<int> evicted;
+    SlotPool pool(3, [&](int fd) { evicted.push_back(fd); });
+    const auto a = pool.take(1);
+    const auto b = pool.take(2);
+    const auto c = pool.take(3);
+    ASSERT_TRUE(a && b && c);
+    EXPECT_FALSE(pool.take(4)) << "all three are in a request";
+    pool.set_idle(*b, true);
+    pool.set_idle(*a, true);  // idle since later than b
+    const auto d = pool.take(4);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(evicted, std::vector<int>{2});
+    pool.set_idle(*a, false);  // a request came on it
+    EXPECT_FALSE(pool.take(5));
+    pool.give_back(*a);
+    EXPECT_TRUE(pool.take(5));
+    EXPECT_EQ(pool.taken(), 3u);
+    EXPECT_EQ(pool.evicted(), 1u);
 }
 
 }  // namespace

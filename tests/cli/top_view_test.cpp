@@ -139,6 +139,21 @@ TEST(TopViewTest, HeaderNamesPolicyBackendAndCounts) {
     EXPECT_THAT(lines[0], HasSubstr("every 1s, q quits"));
 }
 
+// This test verifies that a long queue, of which the view lists the head, is counted whole: the
+// header sums the per-user counts and the queue's title says how many it shows of how many.
+TEST(TopViewTest, LongQueueIsCountedWhole) {
+    json users = json::array();
+    users.push_back({{"user", "bob"}, {"queued", 99990}, {"recovering", 2}, {"held", 7},
+                     {"running", 1}});
+    users.push_back({{"user", "alice"}, {"queued", 8}, {"recovering", 0}, {"held", 0},
+                     {"running", 0}});
+    const auto lines =
+        top_lines(view({{"queue_total", 100007}, {"queue_users", users}}), screen());
+    ASSERT_FALSE(lines.empty());
+    EXPECT_THAT(lines[0], HasSubstr("1 running, 100000 queued, 7 held"));
+    EXPECT_THAT(joined(lines), HasSubstr("QUEUE: the first 1 of 100007"));
+}
+
 // This test verifies a GPU's title line: index, name, health, risk verdict and rule, lock, source.
 TEST(TopViewTest, GpuTitleLine) {
     const auto lines = top_lines(view(), screen());

@@ -107,6 +107,13 @@ bool is_final(const std::string& state) {
     return api::is_final_state(state);
 }
 
+// Writes a YAML config into the test's directory and returns its path.
+std::string write_config(const std::string& dir, const std::string& text) {
+    const std::string path = dir + "/carma.yaml";
+    std::ofstream(path) << text;
+    return path;
+}
+
 class DaemonTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -726,7 +733,10 @@ TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
     ASSERT_EQ(std::system(("mount -t tmpfs -o size=4m tmpfs " + dir_ + "/state").c_str()), 0)
         << "mount -t tmpfs failed";
     mounted_ = true;
-    start("exclusive");
+    // Submissions large enough to need new pages whatever slack the WAL has: above the default
+    // per-task limit, which is not what this test is about.
+    start("exclusive",
+          {"--config", write_config(dir_, "limits:\n  max_submit_bytes_per_task: 0\n")});
     std::vector<TaskId> sleepers;
     for (int i = 0; i < 4; ++i) {  // one per GPU: what comes next waits
         sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
@@ -2263,13 +2273,6 @@ TEST_F(DaemonTest, SlowClientsDoNotStopService) {
 
 // ---- Issue 18: hardening, round two ----------------------------------------------------------
 
-// Writes a YAML config into the test's directory and returns its path.
-std::string write_config(const std::string& dir, const std::string& text) {
-    const std::string path = dir + "/carma.yaml";
-    std::ofstream(path) << text;
-    return path;
-}
-
 // This test verifies the per-user limits: an array or a task above its size limit is refused
 // with 413, a submission past the waiting limit or the rate with 429 and Retry-After, each
 // naming its limit; what was accepted before stays; another user is not held up by them.
@@ -2629,6 +2632,34 @@ TEST_F(DaemonTest, MalformedQueriesAndHugeIds) {
     EXPECT_EQ(huge.body.find("-1"), std::string::npos) << huge.body;
     const RawReply wrong_method = raw_request(socket_, "PUT", "/v1/tasks", "{}");
     EXPECT_EQ(wrong_method.status, 405) << wrong_method.body;
+}
+
+// This test verifies that idle keep-alive connections (a browser's, through a tunnel that
+// reaches the socket as the user) make room for the user's next command instead of locking it
+// out with 429, while connections in the middle of a request still count.
+TEST_F(DaemonTest, IdleConnectionsMakeRoomForTheOwnersCommands) {
+    start("exclusive");
+    std::vector<int> idle;
+    for (int i = 0; i < 8; ++i) {  // the per-uid cap, every one kept alive after one request
+        const int fd = connect_unix(socket_);
+        ASSERT_GE(fd, 0);
+        const std::string request = "GET /healthz HTTP/1.1\r\nHost: localhost:8080\r\n\r\n";
+        ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(request.size()));
+        char buf[512] = {};
+        timeval tv{10, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ASSERT_GT(::recv(fd, buf, sizeof buf - 1, 0), 0);
+        EXPECT_EQ(std::string(buf).rfind("HTTP/1.1 200", 0), 0u) << buf;
+        idle.push_back(fd);
+    }
+    auto status = client().status();
+    EXPECT_TRUE(status) << (status ? "" : status.error().message);
+    auto listed = client().list_tasks(true);
+    EXPECT_TRUE(listed) << (listed ? "" : listed.error().message);
+    for (int fd : idle) {
+        ::close(fd);
+    }
 }
 
 }  // namespace
