@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -21,6 +22,8 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+extern char** environ;
 
 namespace carma::exec {
 
@@ -174,7 +177,9 @@ bool process_gone(pid_t pid) {
 bool is_our_shim(pid_t pid, const std::string& attempt_dir) {
     auto args = proc_cmdline(pid);
     std::string request = attempt_file(normalized_path(attempt_dir), kRequestFile);
-    return args && args->size() == 3 && (*args)[1] == "--request" && (*args)[2] == request;
+    // `carma-shim [--detach FD] --request PATH`: shims started by an older daemon lack --detach.
+    return args && (args->size() == 3 || args->size() == 5) &&
+           (*args)[args->size() - 2] == "--request" && args->back() == request;
 }
 
 // --- validation ------------------------------------------------------------------------------
@@ -262,87 +267,6 @@ Result<void> make_attempt_dir(const std::string& dir) {
 
 // --- starting the shim -----------------------------------------------------------------------
 
-// What the shim's grandparent learns through the report pipe. One write() each, which a pipe
-// keeps whole.
-struct Report {
-    char kind = 0;  // one of report_kind
-    int value = 0;  // a pid or an errno
-};
-
-namespace report_kind {
-constexpr char kPid = 'P';     // the shim's pid, before its exec
-constexpr char kFork = 'F';    // the second fork failed
-constexpr char kSetsid = 'S';  // setsid failed
-constexpr char kStdio = 'D';   // redirecting stdin/stdout/stderr failed
-constexpr char kExec = 'E';    // exec of the shim failed
-}  // namespace report_kind
-
-// Everything the forked children need, prepared before fork: after fork() in a possibly
-// multi-threaded daemon only async-signal-safe calls are allowed (no malloc, no locks).
-struct ShimExec {
-    const char* path = nullptr;
-    char* const* argv = nullptr;
-    int null_fd = -1;
-    int log_fd = -1;
-    int report_fd = -1;
-    int max_fd = 0;  // for closing inherited descriptors where close_range is missing
-};
-
-void report(int fd, char kind, int value) {
-    Report r{kind, value};
-    ssize_t ignored = ::write(fd, &r, sizeof r);
-    (void)ignored;  // nothing else to do: the parent then sees a short or missing report
-}
-
-[[noreturn]] void report_and_exit(int fd, char kind, int value) {
-    report(fd, kind, value);
-    ::_exit(127);
-}
-
-// The daemon's sockets, lock files and pipes must not live on in the shim (nor in the task).
-void close_inherited_fds(int keep, int max_fd) {
-    auto k = static_cast<unsigned>(keep);
-    bool below_closed = k == 3 || ::close_range(3, k - 1, 0) == 0;
-    if (below_closed && ::close_range(k + 1, ~0U, 0) == 0) {
-        return;
-    }
-    for (int fd = 3; fd < max_fd; ++fd) {
-        if (fd != keep) {
-            ::close(fd);
-        }
-    }
-}
-
-// In the grandchild: becomes the shim.
-[[noreturn]] void exec_shim(const ShimExec& x) {
-    report(x.report_fd, report_kind::kPid, ::getpid());
-    if (::setsid() < 0) {
-        report_and_exit(x.report_fd, report_kind::kSetsid, errno);
-    }
-    if (::dup2(x.null_fd, 0) < 0 || ::dup2(x.log_fd, 1) < 0 || ::dup2(x.log_fd, 2) < 0) {
-        report_and_exit(x.report_fd, report_kind::kStdio, errno);
-    }
-    close_inherited_fds(x.report_fd, x.max_fd);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the daemon may block signals for a signalfd
-    ::execv(x.path, x.argv);
-    report_and_exit(x.report_fd, report_kind::kExec, errno);  // report_fd is O_CLOEXEC
-}
-
-// In the intermediate child: forks the shim and exits at once, so that the shim is re-parented
-// to init (or the nearest subreaper) and is never the daemon's child.
-[[noreturn]] void intermediate(const ShimExec& x) {
-    pid_t pid = ::_Fork();  // async-signal-safe, unlike fork()
-    if (pid < 0) {
-        report_and_exit(x.report_fd, report_kind::kFork, errno);
-    }
-    if (pid == 0) {
-        exec_shim(x);
-    }
-    ::_exit(0);
-}
-
 // Descriptors 0-2 are about to be replaced with dup2(); a source among them would be lost.
 Result<int> open_high(const std::string& path, int flags, mode_t mode) {
     int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
@@ -361,14 +285,6 @@ Result<int> open_high(const std::string& path, int flags, mode_t mode) {
     return high;
 }
 
-int max_fd_limit() {
-    struct rlimit lim {};
-    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) {
-        return 65536;
-    }
-    return static_cast<int>(std::min<rlim_t>(lim.rlim_cur, 1 << 20));
-}
-
 void reap(pid_t pid) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -376,10 +292,11 @@ void reap(pid_t pid) {
     // ECHILD is fine: a daemon with SIGCHLD ignored, or a reaper thread, collected it already.
 }
 
-// Reads the reports until EOF (the shim's exec closed the O_CLOEXEC write end).
+// Reads the reports until EOF: the shim's first process has exited and the shim has closed its
+// copy of the pipe.
 Result<pid_t> read_reports(int fd, const std::string& shim_path) {
     pid_t shim_pid = 0;
-    Report r;
+    ShimStartReport r;
     for (;;) {
         ssize_t n = ::read(fd, &r, sizeof r);
         if (n < 0 && errno == EINTR) {
@@ -395,36 +312,32 @@ Result<pid_t> read_reports(int fd, const std::string& shim_path) {
             return fail(ErrorCode::Internal, "short start report from the shim");
         }
         switch (r.kind) {
-            case report_kind::kPid:
+            case shim_report::kPid:
                 shim_pid = r.value;
                 break;
-            case report_kind::kFork:
+            case shim_report::kFork:
                 return sys_fail("cannot fork the shim", r.value);
-            case report_kind::kSetsid:
+            case shim_report::kSetsid:
                 return sys_fail("the shim cannot start a new session", r.value);
-            case report_kind::kStdio:
-                return sys_fail("the shim cannot redirect its standard streams", r.value);
-            case report_kind::kExec:
-                return sys_fail(fmt::format("cannot execute carma-shim {}", shim_path), r.value);
             default:
                 return fail(ErrorCode::Internal, "unknown start report from the shim");
         }
     }
     if (shim_pid <= 0) {
-        return fail(ErrorCode::Internal, "the shim's intermediate process died before forking");
+        return fail(ErrorCode::Internal,
+                    fmt::format("{} exited before starting the task, without reporting the pid of "
+                                "its supervisor; is it CARMA's carma-shim, of this version?",
+                                shim_path));
     }
     return shim_pid;
 }
 
+// Starts the shim with posix_spawn (glibc's clone(CLONE_VM | CLONE_VFORK): the daemon's address
+// space, which holds every queued task, is not copied, where fork() copied its page tables twice
+// for each attempt); the shim detaches itself (shim_main.cpp, --detach): its first process forks
+// the shim proper, reports its pid and exits, so the shim is re-parented to init (or the nearest
+// subreaper) and is never the daemon's child.
 Result<pid_t> spawn_shim(const std::string& shim_path, const std::string& dir) {
-    std::string request_path = attempt_file(dir, kRequestFile);
-    std::vector<std::string> args = {shim_path, "--request", request_path};
-    std::vector<char*> argv;
-    for (auto& arg : args) {
-        argv.push_back(arg.data());
-    }
-    argv.push_back(nullptr);
-
     auto null_fd = open_high("/dev/null", O_RDWR, 0);
     if (!null_fd) {
         return tl::unexpected(null_fd.error());
@@ -440,18 +353,49 @@ Result<pid_t> spawn_shim(const std::string& shim_path, const std::string& dir) {
         return sys_fail("cannot create a pipe for starting the shim", errno);
     }
     Fd read_end(pipe_fds[0]);
-    Fd write_end(pipe_fds[1]);
+    Fd pipe_write(pipe_fds[1]);
+    // Above the descriptor the shim gets it as: a dup2 onto itself would keep close-on-exec.
+    const int high = ::fcntl(pipe_fds[1], F_DUPFD_CLOEXEC, kShimReportFd + 1);
+    if (high < 0) {
+        return sys_fail("cannot duplicate the shim's report pipe", errno);
+    }
+    Fd write_end(high);
+    pipe_write.reset();
 
-    ShimExec x{shim_path.c_str(), argv.data(), *null_fd, *log_fd, pipe_fds[1], max_fd_limit()};
-    pid_t mid = ::fork();
-    if (mid < 0) {
-        return sys_fail("cannot fork to start the shim", errno);
+    const std::string report_fd = std::to_string(kShimReportFd);
+    const std::string request_path = attempt_file(dir, kRequestFile);
+    std::vector<std::string> args = {shim_path, "--detach", report_fd, "--request", request_path};
+    std::vector<char*> argv;
+    for (auto& arg : args) {
+        argv.push_back(arg.data());
     }
-    if (mid == 0) {
-        intermediate(x);
+    argv.push_back(nullptr);
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    // Standard streams to /dev/null and shim.log, the report pipe at a known number, nothing else
+    // of the daemon's (its sockets, lock, database) and no signal it blocks for its signalfd.
+    posix_spawn_file_actions_adddup2(&actions, *null_fd, 0);
+    posix_spawn_file_actions_adddup2(&actions, *log_fd, 1);
+    posix_spawn_file_actions_adddup2(&actions, *log_fd, 2);
+    posix_spawn_file_actions_adddup2(&actions, write_end.get(), kShimReportFd);
+    posix_spawn_file_actions_addclosefrom_np(&actions, kShimReportFd + 1);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    pid_t first = 0;
+    const int err = ::posix_spawn(&first, shim_path.c_str(), &actions, &attr, argv.data(),
+                                  environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    if (err != 0) {
+        return sys_fail(fmt::format("cannot execute carma-shim {}", shim_path), err);
     }
-    write_end.reset();  // so that read() sees EOF once the shim has exec'd
-    reap(mid);
+    write_end.reset();  // so that read() sees EOF once the shim's processes closed theirs
+    reap(first);
     return read_reports(read_end.get(), shim_path);
 }
 

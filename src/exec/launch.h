@@ -104,6 +104,20 @@ inline constexpr std::string_view kExitFile = "exit.json";
 inline constexpr std::string_view kExitReserveFile = "exit.json.reserve";
 inline constexpr std::string_view kShimLogFile = "shim.log";  // the shim's own stderr
 
+// How the shim's first process tells launch() how detaching went (`carma-shim --detach FD`):
+// fixed-size records on the pipe at FD, one write() each, which a pipe keeps whole; launch()
+// reads until both of the shim's processes have closed it.
+struct ShimStartReport {
+    char kind = 0;  // one of shim_report
+    int value = 0;  // a pid or an errno
+};
+namespace shim_report {
+inline constexpr char kPid = 'P';     // the shim's pid
+inline constexpr char kFork = 'F';    // the fork that detaches it failed
+inline constexpr char kSetsid = 'S';  // its setsid failed
+}  // namespace shim_report
+inline constexpr int kShimReportFd = 3;
+
 // The last `max_bytes` of a file (all of it by default), "" when it cannot be read: the end of
 // an attempt's stderr classifies its end (out of memory?), shim.pid its supervisor.
 std::string read_tail(const std::string& path, std::size_t max_bytes = SIZE_MAX);

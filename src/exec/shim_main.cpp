@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +23,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <cstdlib>
+#include <optional>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -699,6 +702,44 @@ int supervise(pid_t pid, int signal_fd, double grace_s, const std::string& dir) 
     return record_exit(dir, record, signal_fd);
 }
 
+void report(int fd, char kind, int value) {
+    const ShimStartReport r{kind, value};
+    const ssize_t ignored = ::write(fd, &r, sizeof r);
+    (void)ignored;  // nothing else to do: launch() then sees a short or missing report
+}
+
+// The first process forks the shim proper, reports its pid on `report_fd` and exits, so the
+// shim is re-parented away from whoever started it (the daemon); the shim starts a session of
+// its own and closes the pipe, and launch() reads until both have. Returns in the shim.
+void detach(int report_fd) {
+    // posix_spawn leaves glibc's two internal signals (32, 33) ignored in the new program, and
+    // libc's sigaction refuses to touch them: back to their defaults with the system call itself,
+    // so the task inherits nothing of its launcher.
+    struct {
+        void (*handler)(int);
+        unsigned long flags;
+        void (*restorer)();
+        unsigned long mask;
+    } default_action{SIG_DFL, 0, nullptr, 0};
+    for (int sig = 32; sig < SIGRTMIN; ++sig) {
+        ::syscall(SYS_rt_sigaction, sig, &default_action, nullptr, sizeof default_action.mask);
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        report(report_fd, shim_report::kFork, errno);
+        ::_exit(127);
+    }
+    if (pid > 0) {
+        report(report_fd, shim_report::kPid, pid);
+        ::_exit(0);
+    }
+    if (::setsid() < 0) {
+        report(report_fd, shim_report::kSetsid, errno);
+        ::_exit(127);
+    }
+    ::close(report_fd);
+}
+
 int run(const std::string& request_path) {
     std::string dir = request_path.substr(0, request_path.rfind('/'));
     ensure_std_fds();
@@ -748,9 +789,22 @@ int run(const std::string& request_path) {
 }  // namespace carma::exec
 
 int main(int argc, char** argv) {
-    if (argc != 3 || std::string_view(argv[1]) != "--request" || argv[2][0] != '/') {
-        std::fputs("usage: carma-shim --request /absolute/attempt_dir/request.json\n", stderr);
+    // launch() starts `carma-shim --detach FD --request PATH`; `--request PATH` alone runs the
+    // attempt in this very process (tests).
+    std::optional<int> report_fd;
+    int at = 1;
+    if (argc == 5 && std::string_view(argv[1]) == "--detach") {
+        report_fd = std::atoi(argv[2]);
+        at = 3;
+    }
+    if (argc != at + 2 || std::string_view(argv[at]) != "--request" || argv[at + 1][0] != '/' ||
+        (report_fd && *report_fd < 3)) {
+        std::fputs("usage: carma-shim [--detach FD] --request /absolute/attempt_dir/request.json\n",
+                   stderr);
         return 2;
     }
-    return carma::exec::run(argv[2]);
+    if (report_fd) {
+        carma::exec::detach(*report_fd);
+    }
+    return carma::exec::run(argv[at + 1]);
 }

@@ -35,6 +35,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support.h"
 #include "api/client.h"
 
 #ifndef CARMA_BIN
@@ -48,6 +49,8 @@ extern char** environ;
 
 namespace carma {
 namespace {
+
+using test_support::read_text;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -155,11 +158,6 @@ std::uint64_t choose_seed() {
     }
     std::random_device rd;
     return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-}
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 std::vector<std::string> lines_of(const std::string& text) {

@@ -39,6 +39,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "support.h"
 #include "api/client.h"
 
 #ifndef CARMA_BIN
@@ -55,6 +56,9 @@ extern char** environ;
 
 namespace carma {
 namespace {
+
+using test_support::eventually;
+using test_support::read_text;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -83,24 +87,6 @@ RawReply raw_request(const std::string& socket, const std::string& method,
         return {-1, httplib::to_string(r.error())};
     }
     return {r->status, r->body};
-}
-
-// Polls `done` until it holds or `limit` passes; deadlines are generous because CI machines are
-// slow and shared. No test asserts on how long anything took.
-bool eventually(const std::function<bool()>& done, std::chrono::seconds limit = 60s) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (done()) {
-            return true;
-        }
-        std::this_thread::sleep_for(50ms);
-    }
-    return done();
-}
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 bool is_final(const std::string& state) {

@@ -28,6 +28,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "support.h"
 #include "browser.h"
 #include "tunnel.h"
 
@@ -38,28 +39,14 @@
 namespace carma {
 namespace {
 
+using test_support::eventually;
+using test_support::read_text;
+
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 using test_support::Browser;
 using test_support::UnixSocketRelay;
-
-// Polls `done` until it holds or `limit` passes; no test asserts on how long anything took.
-bool eventually(const std::function<bool()>& done, std::chrono::seconds limit = 60s) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (done()) {
-            return true;
-        }
-        std::this_thread::sleep_for(100ms);
-    }
-    return done();
-}
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 struct Reply {
     int status = 0;

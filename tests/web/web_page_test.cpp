@@ -23,6 +23,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "support.h"
 #include "browser.h"
 
 #ifndef CARMA_BIN
@@ -35,40 +36,14 @@
 namespace carma {
 namespace {
 
+using test_support::eventually;
+using test_support::read_text;
+using test_support::free_port;
+
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 using test_support::Browser;
-
-// Polls `done` until it holds or `limit` passes; no test asserts on how long anything took.
-bool eventually(const std::function<bool()>& done, std::chrono::seconds limit = 60s) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (done()) {
-            return true;
-        }
-        std::this_thread::sleep_for(100ms);
-    }
-    return done();
-}
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// A TCP port nobody listens on right now.
-int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    ::close(fd);
-    return ntohs(addr.sin_port);
-}
 
 struct Reply {
     int status = 0;
