@@ -6,7 +6,7 @@ no_limits_args() {
   local carma=$1 dir=$2
   if "$carma" serve --help 2>/dev/null | grep -q -- --allowed-hosts; then
     mkdir -p "$dir"
-    printf 'limits:\n  max_waiting_per_user: 0\n  max_array_size: 0\n  max_submit_bytes_per_task: 0\n  submit_rate_per_user: 0\n' \
+    printf 'limits:\n  max_waiting_per_user: 0\n  max_array_size: 0\n  max_submit_bytes_per_task: 0\n  max_submit_bytes_per_request: 0\n  submit_rate_per_user: 0\n' \
       >"$dir/no-limits.yaml"
     echo "--config $dir/no-limits.yaml"
   fi

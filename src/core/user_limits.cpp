@@ -26,6 +26,19 @@ std::optional<LimitRefusal> check_submission_size(const UserLimits& limits,
                                         size.task_bytes, limits.max_submit_bytes_per_task),
                             std::nullopt};
     }
+    if (limits.max_submit_bytes_per_request > 0 &&
+        size.tasks * size.task_bytes > limits.max_submit_bytes_per_request) {
+        return LimitRefusal{413, "max_submit_bytes_per_request",
+                            fmt::format("the submission would store {} tasks of {} bytes each "
+                                        "({} MiB); this daemon takes at most {} MiB per "
+                                        "submission (limits.max_submit_bytes_per_request); pass "
+                                        "large arguments in a file, export fewer variables "
+                                        "(--export) or split the array",
+                                        size.tasks, size.task_bytes,
+                                        size.tasks * size.task_bytes / (1024 * 1024),
+                                        limits.max_submit_bytes_per_request / (1024 * 1024)),
+                            std::nullopt};
+    }
     return std::nullopt;
 }
 

@@ -21,6 +21,9 @@ struct UserLimits {
     std::size_t max_array_size = 10000;
     // What one task may carry: its command line, environment and name, in bytes; 0 = no limit.
     std::size_t max_submit_bytes_per_task = 64 * 1024;
+    // What one submission may store in all: its tasks times their bytes (an array repeats its
+    // command line and environment in every member); 0 = no limit.
+    std::size_t max_submit_bytes_per_request = 64 * 1024 * 1024;
     // Submissions (requests: an array is one) per second one user may keep up, and how many may
     // come at once after a quiet spell; 0 = no limit.
     double submit_rate_per_user = 20;

@@ -67,7 +67,8 @@ Result<void> parse_limits(const YAML::Node& v, const std::string& source, UserLi
         return fail(ErrorCode::InvalidArgument,
                     fmt::format("{} line {}: limits must map limit names to numbers "
                                 "(max_waiting_per_user, max_array_size, "
-                                "max_submit_bytes_per_task, submit_rate_per_user, "
+                                "max_submit_bytes_per_task, max_submit_bytes_per_request, "
+                                "submit_rate_per_user, "
                                 "submit_burst_per_user)",
                                 source, v.Mark().line + 1));
     }
@@ -90,6 +91,8 @@ Result<void> parse_limits(const YAML::Node& v, const std::string& source, UserLi
             out.max_array_size = count;
         } else if (name == "max_submit_bytes_per_task") {
             out.max_submit_bytes_per_task = count;
+        } else if (name == "max_submit_bytes_per_request") {
+            out.max_submit_bytes_per_request = count;
         } else if (name == "submit_rate_per_user") {
             out.submit_rate_per_user = *d;
         } else if (name == "submit_burst_per_user") {
@@ -98,7 +101,8 @@ Result<void> parse_limits(const YAML::Node& v, const std::string& source, UserLi
             return fail(ErrorCode::InvalidArgument,
                         fmt::format("{} line {}: unknown limit '{}'; known limits: "
                                     "max_waiting_per_user, max_array_size, "
-                                    "max_submit_bytes_per_task, submit_rate_per_user, "
+                                    "max_submit_bytes_per_task, max_submit_bytes_per_request, "
+                                "submit_rate_per_user, "
                                     "submit_burst_per_user",
                                     source, kv.first.Mark().line + 1, name));
         }

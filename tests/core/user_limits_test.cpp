@@ -23,8 +23,16 @@ TEST(UserLimitsTest, SizeLimits) {
     ASSERT_TRUE(big_task);
     EXPECT_EQ(big_task->status, 413);
     EXPECT_NE(big_task->message.find("max_submit_bytes_per_task"), std::string::npos);
+    // 100 members of 1,000 bytes: 100,000 bytes in all, past a request limit of 50,000.
+    l.max_submit_bytes_per_request = 50000;
+    auto amplified = check_submission_size(l, {100, 1000, true});
+    ASSERT_TRUE(amplified);
+    EXPECT_EQ(amplified->status, 413);
+    EXPECT_EQ(amplified->limit, "max_submit_bytes_per_request");
+    EXPECT_FALSE(check_submission_size(l, {50, 1000, true}));
     l.max_array_size = 0;
     l.max_submit_bytes_per_task = 0;
+    l.max_submit_bytes_per_request = 0;
     EXPECT_FALSE(check_submission_size(l, {10000, 1 << 20, true}));
 }
 

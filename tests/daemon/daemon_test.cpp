@@ -2259,7 +2259,8 @@ TEST_F(DaemonTest, SlowClientsDoNotStopService) {
 
 // ---- Issue 18: hardening, round two ----------------------------------------------------------
 
-// This test verifies the per-user limits: an array or a task above its size limit is refused
+// This test verifies the per-user limits: an array, a task or a whole submission above its size
+// limit is refused
 // with 413, a submission past the waiting limit or the rate with 429 and Retry-After, each
 // naming its limit; what was accepted before stays; another user is not held up by them.
 TEST_F(DaemonTest, PerUserLimits) {
@@ -2272,8 +2273,9 @@ TEST_F(DaemonTest, PerUserLimits) {
           {"--config", write_config(dir_, "limits:\n  max_waiting_per_user: 12\n"
                                           "  max_array_size: 8\n"
                                           "  max_submit_bytes_per_task: 4096\n"
+                                          "  max_submit_bytes_per_request: 20000\n"
                                           "  submit_rate_per_user: 0.01\n"
-                                          "  submit_burst_per_user: 8\n")});
+                                          "  submit_burst_per_user: 9\n")});
     std::vector<TaskId> sleepers;
     for (int i = 0; i < 4; ++i) {  // one per GPU: what comes next waits
         sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
@@ -2290,6 +2292,12 @@ TEST_F(DaemonTest, PerUserLimits) {
     r = raw_request(socket_, "POST", "/v1/tasks", big.dump());
     EXPECT_EQ(r.status, 413) << r.body;
     EXPECT_NE(r.body.find("max_submit_bytes_per_task"), std::string::npos) << r.body;
+    json amplified = sleeper;  // 8 members of 3,000 bytes each: 24,000 stored
+    amplified["command"] = {"/bin/echo", std::string(3000, 'x')};
+    amplified["array"] = "0-7";
+    r = raw_request(socket_, "POST", "/v1/tasks", amplified.dump());
+    EXPECT_EQ(r.status, 413) << r.body;
+    EXPECT_NE(r.body.find("max_submit_bytes_per_request"), std::string::npos) << r.body;
 
     array["array"] = "0-7";  // 8 waiting
     r = raw_request(socket_, "POST", "/v1/tasks", array.dump());
@@ -2300,7 +2308,7 @@ TEST_F(DaemonTest, PerUserLimits) {
     EXPECT_NE(r.body.find("max_waiting_per_user"), std::string::npos) << r.body;
     EXPECT_NE(r.body.find("8 task(s) waiting"), std::string::npos) << r.body;
 
-    // The burst of 8 is spent (4 sleepers, 2 too large, 1 array, 1 past the waiting limit; one
+    // The burst of 9 is spent (4 sleepers, 3 too large, 1 array, 1 past the waiting limit; one
     // more every 100 s): the rate refuses, and says when to come back.
     httplib::Client cli(socket_, 80);
     cli.set_address_family(AF_UNIX);
