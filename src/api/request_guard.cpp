@@ -7,16 +7,11 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace carma::api {
 
 namespace {
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return out;
-}
 
 bool all_digits(std::string_view s) {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
@@ -33,7 +28,7 @@ std::string media_type(std::string_view content_type) {
     while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) {
         t.remove_prefix(1);
     }
-    return lower(t);
+    return to_lower(t);
 }
 
 bool changes_state(std::string_view method) {
@@ -95,7 +90,7 @@ std::optional<std::string> host_of(std::string_view value) {
     if (!plain) {
         return std::nullopt;
     }
-    std::string out = lower(host);
+    std::string out = to_lower(host);
     if (out.size() > 1 && out.back() == '.') {
         out.pop_back();  // "localhost." is localhost
     }
@@ -114,7 +109,7 @@ std::optional<ApiError> check_request_head(const RequestHead& head, const GuardO
         const std::optional<std::string> host = host_of(*head.host);
         const bool listed =
             host && std::any_of(options.allowed_hosts.begin(), options.allowed_hosts.end(),
-                                [&](const std::string& a) { return lower(a) == *host; });
+                                [&](const std::string& a) { return to_lower(a) == *host; });
         if (!host || !(is_loopback_host(*host) || listed)) {
             return ApiError{403, fmt::format("{}: Host '{}' is not a name of this daemon, so "
                                              "the request may come from a web page that points "
@@ -137,8 +132,8 @@ std::optional<ApiError> check_request_head(const RequestHead& head, const GuardO
     }
     // 3. Origin: a browser's statement of who asks.
     if (!head.origin.empty()) {
-        const std::string origin = lower(head.origin);
-        const std::string own = lower(*head.host);
+        const std::string origin = to_lower(head.origin);
+        const std::string own = to_lower(*head.host);
         if (origin != "http://" + own && origin != "https://" + own) {
             return ApiError{403, fmt::format("{}: refused because a web page of another origin "
                                              "({}) sent it; CARMA's API answers its own page "

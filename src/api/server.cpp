@@ -4,6 +4,7 @@
 #include "api/query.h"
 #include "api/web_assets.h"
 #include "api/web_session.h"
+#include "core/text.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -60,42 +61,12 @@ void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
 // Offset of the first byte that breaks UTF-8, or npos. nlohmann's parser passes such bytes
 // through inside strings, so bodies are checked before parsing.
 std::size_t invalid_utf8_at(std::string_view s) {
-    std::size_t i = 0;
-    while (i < s.size()) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        std::size_t len = 0;
-        std::uint32_t cp = 0;
-        if (c < 0x80) {
-            ++i;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            len = 2;
-            cp = c & 0x1F;
-        } else if ((c & 0xF0) == 0xE0) {
-            len = 3;
-            cp = c & 0x0F;
-        } else if ((c & 0xF8) == 0xF0) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
+    for (std::size_t i = 0; i < s.size();) {
+        const Utf8Char c = decode_utf8(s, i);
+        if (c.value == kInvalidCodePoint) {
             return i;
         }
-        if (i + len > s.size()) {
-            return i;
-        }
-        for (std::size_t k = 1; k < len; ++k) {
-            const auto cc = static_cast<unsigned char>(s[i + k]);
-            if ((cc & 0xC0) != 0x80) {
-                return i;
-            }
-            cp = (cp << 6) | (cc & 0x3F);
-        }
-        const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                              (len == 4 && cp < 0x10000);
-        if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-            return i;
-        }
-        i += len;
+        i += c.bytes;
     }
     return std::string_view::npos;
 }

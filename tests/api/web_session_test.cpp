@@ -1,5 +1,8 @@
 // The web page's session cookie: made from the web token, never the token itself (issue 18).
 
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "api/web_session.h"
@@ -24,7 +27,8 @@ TEST(WebSessionTest, SessionStandsForTheTokenUntilItExpires) {
     std::string tampered = s;
     tampered.back() = tampered.back() == '0' ? '1' : '0';
     EXPECT_EQ(check_session(tampered, kToken, 1000), std::nullopt);
-    for (const char* junk : {"", "v1.", "v1.x.y", "v2.1100.00", std::string(kToken).c_str()}) {
+    const std::string token(kToken);  // the raw token is no session either
+    for (const std::string& junk : std::vector<std::string>{"", "v1.", "v1.x.y", "v2.1100.00", token}) {
         EXPECT_EQ(check_session(junk, kToken, 1000), std::nullopt) << junk;
     }
 }
