@@ -3,7 +3,9 @@
 // without asserting how long it took, reading a file whole, a free loopback port.
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +15,9 @@
 #include <iterator>
 #include <string>
 #include <thread>
+#include <vector>
+
+extern char** environ;
 
 namespace carma::test_support {
 
@@ -47,6 +52,35 @@ inline int free_port() {
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
     ::close(fd);
     return ntohs(addr.sin_port);
+}
+
+// Starts args[0] (a path) with `args`, standard output and error appended to `log`, in this
+// process's environment plus `extra_env` ("NAME=value"); its pid, or -1 when it cannot start.
+inline pid_t spawn_logged(std::vector<std::string> args, const std::string& log,
+                          const std::vector<std::string>& extra_env = {}) {
+    std::vector<char*> argv;
+    for (std::string& a : args) {
+        argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+        env_strings.emplace_back(*e);
+    }
+    env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
+    std::vector<char*> envp;
+    for (std::string& e : env_strings) {
+        envp.push_back(e.data());
+    }
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid = 0;
+    const int rc = ::posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    return rc == 0 ? pid : -1;
 }
 
 }  // namespace carma::test_support

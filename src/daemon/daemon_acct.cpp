@@ -127,12 +127,11 @@ api::ApiResult<std::string> Daemon::acct(const api::Caller&, const api::AcctQuer
         out += acct_task_json((*rows)[i]).dump(-1, ' ', false,
                                               nlohmann::json::error_handler_t::replace);
     }
-    const std::string next =
-        next_page_json(rows->size(), rows->empty() ? 0 : rows->back().task.id, query.page);
-    out += "],\"next\":" + next;
+    out += "],\"next\":" +
+           next_page_json(rows->size(), rows->empty() ? 0 : rows->back().task.id, query.page);
     // The totals are of the whole query, not of the page: with its last page, summed a page at
     // a time from the first, so memory stays one page whatever the query covers.
-    if (next == "null") {
+    if (is_last_page(rows->size(), query.page)) {
         AcctTotals totals;
         store::FinishedQuery all = q;
         all.after = 0;

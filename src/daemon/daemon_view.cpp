@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "daemon/daemon.h"
+#include "daemon/task_json.h"
 #include "daemon/view_json.h"
 
 namespace carma::daemon {
@@ -249,9 +250,9 @@ api::ApiResult<json> Daemon::timeline(const api::Caller&, const api::TimelineQue
                 {"time_scale", config_.time_scale},
                 {"gpus", gpus},
                 {"tasks", task_list},
-                {"next", tasks->size() >= query.page.limit && !tasks->empty()
-                             ? json(tasks->back().task.id)
-                             : json(nullptr)}};
+                {"next", is_last_page(tasks->size(), query.page)
+                             ? json(nullptr)
+                             : json(tasks->back().task.id)}};
 }
 
 }  // namespace carma::daemon

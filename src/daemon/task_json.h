@@ -21,10 +21,15 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body);
 // The indices of a submission's `array` ("0-9" or [0, 1, ...]); empty when it has none.
 api::ApiResult<std::vector<int>> array_from_submission(const nlohmann::json& body);
 
-// A listing's "next" (api::Page): the last id of a full page, after which there may be more;
-// null once a page came out short.
+// Whether a page of `count` rows is a listing's last: one that came out short (api::Page).
+inline bool is_last_page(std::size_t count, const api::Page& page) {
+    return count == 0 || count < page.limit;
+}
+
+// A listing's "next": the last id of a full page, after which there may be more; null after the
+// last page.
 inline std::string next_page_json(std::size_t count, TaskId last, const api::Page& page) {
-    return count > 0 && count >= page.limit ? std::to_string(last) : std::string("null");
+    return is_last_page(count, page) ? std::string("null") : std::to_string(last);
 }
 
 // What a submission stores per task: command line, environment and name, in bytes

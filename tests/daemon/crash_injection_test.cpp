@@ -254,21 +254,8 @@ class CrashInjection : public ::testing::Test {
             "--state-dir",    state_,  "--socket", socket_,
             "--time-scale",   "60",    "--policy", "OR-MAGM",
             "--max-attempts", "20"};
-        std::vector<char*> argv;
-        for (std::string& a : args) {
-            argv.push_back(a.data());
-        }
-        argv.push_back(nullptr);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        const std::string log_path = dir_ + "/daemon.log";
-        posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                         0644);
-        posix_spawn_file_actions_adddup2(&fa, 1, 2);
-        pid_t pid = 0;
-        const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-        posix_spawn_file_actions_destroy(&fa);
-        ASSERT_EQ(rc, 0) << "cannot start " << CARMA_BIN;
+        const pid_t pid = test_support::spawn_logged(args, dir_ + "/daemon.log");
+        ASSERT_GT(pid, 0) << "cannot start " << CARMA_BIN;
         daemon_.store(pid);
         api::ApiClient c(socket_);
         const auto until = Clock::now() + kRestartBound;

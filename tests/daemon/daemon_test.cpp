@@ -133,29 +133,10 @@ protected:
                                          "--time-scale", "60",           "--policy",
                                          policy,         "--kill-grace", "2"};
         args.insert(args.end(), extra.begin(), extra.end());
-        std::vector<char*> argv;
-        for (std::string& a : args) {
-            argv.push_back(a.data());
-        }
-        argv.push_back(nullptr);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        const std::string log = dir_ + "/daemon.log";
-        posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        posix_spawn_file_actions_adddup2(&fa, 1, 2);
         // A variable of the daemon's own environment, which no task may see.
-        std::vector<std::string> env_strings;
-        std::vector<char*> envp;
-        for (char** e = environ; *e != nullptr; ++e) {
-            env_strings.emplace_back(*e);
-        }
-        env_strings.emplace_back("CARMA_DAEMON_ONLY_SECRET=hush");
-        for (std::string& e : env_strings) {
-            envp.push_back(e.data());
-        }
-        envp.push_back(nullptr);
-        ASSERT_EQ(posix_spawn(&daemon_, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
-        posix_spawn_file_actions_destroy(&fa);
+        daemon_ = test_support::spawn_logged(args, dir_ + "/daemon.log",
+                                             {"CARMA_DAEMON_ONLY_SECRET=hush"});
+        ASSERT_GT(daemon_, 0) << "cannot start " << CARMA_BIN;
         api::ApiClient c(socket_);
         ASSERT_TRUE(eventually([&] { return c.healthz().has_value(); }, 30s)) << daemon_log();
         // Decisions wait until every GPU's monitor window has filled once.

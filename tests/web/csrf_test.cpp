@@ -298,18 +298,8 @@ protected:
         std::vector<std::string> args = {CARMA_BIN, "serve", "--gpus", "emulated:4xA100-40GB",
                                          "--state-dir", dir_ + "/state", "--socket", socket_,
                                          "--time-scale", "60", "--kill-grace", "2"};
-        std::vector<char*> argv;
-        for (std::string& a : args) {
-            argv.push_back(a.data());
-        }
-        argv.push_back(nullptr);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        const std::string log = dir_ + "/daemon.log";
-        posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        posix_spawn_file_actions_adddup2(&fa, 1, 2);
-        ASSERT_EQ(posix_spawn(&daemon_, argv[0], &fa, nullptr, argv.data(), environ), 0);
-        posix_spawn_file_actions_destroy(&fa);
+        daemon_ = test_support::spawn_logged(args, dir_ + "/daemon.log");
+        ASSERT_GT(daemon_, 0) << "cannot start " << CARMA_BIN;
         ASSERT_TRUE(eventually([&] {
             int status = 0;
             if (::waitpid(daemon_, &status, WNOHANG) == daemon_) {

@@ -107,18 +107,8 @@ protected:
                                          "--state-dir", dir_ + "/state", "--socket", socket_,
                                          "--time-scale", "60", "--kill-grace", "2"};
         args.insert(args.end(), extra.begin(), extra.end());
-        std::vector<char*> argv;
-        for (std::string& a : args) {
-            argv.push_back(a.data());
-        }
-        argv.push_back(nullptr);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        const std::string log = dir_ + "/daemon.log";
-        posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        posix_spawn_file_actions_adddup2(&fa, 1, 2);
-        EXPECT_EQ(posix_spawn(&daemon_, argv[0], &fa, nullptr, argv.data(), environ), 0);
-        posix_spawn_file_actions_destroy(&fa);
+        daemon_ = test_support::spawn_logged(args, dir_ + "/daemon.log");
+        EXPECT_GT(daemon_, 0) << "cannot start " << CARMA_BIN;
         int exit_status = -1;
         const bool up = eventually([&] {
             int status = 0;
