@@ -908,7 +908,11 @@ std::string health_cell(const json& gpu) {
 }
 
 void print_gpus(const json& answer) {
-    print_line(stdout, "backend: {}", text_of(answer, "backend"));
+    const std::string backend = text_of(answer, "backend");
+    print_line(stdout, "backend: {}", backend);
+    if (backend.starts_with("emulated")) {
+        fmt::print("EMULATED GPUs: not real hardware; only carma-fakejob processes use them\n");
+    }
     TextTable table({"GPU", "NAME", "HEALTH", "MEMORY USED/TOTAL", "AVAILABLE", "UTIL", "SAMPLES",
                      "SMACT", "SMOCC", "DRAMA", "LOCKED", "TASKS", "RISK"});
     for (const json& g : array_of(answer, "gpus")) {
@@ -934,6 +938,13 @@ void print_gpus(const json& answer) {
                    risk != nullptr ? text_of(*risk, "rule_text", "-") : "-");
         if (health != nullptr && !text_of(*health, "reason", "").empty()) {
             print_line(stdout, "  {}: {}", text_of(*health, "state"), text_of(*health, "reason"));
+        }
+        // Processes CARMA did not start: their memory is taken and never planned into.
+        for (const json& f : array_of(g, "foreign")) {
+            print_line(stdout, "  foreign: pid {} user {} holds {} (not a CARMA task; never "
+                               "planned into)",
+                       text_of(f, "pid"), text_of(f, "user", "?"),
+                       format_mib_or_dash(integer_of(f, "used_mib")));
         }
     }
 }

@@ -106,6 +106,7 @@ constexpr std::array<char, 8> kTaskFills = {'#', '=', '%', '@', '&', '+', '*', '
 constexpr std::array<const char*, 8> kTaskColours = {"34", "35", "36", "33",
                                                      "32", "94", "95", "96"};
 constexpr char kOtherFill = '~';  // memory held outside CARMA's tasks
+constexpr char kForeignFill = 'x';  // held by a process CARMA did not start (its pid is shown)
 constexpr char kFreeFill = '.';
 
 class Line {
@@ -310,6 +311,9 @@ std::vector<Line> header_lines(const json& view, const TopScreen& s) {
             scale && *scale != 1 && std::isfinite(*scale)) {
             head.add(fmt::format(" x{:g}", *scale));
         }
+        if (text_of(view, "backend", "").starts_with("emulated")) {
+            head.add(" EMULATED GPUs", kWarn);  // never to be mistaken for real hardware
+        }
         head.add("  " + clock_text(number_of(view, "now")));
         const json& queue = array_of(view, "queue");
         auto held = static_cast<std::size_t>(std::count_if(
@@ -436,9 +440,15 @@ std::vector<Line> memory_lines(const json& gpu, std::size_t width) {
     for (const json& t : tasks) {
         task_sum += std::max<std::int64_t>(0, integer_of(t, "used_mib").value_or(0));
     }
+    const json& foreign = array_of(gpu, "foreign");
+    std::int64_t foreign_sum = 0;
+    for (const json& f : foreign) {
+        foreign_sum += std::max<std::int64_t>(0, integer_of(f, "used_mib").value_or(0));
+    }
+    // The view's other_mib leaves the foreign processes out already.
     std::optional<std::int64_t> other = integer_of(gpu, "other_mib");
     if (!other && used) {
-        other = std::max<std::int64_t>(0, *used - task_sum);
+        other = std::max<std::int64_t>(0, *used - task_sum - foreign_sum);
     }
 
     const std::string prefix = "  mem   ";
@@ -455,6 +465,13 @@ std::vector<Line> memory_lines(const json& gpu, std::size_t width) {
                           fmt::format("{} {} {} {}", text_of(t, "id", "?"), text_of(t, "user", "?"),
                                       text_of(t, "name", "-"),
                                       mib_or(integer_of(t, "used_mib"), "? MiB"))});
+    }
+    // Processes CARMA did not start: taken memory, with who holds it.
+    for (const json& f : foreign) {
+        legend.push_back({kForeignFill, kWarn,
+                          fmt::format("foreign pid {} {} {}", text_of(f, "pid", "?"),
+                                      text_of(f, "user", "?"),
+                                      mib_or(integer_of(f, "used_mib"), "? MiB"))});
     }
     if (other && *other > 0) {
         legend.push_back({kOtherFill, kDim, "other " + format_mib(*other)});
@@ -476,6 +493,7 @@ std::vector<Line> memory_lines(const json& gpu, std::size_t width) {
         for (std::size_t i = 0; i < tasks.size(); ++i) {
             fill(integer_of(tasks[i], "used_mib").value_or(0), legend[i].fill, legend[i].style);
         }
+        fill(foreign_sum, kForeignFill, kWarn);
         fill(other.value_or(0), kOtherFill, kDim);
         l.add(std::string(bar - pos, kFreeFill), kDim);
         l.add("] ");

@@ -24,6 +24,9 @@ public:
         for (const ResidentView& r : gpu.residents) {
             push(r.activity);
         }
+        if (gpu.foreign_activity) {
+            push(*gpu.foreign_activity);  // processes CARMA did not start compete too
+        }
     }
     void push(double a) {
         if (size_ < fixed_.size()) {
@@ -72,7 +75,11 @@ bool gpu_idle(const GpuView& g) {
     return g.schedulable && !g.has_processes && !g.locked && g.residents.empty();
 }
 
-MiB usable_mib(const GpuView& g) { return std::max<MiB>(0, g.total_mib - kFreeMemoryReserveMiB); }
+// Foreign memory is taken: a plan that counts only the residents' needs would put a task into
+// memory another user's process holds.
+MiB usable_mib(const GpuView& g) {
+    return std::max<MiB>(0, g.total_mib - kFreeMemoryReserveMiB - g.foreign_mib);
+}
 
 double activity_of(const TaskSpec& task) { return task.learned.activity.value_or(0.6); }
 

@@ -105,6 +105,10 @@ struct GpuView {
     // predicted slowdown and predicted end times). Empty where the caller does not say; `carma`
     // then falls back on the measured window.
     std::vector<ResidentView> residents;
+    // Held by processes the caller did not start (foreign): never planned into. Their SM
+    // activity, where they have any, counts beside the residents'.
+    MiB foreign_mib = 0;
+    std::optional<double> foreign_activity;
 };
 
 struct PlacementConfig {

@@ -1,12 +1,17 @@
 #include "daemon/backend.h"
 
 #include <fnmatch.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "device/dcgm.h"
+#include "device/dl_library.h"
 #include "device/emulated.h"
 #include "device/nvml.h"
 
@@ -39,7 +44,14 @@ Result<std::unique_ptr<device::GpuBackend>> emulated(const DaemonConfig& c, cons
     o.file = c.state_dir + "/emulated-gpus";
     o.attempts_running = attempts_running;
     o.on_note = [](std::string_view note) { spdlog::warn("{}", note); };
-    return device::open_emulated(o);
+    auto backend = device::open_emulated(o);
+    if (backend) {
+        // At every start, so that a log read later cannot be mistaken for real hardware.
+        spdlog::warn("GPUs are EMULATED ({}): no real GPU is used; tasks see made-up UUIDs in "
+                     "CUDA_VISIBLE_DEVICES and only carma-fakejob processes use them",
+                     (*backend)->name());
+    }
+    return backend;
 }
 
 Result<std::unique_ptr<device::GpuBackend>> dcgm(const DaemonConfig& c) {
@@ -49,7 +61,8 @@ Result<std::unique_ptr<device::GpuBackend>> dcgm(const DaemonConfig& c) {
     return device::open_dcgm(o);
 }
 
-Result<std::unique_ptr<device::GpuBackend>> automatic(const DaemonConfig& c, int attempts_running) {
+Result<std::unique_ptr<device::GpuBackend>> automatic(const DaemonConfig& c, int attempts_running,
+                                                      const DriverProbe& probe) {
     auto from_dcgm = dcgm(c);
     if (from_dcgm && !(*from_dcgm)->gpus().empty()) {
         spdlog::info("--gpus auto: using {} NVIDIA GPU(s) through DCGM", (*from_dcgm)->gpus().size());
@@ -65,15 +78,64 @@ Result<std::unique_ptr<device::GpuBackend>> automatic(const DaemonConfig& c, int
                      (*nvml)->gpus().size(), no_dcgm);
         return nvml;
     }
-    spdlog::info("--gpus auto: no NVIDIA GPU found (DCGM: {}; NVML: {}); using emulated GPUs {}",
-                 no_dcgm, nvml ? "NVML reports no devices" : nvml.error().message,
-                 kDefaultEmulated);
+    const std::string no_nvml = nvml ? "NVML reports no GPUs" : nvml.error().message;
+    if (std::string driver = nvidia_driver_expected(probe); !driver.empty()) {
+        // NVML's error first: it is the one that says what is wrong with the driver.
+        return fail(ErrorCode::Io,
+                    fmt::format("--gpus auto: an NVIDIA driver is meant to be here ({}) but no "
+                                "GPU can be used, so carma does not start (it would run real "
+                                "jobs on emulated GPUs): {}; DCGM: {}. Fix the driver, or "
+                                "start with --gpus emulated on purpose",
+                                driver, no_nvml, no_dcgm));
+    }
+    spdlog::warn("--gpus auto: no NVIDIA driver on this machine (no /dev/nvidiactl, no "
+                 "/proc/driver/nvidia, no libnvidia-ml.so.1; DCGM: {}; NVML: {}); using "
+                 "EMULATED GPUs {}",
+                 no_dcgm, no_nvml, kDefaultEmulated);
     return emulated(c, kDefaultEmulated, attempts_running);
+}
+
+std::string env_or_empty(const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr ? value : "";
 }
 
 }  // namespace
 
+DriverProbe driver_probe_from_environment() {
+    DriverProbe p;
+    p.nvml_library = env_or_empty(device::kNvmlLibraryEnv);
+    p.dcgm_library = env_or_empty(device::kDcgmLibraryEnv);
+    p.loads = [](const std::string& name) {
+        return static_cast<bool>(device::SharedLibrary::open({name}));
+    };
+    return p;
+}
+
+std::string nvidia_driver_expected(const DriverProbe& probe) {
+    if (!probe.nvml_library.empty()) {
+        return fmt::format("{} names {}", device::kNvmlLibraryEnv, probe.nvml_library);
+    }
+    if (!probe.dcgm_library.empty()) {
+        return fmt::format("{} names {}", device::kDcgmLibraryEnv, probe.dcgm_library);
+    }
+    const std::filesystem::path root = probe.root.empty() ? "/" : probe.root;
+    for (const char* path : {"dev/nvidiactl", "proc/driver/nvidia"}) {
+        std::error_code ec;
+        if (std::filesystem::exists(root / path, ec)) {
+            return fmt::format("/{} exists", path);
+        }
+    }
+    if (probe.loads && probe.loads("libnvidia-ml.so.1")) {
+        return "libnvidia-ml.so.1 loads";
+    }
+    return {};
+}
+
 std::string exclusion_reason(const device::GpuInfo& gpu, const std::vector<std::string>& patterns) {
+    if (!gpu.fault.empty()) {
+        return gpu.fault;
+    }
     for (const std::string& pattern : patterns) {
         if (pattern.empty()) {
             continue;
@@ -119,6 +181,12 @@ std::string describe_sources(const device::GpuSample& s) {
 
 Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c,
                                                          int attempts_running) {
+    return open_backend(c, attempts_running, driver_probe_from_environment());
+}
+
+Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c,
+                                                         int attempts_running,
+                                                         const DriverProbe& probe) {
     if (c.gpus.starts_with("emulated:")) {
         return emulated(c, c.gpus.substr(9), attempts_running);
     }
@@ -132,7 +200,7 @@ Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c,
         return dcgm(c);
     }
     if (c.gpus == "auto") {
-        return automatic(c, attempts_running);
+        return automatic(c, attempts_running, probe);
     }
     return fail(ErrorCode::InvalidArgument,
                 fmt::format("--gpus '{}' is not understood; use auto, dcgm, nvml or "

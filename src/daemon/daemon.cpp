@@ -679,12 +679,11 @@ void Daemon::note_missing_sample(std::size_t gpu, const std::string& why) {
 // setsid included) on its GPUs. A GPU's warm-up ends when the task is seen on that GPU; the
 // memory its processes hold there is the attempt's per-GPU peak.
 void Daemon::notice_sightings(const std::vector<exec::ProcEntry>& table) {
-    if (live_.empty()) {
-        return;
-    }
+    std::set<pid_t> ours;  // every live attempt's processes: the rest on a GPU is foreign
     for (auto& [id, live] : live_) {
         live.held_now.clear();
         const std::set<pid_t> members = attempt_members(live, table);
+        ours.insert(members.begin(), members.end());
         if (members.empty()) {
             continue;
         }
@@ -726,7 +725,7 @@ void Daemon::notice_sightings(const std::vector<exec::ProcEntry>& table) {
                 live.peak_changed = false;
             }
         }
-    }
+    }    notice_foreign(ours);
 }
 
 Result<void> Daemon::requeue_not_started(store::TaskRow& task, store::AttemptRow& attempt,
@@ -1189,6 +1188,13 @@ std::vector<GpuView> Daemon::gpu_views() const {
                                               });
             }
         }
+        // Memory and activity of processes CARMA did not start are taken (daemon/foreign.h).
+        v.foreign_mib = foreign_mib(gpu_state_[idx].foreign);
+        v.foreign_activity = gpu_state_[idx].foreign.empty()
+                                 ? std::optional<double>(std::nullopt)
+                                 : foreign_activity(gpu_state_[idx].foreign)
+                                       .value_or(v.stats.smact.known > 0 ? v.stats.smact.mean
+                                                                         : v.stats.util.mean);
         // A GPU running one of our attempts is never idle, even before (or without) its process
         // showing up there: the exclusive path must not stack tasks on it. Its attempts are the
         // residents `carma` plans with (their learned figures, never their measurements).

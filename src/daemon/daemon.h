@@ -27,6 +27,7 @@
 #include "core/scheduler.h"
 #include "core/user_limits.h"
 #include "daemon/config.h"
+#include "daemon/foreign.h"
 #include "device/gpu_backend.h"
 #include "exec/launch.h"
 #include "exec/mps.h"
@@ -137,6 +138,10 @@ private:
         bool unhealthy = false;
         std::string last_error;
         std::string rule_text;     // the risk rule last logged for it
+        // Processes on it CARMA did not start, as of the last sample (daemon/foreign.h), and the
+        // foreign memory last reported as running into a task's plan (0: none reported).
+        std::vector<ForeignProcess> foreign;
+        MiB foreign_reported_mib = 0;
     };
 
     Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
@@ -157,6 +162,8 @@ private:
     void apply_samples(Result<std::vector<device::GpuSample>> samples);
     void note_missing_sample(std::size_t gpu, const std::string& why);
     void notice_sightings(const std::vector<exec::ProcEntry>& table);
+    // The processes on each GPU that no live attempt owns (`ours`: all their processes).
+    void notice_foreign(const std::set<pid_t>& ours);
     std::vector<GpuView> gpu_views() const;
     std::string schedulable_reason(std::size_t gpu) const;  // empty when it may take tasks
     void collect_exits();

@@ -481,7 +481,8 @@ nlohmann::json Daemon::gpu_health_json(std::size_t gpu) const {
     std::string health = "ok";
     std::string reason;
     if (!state.excluded.empty()) {
-        health = "excluded";
+        // A GPU the backend could not enumerate is broken, not merely left out by choice.
+        health = backend_->gpus()[gpu].fault.empty() ? "excluded" : "unhealthy";
         reason = state.excluded;
     } else if (state.unhealthy) {
         health = "unhealthy";
@@ -617,9 +618,13 @@ nlohmann::json Daemon::gpus_json() {
                                      {"mps_server", p.mps_server}});
                     has_processes = has_processes || !p.mps_server;
                 }
+                label_foreign(procs, gpu_state_[idx].foreign);
                 gj["processes"] = procs;
             }
         }
+        gj["foreign"] = foreign_json(gpu_state_[idx].foreign);
+        gj["foreign_mib"] = foreign_mib(gpu_state_[idx].foreign);
+        gj["emulated"] = g.emulated;
         gj["health"] = gpu_health_json(idx);
         gj["available_mib"] = w.available_mib;
         gj["window"] = {{"samples", w.samples},

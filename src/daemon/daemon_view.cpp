@@ -149,7 +149,9 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
         }
         g["tasks"] = on_gpu;
         if (g.contains("used_mib")) {
-            g["other_mib"] = std::max<MiB>(0, g["used_mib"].get<MiB>() - attributed.value_or(0));
+            // Foreign processes are shown on their own (g["foreign"]); other is what is left.
+            g["other_mib"] = std::max<MiB>(0, g["used_mib"].get<MiB>() - attributed.value_or(0) -
+                                                  g.value("foreign_mib", MiB{0}));
         } else {
             g["other_mib"] = nullptr;
         }

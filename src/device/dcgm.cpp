@@ -588,9 +588,14 @@ class DcgmBackend final : public GpuBackend {
             }
         }
         std::vector<std::string> unmatched;
+        std::size_t readable = 0;
         for (std::size_t i = 0; i < gpus.size(); ++i) {
             Device& device = devices_[i];
             device.last.index = gpus[i].index;
+            if (!gpus[i].fault.empty()) {
+                continue;  // NVML could not list it: left out, its samples carry the fault
+            }
+            ++readable;
             if (auto it = by_uuid.find(gpus[i].uuid); it != by_uuid.end()) {
                 device.dcgm_id = it->second;
             } else if (auto jt = by_index.find(gpus[i].index); jt != by_index.end()) {
@@ -601,7 +606,7 @@ class DcgmBackend final : public GpuBackend {
             }
             device.energy.add(energy_at_open[*device.dcgm_id]);  // counting starts now
         }
-        if (!gpus.empty() && unmatched.size() == gpus.size()) {
+        if (readable > 0 && unmatched.size() == readable) {
             return fail(
                 ErrorCode::Io,
                 fmt::format(

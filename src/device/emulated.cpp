@@ -19,8 +19,14 @@ class EmulatedBackend final : public GpuBackend {
     explicit EmulatedBackend(std::unique_ptr<emu::EmulatorFile> file) : file_(std::move(file)) {
         const model::GpuType& type = file_->gpu_type();
         for (int i = 0; i < file_->gpu_count(); ++i) {
-            gpus_.push_back(
-                GpuInfo{i, emulated_gpu_uuid(i), type.name + " (emulated)", type.usable_mib, false, "", i});
+            GpuInfo info;
+            info.index = i;
+            info.uuid = emulated_gpu_uuid(i);
+            info.name = type.name + " (emulated)";
+            info.total_mib = type.usable_mib;
+            info.node_index = i;
+            info.emulated = true;
+            gpus_.push_back(std::move(info));
         }
         name_ = fmt::format("emulated:{}x{}", file_->gpu_count(), type.name);
     }

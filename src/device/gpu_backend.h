@@ -29,6 +29,11 @@ struct GpuInfo {
     // server's own numbering. "" and == index on a single server.
     std::string node;
     int node_index = 0;
+    // Why the backend cannot use this GPU at all (it failed to enumerate: fell off the bus, no
+    // permission); empty when it can. Such a GPU keeps its place in the numbering, is marked
+    // unhealthy and is left out; the others are scheduled.
+    std::string fault;
+    bool emulated = false;  // not real hardware: tasks get made-up UUIDs
 };
 
 struct GpuProcess {

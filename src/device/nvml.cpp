@@ -32,6 +32,20 @@ std::string library_path() {
     return env != nullptr && *env != '\0' ? env : "libnvidia-ml.so.1";
 }
 
+// What to do about nvmlInit_v2's common failures (codes of nvml.h).
+std::string init_hint(nvmlReturn_t rc) {
+    switch (rc) {
+        case 18:  // NVML_ERROR_LIB_RM_VERSION_MISMATCH
+            return "; the loaded NVIDIA kernel module and its libraries are of different "
+                   "versions, as after a driver update: reboot (or reload the nvidia modules)";
+        case 9:  // NVML_ERROR_DRIVER_NOT_LOADED
+            return "; the NVIDIA kernel module is not loaded: see nvidia-smi and the kernel log";
+        case 4:  // NVML_ERROR_NO_PERMISSION
+            return "; the daemon's user may not open /dev/nvidia*: run it as a user who can";
+        default: return "; see what nvidia-smi says";
+    }
+}
+
 // GPM is used only when all five entry points are there.
 void resolve_gpm(const SymbolTable& table, NvmlApi& api) {
     api.gpm_query_support = table.find<GpmQuerySupportFn>("nvmlGpmQueryDeviceSupport");
@@ -177,6 +191,10 @@ public:
         for (std::size_t i = 0; i < devices_.size(); ++i) {
             Device& device = devices_[i];
             const Clock::time_point now = Clock::now();
+            if (device.handle == nullptr) {  // failed to enumerate: its error, never a read
+                out.push_back(device.last);
+                continue;
+            }
             if (auto fresh = read_sample(device, static_cast<int>(i), now)) {
                 device.last = std::move(*fresh);
                 device.last_read = now;
@@ -190,8 +208,9 @@ public:
     }
 
     // Lists the GPUs and starts their energy meters and GPM readers. A GPU that cannot be listed
-    // fails it all: leaving it out would renumber the others, and its total memory is what
-    // scheduling needs.
+    // (fallen off the bus, no permission) keeps its index, with its fault set and no handle, so
+    // the others keep theirs: the daemon leaves it out and schedules the rest. Only a failure to
+    // count the GPUs fails it all.
     Result<void> enumerate() {
         unsigned int count = 0;
         if (nvmlReturn_t rc = api_.device_count(&count); rc != kNvmlSuccess) {
@@ -200,8 +219,7 @@ public:
         }
         for (unsigned int i = 0; i < count; ++i) {
             if (auto added = add_device(i); !added) {
-                return fail(ErrorCode::Io,
-                            fmt::format("NVML cannot list the GPUs: {}", added.error().message));
+                add_faulty(i, added.error().message);
             }
         }
         return {};
@@ -245,6 +263,22 @@ private:
         devices_.push_back(std::move(device));
         gpus_.push_back(std::move(info));
         return {};
+    }
+
+    void add_faulty(unsigned int i, std::string why) {
+        const int index = static_cast<int>(i);
+        GpuInfo info;
+        info.index = index;
+        info.name = fmt::format("GPU {} (cannot be read)", index);
+        info.fault = fmt::format("{}; the GPU may have fallen off the bus: check nvidia-smi and "
+                                 "the kernel log for Xid errors, then restart carma",
+                                 why);
+        Device device;  // no handle: never read
+        device.last.index = index;
+        device.last.error = info.fault;
+        device.last_read = Clock::now();
+        devices_.push_back(std::move(device));
+        gpus_.push_back(std::move(info));
     }
 
     Result<std::string> read_string(GetStringFn fn, nvmlDevice_t handle, int index,
@@ -494,8 +528,8 @@ Result<std::unique_ptr<GpuBackend>> open_nvml() {
         return tl::unexpected(api.error());
     }
     if (nvmlReturn_t rc = api->init(); rc != kNvmlSuccess) {
-        return fail(ErrorCode::Io, fmt::format("NVML not available: {}: {}", path,
-                                               describe(*api, "nvmlInit_v2", rc)));
+        return fail(ErrorCode::Io, fmt::format("NVML not available: {}: {}{}", path,
+                                               describe(*api, "nvmlInit_v2", rc), init_hint(rc)));
     }
     auto backend = std::make_unique<NvmlBackend>(std::move(*library), *api);
     if (auto listed = backend->enumerate(); !listed) {

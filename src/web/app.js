@@ -131,6 +131,10 @@ function memoryBar(gpu) {
   for (const t of gpu.tasks || []) {
     if (num(t.used_mib)) segment(t.used_mib, taskColour(t.id), `task ${t.id} (${t.user}): ${fmtMib(t.used_mib)}`);
   }
+  // Processes CARMA did not start: taken (red), with who holds them.
+  for (const f of gpu.foreign || []) {
+    if (num(f.used_mib)) segment(f.used_mib, "#b33", `foreign pid ${f.pid} (${f.user || "user unknown"}): ${fmtMib(f.used_mib)}, never planned into`);
+  }
   if (num(gpu.other_mib)) segment(gpu.other_mib, "var(--other)", `not a CARMA task: ${fmtMib(gpu.other_mib)}`);
   bar.append(svg("text", { x: 0, y: height + 12, "font-size": 11, class: "axis" },
                  `memory ${fmtMib(gpu.used_mib)} / ${fmtMib(gpu.total_mib)}`));
@@ -195,6 +199,7 @@ function gpuCard(gpu, view) {
                       (gpu.health || {}).reason || ""));
   badges.append(risk.high ? badge("risk HIGH", "bad", risk.reason || "") :
                             badge("risk ok", "ok", `rule: ${risk.rule || "?"}`));
+  if (gpu.emulated) badges.append(badge("emulated", "warn", "not a real GPU: only carma-fakejob processes use it"));
   if (gpu.locked) badges.append(badge("warm-up lock", "warn", `a new task started here; locked for up to ${view.warmup_s} s`));
   badges.append(badge(`metrics: ${sources.smact || "?"}`, "muted", `rule ${risk.rule || "?"}; memory from ${sources.memory || "?"}`));
   card.append(badges);
@@ -209,7 +214,11 @@ function gpuCard(gpu, view) {
     list.append(el("li", { "data-task": t.id, "data-user": t.user },
                    swatch, `#${t.id} ${t.user} · ${t.name} · ${fmtMib(t.used_mib)} · since ${fmtClock(t.since)}`));
   }
-  if (!(gpu.tasks || []).length) list.append(el("li", { class: "empty", text: "idle" }));
+  for (const f of gpu.foreign || []) {
+    list.append(el("li", { class: "foreign", "data-pid": f.pid, "data-user": f.user || "" },
+                   `foreign pid ${f.pid} ${f.user || "user unknown"} · ${fmtMib(f.used_mib)} · not started by CARMA`));
+  }
+  if (!(gpu.tasks || []).length && !(gpu.foreign || []).length) list.append(el("li", { class: "empty", text: "idle" }));
   card.append(list);
   return card;
 }
@@ -282,7 +291,7 @@ function drawView(view) {
   const running = (view.running || []).length;
   const queued = num(view.queue_total) ?? (view.queue || []).length;
   document.getElementById("summary").textContent =
-    `policy ${view.policy} · ${view.backend} GPUs${num(view.time_scale) && view.time_scale !== 1 ? ` (time ×${view.time_scale})` : ""}` +
+    `policy ${view.policy} · ${view.backend} GPUs${String(view.backend || "").startsWith("emulated") ? " (EMULATED, not real hardware)" : ""}${num(view.time_scale) && view.time_scale !== 1 ? ` (time ×${view.time_scale})` : ""}` +
     ` · ${running} running · ${queued} waiting` + (view.viewer ? ` · you are ${view.viewer}` : "");
   document.getElementById("gpus").replaceChildren(...(view.gpus || []).map((g) => gpuCard(g, view)));
   drawTables(view);

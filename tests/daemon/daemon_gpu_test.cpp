@@ -4,6 +4,7 @@
 // break a GPU, list a task's process on it or turn MIG on between two ticks of the loop.
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -509,6 +510,127 @@ TEST_F(RealGpuDaemonTest, RestartWaitsForALockLeftByADeadDaemonsChild) {
     EXPECT_NE(refused.error().message.find("already uses the state directory"), std::string::npos)
         << refused.error().message;
     ::waitpid(holder, nullptr, 0);
+}
+
+
+// This test verifies that one GPU that fails to enumerate (nvmlDeviceGetHandleByIndex answers
+// GPU_IS_LOST: it fell off the bus) is marked unhealthy and left out, with its index kept, while
+// the other GPU is scheduled; the same under DCGM when the lost GPU's UUID cannot be read. On the
+// code before, one such GPU failed the whole enumeration and the daemon did not start.
+TEST_F(RealGpuDaemonTest, LostGpuIsLeftOutAndTheOthersScheduled) {
+    ::setenv("FAKE_NVML_GPU0_HANDLE", "lost", 1);
+    create();
+    ticks(2);
+    json g = gpus();
+    ASSERT_EQ(g.size(), 2u) << g.dump(2);
+    EXPECT_EQ(g[0]["health"]["state"], "unhealthy") << g.dump(2);
+    EXPECT_NE(g[0]["health"]["reason"].get<std::string>().find("GPU is lost"), std::string::npos)
+        << g[0].dump(2);
+    EXPECT_EQ(g[1]["uuid"], "GPU-fa4e0000-0000-4000-8000-000000000001");
+    const std::int64_t a = submit({"/bin/sleep", "60"});
+    const std::int64_t b = submit({"/bin/sleep", "60"});
+    ticks(1);
+    EXPECT_EQ(task(a)["state"], "running") << task(a).dump(2);
+    EXPECT_EQ(task(a)["attempt_list"][0]["gpus"], json::array({1})) << task(a).dump(2);
+    EXPECT_EQ(task(b)["state"], "queued");  // GPU 0 is never used
+    daemon_->cancel_task(caller(), a);
+    daemon_->cancel_task(caller(), b);
+    eventually([&] {
+        daemon_->tick();
+        return task(a)["state"] != "running";
+    });
+    daemon_.reset();
+
+    ::unsetenv("FAKE_NVML_GPU0_HANDLE");
+    ::setenv("FAKE_NVML_GPU1_UUID", "lost", 1);
+    config_.gpus = "dcgm";
+    create();
+    ticks(2);
+    g = gpus();
+    EXPECT_EQ(g[1]["health"]["state"], "unhealthy") << g.dump(2);
+    EXPECT_EQ(g[0]["health"]["state"], "ok") << g.dump(2);
+}
+
+// This test verifies `--gpus auto` with a driver meant to be here (CARMA_NVML_LIBRARY names a
+// library) whose NVML fails to initialise with a driver/library version mismatch: the daemon
+// refuses to start, says NVML's error and to reboot, instead of running on emulated GPUs (what
+// the code before did).
+TEST_F(RealGpuDaemonTest, AutoRefusesEmulatedWhenTheDriverIsBroken) {
+    ::setenv(device::kDcgmLibraryEnv, "libdcgm-missing.so.4", 1);
+    ::setenv("FAKE_NVML_FAIL_INIT", "rm-mismatch", 1);
+    config_.gpus = "auto";
+    auto refused = Daemon::create(config_);
+    ASSERT_FALSE(refused) << (*refused)->backend_name();
+    const std::string& why = refused.error().message;
+    EXPECT_NE(why.find("Driver/library version mismatch"), std::string::npos) << why;
+    EXPECT_NE(why.find("reboot"), std::string::npos) << why;
+    EXPECT_NE(why.find("CARMA_NVML_LIBRARY"), std::string::npos) << why;
+    EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+}
+
+std::string my_user_name() {
+    const passwd* pw = ::getpwuid(::geteuid());
+    return pw != nullptr ? pw->pw_name : "";
+}
+
+// This test verifies processes CARMA did not start: one holding 20 GiB of GPU 0 is shown with
+// its pid, user and owner "foreign" in GET /v1/gpus; `carma` does not plan a task into the
+// memory it holds (the ledger counted only the residents' needs before, so a 9 GiB task was
+// placed beside a 8 GiB one although only 10 GiB were left for both); and when the foreign
+// process grows into the memory the running task was planned into, an event says so.
+TEST_F(RealGpuDaemonTest, ForeignProcessIsShownTakenAndNeverPlannedInto) {
+    config_.policy = "carma";
+    config_.exclude_gpus = {"1"};
+    const pid_t foreign = ::getpid();  // this test process: no task of the daemon's
+    ::setenv("FAKE_NVML_GPU0_COMPUTE_PROCS", fmt::format("{}:20480", foreign).c_str(), 1);
+    ::setenv("FAKE_NVML_GPU0_USED_MIB", "20480", 1);
+    create();
+    ticks(2);
+    json g = gpus();
+    ASSERT_EQ(g[0]["foreign"].size(), 1u) << g[0].dump(2);
+    EXPECT_EQ(g[0]["foreign"][0]["pid"], foreign);
+    EXPECT_EQ(g[0]["foreign"][0]["user"], my_user_name());
+    EXPECT_EQ(g[0]["foreign"][0]["used_mib"], 20480);
+    EXPECT_EQ(g[0]["foreign_mib"], 20480);
+    EXPECT_EQ(g[0]["processes"][0]["owner"], "foreign") << g[0].dump(2);
+
+    const std::string pidfile = dir_ + "/a.pid";
+    const std::int64_t a =
+        submit({"/bin/sh", "-c", "echo $$ > " + pidfile + "; exec sleep 60"}, 1, 8000);
+    const pid_t a_pid = read_pid(pidfile);
+    ASSERT_GT(a_pid, 1);
+    ASSERT_EQ(task(a)["state"], "running") << task(a).dump(2);
+    // A has only started: it holds 500 MiB of the 8000 (+ 2048 margin) it was planned with.
+    ::setenv("FAKE_NVML_GPU0_COMPUTE_PROCS", fmt::format("{}:20480,{}:500", foreign, a_pid).c_str(),
+             1);
+    ::setenv("FAKE_NVML_GPU0_USED_MIB", "20980", 1);
+    ticks(3);
+    g = gpus();
+    EXPECT_EQ(g[0]["foreign"].size(), 1u) << g[0].dump(2);  // A's process is not foreign
+    // 40448 usable - 20480 foreign - 10048 planned for A leaves 9920: 9000 + 2048 do not fit.
+    const std::int64_t b = submit({"/bin/sleep", "60"}, 1, 9000);
+    ticks(3);
+    EXPECT_EQ(task(b)["state"], "queued") << task(b).dump(2);
+    const std::vector<std::string> before = event_kinds();
+    EXPECT_EQ(std::count(before.begin(), before.end(), "foreign-memory"), 0);  // still fits
+
+    // The foreign process grows to 31000 MiB: with A's 10048 planned, past the 40448 usable.
+    ::setenv("FAKE_NVML_GPU0_COMPUTE_PROCS", fmt::format("{}:31000,{}:500", foreign, a_pid).c_str(),
+             1);
+    ::setenv("FAKE_NVML_GPU0_USED_MIB", "31500", 1);
+    ticks(2);
+    auto e = daemon_->events(caller(), 0, a, 1000);
+    ASSERT_TRUE(e);
+    bool told = false;
+    for (const json& ev : (*e)["events"]) {
+        if (ev["kind"] == "foreign-memory") {
+            told = true;
+            EXPECT_NE(ev["message"].get<std::string>().find(fmt::format("pid {}", foreign)),
+                      std::string::npos)
+                << ev.dump();
+        }
+    }
+    EXPECT_TRUE(told) << e->dump(2);
 }
 
 }  // namespace

@@ -2637,5 +2637,56 @@ TEST_F(DaemonTest, IdleConnectionsMakeRoomForTheOwnersCommands) {
     }
 }
 
+
+// This test verifies a process CARMA did not start, made with `carma-fakejob --foreign` on an
+// emulated GPU: GET /v1/gpus lists it under "foreign" with its pid and user, owner "foreign";
+// `carma gpus` and the page's view show it; a task that fits only into the memory it holds waits,
+// and starts once it is gone.
+TEST_F(DaemonTest, ForeignFakejobIsShownAndNeverPlannedInto) {
+    start("carma", {"--exclude-gpus", "1,2,3"});
+    const pid_t foreign = test_support::spawn_logged(
+        {CARMA_FAKEJOB_PATH, "--foreign", "--profile", "resnet18_cifar100_20e_3", "--memory",
+         "30GiB"},
+        dir_ + "/foreign.log",
+        {"CARMA_EMULATOR_FILE=" + dir_ + "/state/emulated-gpus", "CUDA_VISIBLE_DEVICES=0"});
+    ASSERT_GT(foreign, 0);
+    json gpu0;
+    ASSERT_TRUE(eventually([&] {
+        auto g = client().gpus();
+        if (!g) {
+            return false;
+        }
+        gpu0 = (*g)["gpus"][0];
+        return gpu0.contains("foreign") && gpu0["foreign"].size() == 1;
+    })) << gpu0.dump(2) << read_text(dir_ + "/foreign.log");
+    EXPECT_EQ(gpu0["foreign"][0]["pid"], foreign);
+    const passwd* me = ::getpwuid(::geteuid());
+    ASSERT_NE(me, nullptr);
+    EXPECT_EQ(gpu0["foreign"][0]["user"], me->pw_name);
+    EXPECT_EQ(gpu0["foreign"][0]["used_mib"], 30 * 1024);
+    EXPECT_EQ(gpu0["processes"][0]["owner"], "foreign");
+
+    auto view = client().view();
+    ASSERT_TRUE(view) << view.error().message;
+    EXPECT_EQ((*view)["gpus"][0]["foreign"][0]["pid"], foreign) << (*view)["gpus"][0].dump(2);
+
+    const pid_t cli = test_support::spawn_logged({CARMA_BIN, "gpus", "--socket", socket_},
+                                                 dir_ + "/gpus.txt");
+    int status = 0;
+    ::waitpid(cli, &status, 0);
+    const std::string printed = read_text(dir_ + "/gpus.txt");
+    EXPECT_NE(printed.find(fmt::format("foreign: pid {} user {}", foreign, me->pw_name)),
+              std::string::npos)
+        << printed;
+    EXPECT_NE(printed.find("EMULATED"), std::string::npos) << printed;
+
+    // 40 GB less 30 GiB foreign leaves under 10 GiB: a task declared at 9 GiB (+ margin) waits.
+    const TaskId id = submit(fake_job("resnet18_cifar100_20e_3", 60, 9 * 1024));
+    EXPECT_FALSE(eventually([&] { return state(id) == "running"; }, 3s)) << task(id).dump(2);
+    ::kill(foreign, SIGTERM);
+    ::waitpid(foreign, &status, 0);
+    EXPECT_EQ(wait_final(id)["state"], "succeeded") << task(id).dump(2);
+}
+
 }  // namespace
 }  // namespace carma

@@ -634,14 +634,52 @@ TEST_F(GpuHealthNvmlTest, FailingGpuSampleCarriesItsAge) {
     EXPECT_DOUBLE_EQ(failing[1].age_s, 0.0);
 }
 
-// This test verifies that a GPU failing while the backend opens fails the opening, naming it:
-// leaving it out would renumber the GPUs after it.
-TEST_F(GpuHealthNvmlTest, GpuFailingAtOpenIsNamed) {
+// This test verifies that a GPU failing while the backend opens (its identity cannot be read)
+// keeps its index with the fault named, never renumbering the GPUs after it, and is never read;
+// the other GPU opens and samples as usual.
+TEST_F(GpuHealthNvmlTest, GpuFailingAtOpenKeepsItsIndexWithItsFault) {
     set_env("FAKE_NVML_GPU1_FAIL", "1");
+    auto backend = open_fake();
+    ASSERT_NE(backend, nullptr);
+    ASSERT_EQ(backend->gpus().size(), 2U);
+    EXPECT_EQ(backend->gpus()[0].fault, "");
+    EXPECT_EQ(backend->gpus()[1].index, 1);
+    EXPECT_THAT(backend->gpus()[1].fault, HasSubstr("GPU 1"));
+    EXPECT_THAT(backend->gpus()[1].fault, HasSubstr("Unknown Error"));
+    const std::vector<GpuSample> samples = sample(*backend);
+    ASSERT_EQ(samples.size(), 2U);
+    EXPECT_EQ(samples[0].error, "");
+    EXPECT_EQ(samples[0].used_mib, 10 * 1024);
+    EXPECT_THAT(samples[1].error, HasSubstr("GPU 1"));
+}
+
+// This test verifies a GPU that fell off the bus before the daemon started, as NVML reports it
+// (nvmlDeviceGetHandleByIndex_v2, or nvmlDeviceGetUUID, answers NVML_ERROR_GPU_IS_LOST): it is
+// listed with its fault, and says what to check; the other GPU is usable.
+TEST_F(GpuHealthNvmlTest, LostGpuAtOpenIsListedWithItsFault) {
+    for (const char* knob : {"FAKE_NVML_GPU0_HANDLE", "FAKE_NVML_GPU0_UUID"}) {
+        SCOPED_TRACE(knob);
+        set_env(knob, "lost");
+        auto backend = open_fake();
+        ASSERT_NE(backend, nullptr);
+        ASSERT_EQ(backend->gpus().size(), 2U);
+        EXPECT_THAT(backend->gpus()[0].fault, HasSubstr("GPU is lost (NVML error 15)"));
+        EXPECT_THAT(backend->gpus()[0].fault, HasSubstr("Xid"));
+        EXPECT_EQ(backend->gpus()[1].fault, "");
+        EXPECT_EQ(backend->gpus()[1].uuid, "GPU-fa4e0000-0000-4000-8000-000000000001");
+        ::unsetenv(knob);
+    }
+}
+
+// This test verifies the driver/library version mismatch left by a driver update until the
+// reboot: nvmlInit_v2 answers NVML_ERROR_LIB_RM_VERSION_MISMATCH, and the error says to reboot.
+TEST_F(NvmlTest, VersionMismatchSaysToReboot) {
+    set_env("FAKE_NVML_FAIL_INIT", "rm-mismatch");
     auto backend = open_nvml();
     ASSERT_FALSE(backend);
-    EXPECT_THAT(backend.error().message, HasSubstr("GPU 1"));
-    EXPECT_THAT(backend.error().message, HasSubstr("Unknown Error"));
+    EXPECT_THAT(backend.error().message,
+                HasSubstr("nvmlInit_v2: Driver/library version mismatch (NVML error 18)"));
+    EXPECT_THAT(backend.error().message, HasSubstr("reboot"));
 }
 
 }  // namespace

@@ -8,7 +8,15 @@
  * tenth of a second of the GPU's power at every read, so they move whether or not time passes.
  *
  * Knobs, read at every call so a test can change them after opening (i is 0 or 1):
- *   FAKE_NVML_FAIL_INIT=1       nvmlInit_v2 fails with "Driver Not Loaded".
+ *   FAKE_NVML_FAIL_INIT=1       nvmlInit_v2 fails with "Driver Not Loaded";
+ *                               =rm-mismatch: with NVML_ERROR_LIB_RM_VERSION_MISMATCH, as after
+ *                               a driver update until the reboot (the kernel module is older
+ *                               than the library).
+ *   FAKE_NVML_GPUi_HANDLE=lost  nvmlDeviceGetHandleByIndex_v2(i) answers NVML_ERROR_GPU_IS_LOST
+ *                               (the GPU fell off the bus), =no-permission: NO_PERMISSION; the
+ *                               count still includes the GPU, as on a real driver.
+ *   FAKE_NVML_GPUi_UUID=lost    GPU i's handle is given but nvmlDeviceGetUUID answers
+ *                               NVML_ERROR_GPU_IS_LOST.
  *   FAKE_NVML_GPU0_USED_MIB=N   GPU 0's used memory, shared evenly by its processes.
  *   FAKE_NVML_GPU0_PROCS=N      GPU 0's process count (pids 4242, 4243, ...), to make callers
  *                               go through the INSUFFICIENT_SIZE protocol.
@@ -213,6 +221,10 @@ static nvmlReturn_t copy_string(const char* value, char* out, unsigned int lengt
 /* --- the entry points ----------------------------------------------------------------------- */
 
 nvmlReturn_t nvmlInit_v2(void) {
+    const char* fail = getenv("FAKE_NVML_FAIL_INIT");
+    if (fail != NULL && strcmp(fail, "rm-mismatch") == 0) {
+        return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+    }
     if (env_long("FAKE_NVML_FAIL_INIT", 0) == 1) {
         return NVML_ERROR_DRIVER_NOT_LOADED;
     }
@@ -234,10 +246,12 @@ const char* nvmlErrorString(nvmlReturn_t result) {
         case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
         case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
         case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+        case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
         case NVML_ERROR_NOT_FOUND: return "Not Found";
         case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
         case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
         case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+        case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "Driver/library version mismatch";
         case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument Version Mismatch";
         default: return "Unknown Error";
     }
@@ -255,11 +269,19 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+    const char* handle = NULL;
     if (init_count == 0) {
         return NVML_ERROR_UNINITIALIZED;
     }
     if (index >= GPU_COUNT || device == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    handle = gpu_env(&gpus[index], "HANDLE");
+    if (handle != NULL && strcmp(handle, "lost") == 0) {
+        return NVML_ERROR_GPU_IS_LOST;
+    }
+    if (handle != NULL && strcmp(handle, "no-permission") == 0) {
+        return NVML_ERROR_NO_PERMISSION;
     }
     *device = &gpus[index];
     return NVML_SUCCESS;
@@ -267,6 +289,10 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* dev
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
     nvmlReturn_t rc = check_device(device);
+    const char* knob = rc == NVML_SUCCESS ? gpu_env(device, "UUID") : NULL;
+    if (knob != NULL && strcmp(knob, "lost") == 0) {
+        return NVML_ERROR_GPU_IS_LOST;
+    }
     return rc != NVML_SUCCESS ? rc : copy_string(device->uuid, uuid, length);
 }
 

@@ -1,7 +1,7 @@
 // carma-fakejob: an emulated training task on emulated GPUs (or, with --cuda, on real ones).
 //
 //   carma-fakejob --profile NAME [--time-scale K] [--duration-s S] [--memory MIB]
-//                 [--emulator FILE | --cuda]
+//                 [--emulator FILE | --cuda] [--foreign]
 //
 // Lives like a PyTorch training run as the device model describes it (interference-model.md
 // §10): CPU-side start-up with nothing on the GPU, then GPU-active with the CUDA context, memory
@@ -14,6 +14,7 @@
 // 128+signal when stopped by SIGTERM/SIGINT.
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -89,6 +90,7 @@ struct Options {
     std::optional<std::string> emulator;
     std::optional<std::string> task_class;
     bool cuda = false;  // real GPUs through the CUDA driver (cuda_job.h), not the emulator
+    bool foreign = false;  // a process CARMA did not start: holds its memory until stopped
 };
 
 // Everything the run needs, resolved from flags, environment and the catalog.
@@ -97,6 +99,8 @@ struct Plan {
     double time_scale = 1;
     std::string emulator;
     std::string visible_devices;
+    bool foreign = false;
+    bool duration_given = false;
 };
 
 int usage_error(const std::string& message) {
@@ -228,6 +232,8 @@ std::optional<Plan> make_plan(const Options& o) {
         return std::nullopt;
     }
     plan.time_scale = *scale;
+    plan.foreign = o.foreign;
+    plan.duration_given = o.duration_s.has_value();
     return plan;
 }
 
@@ -287,12 +293,39 @@ int run_active(const Plan& plan, carma::device::JobHandle& job) {
     }
 }
 
+// --foreign: someone else's process on the GPUs, not a task. It takes its peak memory at once,
+// is as busy as its profile, and holds both until stopped (or for --duration-s), so tests can
+// show that CARMA counts it as taken and never plans into it.
+int run_foreign(const Plan& plan, carma::device::JobHandle& job) {
+    if (auto ok = job.set_active(true); !ok) {
+        return fail_run(ok.error());
+    }
+    auto a = job.set_memory(plan.profile.m_peak_mib);
+    if (!a) {
+        return fail_run(a.error());
+    }
+    if (!a->ok) {
+        carma::fakejob::print_torch_oom(*a);
+        return kExitOom;
+    }
+    fmt::print("carma-fakejob: foreign process {} on emulated GPU(s) {} holding {} (no task)\n",
+               ::getpid(), plan.visible_devices, carma::format_mib(plan.profile.m_peak_mib));
+    std::fflush(stdout);
+    const double wall_s = plan.duration_given ? plan.profile.t_solo_s / plan.time_scale : 1e12;
+    const bool done = sleep_for(wall_s);
+    job.detach();
+    return done ? kExitOk : stopped_exit_code();
+}
+
 int run(const Plan& plan) {
     carma::device::JobProfile activity{plan.profile.util, plan.profile.smact, plan.profile.smocc,
                                        plan.profile.drama};
     auto job = carma::device::JobHandle::attach(plan.emulator, plan.visible_devices, activity);
     if (!job) {
         return usage_error(job.error().message);
+    }
+    if (plan.foreign) {
+        return run_foreign(plan, *job);
     }
     fmt::print(
         "carma-fakejob: {} on emulated GPU(s) {}: t_solo {:.1f} s, start-up {:.1f} s, "
@@ -325,6 +358,10 @@ int main(int argc, char** argv) {
                  "run on the real GPUs of CUDA_VISIBLE_DEVICES through libcuda.so.1 "
                  "($CARMA_CUDA_LIBRARY overrides it)")
         ->excludes(emulator);
+    app.add_flag("--foreign", o.foreign,
+                 "be a process CARMA did not start: take --memory (or the profile's peak) at "
+                 "once and hold it until stopped, or for --duration-s")
+        ->excludes("--cuda");
     app.add_option("--class", o.task_class,
                    "light, medium or heavy: activity of a task not in the catalog (default "
                    "medium)");
