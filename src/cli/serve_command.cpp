@@ -208,7 +208,8 @@ Action add_serve_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--gpus", v.gpus,
                     "auto | dcgm | nvml | emulated:COUNTxTYPE (e.g. emulated:4xA100-40GB); auto "
-                    "tries DCGM, then NVML (with GPM where the GPU has it), then emulated GPUs")
+                    "tries DCGM, then NVML (with GPM where the GPU has it), then emulated GPUs only "
+                    "where no NVIDIA driver is meant to be (else it refuses to start)")
         ->capture_default_str();
     cmd->add_option("--dcgm-host", v.dcgm_host,
                     "Use a running nv-hostengine at HOST[:PORT] instead of embedded DCGM");

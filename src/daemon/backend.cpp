@@ -1,7 +1,6 @@
 #include "daemon/backend.h"
 
 #include <fnmatch.h>
-#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>

@@ -725,7 +725,8 @@ void Daemon::notice_sightings(const std::vector<exec::ProcEntry>& table) {
                 live.peak_changed = false;
             }
         }
-    }    notice_foreign(ours);
+    }
+    notice_foreign(ours);
 }
 
 Result<void> Daemon::requeue_not_started(store::TaskRow& task, store::AttemptRow& attempt,

@@ -210,6 +210,24 @@ TEST(TopViewTest, MemoryBarShowsEachTask) {
     EXPECT_THAT(legend, HasSubstr("~ other 2,000 MiB"));
 }
 
+// This test verifies processes CARMA did not start on the memory bar: their own fill ('x'),
+// after the tasks and before the rest, each named with pid and user in the legend; and the
+// header saying the GPUs are emulated.
+TEST(TopViewTest, ForeignProcessesOnTheBarAndEmulatedInTheHeader) {
+    json g = gpu(0, {{"used_mib", 30000}, {"free_mib", 10960}, {"other_mib", 1000},
+                     {"foreign_mib", 17000}});
+    g["foreign"] = {{{"pid", 4242}, {"user", "carol"}, {"used_mib", 17000}, {"owner", "foreign"}}};
+    const auto lines = top_lines(view({{"gpus", {g}}}), screen(120));
+    const std::string bar = line_with(lines, "mem ");
+    const std::string cells = bar.substr(bar.find('[') + 1, bar.find(']') - bar.find('[') - 1);
+    EXPECT_NEAR(static_cast<double>(std::count(cells.begin(), cells.end(), 'x')) / cells.size(),
+                17000.0 / 40960, 0.05);
+    EXPECT_LT(cells.rfind('#'), cells.find('x'));
+    EXPECT_LT(cells.rfind('x'), cells.find('~'));
+    EXPECT_THAT(joined(lines), HasSubstr("x foreign pid 4242 carol 17,000 MiB"));
+    EXPECT_THAT(lines[0], HasSubstr("EMULATED GPUs"));
+}
+
 // This test verifies that a task too small for one cell of the bar still gets one.
 TEST(TopViewTest, TinyTaskStillOnTheBar) {
     json g = gpu(0, {{"used_mib", 1}, {"other_mib", 0}});
