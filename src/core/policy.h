@@ -105,6 +105,9 @@ struct GpuView {
     // predicted slowdown and predicted end times). Empty where the caller does not say; `carma`
     // then falls back on the measured window.
     std::vector<ResidentView> residents;
+    // The user whose tasks are MPS clients of this GPU's control daemon; empty: none
+    // (core/mps_share.h).
+    std::string mps_user;
 };
 
 struct PlacementConfig {

@@ -101,10 +101,13 @@ class MpsDaemonTest : public ::testing::Test {
         // Clients left behind by a failed test must not outlive it (each wrote its pid, which
         // its exec keeps, into its mark).
         for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
+            if (!e.is_regular_file() || !e.path().filename().string().starts_with("mark.")) {
+                continue;
+            }
             const std::string text = read_text(e.path().string());
             const std::size_t at = text.find("pid=");
             const pid_t pid = at == std::string::npos ? 0 : std::atoi(text.c_str() + at + 4);
-            if (e.path().filename().string().starts_with("mark.") && pid > 1) {
+            if (pid > 1) {
                 ::kill(pid, SIGKILL);
             }
         }
