@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/mps_share.h"
+
 namespace carma {
 
 namespace {
@@ -222,6 +224,13 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
                 const FilterOutcome why = carma_gpu_open(policy, g, config.risk);
                 rejections += fmt::format("{}{}: {}", rejections.empty() ? "" : "; ", gpu_label(g),
                                           explain_filter(why, g, {}, config.risk));
+            }
+            continue;
+        }
+        if (mps_user_blocks(task, g)) {
+            if (config.explain) {
+                rejections += fmt::format("{}{}: {}", rejections.empty() ? "" : "; ",
+                                          gpu_label(g), explain_mps_user(task, g));
             }
             continue;
         }

@@ -22,8 +22,9 @@ struct MpsMemLimit {
     bool operator==(const MpsMemLimit&) const = default;
 };
 
-// "GPU-a=12000M,GPU-b=8000M": MiB with "M", as NVIDIA's k8s-device-plugin writes it. Entries
-// with a limit <= 0 are left out (unknown). Empty when nothing is left.
+// "0=12000M,1=8000M": MiB with "M", as NVIDIA's k8s-device-plugin writes it; the daemon names
+// devices by ordinal, as NVIDIA documents the variable. Entries with a limit <= 0 are left out
+// (unknown). Empty when nothing is left.
 std::string format_pinned_mem_limit(std::span<const MpsMemLimit> limits);
 
 // Parses the variable's value. Accepts "M"/"MB"/"MiB" and "G"/"GB"/"GiB" (any case); a malformed

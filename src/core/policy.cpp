@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/mps_share.h"
 #include "core/text.h"
 
 namespace carma {
@@ -243,6 +244,13 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
     std::vector<const GpuView*> passing;
     std::vector<std::string> rejections;
     auto consider = [&](const GpuView& g) {
+        if (mps_user_blocks(task, g)) {
+            if (config.explain) {
+                rejections.push_back(
+                    fmt::format("{}: {}", gpu_label(g), explain_mps_user(task, g)));
+            }
+            return;
+        }
         const FilterOutcome outcome = filter_gpu(policy, g, requirement, config.risk);
         if (outcome == FilterOutcome::Pass) {
             passing.push_back(&g);

@@ -109,6 +109,9 @@ struct GpuView {
     // activity, where they have any, counts beside the residents'.
     MiB foreign_mib = 0;
     std::optional<double> foreign_activity;
+    // The user whose tasks are MPS clients of this GPU's control daemon; empty: none
+    // (core/mps_share.h).
+    std::string mps_user;
 };
 
 struct PlacementConfig {

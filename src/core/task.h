@@ -65,6 +65,9 @@ struct TaskSpec {
     std::optional<double> time_limit_s;  // stopped (SIGTERM, then SIGKILL) after this long
     std::vector<TaskId> after;           // starts only once all of these succeeded
     std::optional<ArrayMember> array;
+    // Under `carma serve --mps`: the user whose MPS server the task will join (its owner), set by
+    // the daemon for a task on one GPU; empty: it will not be an MPS client (core/mps_share.h).
+    std::string mps_user;
 };
 
 }  // namespace carma

@@ -266,32 +266,45 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     sc.placement.predict_speeds = model::speed_predictor(
         mps_sharing ? model::SharingMode::Mps : model::SharingMode::Timeslice);
 
-    std::optional<exec::MpsDaemon> mps;
+    // One control daemon per GPU (exec/mps.h says why), each adopted if it still runs from
+    // before a restart. Named by UUID: GPU indices may shift when a GPU is left out.
+    std::map<int, exec::MpsDaemon> mps;
+    std::string mps_off_dir;
     if (config.mps) {
-        exec::MpsOptions o;
-        if (!config.mps_control.empty()) {
-            o.control = config.mps_control;
+        for (const device::GpuInfo& g : (*backend)->gpus()) {
+            exec::MpsOptions o;
+            if (!config.mps_control.empty()) {
+                o.control = config.mps_control;
+            }
+            o.pipe_dir = fmt::format("{}/mps/{}/pipe", config.state_dir, g.uuid);
+            o.log_dir = fmt::format("{}/mps/{}/log", config.state_dir, g.uuid);
+            o.visible_device = g.uuid;
+            auto started = exec::MpsDaemon::start(o);
+            if (!started) {
+                return fail(started.error().code, fmt::format("--mps: GPU {} ({}): {}", g.index,
+                                                              g.uuid, started.error().message));
+            }
+            if (!started->warning().empty()) {
+                spdlog::warn("MPS: {}", started->warning());
+            }
+            spdlog::info("MPS control daemon of GPU {} {} {}; pipes in {}", g.index,
+                         started->control_path(),
+                         started->adopted() ? "already running (adopted)" : "started",
+                         started->pipe_dir());
+            mps.emplace(g.index, std::move(*started));
         }
-        o.pipe_dir = config.state_dir + "/mps/pipe";
-        o.log_dir = config.state_dir + "/mps/log";
-        auto started = exec::MpsDaemon::start(o);
-        if (!started) {
-            return fail(started.error().code,
-                        fmt::format("--mps: {}", started.error().message));
+        auto off = exec::prepare_no_mps_directory(config.state_dir + "/mps/off");
+        if (!off) {
+            return fail(off.error().code, fmt::format("--mps: {}", off.error().message));
         }
-        if (!started->warning().empty()) {
-            spdlog::warn("MPS: {}", started->warning());
-        }
-        spdlog::info("MPS control daemon {} {}; pipes in {}", started->control_path(),
-                     started->adopted() ? "already running (adopted)" : "started",
-                     started->pipe_dir());
-        mps = std::move(*started);
+        mps_off_dir = std::move(*off);
     }
 
     auto* hub_backend = dynamic_cast<cluster::HubBackend*>(backend->get());
     std::unique_ptr<Daemon> d(
         new Daemon(config, std::move(*backend), std::move(*store), std::move(sc), lock_fd));
     d->mps_ = std::move(mps);
+    d->mps_off_dir_ = std::move(mps_off_dir);
     d->hub_ = hub;
     d->hub_backend_ = hub_backend;
     lock_guard.keep = true;
@@ -339,7 +352,7 @@ Result<void> Daemon::restore() {
                 ++requeued;
                 break;
             case store::TaskState::Recovering:
-                scheduler_.enqueue_recovery(t.id, t.spec, clock_of(t.submitted_at));
+                scheduler_.enqueue_recovery(t.id, queued_spec(t), clock_of(t.submitted_at));
                 ++requeued;
                 break;
             case store::TaskState::Running: {
@@ -351,7 +364,7 @@ Result<void> Daemon::restore() {
                     if (auto r = store_->update_task(t); !r) {
                         return tl::unexpected(r.error());
                     }
-                    scheduler_.enqueue(t.id, t.spec);
+                    scheduler_.enqueue(t.id, queued_spec(t));
                     ++requeued;
                     break;
                 }
@@ -365,6 +378,7 @@ Result<void> Daemon::restore() {
                 live.peak_mib = a.peak_mib;
                 live.energy_j = a.energy_j;  // accounting goes on from what was stored
                 live.learned = t.spec.learned;
+                live.mps_user = mps_user_of(t, a.gpus, a.node);
                 live.started_clock = clock_of(a.started_at);
                 live.started_unix = a.started_at;
                 live.time_limit_s = t.spec.time_limit_s;
@@ -472,12 +486,24 @@ void Daemon::run(const std::atomic<bool>& stop) {
         }
     }
     std::lock_guard lock(mu_);
-    if (mps_) {
-        if (auto r = mps_->stop(); !r) {
-            spdlog::warn("cannot stop the MPS control daemon: {}", r.error().message);
+    // A control daemon whose clients still run stays: `quit` would take their MPS server down
+    // under them. The next start adopts it; a stop with no client left quits it.
+    for (auto& [gpu, control] : mps_) {
+        const auto clients = std::count_if(live_.begin(), live_.end(), [&](const auto& kv) {
+            return !kv.second.mps_user.empty() && kv.second.gpus == std::vector<int>{gpu};
+        });
+        if (clients > 0) {
+            spdlog::info("MPS control daemon of GPU {} left running: {} task(s) are its clients; "
+                         "the next start adopts it",
+                         gpu, clients);
+            continue;
         }
-        mps_.reset();
+        if (auto r = control.stop(); !r) {
+            spdlog::warn("cannot stop the MPS control daemon of GPU {}: {}", gpu,
+                         r.error().message);
+        }
     }
+    mps_.clear();
     event(0, "daemon-stopped",
           fmt::format("{} attempt(s) left running under their supervisors", live_.size()));
 }
@@ -739,9 +765,9 @@ Result<void> Daemon::requeue_not_started(store::TaskRow& task, store::AttemptRow
         return r;
     }
     if (attempt.recovered) {
-        scheduler_.enqueue_recovery(task.id, task.spec);
+        scheduler_.enqueue_recovery(task.id, queued_spec(task));
     } else {
-        scheduler_.enqueue(task.id, task.spec);
+        scheduler_.enqueue(task.id, queued_spec(task));
     }
     return {};
 }
@@ -1045,9 +1071,9 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
     }
     scheduler_.task_exited(live.task);
     if (node_lost) {
-        scheduler_.enqueue(task.id, task.spec);
+        scheduler_.enqueue(task.id, queued_spec(task));
     } else if (relaunch) {
-        scheduler_.enqueue_recovery(task.id, task.spec);
+        scheduler_.enqueue_recovery(task.id, queued_spec(task));
     }
     if (outcome == AttemptOutcome::OutOfMemory) {
         ++oom_total_;
@@ -1078,14 +1104,27 @@ std::vector<exec::MpsMemLimit> Daemon::mps_limits(const store::TaskRow& task,
     if (!need) {
         return limits;
     }
+    // By ordinal, as NVIDIA documents the variable: the i-th GPU of CUDA_VISIBLE_DEVICES.
+    std::vector<MiB> per_ordinal;
     for (int g : placement.gpus) {
         const device::GpuInfo& gpu = backend_->gpus()[static_cast<std::size_t>(g)];
         const MiB margin = config_.memory_margin_mib;
         // Saturating: a limit at or above the GPU's memory limits nothing.
-        const MiB limit = *need >= gpu.total_mib - margin ? gpu.total_mib : *need + margin;
-        limits.push_back(exec::MpsMemLimit{gpu.uuid, limit});
+        per_ordinal.push_back(*need >= gpu.total_mib - margin ? gpu.total_mib : *need + margin);
     }
-    return limits;
+    return exec::ordinal_limits(per_ordinal);
+}
+
+TaskSpec Daemon::queued_spec(const store::TaskRow& task) const {
+    TaskSpec spec = task.spec;
+    spec.mps_user = !mps_.empty() && spec.gpus == 1 ? task.user : std::string();
+    return spec;
+}
+
+std::string Daemon::mps_user_of(const store::TaskRow& task, const std::vector<int>& gpus,
+                                const std::string& node) const {
+    return node.empty() && gpus.size() == 1 && mps_.contains(gpus[0]) ? task.user
+                                                                       : std::string();
 }
 
 std::vector<std::pair<std::string, std::string>> Daemon::task_environment(
@@ -1134,10 +1173,17 @@ std::vector<std::pair<std::string, std::string>> Daemon::task_environment(
     for (const auto& kv : backend_->task_environment()) {
         env.push_back(kv);
     }
-    if (mps_) {
-        const std::vector<exec::MpsMemLimit> limits = mps_limits(task, placement);
-        for (auto& kv : exec::mps_task_environment(mps_->pipe_dir(), limits)) {
-            env.push_back(std::move(kv));
+    if (!mps_.empty()) {
+        const auto control = placement.gpus.size() == 1 ? mps_.find(placement.gpus[0])
+                                                        : mps_.end();
+        if (control != mps_.end()) {
+            const std::vector<exec::MpsMemLimit> limits = mps_limits(task, placement);
+            for (auto& kv : exec::mps_task_environment(control->second.pipe_dir(), limits)) {
+                env.push_back(std::move(kv));
+            }
+        } else {
+            // A process reaches one control daemon, and each serves one GPU: outside MPS.
+            env.emplace_back(std::string(exec::kMpsPipeDirEnv), mps_off_dir_);
         }
     }
     return env;
@@ -1204,6 +1250,9 @@ std::vector<GpuView> Daemon::gpu_views() const {
                 v.has_processes = true;
                 ResidentView r;
                 r.task = id;
+                if (!live.mps_user.empty()) {
+                    v.mps_user = live.mps_user;
+                }
                 r.activity = live.learned.activity.value_or(0.6);
                 r.need_mib = live.learned.need_mib
                                  ? std::optional<MiB>(*live.learned.need_mib +
@@ -1251,7 +1300,7 @@ std::vector<Daemon::PreparedLaunch> Daemon::decide() {
             // Still queued in the store, so queued in the scheduler: rejected again next tick.
             spdlog::warn("task={}: cannot record its rejection: {}; will retry", row.id,
                          u.error().message);
-            scheduler_.return_to_front(row.id, row.spec, false);
+            scheduler_.return_to_front(row.id, queued_spec(row), false);
             continue;
         }
         event(row.id, "rejected", r.reason);
@@ -1307,7 +1356,7 @@ void Daemon::postpone_launch(const Placement& p, const std::string& why) {
     auto t = store_->task(p.task);
     TaskSpec spec;
     if (t && *t) {
-        spec = (*t)->spec;
+        spec = queued_spec(**t);
         store::TaskRow row = **t;
         row.state = p.recovered ? store::TaskState::Recovering : store::TaskState::Queued;
         row.message = fmt::format("could not start an attempt ({}); it keeps its place and is "
@@ -1346,6 +1395,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     live.number = task.attempts;
     live.gpus = p.gpus;
     live.learned = task.spec.learned;
+    live.mps_user = mps_user_of(task, p.gpus, std::string());
     live.started_clock = now();
     live.time_limit_s = task.spec.time_limit_s;
     // All of a placement's GPUs are on one node (core/policy.h); on a node its agent makes the

@@ -129,6 +129,8 @@ private:
         std::map<int, double> activity_now;
         std::optional<double> energy_j;
         bool energy_changed = false;  // not yet written to the store
+        // Under --mps: its owner when it is a client of its GPU's control daemon (one GPU).
+        std::string mps_user;
     };
 
     // What the daemon knows of one GPU beyond its samples.
@@ -242,6 +244,12 @@ private:
                                                                       const Placement& placement);
     std::vector<exec::MpsMemLimit> mps_limits(const store::TaskRow& task,
                                               const Placement& placement) const;
+    // The task's spec as the scheduler gets it: with mps_user set where it will be an MPS
+    // client (core/mps_share.h).
+    TaskSpec queued_spec(const store::TaskRow& task) const;
+    // The owner of an attempt on `gpus` that will be a client of a GPU's control daemon; "" else.
+    std::string mps_user_of(const store::TaskRow& task, const std::vector<int>& gpus,
+                            const std::string& node) const;
 
     DaemonConfig config_;
     std::unique_ptr<device::GpuBackend> backend_;
@@ -273,7 +281,10 @@ private:
     std::uint64_t attempts_total_ = 0;  // attempts started since the daemon started
     double started_steady_ = 0;
     int lock_fd_ = -1;  // holds the state directory's lock for the daemon's lifetime
-    std::optional<exec::MpsDaemon> mps_;  // the MPS control daemon CARMA started (--mps)
+    // --mps: each GPU's MPS control daemon, by GPU index; and a pipe directory where none runs,
+    // for tasks on several GPUs (a process reaches one control daemon: they run outside MPS).
+    std::map<int, exec::MpsDaemon> mps_;
+    std::string mps_off_dir_;
     // Cluster mode (--agents): the nodes' agents report here; backend_ is hub_backend_.
     std::shared_ptr<cluster::Hub> hub_;
     cluster::HubBackend* hub_backend_ = nullptr;

@@ -46,7 +46,7 @@ api::ApiResult<void> Daemon::check_dependencies(const std::vector<TaskId>& after
 
 void Daemon::admit_to_queue(const store::TaskRow& task) {
     if (task.spec.after.empty()) {
-        scheduler_.enqueue(task.id, task.spec, clock_of(task.submitted_at));
+        scheduler_.enqueue(task.id, queued_spec(task), clock_of(task.submitted_at));
         return;
     }
     blocked_.insert(task.id);
@@ -126,7 +126,7 @@ void Daemon::resolve_dependencies() {
                     spdlog::debug("task={}: cannot record its message: {}", task.id,
                                   r.error().message);
                 }
-                scheduler_.enqueue(task.id, task.spec, clock_of(task.submitted_at));
+                scheduler_.enqueue(task.id, queued_spec(task), clock_of(task.submitted_at));
                 event(task.id, "released", task.message);
                 it = blocked_.erase(it);
                 continue;

@@ -173,7 +173,8 @@ std::optional<std::string> closed_ancestor(const std::string& dir) {
 
 // Ours, minus what would change which GPUs the MPS server sees or every client's limit.
 std::vector<std::string> control_environment(const std::string& pipe_dir,
-                                             const std::string& log_dir) {
+                                             const std::string& log_dir,
+                                             const std::string& visible_device) {
     constexpr std::string_view kDropped[] = {kMpsPipeDirEnv, kMpsLogDirEnv, kMpsMemLimitEnv,
                                              "CUDA_VISIBLE_DEVICES"};
     std::vector<std::string> out;
@@ -186,6 +187,9 @@ std::vector<std::string> control_environment(const std::string& pipe_dir,
     }
     out.push_back(fmt::format("{}={}", kMpsPipeDirEnv, pipe_dir));
     out.push_back(fmt::format("{}={}", kMpsLogDirEnv, log_dir));
+    if (!visible_device.empty()) {
+        out.push_back("CUDA_VISIBLE_DEVICES=" + visible_device);
+    }
     return out;
 }
 
@@ -349,6 +353,7 @@ Result<MpsDaemon> MpsDaemon::start(const MpsOptions& options) {
     // Absolute: tasks and MPS servers resolve CUDA_MPS_PIPE_DIRECTORY from their own directory.
     d.pipe_dir_ = absolute(options.pipe_dir);
     d.log_dir_ = absolute(options.log_dir);
+    d.visible_device_ = options.visible_device;
     d.timeout_s_ = options.timeout_s;
     if (auto ok = make_shared_dir(d.pipe_dir_, "pipe"); !ok) {
         return tl::unexpected(ok.error());
@@ -367,13 +372,13 @@ Result<MpsDaemon> MpsDaemon::start(const MpsOptions& options) {
     // its tasks may still be MPS clients) is adopted, not started twice: `-d` would fail, and
     // quitting it would take the running tasks' servers down.
     auto probe = run_control(d.control_path_, {}, "get_server_list\n",
-                             control_environment(d.pipe_dir_, d.log_dir_), d.timeout_s_);
+                             control_environment(d.pipe_dir_, d.log_dir_, d.visible_device_), d.timeout_s_);
     if (probe && succeeded(probe->status)) {
         d.adopted_ = true;
         return d;
     }
     auto run = run_control(d.control_path_, {"-d"}, {},
-                           control_environment(d.pipe_dir_, d.log_dir_), d.timeout_s_);
+                           control_environment(d.pipe_dir_, d.log_dir_, d.visible_device_), d.timeout_s_);
     if (!run) {
         return tl::unexpected(run.error());
     }
@@ -389,7 +394,7 @@ Result<MpsDaemon> MpsDaemon::start(const MpsOptions& options) {
 }
 
 Result<void> MpsDaemon::stop() {
-    auto run = run_control(control_path_, {}, "quit\n", control_environment(pipe_dir_, log_dir_),
+    auto run = run_control(control_path_, {}, "quit\n", control_environment(pipe_dir_, log_dir_, visible_device_),
                            timeout_s_);
     if (!run) {
         return tl::unexpected(run.error());
@@ -415,6 +420,24 @@ std::vector<std::pair<std::string, std::string>> mps_task_environment(
         env.emplace_back(kMpsMemLimitEnv, std::move(limit));
     }
     return env;
+}
+
+std::vector<MpsMemLimit> ordinal_limits(std::span<const MiB> per_ordinal) {
+    std::vector<MpsMemLimit> out;
+    for (std::size_t i = 0; i < per_ordinal.size(); ++i) {
+        if (per_ordinal[i] > 0) {
+            out.push_back(MpsMemLimit{std::to_string(i), per_ordinal[i]});
+        }
+    }
+    return out;
+}
+
+Result<std::string> prepare_no_mps_directory(const std::string& dir) {
+    const std::string path = absolute(dir);
+    if (auto ok = make_shared_dir(path, "no-MPS pipe"); !ok) {
+        return tl::unexpected(ok.error());
+    }
+    return path;
 }
 
 }  // namespace carma::exec

@@ -418,10 +418,11 @@ TEST_F(RealGpuDaemonTest, AutoPrefersDcgmThenNvml) {
     EXPECT_EQ(no_nvml.error().message.find('\n'), std::string::npos);
 }
 
-// This test verifies MPS under the daemon: the control daemon is started with its pipe and log
-// directories under the state directory, each task gets CUDA_MPS_PIPE_DIRECTORY and, with a known
-// need, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT = need + margin on its GPU's UUID; the daemon's stop
-// quits MPS; a control program that fails is a clear error at start.
+// This test verifies MPS under the daemon: each GPU's control daemon is started with its pipe and
+// log directories under the state directory and that GPU alone visible, each task gets its GPU's
+// CUDA_MPS_PIPE_DIRECTORY and, with a known need, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT = need + margin
+// by ordinal; the daemon's stop quits MPS (no client left); a control program that fails is a
+// clear error at start.
 TEST_F(RealGpuDaemonTest, MpsControlStartedAndTasksGetLimits) {
     const std::string record = dir_ + "/mps-record";
     ::setenv("FAKE_MPS_RECORD", record.c_str(), 1);
@@ -439,12 +440,11 @@ TEST_F(RealGpuDaemonTest, MpsControlStartedAndTasksGetLimits) {
     std::ifstream in(envfile);
     std::stringstream env;
     env << in.rdbuf();
-    EXPECT_NE(env.str().find("CUDA_MPS_PIPE_DIRECTORY=" + dir_ + "/state/mps/pipe\n"),
+    const std::string gpu_dir = dir_ + "/state/mps/GPU-fa4e0000-0000-4000-8000-000000000000";
+    EXPECT_NE(env.str().find("CUDA_MPS_PIPE_DIRECTORY=" + gpu_dir + "/pipe\n"),
               std::string::npos)
         << env.str();
-    EXPECT_NE(env.str().find("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="
-                             "GPU-fa4e0000-0000-4000-8000-000000000000=12048M\n"),
-              std::string::npos)
+    EXPECT_NE(env.str().find("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=12048M\n"), std::string::npos)
         << env.str();
     const std::atomic<bool> stop{true};
     daemon_->run(stop);  // stops at once: the shutdown path
@@ -452,8 +452,8 @@ TEST_F(RealGpuDaemonTest, MpsControlStartedAndTasksGetLimits) {
     std::ifstream rec(record);
     std::stringstream lines;
     lines << rec.rdbuf();
-    EXPECT_NE(lines.str().find("args=-d pipe=" + dir_ + "/state/mps/pipe log=" + dir_ +
-                               "/state/mps/log"),
+    EXPECT_NE(lines.str().find("args=-d pipe=" + gpu_dir + "/pipe log=" + gpu_dir +
+                               "/log cvd=GPU-fa4e0000-0000-4000-8000-000000000000"),
               std::string::npos)
         << lines.str();
     EXPECT_NE(lines.str().find("stdin=quit"), std::string::npos) << lines.str();

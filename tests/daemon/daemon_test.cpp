@@ -1209,7 +1209,9 @@ TEST_F(DaemonTest, MpsLimitsFailTheTaskAloneAndRecoveryRunsWithout) {
     text << in.rdbuf();
     EXPECT_NE(text.str().find("-d"), std::string::npos) << text.str();
     EXPECT_NE(text.str().find("quit"), std::string::npos) << text.str();
-    EXPECT_NE(text.str().find(dir_ + "/state/mps/pipe"), std::string::npos) << text.str();
+    EXPECT_NE(text.str().find(dir_ + "/state/mps/GPU-emu00000-0000-4000-8000-000000000000/pipe"),
+              std::string::npos)
+        << text.str();
 }
 
 // This test verifies out-of-memory recovery: with no memory information (OR-MAGM) a big task

@@ -257,6 +257,48 @@ TEST(MpsEnvironmentTest, PipeDirectoryAlwaysAndLimitsWhenKnown) {
     EXPECT_EQ(format_pinned_mem_limit(ordinals), "0=1024M,1=512M");
 }
 
+// This test verifies that a control daemon given a GPU is started (and stopped) with that GPU
+// alone in CUDA_VISIBLE_DEVICES, whatever the daemon's own environment says: one control daemon
+// per GPU, so each serves its own GPU's clients.
+TEST_F(MpsControlTest, ControlDaemonOfOneGpuSeesOnlyThatGpu) {
+    ScopedEnv record("FAKE_MPS_RECORD", record_.string());
+    ScopedEnv cvd("CUDA_VISIBLE_DEVICES", "1");
+    options_.visible_device = "GPU-fa4e0000-0000-4000-8000-000000000002";
+    auto daemon = MpsDaemon::start(options_);
+    ASSERT_TRUE(daemon.has_value()) << daemon.error().message;
+    EXPECT_EQ(daemon->visible_device(), options_.visible_device);
+    ASSERT_TRUE(daemon->stop().has_value());
+    const std::string line = "args=-d pipe=" + options_.pipe_dir + " log=" + options_.log_dir +
+                             " cvd=GPU-fa4e0000-0000-4000-8000-000000000002 limit=-";
+    const std::vector<std::string> lines = lines_of(record_);
+    ASSERT_EQ(lines.size(), 5u);
+    EXPECT_EQ(lines[2], line);
+    EXPECT_NE(lines[3].find(" cvd=GPU-fa4e0000-0000-4000-8000-000000000002 "), std::string::npos)
+        << lines[3];
+}
+
+// This test verifies the directory for tasks outside MPS: created 0755, absolute, with no control
+// daemon in it (the fake's "control" file is absent), so a CUDA program pointed there runs
+// without MPS.
+TEST_F(MpsControlTest, NoMpsDirectoryHasNoControlDaemon) {
+    auto dir = prepare_no_mps_directory((dir_ / "mps" / "off").string());
+    ASSERT_TRUE(dir.has_value()) << dir.error().message;
+    EXPECT_EQ(*dir, (dir_ / "mps" / "off").string());
+    EXPECT_EQ(mode_of(*dir), 0755u);
+    EXPECT_FALSE(fs::exists(fs::path(*dir) / "control"));
+    EXPECT_FALSE(prepare_no_mps_directory("").has_value());
+}
+
+// This test verifies limits by ordinal, as NVIDIA documents the variable: the i-th amount names
+// ordinal i, unknown amounts are left out.
+TEST(MpsEnvironmentTest, OrdinalLimitsFollowThePositions) {
+    const std::array<MiB, 3> amounts = {12048, 0, 8000};
+    const std::vector<MpsMemLimit> limits = ordinal_limits(amounts);
+    EXPECT_EQ(limits, (std::vector<MpsMemLimit>{{"0", 12048}, {"2", 8000}}));
+    EXPECT_EQ(format_pinned_mem_limit(limits), "0=12048M,2=8000M");
+    EXPECT_TRUE(ordinal_limits({}).empty());
+}
+
 // This test verifies the documented forms ("0=1G,1=512MB"), UUIDs, spaces and any-case units,
 // and that what format_pinned_mem_limit writes reads back the same.
 TEST(MpsLimitParseTest, GoodValues) {
