@@ -14,6 +14,7 @@
 #include "core/policy.h"
 #include "model/catalog.h"
 #include "model/gpu_type.h"
+#include "model/world.h"
 #include "sim/output.h"
 #include "sim/report.h"
 #include "sim/simulator.h"
@@ -37,6 +38,10 @@ struct SimulateOptions {
     std::string history = "cold";
     bool memory_limits = false;
     bool quiet = false;
+    std::string world = "model";
+    double world_bias = 0;
+    double world_noise = 0;
+    bool no_speed_correction = false;
 };
 
 [[noreturn]] void die(const std::string& message) { throw std::runtime_error(message); }
@@ -92,6 +97,10 @@ int run_simulate(const SimulateOptions& o) {
     base.scheduler.placement.memory.estimator = or_die(parse_estimator(o.estimator));
     base.scheduler.placement.explain = false;
     base.memory_limits = o.memory_limits;
+    base.world = or_die(model::checked(
+        model::WorldConfig{or_die(model::parse_world_kind(o.world)), o.world_bias, o.world_noise,
+                           o.seed}));
+    base.speed_correction = !o.no_speed_correction;
     if (o.history == "warm") {
         base.history = std::make_shared<const sim::SimHistory>(
             sim::earlier_run_history(trace, model::Catalog::embedded(), base));
@@ -105,6 +114,7 @@ int run_simulate(const SimulateOptions& o) {
     comparison.gpus = base.gpus.text();
     comparison.sharing = std::string(model::to_string(base.sharing));
     comparison.history = o.history;
+    comparison.world = model::describe(base.world);
     for (std::size_t k = 0; k < policies.size(); ++k) {
         sim::SimConfig config = base;
         config.scheduler.policy = policies[k];
@@ -180,6 +190,24 @@ Action add_simulate_command(CLI::App& app) {
                     "Standard deviation of noise on sampled SMACT/SMOCC/DRAMA (0 = none)")
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
+    cmd->add_option("--world", opts->world,
+                    "What collocated tasks really do: model (the device model the carma policy "
+                    "predicts with) or measured (measured pair speeds, the model with the measured "
+                    "spread where a pair is unknown)")
+        ->capture_default_str();
+    cmd->add_option("--world-bias", opts->world_bias,
+                    "Every collocation slower than the world says by the factor 1+F on its "
+                    "slowdown (speed / (1+F)); 0 = none")
+        ->check(CLI::Range(0.0, 10.0))
+        ->capture_default_str();
+    cmd->add_option("--world-noise", opts->world_noise,
+                    "Relative sd of each attempt's memory peak around its profile (0 = none); may "
+                    "crash tasks planned from the profile")
+        ->check(CLI::Range(0.0, 0.5))
+        ->capture_default_str();
+    cmd->add_flag("--no-speed-correction", opts->no_speed_correction,
+                  "carma plans with the raw device model instead of correcting it by the error "
+                  "it observed");
     cmd->add_flag("--json", opts->json, "Print one JSON object instead of the table");
     cmd->add_option("--report", opts->report_dir, "Write an HTML report with plots into DIR");
     cmd->add_flag("--quiet", opts->quiet, "No progress line");

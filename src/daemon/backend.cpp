@@ -13,6 +13,7 @@
 #include "device/dl_library.h"
 #include "device/emulated.h"
 #include "device/nvml.h"
+#include "model/world.h"
 
 namespace carma::daemon {
 
@@ -37,9 +38,18 @@ Result<std::unique_ptr<device::GpuBackend>> emulated(const DaemonConfig& c, cons
     if (!sharing) {
         return tl::unexpected(sharing.error());
     }
+    auto kind = model::parse_world_kind(c.world);
+    if (!kind) {
+        return tl::unexpected(kind.error());
+    }
+    auto world = model::checked(model::WorldConfig{*kind, c.world_bias, c.world_noise, 1});
+    if (!world) {
+        return tl::unexpected(world.error());
+    }
     device::EmulatorOptions o;
     o.gpus = *gpus;
     o.sharing = *sharing;
+    o.world = *world;
     o.file = c.state_dir + "/emulated-gpus";
     o.attempts_running = attempts_running;
     o.on_note = [](std::string_view note) { spdlog::warn("{}", note); };

@@ -18,6 +18,7 @@
 #include "core/controls.h"
 #include "core/policy.h"
 #include "core/text.h"
+#include "model/world.h"
 
 namespace carma::daemon {
 
@@ -134,7 +135,7 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
         "max_attempts", "retry_failures", "time_scale", "kill_grace_s", "tcp", "token_file", "web",
         "tcp_run_as", "shim_path", "dcgm_host", "exclude_gpus", "mps", "mps_control", "retention_days",
         "agents", "agent_token_file", "node_timeout_s", "web_token_file", "allowed_hosts",
-        "limits"};
+        "limits", "world", "world_bias", "world_noise"};
     for (const auto& kv : root) {
         const std::string key = kv.first.as<std::string>();
         const YAML::Node& v = kv.second;
@@ -178,6 +179,14 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             r = set_str(c.gpus);
         } else if (key == "sharing") {
             r = set_str(c.sharing);
+        } else if (key == "world") {
+            r = set_str(c.world);
+        } else if (key == "world_bias" || key == "world_noise") {
+            auto d = scalar<double>(v, key, source);
+            if (!d) {
+                return tl::unexpected(d.error());
+            }
+            (key == "world_bias" ? c.world_bias : c.world_noise) = *d;
         } else if (key == "state_dir") {
             r = set_str(c.state_dir);
         } else if (key == "socket") {
@@ -308,6 +317,13 @@ Result<DaemonConfig> finalize(DaemonConfig c) {
     }
     if (c.max_attempts < 1 || c.max_attempts > 100) {
         return fail(ErrorCode::InvalidArgument, "max_attempts must be 1..100");
+    }
+    if (auto kind = model::parse_world_kind(c.world); !kind) {
+        return fail(ErrorCode::InvalidArgument, fmt::format("world: {}", kind.error().message));
+    } else if (auto w = model::checked(model::WorldConfig{*kind, c.world_bias, c.world_noise, 1});
+               !w) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("world_bias/world_noise: {}", w.error().message));
     }
     if (!(c.time_scale > 0) || c.time_scale > 10000) {
         return fail(ErrorCode::InvalidArgument, "time_scale must be > 0 and <= 10000");

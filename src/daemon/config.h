@@ -28,6 +28,11 @@ struct DaemonConfig {
     bool mps = false;                // start an MPS control daemon; tasks get memory limits
     std::string mps_control;         // the control program; default nvidia-cuda-mps-control
     std::string sharing = "mps";     // emulated GPUs only
+    // Emulated GPUs only: what collocated jobs really do (model/world.h): model | measured, the
+    // bias F on every collocation's slowdown, the relative sd of memory peaks.
+    std::string world = "model";
+    double world_bias = 0;
+    double world_noise = 0;
     std::string state_dir;           // default: default_state_dir()
     std::string socket;              // default: <state_dir>/carma.sock
     int max_attempts = 3;

@@ -1,6 +1,7 @@
 #pragma once
 // The data files compiled into the binary (data/traces/*.csv, data/workloads.csv), by the name
-// users type: "t1", "t2", "mix-90", "heavy-60", "workloads".
+// users type: "t1", "t2", "mix-90", "heavy-60", "workloads"; and the measured pairs of
+// data/calibration/ ("calibration/lucid-pairs", "calibration/lucid-bins") for model/world.h.
 
 #include <optional>
 #include <string_view>

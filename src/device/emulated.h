@@ -18,6 +18,7 @@
 #include "device/gpu_backend.h"
 #include "model/gpu_type.h"
 #include "model/interference.h"
+#include "model/world.h"
 
 namespace carma::device {
 
@@ -36,6 +37,7 @@ struct EmulatorOptions {
     int attempts_running = 0;
     // Told, in one line, why an existing file is re-initialised.
     std::function<void(std::string_view)> on_note = nullptr;
+    model::WorldConfig world{};  // what collocated jobs really do (model/world.h)
 };
 
 // Creates (or re-attaches to, keeping live jobs) the emulator file and returns the backend. The

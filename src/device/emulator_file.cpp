@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -141,6 +143,13 @@ Result<Inspection> inspect(int fd, const std::string& path) {
     return Inspection{Layout::Ours, ""};
 }
 
+void write_world(Header& h, const EmulatorOptions& o) {
+    h.world_kind = static_cast<std::uint32_t>(o.world.kind);
+    h.world_bias = o.world.bias;
+    h.world_noise = o.world.noise;
+    h.world_seed = o.world.seed;
+}
+
 void write_gpu_set(Header& h, const EmulatorOptions& o) {
     h.gpu_count = o.gpus.count;
     h.sharing = static_cast<std::uint32_t>(o.sharing);
@@ -149,6 +158,7 @@ void write_gpu_set(Header& h, const EmulatorOptions& o) {
     h.usable_mib = o.gpus.type.usable_mib;
     h.idle_power_w = o.gpus.type.idle_power_w;
     h.max_power_w = o.gpus.type.max_power_w;
+    write_world(h, o);
 }
 
 bool same_gpu_set(const Header& h, const EmulatorOptions& o) {
@@ -422,6 +432,17 @@ model::SharingMode sharing_of(const Header& h) {
                : model::SharingMode::Mps;
 }
 
+model::WorldConfig world_of(const Header& h) {
+    model::WorldConfig w;
+    w.kind = h.world_kind == static_cast<std::uint32_t>(model::WorldKind::Measured)
+                 ? model::WorldKind::Measured
+                 : model::WorldKind::Model;
+    w.bias = std::isfinite(h.world_bias) ? std::max(0.0, h.world_bias) : 0.0;
+    w.noise = std::isfinite(h.world_noise) ? std::max(0.0, h.world_noise) : 0.0;
+    w.seed = h.world_seed;
+    return w;
+}
+
 bool on_gpu(const Slot& s, int gpu) {
     return s.pid != 0 && ((s.gpu_mask >> static_cast<unsigned>(gpu)) & 1ULL) != 0;
 }
@@ -457,24 +478,32 @@ model::GpuActivity gpu_activity(const State& s, int gpu) {
 }
 
 void derive(State& s) {
-    const model::SlowdownParams params = model::slowdown_params(sharing_of(s.header));
+    const model::World world(world_of(s.header), sharing_of(s.header));
     const int count = std::clamp(s.header.gpu_count, 0, kMaxGpus);
-    double summed[kMaxGpus] = {};
-    for (int g = 0; g < count; ++g) {
-        summed[g] = summed_util(s, g);
-    }
-    // A job spanning GPUs runs in lock step: at the speed of its slowest GPU.
     for (Slot& slot : s.slots) {
-        if (slot.pid == 0) {
-            continue;
-        }
-        double speed = slot.phase == Phase::Active ? 1.0 : 0.0;
-        for (int g = 0; g < count && slot.phase == Phase::Active; ++g) {
-            if (on_gpu(slot, g)) {
-                speed = std::min(speed, model::task_speed(slot.util, summed[g], params));
+        slot.speed = slot.pid != 0 && slot.phase == Phase::Active ? 1.0 : 0.0;
+    }
+    // A job spanning GPUs runs in lock step: at the speed of its slowest GPU. The world knows a
+    // job by its profile (fake jobs of one profile are one workload).
+    std::vector<model::WorldTask> tasks;
+    std::vector<Slot*> of;
+    std::vector<double> speeds;
+    for (int g = 0; g < count; ++g) {
+        tasks.clear();
+        of.clear();
+        for (Slot& slot : s.slots) {
+            if (on_gpu(slot, g) && slot.phase == Phase::Active) {
+                const std::string key = fmt::format("{:a}|{:a}|{:a}|{:a}", slot.util, slot.smact,
+                                                    slot.smocc, slot.drama);
+                tasks.push_back(model::WorldTask{model::world_id(key), slot.util});
+                of.push_back(&slot);
             }
         }
-        slot.speed = speed;
+        speeds.assign(tasks.size(), 1.0);
+        world.speeds(tasks, speeds);
+        for (std::size_t i = 0; i < of.size(); ++i) {
+            of[i]->speed = std::min(of[i]->speed, speeds[i]);
+        }
     }
     const model::GpuType type = gpu_type_of(s.header);
     for (int g = 0; g < count; ++g) {
@@ -631,6 +660,8 @@ Result<void> EmulatorFile::reopen(const EmulatorOptions& o) {
     if (same_gpu_set(s.header, o)) {
         // The sharing mode only changes speeds from now on; the jobs keep running.
         s.header.sharing = static_cast<std::uint32_t>(o.sharing);
+        write_world(s.header, o);
+        derive(s);
         return {};
     }
     if (live_jobs(s) > 0) {

@@ -30,11 +30,13 @@
 #include "device/emulated.h"
 #include "model/gpu_type.h"
 #include "model/interference.h"
+#include "model/world.h"
 
 namespace carma::device::emu {
 
 inline constexpr std::uint64_t kMagic = 0x554d45414d524143ULL;  // "CARMAEMU" little-endian
-inline constexpr std::uint32_t kVersion = 1;
+// 2: the world (model/world.h) joined the header.
+inline constexpr std::uint32_t kVersion = 2;
 inline constexpr int kMaxGpus = 64;    // GPU sets are a bit mask
 inline constexpr int kMaxSlots = 256;  // concurrent jobs on one emulator file
 inline constexpr double kLockTimeoutS = 5.0;
@@ -85,6 +87,13 @@ struct Header {
     std::int64_t usable_mib;
     double idle_power_w;
     double max_power_w;
+    // Version 2: what collocated jobs really do (model/world.h); every process that derives
+    // speeds reads it here.
+    std::uint32_t world_kind;  // model::WorldKind
+    std::uint32_t reserved2;
+    double world_bias;
+    double world_noise;
+    std::uint64_t world_seed;
 };
 
 struct State {
@@ -97,6 +106,7 @@ struct State {
 
 model::GpuType gpu_type_of(const Header& h);
 model::SharingMode sharing_of(const Header& h);
+model::WorldConfig world_of(const Header& h);
 bool on_gpu(const Slot& s, int gpu);
 MiB used_mib(const State& s, int gpu);
 // Sum of solo utilisations of the GPU-active jobs on the GPU (U in the slowdown model).

@@ -26,7 +26,8 @@ std::string format_change(double value, double base) {
 
 std::string format_table(const Comparison& c) {
     const PolicyResult* excl = find_exclusive(c);
-    std::string out = fmt::format("trace {} on {} ({} sharing)\n", c.trace, c.gpus, c.sharing);
+    std::string out = fmt::format("trace {} on {} ({} sharing{})\n", c.trace, c.gpus, c.sharing,
+                                  c.world == "model" ? "" : ", world " + c.world);
     out += fmt::format("{:<14} {:>10} {:>8} {:>10} {:>8} {:>10} {:>10} {:>9} {:>5} {:>8} {:>6} "
                        "{:>6} {:>6}\n",
                        "policy", "makespan_h", "vs_excl", "energy_MJ", "vs_excl", "mean_JCT_h",
@@ -86,7 +87,7 @@ nlohmann::json to_json(const Comparison& c) {
                            {"per_gpu", per_gpu}});
     }
     return {{"trace", c.trace},     {"gpus", c.gpus},       {"sharing", c.sharing},
-            {"history", c.history}, {"results", results}};
+            {"history", c.history}, {"world", c.world},       {"results", results}};
 }
 
 std::string render_tasks_csv(const Comparison& c) {

@@ -129,6 +129,7 @@ struct Comparison {
     std::string gpus;    // e.g. "4xA100-40GB"
     std::string sharing; // "mps" or "timeslice"
     std::string history; // "cold" or "warm": what `carma` knew at the start
+    std::string world = "model";  // model/world.h's describe(): what tasks really did
     std::vector<PolicyResult> results;  // in the order the policies were asked for
     // DaemonHistory only: the unix time of t = 0, the window's length (the time axis covers
     // [0, span_s]) and the daemon's GPU backend.

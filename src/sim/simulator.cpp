@@ -51,6 +51,13 @@ struct SimTask {
     double activity_alone = 0, time_alone = 0, activity_shared = 0, time_shared = 0;
     std::size_t exact_key = 0;   // into Simulation::exact_ / family_
     std::size_t family_key = 0;
+    std::uint64_t world_id = 0;  // its workload, as the world knows it
+    MiB world_peak_mib = 0;      // this attempt's peak in the world
+    // What carma's own predictor said while this attempt shared its GPUs (from the learned
+    // figures of its co-runners), for core/speed_correction.h; the current segment's state.
+    double shared_s = 0, predicted_shared_s = 0, others_activity_s = 0;
+    bool shared_now = false;
+    double predicted_now = 1, others_now = 0;
     TaskRecord record;
 };
 
@@ -81,8 +88,12 @@ class Simulation {
 public:
     Simulation(const Trace& trace, const model::Catalog& catalog, const SimConfig& config)
         : config_(config),
-          scheduler_(scheduler_config(config)),
-          slowdown_(model::slowdown_params(config.sharing)),
+          correction_(std::make_shared<SpeedCorrection>(std::string(model::to_string(config.sharing)))),
+          raw_predict_(model::speed_predictor(config.sharing)),
+          scheduler_(scheduler_config(config, correction_)),
+          world_(model::WorldConfig{config.world.kind, config.world.bias, config.world.noise,
+                                    config.seed},
+                 config.sharing),
           rng_(config.seed),
           learning_(config.scheduler.policy.carma) {
         const int n = config.gpus.count;
@@ -109,6 +120,16 @@ public:
             for (const auto& [key, runs] : config.history->family) {
                 family_[key_index(family_keys_, family_, key)] = runs;
             }
+            for (const auto& [key, runs] : config.history->solo_s) {
+                const std::size_t k = key_index(exact_keys_, exact_, key);
+                solo_.resize(std::max(solo_.size(), k + 1));
+                solo_[k] = runs;
+            }
+            for (const SpeedCorrection::Entry& e : config.history->speed_corrections) {
+                for (double k : e.k) {
+                    correction_->add(e.family, e.sharing_class, k);
+                }
+            }
         }
         for (const TraceEntry& e : trace.entries) {
             SimTask t;
@@ -119,16 +140,24 @@ public:
             t.record.submit_s = e.submit_s;
             t.exact_key = key_index(exact_keys_, exact_, fingerprint_of(e, t.profile.gpus));
             t.family_key = key_index(family_keys_, family_, family_of(e, t.profile.gpus));
+            t.world_id = model::world_id(t.profile.name);
+            family_names_.resize(family_.size());
+            family_names_[t.family_key] = family_of(e, t.profile.gpus);
             tasks_.push_back(std::move(t));
             push_event(e.submit_s, EventKind::Arrival, tasks_.size() - 1, 0);
         }
     }
 
-    static SchedulerConfig scheduler_config(const SimConfig& config) {
+    static SchedulerConfig scheduler_config(const SimConfig& config,
+                                            const std::shared_ptr<SpeedCorrection>& correction) {
         SchedulerConfig sc = config.scheduler;
         sc.placement.memory_limits = config.memory_limits;
         if (!sc.placement.predict_speeds) {
             sc.placement.predict_speeds = model::speed_predictor(config.sharing);
+            if (config.speed_correction && config.scheduler.policy.carma) {
+                sc.placement.predict_speeds =
+                    corrected_predictor(std::move(sc.placement.predict_speeds), correction);
+            }
         }
         return sc;
     }
@@ -148,7 +177,11 @@ public:
             if (!exact_[index].empty()) {
                 h.exact[key] = exact_[index];
             }
+            if (index < solo_.size() && !solo_[index].empty()) {
+                h.solo_s[key] = solo_[index];
+            }
         }
+        h.speed_corrections = correction_->entries();
         for (const auto& [key, index] : family_keys_) {
             if (!family_[index].empty()) {
                 h.family[key] = family_[index];
@@ -328,7 +361,7 @@ private:
         r.task = static_cast<TaskId>(i);
         r.active_at = t.phase == Phase::Active ? t.active_at : kNever;
         r.context_mib = model::kContextMiB;
-        r.peak_mib = t.profile.m_peak_mib;
+        r.peak_mib = t.world_peak_mib;
         r.ramp_s = model::kRampSeconds;
         r.order = t.launch_order;
         return r;
@@ -364,14 +397,94 @@ private:
         }
     }
 
-    double summed_util(const SimGpu& gpu) const {
-        double u = 0;
-        for (std::size_t i : gpu.residents) {
-            if (tasks_[i].phase == Phase::Active) {
-                u += tasks_[i].profile.util;
+    // Task i's speed on GPU g in the world, among g's GPU-active residents.
+    double world_speed(std::size_t i, std::size_t g) {
+        world_tasks_.clear();
+        std::size_t self = 0;
+        for (std::size_t j : gpus_[g].residents) {
+            if (tasks_[j].phase == Phase::Active) {
+                if (j == i) {
+                    self = world_tasks_.size();
+                }
+                world_tasks_.push_back(model::WorldTask{tasks_[j].world_id, tasks_[j].profile.util});
             }
         }
-        return u;
+        world_speeds_.assign(world_tasks_.size(), 1.0);
+        world_.speeds(world_tasks_, world_speeds_);
+        return world_speeds_.empty() ? 1.0 : world_speeds_[self];
+    }
+
+    double learned_activity(std::size_t j) const {
+        return tasks_[j].spec.learned.activity.value_or(config_.knowledge.default_activity);
+    }
+
+    // What carma's raw predictor says of task i on GPU g, from the learned figures of the GPU's
+    // GPU-active tasks, as the daemon computes it from its ledger (the slowest GPU counts).
+    void predict_for(std::size_t i, std::size_t g) {
+        SimTask& t = tasks_[i];
+        predict_in_.clear();
+        std::size_t self = 0;
+        double others = 0;
+        for (std::size_t j : gpus_[g].residents) {
+            if (tasks_[j].phase == Phase::Active) {
+                if (j == i) {
+                    self = predict_in_.size();
+                } else {
+                    others += learned_activity(j);
+                }
+                predict_in_.push_back(learned_activity(j));
+            }
+        }
+        if (predict_in_.size() < 2) {
+            return;
+        }
+        predict_out_.assign(predict_in_.size(), 1.0);
+        raw_predict_(predict_in_, predict_out_);
+        t.shared_now = true;
+        t.predicted_now = std::min(t.predicted_now, predict_out_[self]);
+        t.others_now = std::max(t.others_now, others);
+    }
+
+    // Brings the attempt's shared-time figures up to now (before its state changes or it ends).
+    void account_segment(SimTask& t) {
+        if (t.phase != Phase::Active || !t.shared_now) {
+            return;
+        }
+        const double dt = now_ - t.progress_at;
+        t.shared_s += dt;
+        t.predicted_shared_s += t.predicted_now * dt;
+        t.others_activity_s += t.others_now * dt;
+    }
+
+    // After a successful attempt: a solo run joins the solo history; a shared one, compared with
+    // the solo history, teaches the predictor's error.
+    void learn_speed_error(std::size_t i, double run_s) {
+        SimTask& t = tasks_[i];
+        if (t.exact_key >= solo_.size()) {
+            solo_.resize(exact_.size());
+        }
+        std::vector<double>& solo = solo_[t.exact_key];
+        if (t.shared_s <= 0) {
+            solo.push_back(run_s);
+            if (solo.size() > 20) {
+                solo.erase(solo.begin());
+            }
+            return;
+        }
+        if (solo.empty() || !learning_) {
+            return;
+        }
+        std::vector<double> sorted = solo;
+        std::sort(sorted.begin(), sorted.end());
+        SpeedObservation o;
+        o.family = family_names_[t.family_key];
+        o.sharing_class = sharing_class(model::to_string(config_.sharing),
+                                        t.others_activity_s / t.shared_s);
+        o.solo_s = quantile_sorted(sorted, 0.5);
+        o.run_s = run_s;
+        o.shared_s = t.shared_s;
+        o.predicted_shared_progress_s = t.predicted_shared_s;
+        correction_->observe(o);
     }
 
     // Call after changing residents: new speeds, finish times, GPU activity, power, OOM check.
@@ -388,13 +501,18 @@ private:
         }
         for (std::size_t i : touched_tasks) {
             SimTask& t = tasks_[i];
+            account_segment(t);
             t.work_left = std::max(0.0, t.work_left - t.speed * (now_ - t.progress_at));
             t.progress_at = now_;
             double speed = 1;
+            t.shared_now = false;
+            t.predicted_now = 1;
+            t.others_now = 0;
             for (int g : t.gpus) {
-                speed = std::min(speed, model::task_speed(t.profile.util,
-                                                          summed_util(gpus_[static_cast<std::size_t>(g)]),
-                                                          slowdown_));
+                speed = std::min(speed, world_speed(i, static_cast<std::size_t>(g)));
+                if (learning_) {
+                    predict_for(i, static_cast<std::size_t>(g));
+                }
             }
             t.speed = speed;
             ++t.version;
@@ -490,6 +608,9 @@ private:
         SimTask& t = tasks_[i];
         t.spec.learned = derive_knowledge(t.spec, exact_[t.exact_key], family_[t.family_key],
                                           std::nullopt, config_.knowledge);
+        if (learning_) {
+            correction_->bind(learned_activity(i), family_names_[t.family_key]);
+        }
     }
 
     // Only `carma` reads what waiting tasks learn; the others skip the bookkeeping.
@@ -528,10 +649,10 @@ private:
         RunFacts f;
         f.peak_mib = peak;
         f.run_s = now_ - t.dispatched_at;
+        // Only what the monitor can attribute to the task: its GPUs' activity while it ran alone.
+        // A GPU-level reading with co-runners includes theirs and would over-state its demand.
         if (t.time_alone > 0) {
             f.activity = t.activity_alone / t.time_alone;
-        } else if (t.time_shared > 0) {
-            f.activity = t.activity_shared / t.time_shared;
         }
         return f;
     }
@@ -556,12 +677,16 @@ private:
         t.record.gpu_ids = gpus;
         t.dispatched_at = now_;
         t.activity_alone = t.time_alone = t.activity_shared = t.time_shared = 0;
+        t.shared_s = t.predicted_shared_s = t.others_activity_s = 0;
+        t.shared_now = false;
         t.launch_order = next_launch_order_++;
         t.record.wait_s += now_ - t.queued_at;
         if (t.record.attempts == 0) {
             t.record.first_start_s = now_;
         }
         ++t.record.attempts;
+        t.world_peak_mib = world_.peak_mib(t.profile.m_peak_mib, static_cast<std::uint64_t>(i),
+                                           t.record.attempts, config_.gpus.type.usable_mib);
         t.record.spans.push_back(AttemptSpan{now_, -1, gpus, AttemptOutcome::Running});
         ++t.version;
         for (int g : gpus) {
@@ -612,12 +737,14 @@ private:
         }
         const auto gpus = affected_gpus(t.gpus);
         before_change(gpus);
+        account_segment(t);
+        learn_speed_error(i, now_ - t.dispatched_at);
         remove_from_gpus(i);
         t.phase = Phase::Done;
         t.record.finish_s = now_;
         end_span(t.record, AttemptOutcome::Succeeded);
         t.record.slowdown = (now_ - t.dispatched_at) / std::max(t.profile.t_solo_s, 1e-9);
-        RunFacts facts = attempt_facts(t, t.profile.m_peak_mib);
+        RunFacts facts = attempt_facts(t, t.world_peak_mib);
         facts.succeeded = true;
         remember(i, facts);
         last_completion_ = std::max(last_completion_, now_);
@@ -812,8 +939,14 @@ private:
     }
 
     const SimConfig& config_;
+    std::shared_ptr<SpeedCorrection> correction_;  // before scheduler_: its predictor reads it
+    SpeedPredictor raw_predict_;
     Scheduler scheduler_;
-    model::SlowdownParams slowdown_;
+    model::World world_;
+    std::vector<model::WorldTask> world_tasks_;  // scratch
+    std::vector<double> world_speeds_, predict_in_, predict_out_;  // scratch
+    std::vector<std::vector<double>> solo_;  // solo run times, by exact key index
+    std::vector<std::string> family_names_;  // by family key index
     std::mt19937_64 rng_;
     std::vector<SimTask> tasks_;
     std::vector<SimGpu> gpus_;

@@ -19,9 +19,11 @@
 
 #include "core/knowledge.h"
 #include "core/scheduler.h"
+#include "core/speed_correction.h"
 #include "model/catalog.h"
 #include "model/gpu_type.h"
 #include "model/interference.h"
+#include "model/world.h"
 #include "sim/results.h"
 #include "sim/trace.h"
 
@@ -33,6 +35,11 @@ namespace carma::sim {
 struct SimHistory {
     std::map<std::string, std::vector<RunFacts>> exact;   // oldest first
     std::map<std::string, std::vector<RunFacts>> family;
+    // Run times of the attempts that never shared their GPUs, by exact key: the solo history
+    // carma measures its predictor's error against (core/speed_correction.h).
+    std::map<std::string, std::vector<double>> solo_s;
+    // What carma learned about its predictor's error, per family and sharing class.
+    std::vector<SpeedCorrection::Entry> speed_corrections;
 };
 
 std::string fingerprint_of(const TraceEntry& entry, int gpus);
@@ -41,6 +48,9 @@ std::string family_of(const TraceEntry& entry, int gpus);
 struct SimConfig {
     model::GpuSet gpus;
     model::SharingMode sharing = model::SharingMode::Mps;
+    // What collocated tasks really do (model/world.h); the policies never see it, only what the
+    // monitor samples and what history learned. Its seed is `seed`.
+    model::WorldConfig world;
     SchedulerConfig scheduler;
     std::size_t window_samples = 30;
     double power_scale = 1.0;       // kappa of interference-model.md §7.4
@@ -58,6 +68,9 @@ struct SimConfig {
     // out-of-memory rule already crashes the task that crosses the capacity, which is what a
     // limit does; the flag only tells the policy it may rely on it.
     bool memory_limits = false;
+    // `carma` corrects its slowdown predictor by the error it observed on collocated attempts
+    // (core/speed_correction.h); false: the raw device model, for comparison.
+    bool speed_correction = true;
     // Called now and then with the fraction of tasks finished (0..1).
     std::function<void(double)> progress;
 };

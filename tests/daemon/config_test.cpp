@@ -148,3 +148,35 @@ TEST(ConfigTest, FinalizeChecksValues) {
 
 }  // namespace
 }  // namespace carma::daemon
+
+namespace carma::daemon {
+namespace {
+
+// This test verifies the world keys of emulated GPUs (world, world_bias, world_noise), their
+// defaults, and that a wrong value is refused naming the key.
+TEST(ConfigTest, WorldKeys) {
+    auto plain = parse_config("gpus: emulated:2xA100-40GB\n", "t.yaml", DaemonConfig{});
+    ASSERT_TRUE(plain) << plain.error().message;
+    EXPECT_EQ(plain->world, "model");
+    EXPECT_DOUBLE_EQ(plain->world_bias, 0);
+    EXPECT_DOUBLE_EQ(plain->world_noise, 0);
+    auto c = parse_config("world: measured\nworld_bias: 0.25\nworld_noise: 0.1\n", "t.yaml",
+                          DaemonConfig{});
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->world, "measured");
+    EXPECT_DOUBLE_EQ(c->world_bias, 0.25);
+    EXPECT_DOUBLE_EQ(c->world_noise, 0.1);
+    EXPECT_TRUE(finalize(*c));
+    auto bad_kind = parse_config("world: real\n", "t.yaml", DaemonConfig{});
+    ASSERT_TRUE(bad_kind);
+    auto f = finalize(*bad_kind);
+    ASSERT_FALSE(f);
+    EXPECT_NE(f.error().message.find("world"), std::string::npos) << f.error().message;
+    auto bad_bias = parse_config("world_bias: -1\n", "t.yaml", DaemonConfig{});
+    ASSERT_TRUE(bad_bias);
+    EXPECT_FALSE(finalize(*bad_bias));
+    EXPECT_FALSE(parse_config("world_noise: lots\n", "t.yaml", DaemonConfig{}));
+}
+
+}  // namespace
+}  // namespace carma::daemon

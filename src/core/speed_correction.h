@@ -1,0 +1,124 @@
+#pragma once
+// `carma` learns its own error: from each attempt that ran collocated, the progress it made while
+// it shared its GPU against what the slowdown predictor said it would make, and from that a
+// correction of the predictor per workload family and sharing class.
+//
+// Observation of one attempt (all figures a deployment has: its solo history, its wall time, the
+// time it had GPU-active co-runners and the predictor's speed over that time, from the learned
+// figures of the tasks it shared with):
+//   observed progress while shared = solo_s - (run_s - shared_s)   (alone it runs at speed 1)
+//   predicted progress while shared = sum of predicted speed * dt over the shared time
+//   k = predicted / observed: the factor by which the real slowdown (1 / speed) exceeds the
+//   predicted one. k = 1: the predictor was right; 1.25: every shared second was 25 % slower.
+// An attempt that shared for less than min_shared_fraction of its run teaches nothing (its
+// observed progress is mostly noise of the solo figure), and k is clipped to [min_k, max_k].
+//
+// Correction: for a task among others on a GPU, the corrected speed is min(1, predicted / K) with
+// K = exp(mean log k) of the newest observations of its (family, sharing class), shrunk toward 1
+// by prior_weight pseudo-observations; with fewer than min_samples of its own, the pooled figure
+// of its sharing class (all families), then of everything, then 1. A task alone is never touched.
+// The sharing class is the sharing mode plus the co-runners' summed learned SM activity: light
+// (< 0.3), medium (< 0.7), heavy.
+// Pure: no I/O, no clock.
+
+#include <array>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/policy.h"
+
+namespace carma {
+
+struct SpeedCorrectionConfig {
+    std::size_t max_samples = 30;      // newest observations kept per (family, class)
+    double prior_weight = 1;           // pseudo-observations at k = 1
+    std::size_t min_samples = 3;       // own observations before a family's figure is used
+    double min_shared_fraction = 0.1;  // of the attempt's run time
+    double min_k = 0.5;
+    double max_k = 4;
+};
+
+struct SpeedObservation {
+    std::string family;
+    std::string sharing_class;
+    double solo_s = 0;                 // expected run time alone (solo history)
+    double run_s = 0;                  // this attempt's wall time
+    double shared_s = 0;               // of it, time with GPU-active co-runners
+    double predicted_shared_progress_s = 0;  // sum of the predictor's speed * dt over shared_s
+};
+
+// "mps/heavy": `mode` (mps, timeslice) and the class of the co-runners' summed activity.
+std::string sharing_class(std::string_view mode, double others_activity);
+
+// k of one observation, or nothing when it teaches nothing.
+std::optional<double> observed_factor(const SpeedObservation& o, const SpeedCorrectionConfig& c);
+
+class SpeedCorrection {
+public:
+    explicit SpeedCorrection(std::string mode = "mps", SpeedCorrectionConfig config = {})
+        : mode_(std::move(mode)), config_(config) {}
+
+    // Learns from one attempt; false when it taught nothing.
+    bool observe(const SpeedObservation& o);
+    // Adds one factor directly (history replay).
+    void add(const std::string& family, const std::string& sharing_class, double k);
+
+    // The factor K for a task of `family` in `sharing_class`, with where it comes from.
+    struct Factor {
+        double k = 1;
+        std::size_t samples = 0;
+        std::string basis;  // "family", "class", "all", "none"
+    };
+    Factor factor(std::string_view family, std::string_view sharing_class) const;
+
+    // The predictor learns which family a learned activity belongs to: the predictor sees
+    // activities only (core/policy.h's SpeedPredictor), so this is how it finds a task's family.
+    // Two families of one activity share the class figure.
+    void bind(double activity, const std::string& family);
+
+    struct Entry {
+        std::string family, sharing_class;
+        std::vector<double> k;  // oldest first
+    };
+    std::vector<Entry> entries() const;
+    const std::string& mode() const { return mode_; }
+    const SpeedCorrectionConfig& config() const { return config_; }
+    bool empty() const { return samples_.empty(); }
+
+    // Corrected speeds: `raw` predicted them, each task among others is corrected by its factor.
+    void correct(std::span<const double> activities, std::span<double> speeds) const;
+
+private:
+    struct Pool {
+        double sum = 0;  // of log k
+        std::size_t n = 0;
+    };
+    void refresh(long long activity_key, const std::string& family);
+
+    std::string mode_;
+    SpeedCorrectionConfig config_;
+    std::map<std::pair<std::string, std::string>, std::vector<double>> samples_;  // log k
+    std::map<std::pair<std::string, std::string>, Pool> own_;
+    std::map<std::string, Pool, std::less<>> by_class_;
+    Pool all_;
+    // By micro-units of activity: its family ("" = several) and K per load (light, medium,
+    // heavy) under mode_, kept up to date so that correcting costs one lookup per task.
+    struct Bound {
+        std::string family;
+        std::array<double, 3> k{1, 1, 1};
+    };
+    std::unordered_map<long long, Bound> bound_;
+    std::array<double, 3> unbound_k_{1, 1, 1};
+};
+
+// `raw`, corrected by `correction` (which the caller keeps learning). Empty `raw`: empty result.
+SpeedPredictor corrected_predictor(SpeedPredictor raw,
+                                   std::shared_ptr<const SpeedCorrection> correction);
+
+}  // namespace carma
