@@ -528,8 +528,12 @@ std::string attempt_gpus(const json& attempt) {
     return ids.empty() ? "-" : fmt::format("{}", fmt::join(ids, ","));
 }
 
-// "GPU0 13,236 MiB, GPU1 13,180 MiB", or "-" before the task was seen on a GPU.
+// "GPU0 13,236 MiB, GPU1 13,180 MiB", or "-" before the task was seen on a GPU, "unobserved"
+// when it ended without being seen (print_attempts says why).
 std::string attempt_peak(const json& attempt) {
+    if (!text_of(attempt, "unobserved", "").empty()) {
+        return "unobserved";
+    }
     const json* peak = member(attempt, "peak_mib");
     if (peak == nullptr || !peak->is_object() || peak->empty()) {
         return "-";
@@ -560,6 +564,12 @@ void print_attempts(const json& attempts, double now) {
                    attempt_exit(a), flag_of(a, "recovered") ? "yes" : "no", attempt_peak(a)});
     }
     table.print();
+    for (const json& a : attempts) {
+        if (const std::string why = text_of(a, "unobserved_why", ""); !why.empty()) {
+            print_line(stdout, "attempt {} unobserved ({}): {}", text_of(a, "number"),
+                       text_of(a, "unobserved"), why);
+        }
+    }
 }
 
 void print_task(const json& t, double now) {

@@ -80,6 +80,9 @@ std::string history_detail(const json& h, const std::string& none) {
     if (const double failed = number_of(h, "failed").value_or(0); failed > 0) {
         out += fmt::format(", {} failed", failed);
     }
+    if (const double unseen = number_of(h, "unobserved").value_or(0); unseen > 0) {
+        out += fmt::format(", {} unobserved (not counted)", unseen);
+    }
     if (auto spread = mib(h, "spread_mib")) {
         out += fmt::format("; spread {}", format_mib(*spread));
     }
@@ -220,6 +223,14 @@ std::string format_estimate(const json& e) {
     out += fmt::format("{:<12}{}\n", "activity",
                        activity ? fmt::format("{:.2f}", *activity) : "unknown");
     out += fmt::format("{:<12}{}\n", "why", text(learned, "basis"));
+    // Runs it never saw teach nothing: say why that may be, once per history that has them.
+    for (const json* h : {&mine, &kin}) {
+        if (const std::string why = text(*h, "unobserved_why"); !why.empty()) {
+            out += fmt::format("{:<12}{} {} run(s): {}\n", "unobserved",
+                               h == &mine ? "this command's" : "its family's",
+                               number_of(*h, "unobserved").value_or(0), why);
+        }
+    }
     return out;
 }
 

@@ -162,6 +162,21 @@ CommandFamily command_family(const std::vector<std::string>& argv_in) {
         return family;
     }
     family.program = program_name(argv.front());
+    if (family.program == "carma-fakejob") {
+        // Its workload is the profile it emulates, not a file.
+        for (std::size_t i = 1; i < argv.size(); ++i) {
+            if (argv[i] == "--profile" && i + 1 < argv.size()) {
+                family.script = "--profile " + argv[i + 1];
+                break;
+            }
+            constexpr std::string_view kJoined = "--profile=";
+            if (argv[i].starts_with(kJoined)) {
+                family.script = "--profile " + argv[i].substr(kJoined.size());
+                break;
+            }
+        }
+        return family;
+    }
     if (is_script_file(argv.front())) {
         family.script = normal_path(argv.front());
         return family;
@@ -193,9 +208,11 @@ std::string canonical_exact(std::uint64_t owner, const std::vector<std::string>&
     return out;
 }
 
-std::string canonical_family(std::uint64_t owner, const CommandFamily& family) {
-    std::string out = "carma-family-v1;";
+// v2: the GPU count joined the key, so v1 families (which mixed GPU counts) match none.
+std::string canonical_family(std::uint64_t owner, const CommandFamily& family, int gpus) {
+    std::string out = "carma-family-v2;";
     append_field(out, "owner", std::to_string(owner));
+    append_field(out, "gpus", std::to_string(gpus));
     append_field(out, "program", family.program);
     append_field(out, "script", family.script);
     return out;
@@ -204,7 +221,7 @@ std::string canonical_family(std::uint64_t owner, const CommandFamily& family) {
 TaskFingerprint fingerprint_task(std::uint64_t owner, const std::vector<std::string>& argv,
                                  int gpus) {
     return TaskFingerprint{hex64(fnv1a64(canonical_exact(owner, argv, gpus))),
-                           hex64(fnv1a64(canonical_family(owner, command_family(argv))))};
+                           hex64(fnv1a64(canonical_family(owner, command_family(argv), gpus)))};
 }
 
 }  // namespace carma

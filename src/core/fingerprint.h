@@ -1,13 +1,15 @@
 #pragma once
 // Which earlier runs count as "the same task" for history (core/knowledge.h). Two keys:
 //   exact:  the owner, the exact argv and the GPU count: the same command line run again;
-//   family: the owner, the program and the script: the same training code with other arguments
-//           (another learning rate, batch size or epoch count).
+//   family: the owner, the program, the script and the GPU count: the same training code with
+//           other arguments (another learning rate, batch size or epoch count). A run on one GPU
+//           says little about what the same code holds per GPU on four, so the count is part.
 // The program is the basename of argv[0] (after a leading `env [VAR=value...]`), with python3,
 // python3.11 and python counted as one program; a shell's `-c 'LINE'` is looked through to the
 // command in LINE. The script is the first argument that names a script file (*.py, *.sh; an
 // argv[0] that is itself one), or `-m MODULE`; a program run without one (a compiled trainer,
-// `python -c`) makes the family the owner and the program.
+// `python -c`) makes the family the owner and the program. carma-fakejob's script is its
+// profile (`--profile NAME`): each profile is another workload.
 // Each key is a canonical text (canonical_exact / canonical_family: length-prefixed fields, so no
 // two different inputs share one) hashed with 64-bit FNV-1a and written as 16 lower-case hex
 // digits; the store keeps the hex, which reveals nothing of the command. The environment and the
@@ -32,7 +34,7 @@ struct CommandFamily {
 CommandFamily command_family(const std::vector<std::string>& argv);
 
 std::string canonical_exact(std::uint64_t owner, const std::vector<std::string>& argv, int gpus);
-std::string canonical_family(std::uint64_t owner, const CommandFamily& family);
+std::string canonical_family(std::uint64_t owner, const CommandFamily& family, int gpus);
 
 struct TaskFingerprint {
     std::string exact;   // 16 hex digits

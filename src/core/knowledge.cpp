@@ -15,6 +15,7 @@ struct Summary {
     MiB max_peak = 0;
     MiB min_peak = 0;
     MiB oom_lower_bound = 0;
+    int unobserved = 0;  // runs never seen on their GPUs: no peak, no activity
     std::vector<double> run_s;
     std::vector<double> activity;
 };
@@ -24,6 +25,15 @@ Summary summarise(const std::vector<RunFacts>& runs, std::size_t max_runs) {
     const std::size_t first = runs.size() > max_runs ? runs.size() - max_runs : 0;
     for (std::size_t i = first; i < runs.size(); ++i) {
         const RunFacts& r = runs[i];
+        if (!r.observed) {
+            // Its peak of 0 and whatever activity was read are not the task's; the wall clock
+            // saw it run, though.
+            ++s.unobserved;
+            if (r.succeeded) {
+                s.run_s.push_back(r.run_s);
+            }
+            continue;
+        }
         if (r.out_of_memory) {
             s.oom_lower_bound = std::max(s.oom_lower_bound, r.peak_mib);
             continue;
@@ -78,6 +88,55 @@ std::optional<std::pair<MiB, std::string>> best_estimate(const MemoryInfo& m) {
 
 }  // namespace
 
+Observation observation_of(const std::map<int, MiB>& peak_per_gpu) {
+    if (peak_per_gpu.empty()) {
+        return Observation::NotSeen;
+    }
+    for (const auto& [gpu, mib] : peak_per_gpu) {
+        if (mib > 0) {
+            return Observation::Seen;
+        }
+    }
+    return Observation::NoMemory;
+}
+
+std::string_view to_string(Observation o) {
+    switch (o) {
+        case Observation::Seen: return "seen";
+        case Observation::NotSeen: return "not-seen";
+        case Observation::NoMemory: return "no-memory";
+    }
+    return "?";
+}
+
+std::string_view unobserved_why(Observation o) {
+    switch (o) {
+        case Observation::Seen: return "its processes were seen on its GPUs";
+        case Observation::NotSeen:
+            return "its processes were never seen on its GPUs, so it teaches no memory need and "
+                   "no activity; this happens when the task runs in a container or PID namespace "
+                   "of its own (docker run inside the task, a containerised CARMA without the "
+                   "host's PID namespace), whose pids the driver lists but CARMA cannot match, "
+                   "or when it ended before it used a GPU; declare its memory to plan with";
+        case Observation::NoMemory:
+            return "its processes were seen on its GPUs but never with any memory: the driver "
+                   "does not report per-process memory (usedGpuMemory), so it teaches no memory "
+                   "need and no activity; declare its memory to plan with";
+    }
+    return "?";
+}
+
+std::optional<double> sample_activity(std::optional<double> own, std::optional<double> gpu,
+                                      bool alone) {
+    if (own) {
+        return std::clamp(*own, 0.0, 1.0);
+    }
+    if (gpu && alone) {
+        return std::clamp(*gpu, 0.0, 1.0);
+    }
+    return std::nullopt;
+}
+
 Learned derive_knowledge(const TaskSpec& task, const std::vector<RunFacts>& exact,
                          const std::vector<RunFacts>& family,
                          std::optional<double> time_limit_s, const KnowledgeConfig& config) {
@@ -85,6 +144,7 @@ Learned derive_knowledge(const TaskSpec& task, const std::vector<RunFacts>& exac
     const Summary mine = summarise(exact, config.max_runs);
     const Summary kin = summarise(family, config.max_runs);
     std::string memory_basis;
+    bool from_family_or_weaker = false;
 
     if (mine.successes > 0) {
         // The most any recent run held; the margin shrinks as the runs agree: one run gets the
@@ -96,23 +156,33 @@ Learned derive_knowledge(const TaskSpec& task, const std::vector<RunFacts>& exac
                                          config.min_margin_mib, config.base_margin_mib);
         memory_basis = "history: " + std::to_string(mine.successes) + " run(s), peak " +
                        mib_text(mine.max_peak) + ", spread " + mib_text(spread);
-    } else if (kin.successes > 0) {
-        out.need_mib = kin.max_peak;
-        out.margin_mib = config.base_margin_mib;
-        memory_basis = "family history: " + std::to_string(kin.successes) + " run(s) of the same " +
-                       "program and script, peak " + mib_text(kin.max_peak);
     } else if (task.memory.declared_mib) {
         out.need_mib = *task.memory.declared_mib;
         out.margin_mib = config.base_margin_mib;
         memory_basis = "declared " + mib_text(*task.memory.declared_mib);
+    } else if (kin.successes > 0) {
+        out.need_mib = kin.max_peak;
+        out.margin_mib = config.base_margin_mib;
+        memory_basis = "family history: " + std::to_string(kin.successes) + " run(s) of the same " +
+                       "program, script and GPU count, peak " + mib_text(kin.max_peak);
+        from_family_or_weaker = true;
     } else if (auto est = best_estimate(task.memory)) {
         out.need_mib = est->first;
         out.margin_mib = config.base_margin_mib;
         memory_basis = est->second + " " + mib_text(est->first);
+        from_family_or_weaker = true;
     } else {
         memory_basis = "memory unknown";
+        from_family_or_weaker = true;
     }
-    out.lower_bound_mib = std::max(mine.oom_lower_bound, kin.oom_lower_bound);
+    if (mine.unobserved + kin.unobserved > 0) {
+        memory_basis += ", " + std::to_string(mine.unobserved + kin.unobserved) +
+                        " unobserved run(s) not counted (never seen on their GPUs)";
+    }
+    // A sibling's crash with other arguments bounds a guess, not what this command's own runs
+    // or its user say.
+    out.lower_bound_mib =
+        std::max(mine.oom_lower_bound, from_family_or_weaker ? kin.oom_lower_bound : MiB{0});
     if (out.lower_bound_mib > 0) {
         if (out.need_mib && *out.need_mib < out.lower_bound_mib) {
             out.need_mib = out.lower_bound_mib;

@@ -708,6 +708,7 @@ void Daemon::notice_sightings(const std::vector<exec::ProcEntry>& table) {
     std::set<pid_t> ours;  // every live attempt's processes: the rest on a GPU is foreign
     for (auto& [id, live] : live_) {
         live.held_now.clear();
+        live.crowded_now.clear();
         const std::set<pid_t> members = attempt_members(live, table);
         ours.insert(members.begin(), members.end());
         if (members.empty()) {
@@ -721,15 +722,21 @@ void Daemon::notice_sightings(const std::vector<exec::ProcEntry>& table) {
             bool here = false;
             MiB held = 0;
             double activity = 0;
+            bool crowded = false;
             for (const device::GpuProcess& p : s.processes) {
                 if (!p.mps_server && members.contains(static_cast<pid_t>(p.pid))) {
                     here = true;
                     held += p.used_mib;
                     activity += p.activity.value_or(0);
+                } else if (!p.mps_server) {
+                    crowded = true;
                 }
             }
             if (!here) {
                 continue;
+            }
+            if (crowded) {
+                live.crowded_now.insert(s.index);
             }
             live.activity_now[s.index] = activity;  // its share of the GPU's energy
             live.held_now[s.index] = held;

@@ -112,9 +112,11 @@ private:
         bool peak_changed = false;      // not yet written to the store
         bool stop_requested = false;
         int unstored_ends = 0;          // ticks its end could not be written to the store
-        // Running mean of the SMACT of the GPUs it has been seen on, for history.
+        // Running mean of its own SM activity (core/knowledge.h sample_activity), for history.
         double activity_sum = 0;
         int activity_samples = 0;
+        // GPUs on which, in this tick's sample, processes not its own were listed beside it.
+        std::set<int> crowded_now;
         // What the `carma` policy plans with for a task placed here (GpuView::residents).
         Learned learned;
         double started_clock = 0;  // scheduler clock when the attempt started

@@ -1,4 +1,4 @@
-// What the daemon learns from the attempts it ran: the GPU activity of each live attempt, one
+// What the daemon learns from the attempts it ran: the own SM activity of each live attempt, one
 // history row per attempt that ran (store/history.h), and the knowledge rule (core/knowledge.h)
 // over a task's history before the task is queued, and again for waiting tasks whenever a run of
 // their command or family ends. accumulate_activity() and record_history() run with the
@@ -11,6 +11,7 @@
 
 #include "core/exit_classify.h"
 #include "core/fingerprint.h"
+#include "core/knowledge.h"
 #include "daemon/daemon.h"
 
 namespace carma::daemon {
@@ -27,16 +28,39 @@ bool teaches(const std::string& outcome) {
 
 }  // namespace
 
-// Each tick, the mean SMACT of the GPUs each live attempt has been seen on. Co-runners count
-// too: it is the activity the attempt ran at, which is what planning needs of its next run.
+// Each tick, the attempt's own SM activity, averaged over the GPUs it was seen on in this
+// sample (core/knowledge.h sample_activity): its processes' per-process readings where the
+// backend has them for every process on the GPU, else the GPU's SMACT but only while it ran
+// alone there. A co-runner's work is not the task's: learned as its own, the predictor would
+// over-state the interference of its next run. A tick without a reading of its own adds nothing.
 void Daemon::accumulate_activity() {
     for (auto& [id, live] : live_) {
         double sum = 0;
         int known = 0;
         for (const device::GpuSample& s : last_samples_) {
-            if (s.error.empty() && s.smact && std::isfinite(*s.smact) &&
-                live.seen_on.contains(s.index)) {
-                sum += std::clamp(*s.smact, 0.0, 1.0);
+            const auto seen = live.activity_now.find(s.index);
+            if (!s.error.empty() || seen == live.activity_now.end()) {
+                continue;
+            }
+            bool per_process = true;
+            for (const device::GpuProcess& p : s.processes) {
+                per_process =
+                    per_process && (p.mps_server || (p.activity && std::isfinite(*p.activity)));
+            }
+            // Alone: no process of others listed beside it, and no other attempt placed there
+            // (one still starting, or hidden from the process list, would soon add to SMACT).
+            bool alone = !live.crowded_now.contains(s.index);
+            for (const auto& [other_id, other] : live_) {
+                if (other_id != id &&
+                    std::find(other.gpus.begin(), other.gpus.end(), s.index) != other.gpus.end()) {
+                    alone = false;
+                }
+            }
+            const std::optional<double> gpu =
+                s.smact && std::isfinite(*s.smact) ? s.smact : std::nullopt;
+            if (const std::optional<double> a = sample_activity(
+                    per_process ? std::optional<double>(seen->second) : std::nullopt, gpu, alone)) {
+                sum += *a;
                 ++known;
             }
         }
@@ -65,11 +89,18 @@ void Daemon::record_history(const store::TaskRow& task, const store::AttemptRow&
     for (const auto& [gpu, mib] : live.peak_mib) {
         row.peak_mib = std::max(row.peak_mib, mib);
     }
+    // Never seen holding memory: a peak of 0 is what CARMA saw, not what the task needed.
+    const Observation seen = observation_of(live.peak_mib);
+    if (seen != Observation::Seen) {
+        row.unobserved = std::string(to_string(seen));
+        spdlog::info("task={}: attempt {} was unobserved ({}): {}", task.id, attempt.number,
+                     row.unobserved, unobserved_why(seen));
+    }
     const double ended = attempt.ended_at.value_or(unix_now());
     // On the scheduler's clock, like durations the policy plans with: emulated jobs run
     // time_scale times faster than the model they follow.
     row.run_s = std::max(0.0, ended - attempt.started_at) * config_.time_scale;
-    if (live.activity_samples > 0) {
+    if (live.activity_samples > 0 && seen == Observation::Seen) {
         row.activity = live.activity_sum / live.activity_samples;
     }
     row.outcome = attempt.outcome;

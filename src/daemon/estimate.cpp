@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/knowledge.h"
 #include "daemon/task_json.h"
 
 namespace carma::daemon {
@@ -25,20 +26,35 @@ json row_json(const store::HistoryRow& r) {
             {"peak_mib", r.peak_mib},
             {"run_s", r.run_s},
             {"activity", optional_json(r.activity)},
-            {"ended_at", r.ended_at}};
+            {"ended_at", r.ended_at},
+            {"unobserved", r.unobserved.empty() ? json(nullptr) : json(r.unobserved)}};
 }
 
 }  // namespace
 
 json history_summary(const std::vector<store::HistoryRow>& rows) {
-    int succeeded = 0, oom = 0, failed = 0;
+    int succeeded = 0, oom = 0, failed = 0, unobserved = 0;
+    std::optional<Observation> why;  // of the newest unobserved run
     std::optional<MiB> max_peak, min_peak, oom_held;
     std::vector<double> run_s;
     double activity_sum = 0;
     int activity_n = 0;
     for (const store::HistoryRow& r : rows) {
         const RunFacts f = store::run_facts(r);
-        if (f.out_of_memory) {
+        if (!f.observed) {
+            // Counted by how it ended, but its peak and activity are not the task's.
+            ++unobserved;
+            why = r.unobserved == to_string(Observation::NoMemory) ? Observation::NoMemory
+                                                                    : Observation::NotSeen;
+            if (f.succeeded) {
+                ++succeeded;
+                run_s.push_back(f.run_s);
+            } else if (f.out_of_memory) {
+                ++oom;
+            } else {
+                ++failed;
+            }
+        } else if (f.out_of_memory) {
             ++oom;
             oom_held = std::max(oom_held.value_or(0), f.peak_mib);
         } else if (f.succeeded) {
@@ -70,6 +86,8 @@ json history_summary(const std::vector<store::HistoryRow>& rows) {
             {"median_run_s", optional_json(median)},
             {"activity", activity_n > 0 ? json(activity_sum / activity_n) : json(nullptr)},
             {"oom_held_mib", optional_json(oom_held)},
+            {"unobserved", unobserved},
+            {"unobserved_why", why ? json(std::string(unobserved_why(*why))) : json(nullptr)},
             {"newest", rows.empty() ? json(nullptr) : row_json(rows.back())}};
 }
 

@@ -13,8 +13,10 @@
 namespace carma::daemon {
 
 // One history's summary: {runs, succeeded, out_of_memory, failed, peak_mib, min_peak_mib,
-// spread_mib, median_run_s, activity, oom_held_mib, newest}. Peaks, run time and activity are
-// those of the successful runs; oom_held_mib is the most an out-of-memory run held.
+// spread_mib, median_run_s, activity, oom_held_mib, unobserved, unobserved_why, newest}. Peaks,
+// run time and activity are those of the successful runs; oom_held_mib is the most an
+// out-of-memory run held. Unobserved runs (never seen on their GPUs) count by how they ended and
+// in the run time, never in peaks or activity; unobserved_why says why that may happen.
 nlohmann::json history_summary(const std::vector<store::HistoryRow>& rows);
 
 struct EstimateInput {

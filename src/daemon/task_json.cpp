@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/controls.h"
+#include "core/knowledge.h"
 
 namespace carma::daemon {
 
@@ -131,6 +132,10 @@ nlohmann::json attempt_to_json(const store::AttemptRow& a) {
     auto opt_int = [](const std::optional<int>& v) {
         return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
     };
+    // Once it ran and ended: whether CARMA ever saw it holding memory on its GPUs.
+    const bool ran = a.ended_at && !a.outcome.empty() && a.outcome != "not-started";
+    const Observation seen = ran ? observation_of(a.peak_mib) : Observation::Seen;
+    const bool unobserved = seen != Observation::Seen;
     return {{"number", a.number},
             {"gpus", a.gpus},
             {"started_at", a.started_at},
@@ -140,6 +145,10 @@ nlohmann::json attempt_to_json(const store::AttemptRow& a) {
             {"signal", opt_int(a.signal)},
             {"recovered", a.recovered},
             {"peak_mib", peak_to_json(a.peak_mib)},
+            {"unobserved", unobserved ? nlohmann::json(std::string(to_string(seen)))
+                                      : nlohmann::json(nullptr)},
+            {"unobserved_why", unobserved ? nlohmann::json(std::string(unobserved_why(seen)))
+                                          : nlohmann::json(nullptr)},
             {"energy_j", a.energy_j ? nlohmann::json(*a.energy_j) : nlohmann::json(nullptr)},
             {"node", a.node.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.node)},
             {"slurm_job",

@@ -85,7 +85,7 @@ class EmulatedBackend final : public GpuBackend {
     static std::vector<GpuProcess> processes_on(const emu::State& s, int g) {
         std::map<int, GpuProcess> by_pid;
         for (const emu::Slot& slot : s.slots) {
-            if (emu::on_gpu(slot, g) && slot.memory_mib > 0) {
+            if (emu::on_gpu(slot, g) && slot.memory_mib > 0 && slot.hidden == 0) {
                 GpuProcess& p = by_pid[slot.pid];
                 p.pid = slot.pid;
                 p.used_mib += slot.memory_mib;

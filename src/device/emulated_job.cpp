@@ -309,6 +309,15 @@ Result<void> JobHandle::set_progress(double fraction) {
     return {};
 }
 
+Result<void> JobHandle::set_hidden(bool hidden) {
+    auto own = lock_slot(file_.get(), slot_, serial_);
+    if (!own) {
+        return tl::unexpected(own.error());
+    }
+    own->slot->hidden = hidden ? 1U : 0U;
+    return {};
+}
+
 void JobHandle::detach() {
     if (!file_) {
         return;

@@ -57,6 +57,9 @@ struct GpuState {
 struct Slot {
     std::int32_t pid;  // 0: free
     Phase phase;
+    // Non-zero: its memory counts on its GPUs but it is left out of their process lists, as a
+    // process in another PID namespace is to CARMA. In what was padding, so the layout holds.
+    std::uint32_t hidden;
     std::uint64_t serial;       // unique per attach, so a handle notices a recycled slot
     std::uint64_t start_ticks;  // /proc/<pid>/stat starttime: tells a reused pid from the job
     std::uint64_t gpu_mask;     // bit i: emulator GPU i

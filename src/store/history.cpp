@@ -14,7 +14,7 @@ using nlohmann::json;
 
 constexpr const char* kColumns =
     "task_id, attempt, fingerprint, family, uid, gpus, peak_mib, peak_json, run_s, activity, "
-    "outcome, ended_at";
+    "outcome, ended_at, unobserved";
 
 // {"0": 13236}: the same shape as attempts.peak_mib_json.
 std::string peak_text(const std::map<int, MiB>& peak) {
@@ -57,6 +57,9 @@ HistoryRow read_row(SQLite::Statement& st) {
     }
     r.outcome = st.getColumn(10).getString();
     r.ended_at = st.getColumn(11).getDouble();
+    if (!st.getColumn(12).isNull()) {
+        r.unobserved = st.getColumn(12).getString();
+    }
     return r;
 }
 
@@ -79,6 +82,7 @@ RunFacts run_facts(const HistoryRow& row) {
     f.activity = row.activity;
     f.succeeded = row.outcome == "succeeded";
     f.out_of_memory = row.outcome == "out-of-memory";
+    f.observed = row.unobserved.empty();
     return f;
 }
 
@@ -95,7 +99,7 @@ void insert_history(SQLite::Database& db, const HistoryRow& row, const HistoryLi
     // REPLACE on (task_id, attempt): the daemon retries an attempt's end until it is stored,
     // and one attempt must count once. The replaced row gets a new id, i.e. counts as newest.
     SQLite::Statement st(db, std::string("INSERT OR REPLACE INTO history (") + kColumns +
-                                 ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                                 ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     st.bind(1, row.task);
     st.bind(2, row.attempt);
     st.bind(3, row.fingerprint);
@@ -112,6 +116,11 @@ void insert_history(SQLite::Database& db, const HistoryRow& row, const HistoryLi
     }
     st.bind(11, row.outcome);
     st.bind(12, row.ended_at);
+    if (row.unobserved.empty()) {
+        st.bind(13);
+    } else {
+        st.bind(13, row.unobserved);
+    }
     st.exec();
     trim(db, "fingerprint", row.fingerprint, std::max(1, limits.per_command));
     trim(db, "family", row.family, std::max(1, limits.per_family));

@@ -2,10 +2,10 @@
 // History: what each finished attempt really did, kept per command so the knowledge rule
 // (core/knowledge.h) can plan the next run of the same command (core/fingerprint.h) from it.
 // One row per attempt that started: its fingerprints, the most GPU memory it held (per GPU and
-// the largest of them), its run time, the mean SM activity of its GPUs while it ran, and how it
-// ended. Rows are the knowledge, so they are not dropped with old events and samples; instead
-// each command keeps its newest HistoryLimits::per_command rows and each family its newest
-// HistoryLimits::per_family.
+// the largest of them), its run time, its own mean SM activity while it ran, how it ended, and
+// whether CARMA saw it on its GPUs at all (`unobserved`). Rows are the knowledge, so they are
+// not dropped with old events and samples; instead each command keeps its newest
+// HistoryLimits::per_command rows and each family its newest HistoryLimits::per_family.
 // The SQL lives here; Store (store.h) runs it under its lock and in its transactions. A caller
 // that already holds a transaction on the store's connection may call insert_history() in it.
 
@@ -35,9 +35,12 @@ struct HistoryRow {
     std::map<int, MiB> peak_per_gpu;   // GPU index -> the most its processes held there
     MiB peak_mib = 0;                  // the largest of peak_per_gpu (0 when never seen)
     double run_s = 0;                  // start to end, on the scheduler's clock (x time_scale)
-    std::optional<double> activity;    // mean SMACT of its GPUs while it ran, 0..1
+    std::optional<double> activity;    // its own mean SM activity while it ran, 0..1
     std::string outcome;               // to_string(AttemptOutcome): "succeeded", "out-of-memory"
     double ended_at = 0;               // unix seconds
+    // "" when its processes were seen on its GPUs; else why not, to_string(Observation)
+    // ("not-seen", "no-memory"): such a row teaches its run time only (core/knowledge.h).
+    std::string unobserved;
 };
 
 struct HistoryLimits {

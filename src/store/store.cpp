@@ -155,6 +155,12 @@ DROP INDEX tasks_state;
 -- The live view's "finished recently" and accounting by time, without a scan.
 CREATE INDEX tasks_finished_at ON tasks(finished_at);
 )sql"},
+    {7, R"sql(
+-- Why an attempt was not seen on its GPUs ("not-seen", "no-memory": core/knowledge.h
+-- Observation); NULL when it was, and for rows recorded before this step. Such a row teaches its
+-- run time only: its peak of 0 is not a need.
+ALTER TABLE history ADD COLUMN unobserved TEXT;
+)sql"},
 };
 
 constexpr bool migrations_are_consecutive() {

@@ -19,7 +19,7 @@
 
 namespace carma::store {
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 class Store {
 public:

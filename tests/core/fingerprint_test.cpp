@@ -34,17 +34,38 @@ TEST(FingerprintTest, ExactIsOwnerArgvAndGpus) {
     EXPECT_NE(canonical_exact(1, {"ab"}, 1), canonical_exact(1, {"a", "b"}, 1));
 }
 
-// This test verifies that the family is owner + program + script: other arguments and the GPU
-// count do not change it, another script or owner does.
-TEST(FingerprintTest, FamilyIsOwnerProgramScript) {
+// This test verifies that the family is owner + program + script + GPU count (issue 19, item
+// 7): other arguments do not change it; another script, owner or GPU count does. A run on one
+// GPU says little about what the same script needs per GPU on four.
+TEST(FingerprintTest, FamilyIsOwnerProgramScriptAndGpus) {
     const TaskFingerprint a = fingerprint_task(1000, {"python", "train.py", "--lr", "0.1"}, 1);
     const TaskFingerprint b =
-        fingerprint_task(1000, {"/usr/bin/python3.11", "./train.py", "--lr", "0.2"}, 2);
+        fingerprint_task(1000, {"/usr/bin/python3.11", "./train.py", "--lr", "0.2"}, 1);
     EXPECT_NE(a.exact, b.exact);
     EXPECT_EQ(a.family, b.family);
+    EXPECT_NE(fingerprint_task(1000, {"python", "train.py", "--lr", "0.1"}, 2).family, a.family);
     EXPECT_NE(fingerprint_task(1000, {"python", "eval.py"}, 1).family, a.family);
     EXPECT_NE(fingerprint_task(1001, {"python", "train.py"}, 1).family, a.family);
     EXPECT_NE(fingerprint_task(1000, {"torchrun", "train.py"}, 1).family, a.family);
+}
+
+// This test verifies that carma-fakejob's profile is part of its family (issue 19, item 7):
+// fake jobs of different profiles are different workloads, of one profile with other run
+// times the same.
+TEST(FingerprintTest, FakeJobProfileIsItsScript) {
+    const CommandFamily f = command_family(
+        {"/opt/carma/bin/carma-fakejob", "--profile", "resnet3", "--duration-s", "60"});
+    EXPECT_EQ(f.program, "carma-fakejob");
+    EXPECT_EQ(f.script, "--profile resnet3");
+    EXPECT_EQ(command_family({"carma-fakejob", "--duration-s", "9", "--profile=vgg"}).script,
+              "--profile vgg");
+    const auto family = [](const std::vector<std::string>& argv) {
+        return fingerprint_task(1000, argv, 1).family;
+    };
+    EXPECT_NE(family({"carma-fakejob", "--profile", "resnet3"}),
+              family({"carma-fakejob", "--profile", "vgg"}));
+    EXPECT_EQ(family({"carma-fakejob", "--profile", "vgg", "--duration-s", "60"}),
+              family({"carma-fakejob", "--duration-s", "30", "--profile", "vgg"}));
 }
 
 struct FamilyCase {

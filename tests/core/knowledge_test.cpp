@@ -42,8 +42,12 @@ TEST(KnowledgeTest, SourcesInOrder) {
     t.memory.declared_mib = 8000;
     EXPECT_EQ(derive_knowledge(t, {}, {}, std::nullopt, c).need_mib, 8000);
     l = derive_knowledge(t, {}, {ok(7000, 100)}, std::nullopt, c);
-    EXPECT_EQ(l.need_mib, 7000);
+    EXPECT_EQ(l.need_mib, 8000) << "the declaration outranks the family";
+    t.memory.declared_mib.reset();
+    l = derive_knowledge(t, {}, {ok(7000, 100)}, std::nullopt, c);
+    EXPECT_EQ(l.need_mib, 7000) << "the family outranks estimates";
     EXPECT_NE(l.basis.find("family history"), std::string::npos) << l.basis;
+    t.memory.declared_mib = 8000;
     l = derive_knowledge(t, {ok(6000, 100)}, {ok(7000, 100)}, std::nullopt, c);
     EXPECT_EQ(l.need_mib, 6000);
     EXPECT_EQ(l.runs, 1);
@@ -103,6 +107,80 @@ TEST(KnowledgeTest, DurationAndActivity) {
     l = derive_knowledge(t, {RunFacts{30000, 5, 0.1, false, false}}, {}, std::nullopt, c);
     EXPECT_FALSE(l.need_mib);
     EXPECT_FALSE(l.duration_s);
+}
+
+// This test verifies that what the user declared outranks the history of other commands of the
+// family (issue 19, item 7): a batch-256 run declared at 30 GB is not planned from a batch-16
+// sibling's 8 GB peak. The command's own history still outranks the declaration, and the
+// family still counts where nothing was declared.
+TEST(KnowledgeTest, ADeclarationOutranksFamilyHistory) {
+    TaskSpec t;
+    t.memory.declared_mib = 30000;
+    const KnowledgeConfig c;
+    Learned l = derive_knowledge(t, {}, {ok(8000, 100)}, std::nullopt, c);
+    EXPECT_EQ(l.need_mib, 30000) << l.basis;
+    EXPECT_EQ(l.basis.find("declared"), 0u) << l.basis;
+    l = derive_knowledge(t, {ok(26000, 100)}, {ok(8000, 100)}, std::nullopt, c);
+    EXPECT_EQ(l.need_mib, 26000) << l.basis;
+    t.memory.declared_mib.reset();
+    l = derive_knowledge(t, {}, {ok(8000, 100)}, std::nullopt, c);
+    EXPECT_EQ(l.need_mib, 8000) << l.basis;
+    // A sibling's crash says nothing about a declared command's need either.
+    t.memory.declared_mib = 6000;
+    l = derive_knowledge(t, {}, {oom(20000)}, std::nullopt, c);
+    EXPECT_EQ(l.need_mib, 6000) << l.basis;
+}
+
+// This test verifies that a run never seen on its GPUs teaches no memory need and no activity
+// (issue 19, item 4), only its run time; and that the basis says so.
+TEST(KnowledgeTest, AnUnobservedRunTeachesNoMemoryAndNoActivity) {
+    TaskSpec t;
+    const KnowledgeConfig c;
+    RunFacts unseen = ok(0, 120, 0.9);
+    unseen.observed = false;
+    Learned l = derive_knowledge(t, {unseen}, {}, std::nullopt, c);
+    EXPECT_FALSE(l.need_mib) << l.basis;
+    EXPECT_EQ(l.runs, 0);
+    EXPECT_EQ(l.activity, c.default_activity) << l.basis;
+    EXPECT_EQ(l.duration_s, 120.0) << "the wall clock saw it run";
+    EXPECT_NE(l.basis.find("1 unobserved run(s)"), std::string::npos) << l.basis;
+    // With a declaration it plans with that, not 0 + margin.
+    t.memory.declared_mib = 12000;
+    l = derive_knowledge(t, {unseen}, {}, std::nullopt, c);
+    EXPECT_EQ(l.need_mib, 12000) << l.basis;
+    // Seen runs beside it count as before.
+    t.memory.declared_mib.reset();
+    l = derive_knowledge(t, {unseen, ok(9000, 100, 0.5)}, {unseen}, std::nullopt, c);
+    EXPECT_EQ(l.need_mib, 9000) << l.basis;
+    EXPECT_EQ(l.runs, 1);
+    EXPECT_DOUBLE_EQ(*l.activity, 0.5);
+    // A family of unseen runs teaches nothing either.
+    l = derive_knowledge(t, {}, {unseen}, std::nullopt, c);
+    EXPECT_FALSE(l.need_mib) << l.basis;
+}
+
+// This test verifies which attempts count as observed: one whose processes showed up with
+// memory on some GPU; never seen (no entry) or seen only without memory (the driver did not
+// report usedGpuMemory) is not.
+TEST(KnowledgeTest, ObservationOfAnAttempt) {
+    EXPECT_EQ(observation_of({}), Observation::NotSeen);
+    EXPECT_EQ(observation_of({{0, 0}, {1, 0}}), Observation::NoMemory);
+    EXPECT_EQ(observation_of({{0, 0}, {1, 700}}), Observation::Seen);
+    EXPECT_EQ(to_string(Observation::NotSeen), "not-seen");
+    EXPECT_EQ(to_string(Observation::NoMemory), "no-memory");
+    EXPECT_NE(unobserved_why(Observation::NotSeen).find("PID namespace"), std::string::npos);
+}
+
+// This test verifies the rule for one sample of a task's SM activity (issue 19, item 7): its
+// processes' own reading where the backend has per-process readings, whoever else runs there;
+// else the GPU's reading, but only when it ran alone on the GPU; else nothing.
+TEST(KnowledgeTest, ActivityIsItsOwnOrNone) {
+    EXPECT_EQ(sample_activity(0.2, 0.9, false), 0.2);
+    EXPECT_EQ(sample_activity(0.2, 0.9, true), 0.2);
+    EXPECT_EQ(sample_activity(std::nullopt, 0.7, true), 0.7);
+    EXPECT_FALSE(sample_activity(std::nullopt, 0.9, false)) << "the co-runners' share is not its";
+    EXPECT_FALSE(sample_activity(std::nullopt, std::nullopt, true));
+    EXPECT_EQ(sample_activity(1.4, std::nullopt, false), 1.0);
 }
 
 }  // namespace

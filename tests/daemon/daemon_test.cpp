@@ -1330,9 +1330,9 @@ TEST_F(DaemonTest, ViewListsTheQueueInThePolicysOrder) {
 }
 
 // This test verifies that tasks waiting while the same command runs learn from its end, not
-// only tasks submitted after it: a held copy and a four-GPU copy (same script, so the same
-// family) know its memory once it has finished; the four-GPU one, which as an unknown could only
-// have had four idle GPUs, is then placed beside the three tasks that hold GPUs 0-2.
+// only tasks submitted after it: a held copy knows its memory once it has finished. A four-GPU
+// copy (same script, other GPU count: another family) learns nothing from a one-GPU run, so it
+// goes on waiting for four idle GPUs while the three tasks that hold GPUs 0-2 run.
 TEST_F(DaemonTest, WaitingTasksLearnFromARunThatEnds) {
     start("carma");
     std::vector<TaskId> sleepers;
@@ -1362,13 +1362,13 @@ TEST_F(DaemonTest, WaitingTasksLearnFromARunThatEnds) {
     EXPECT_EQ(state(later), "held");
     EXPECT_EQ(task(later)["learned"]["basis"].get<std::string>().find("history: 1 run(s)"), 0u)
         << task(later).dump(2);
-    // The four-GPU copy: placed while the sleepers still run, sharing their GPUs.
-    const json ran = wait_final(four);
-    EXPECT_EQ(ran["state"], "succeeded") << ran.dump(2) << daemon_log();
+    // The four-GPU copy: the same pass left it unknown, and it waits for four idle GPUs.
+    std::this_thread::sleep_for(2s);
+    EXPECT_TRUE(task(four)["learned"]["need_mib"].is_null()) << task(four).dump(2);
+    EXPECT_EQ(state(four), "queued") << task(four).dump(2);
     for (TaskId id : sleepers) {
         EXPECT_EQ(state(id), "running") << id;
     }
-    EXPECT_TRUE(ran["learned"]["need_mib"].is_number()) << ran.dump(2);
 }
 
 // This test verifies history end to end: a fake job that declares nothing is queued knowing
@@ -1428,6 +1428,105 @@ TEST_F(DaemonTest, SecondRunIsPlannedFromTheFirst) {
     // Validated like a submission.
     const RawReply bad = raw_request(socket_, "POST", "/v1/estimate", R"({"command": []})");
     EXPECT_EQ(bad.status, 400) << bad.body;
+}
+
+// This test verifies that a run CARMA never sees on its GPU teaches nothing (issue 19, item 4):
+// a fake job hidden from the emulated GPU's process list (what a task in another PID namespace
+// looks like to the driver: its memory is used, no process of it is listed) succeeds, its attempt
+// and its history row say `unobserved`, and the next run of the same command is not planned
+// at ~0 MiB: it knows no memory need, as before the first run. `carma show` and `carma estimate`
+// say why.
+TEST_F(DaemonTest, AnUnseenRunTeachesNoMemoryNeed) {
+    start("exclusive");
+    json body = fake_job("resnet3", 240);  // 13,236 MiB, 4 s wall
+    body["command"].push_back("--invisible");
+    const TaskId first = submit(body);
+    // Its memory counts on the GPU though no process of it is listed.
+    ASSERT_TRUE(eventually([&] {
+        auto g = client().gpus();
+        if (!g) {
+            return false;
+        }
+        for (const json& gpu : (*g)["gpus"]) {
+            if (gpu.value("used_mib", 0) > 10000) {
+                // ... and no process of it is listed there.
+                return gpu["processes"].empty();
+            }
+        }
+        return false;
+    })) << client().gpus()->dump(2);
+    const json done = wait_final(first);
+    ASSERT_EQ(done["state"], "succeeded") << done.dump(2);
+    const json& attempt = done["attempt_list"][0];
+    EXPECT_EQ(attempt["unobserved"], "not-seen") << done.dump(2);
+
+    const TaskId second = submit(body);
+    const json again = task(second);
+    EXPECT_TRUE(again["learned"]["need_mib"].is_null())
+        << "planned from a run it never saw: " << again.dump(2);
+    const std::string basis = again["learned"]["basis"].get<std::string>();
+    EXPECT_NE(basis.find("unobserved"), std::string::npos) << basis;
+    EXPECT_NE(basis.find("activity: class default"), std::string::npos) << basis;
+    ASSERT_TRUE(client().cancel(second));
+
+    auto estimate = client().estimate(body);
+    ASSERT_TRUE(estimate) << estimate.error().message;
+    EXPECT_EQ((*estimate)["history"]["runs"], 1) << estimate->dump(2);
+    EXPECT_EQ((*estimate)["history"]["unobserved"], 1) << estimate->dump(2);
+    EXPECT_TRUE((*estimate)["history"]["peak_mib"].is_null()) << estimate->dump(2);
+
+    const std::string out = dir_ + "/estimate.out";
+    std::string cmd = std::string(CARMA_BIN) + " estimate --socket " + socket_ + " --";
+    for (const json& arg : body["command"]) {
+        cmd += ' ';
+        cmd += arg.get<std::string>();
+    }
+    ASSERT_EQ(std::system((cmd + " >" + out + " 2>&1").c_str()), 0) << read_text(out);
+    const std::string table = read_text(out);
+    EXPECT_NE(table.find("unobserved"), std::string::npos) << table;
+    EXPECT_NE(table.find("PID namespace"), std::string::npos) << table;
+
+    const std::string shown = dir_ + "/show.out";
+    ASSERT_EQ(std::system((std::string(CARMA_BIN) + " show --socket " + socket_ + " " +
+                           std::to_string(first) + " >" + shown + " 2>&1")
+                              .c_str()),
+              0)
+        << read_text(shown);
+    const std::string text = read_text(shown);
+    EXPECT_NE(text.find("unobserved"), std::string::npos) << text;
+    EXPECT_NE(text.find("PID namespace"), std::string::npos) << text;
+}
+
+// This test verifies that a task's activity is learned from its own readings, not from its
+// GPU's (issue 19, item 7): a light job (dlrm, SM activity 0.12 alone) runs beside a busier one
+// (efficientNet, 0.46: below the risk filter's threshold, so the two share) on the one GPU the
+// daemon may use; the activity its history keeps is its own per-process share, where today's
+// daemon kept the GPU's, co-runner included.
+TEST_F(DaemonTest, ActivityIsLearnedWithoutTheCoRunners) {
+    start("oracle-MAGM", {"--exclude-gpus", "1,2,3"});
+    const TaskId busy = submit(fake_job("efficientNet", 1800));  // 3,752 MiB, 30 s wall
+    ASSERT_TRUE(eventually([&] { return state(busy) == "running"; })) << task(busy).dump(2);
+    const json light_body = fake_job("dlrm", 240);      // 1,468 MiB, 4 s wall
+    const TaskId light = submit(light_body);
+    const json done = wait_final(light);
+    ASSERT_EQ(done["state"], "succeeded") << done.dump(2);
+    // It shared the GPU with the busy job all along.
+    ASSERT_EQ(state(busy), "running") << task(busy).dump(2) << daemon_log();
+    bool collocated = false;
+    for (const json& e : events()) {
+        collocated = collocated || (e["task"] == light && e["kind"] == "placed" &&
+                                    e["message"].get<std::string>().find("(collocated)") !=
+                                        std::string::npos);
+    }
+    ASSERT_TRUE(collocated) << events().dump(2);
+    auto estimate = client().estimate(light_body);
+    ASSERT_TRUE(estimate) << estimate.error().message;
+    const json& h = (*estimate)["history"];
+    ASSERT_EQ(h["runs"], 1) << estimate->dump(2);
+    ASSERT_TRUE(h["activity"].is_number()) << estimate->dump(2);
+    EXPECT_LT(h["activity"].get<double>(), 0.2)
+        << "its co-runner's activity was counted as its own: " << estimate->dump(2);
+    ASSERT_TRUE(client().cancel(busy));
 }
 
 // This test verifies that an out-of-memory crash teaches a lower bound: a big fake job that

@@ -280,6 +280,32 @@ TEST_F(EmulatedTest, SampleComputesMetricsAndPowerFromTheModel) {
     EXPECT_EQ(s[1].power_w, model::kA100IdlePowerW);
 }
 
+// This test verifies a hidden job (carma-fakejob --invisible): its memory and activity count on
+// its GPU, which lists no process for it, as the driver lists a task in another PID namespace
+// under a pid CARMA cannot match; a visible job beside it is listed with its own memory only.
+TEST_F(EmulatedTest, HiddenJobCountsButIsNotListed) {
+    auto backend = open();
+    JobHandle hidden = attach("0", kHeavy);
+    ASSERT_TRUE(hidden.set_hidden(true));
+    ASSERT_TRUE(hidden.set_active(true));
+    ASSERT_TRUE(hidden.set_memory(12000)->ok);
+    auto s = sample(*backend);
+    EXPECT_EQ(s[0].used_mib, 12000);
+    EXPECT_GT(s[0].smact.value(), 0.0);
+    EXPECT_TRUE(s[0].processes.empty());
+    // Only what the caller hides is hidden: a second job of this process is listed alone.
+    JobHandle visible = attach("0", kMedium);
+    ASSERT_TRUE(visible.set_memory(3000)->ok);
+    s = sample(*backend);
+    EXPECT_EQ(s[0].used_mib, 15000);
+    ASSERT_EQ(s[0].processes.size(), 1u);
+    EXPECT_EQ(s[0].processes[0].used_mib, 3000);
+    ASSERT_TRUE(hidden.set_hidden(false));
+    s = sample(*backend);
+    ASSERT_EQ(s[0].processes.size(), 1u);
+    EXPECT_EQ(s[0].processes[0].used_mib, 15000);
+}
+
 // This test verifies that energy is power integrated over time: between two samples with no
 // change in between it grows by P * dt, dt lying between the gaps measured inside and outside
 // the two sample() calls (so the test needs no particular timing).

@@ -98,6 +98,28 @@ TEST_F(HistoryTest, RoundTripsARow) {
     EXPECT_EQ(facts[1].peak_mib, 900);
 }
 
+// This test verifies that a row of an attempt never seen on its GPUs keeps why (issue 19, item
+// 4), and that the knowledge rule reads it as unobserved; a seen row reads as observed.
+TEST_F(HistoryTest, AnUnobservedRowRoundTrips) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    HistoryRow unseen = row(9, 1, "bbbb", 0);
+    unseen.peak_per_gpu.clear();
+    unseen.activity.reset();
+    unseen.unobserved = "not-seen";
+    ASSERT_TRUE(store->add_history(unseen));
+    ASSERT_TRUE(store->add_history(row(10, 1, "bbbb", 5000)));
+    auto rows = store->command_history("bbbb", 10);
+    ASSERT_TRUE(rows) << rows.error().message;
+    ASSERT_EQ(rows->size(), 2u);
+    EXPECT_EQ((*rows)[0].unobserved, "not-seen");
+    EXPECT_EQ((*rows)[1].unobserved, "");
+    const std::vector<RunFacts> facts = run_facts(*rows);
+    EXPECT_FALSE(facts[0].observed);
+    EXPECT_TRUE(facts[0].succeeded);
+    EXPECT_TRUE(facts[1].observed);
+}
+
 // This test verifies that recording the same attempt twice (an end stored again after a failed
 // write) keeps one row.
 TEST_F(HistoryTest, SameAttemptCountsOnce) {

@@ -923,6 +923,7 @@ TEST_F(StoreTest, MigratesASchemaThreeDatabase) {
         raw.exec("DROP INDEX tasks_state_uid");
         raw.exec("CREATE INDEX tasks_state ON tasks(state)");
         raw.exec("DROP INDEX tasks_finished_at");
+        raw.exec("ALTER TABLE history DROP COLUMN unobserved");
         raw.exec("PRAGMA user_version = 3");
     }
     auto store = open_store();
@@ -958,6 +959,7 @@ TEST_F(StoreTest, AttemptsRecordTheirNodeAndSlurmJob) {
         raw.exec("DROP INDEX tasks_state_uid");
         raw.exec("CREATE INDEX tasks_state ON tasks(state)");
         raw.exec("DROP INDEX tasks_finished_at");
+        raw.exec("ALTER TABLE history DROP COLUMN unobserved");
         raw.exec("PRAGMA user_version = 4");
     }
     auto store = open_store();
@@ -1081,6 +1083,7 @@ TEST_F(StoreTest, MigratesASchemaFiveDatabase) {
         raw.exec("DROP INDEX tasks_state_uid");
         raw.exec("CREATE INDEX tasks_state ON tasks(state)");
         raw.exec("DROP INDEX tasks_finished_at");
+        raw.exec("ALTER TABLE history DROP COLUMN unobserved");
         raw.exec("PRAGMA user_version = 5");
     }
     auto store = open_store();

@@ -1,7 +1,7 @@
 // carma-fakejob: an emulated training task on emulated GPUs (or, with --cuda, on real ones).
 //
 //   carma-fakejob --profile NAME [--time-scale K] [--duration-s S] [--memory MIB]
-//                 [--emulator FILE | --cuda] [--foreign]
+//                 [--emulator FILE | --cuda] [--foreign | --invisible]
 //
 // Lives like a PyTorch training run as the device model describes it (interference-model.md
 // §10): CPU-side start-up with nothing on the GPU, then GPU-active with the CUDA context, memory
@@ -9,6 +9,8 @@
 // exit 0 when the work is done. An allocation that would pass a GPU's capacity prints PyTorch's
 // out-of-memory error and exits 1. Time runs K times faster than the wall clock.
 // With --cuda the same life runs on the real GPUs of CUDA_VISIBLE_DEVICES (cuda_job.h).
+// With --invisible its memory counts on the emulated GPUs but no process of it is listed there:
+// what a task in a PID namespace of its own (a container) looks like to CARMA.
 //
 // Exit codes: 0 done, 1 out of memory (or the emulator became unusable), 2 bad usage or setup,
 // 128+signal when stopped by SIGTERM/SIGINT.
@@ -91,6 +93,7 @@ struct Options {
     std::optional<std::string> task_class;
     bool cuda = false;  // real GPUs through the CUDA driver (cuda_job.h), not the emulator
     bool foreign = false;  // a process CARMA did not start: holds its memory until stopped
+    bool invisible = false;  // left out of the emulated GPUs' process lists
 };
 
 // Everything the run needs, resolved from flags, environment and the catalog.
@@ -317,7 +320,7 @@ int run_foreign(const Plan& plan, carma::device::JobHandle& job) {
     return done ? kExitOk : stopped_exit_code();
 }
 
-int run(const Plan& plan) {
+int run(const Plan& plan, bool invisible) {
     carma::device::JobProfile activity{plan.profile.util, plan.profile.smact, plan.profile.smocc,
                                        plan.profile.drama};
     auto job = carma::device::JobHandle::attach(plan.emulator, plan.visible_devices, activity);
@@ -326,6 +329,11 @@ int run(const Plan& plan) {
     }
     if (plan.foreign) {
         return run_foreign(plan, *job);
+    }
+    if (invisible) {
+        if (auto ok = job->set_hidden(true); !ok) {
+            return fail_run(ok.error());
+        }
     }
     fmt::print(
         "carma-fakejob: {} on emulated GPU(s) {}: t_solo {:.1f} s, start-up {:.1f} s, "
@@ -362,6 +370,9 @@ int main(int argc, char** argv) {
                  "be a process CARMA did not start: take --memory (or the profile's peak) at "
                  "once and hold it until stopped, or for --duration-s")
         ->excludes("--cuda");
+    app.add_flag("--invisible", o.invisible,
+                 "hold memory on the emulated GPUs without being listed among their processes "
+                 "(as a task in another PID namespace looks to CARMA)");
     app.add_option("--class", o.task_class,
                    "light, medium or heavy: activity of a task not in the catalog (default "
                    "medium)");
@@ -379,5 +390,5 @@ int main(int argc, char** argv) {
         return carma::fakejob::run_cuda_job(plan->profile, plan->time_scale,
                                             {sleep_for, stopped_exit_code});
     }
-    return run(*plan);
+    return run(*plan, o.invisible);
 }
