@@ -17,6 +17,9 @@ namespace carma {
 // user run there.
 bool mps_user_blocks(const TaskSpec& task, const GpuView& gpu);
 
+// True when both will be MPS clients, of different users: they cannot share a GPU at once.
+bool mps_users_differ(const TaskSpec& a, const TaskSpec& b);
+
 // Why, for people: names the users and what would happen.
 std::string explain_mps_user(const TaskSpec& task, const GpuView& gpu);
 

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/mps_share.h"
+
 namespace carma {
 
 namespace {
@@ -469,9 +471,11 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         for (std::size_t i = 0; i < n; ++i) {
             // A shadow GPU without room turns the task down anyway; spare the prediction.
             const bool room = planned_available_mib(scratch_[i]) >= need.min_available_mib;
+            // Another MPS user's task on a GPU kept for the head keeps the head out until it ends.
             allowed_[i] = plan.shadow[i] == 0 ||
-                          (room && may_pass_head(t.spec, scratch_[i], plan, head_need, now,
-                                                 pc.predict_speeds));
+                          (room && !mps_users_differ(t.spec, head->spec) &&
+                           may_pass_head(t.spec, scratch_[i], plan, head_need, now,
+                                         pc.predict_speeds));
         }
         Selection sel = carma_select(config_.policy, t.spec, need, scratch_, open_, allowed_,
                                      explain ? pc : quiet_, config_.carma, baselines_);

@@ -76,5 +76,22 @@ TEST(MpsShareTest, CarmaKeepsAnotherUsersTaskOffMpsGpus) {
     EXPECT_EQ(r.placed[0].gpus, std::vector<int>{2});
 }
 
+// This test verifies that under `carma` a GPU kept for the head (bob's task, waiting for alice's
+// clients to end) takes no more of alice's tasks: each would keep bob out until it ends too.
+TEST(MpsShareTest, CarmaKeepsTheHeadsGpuFromAnotherMpsUser) {
+    SchedulerConfig cfg;
+    cfg.policy = *find_policy("carma");
+    Scheduler s(cfg);
+    const std::vector<GpuView> gpus = {with_clients_of(0, "alice")};
+    s.enqueue(1, client_of("bob"), 0.0);
+    EXPECT_TRUE(s.step(gpus, 0.0).placed.empty());
+    s.enqueue(2, client_of("alice"), 0.0);
+    EXPECT_TRUE(s.step(gpus, 1.0).placed.empty());
+    s.enqueue(3, MakeTask("outside").Knows(4000, 600), 0.0);  // no MPS client: may pass
+    const StepResult r = s.step(gpus, 2.0);
+    ASSERT_EQ(r.placed.size(), 1u);
+    EXPECT_EQ(r.placed[0].task, 3);
+}
+
 }  // namespace
 }  // namespace carma
