@@ -47,6 +47,7 @@
 
 #include "core/policy.h"
 #include "core/scheduler.h"
+#include "model/interference.h"
 
 namespace {
 
@@ -409,6 +410,58 @@ void BM_Nodes(benchmark::State& state) {
     }
 }
 
+// Issue 19: a daemon's round with 10,000 queued where every task behind the head reaches the
+// predictor. The daemon's settings (explanations on) and the device model's own predictor
+// (model::speed_predictor, MPS); 8 GPUs, each with two residents of activity 0.95 that leave
+// 12,000 MiB, so a third of the tasks fit somewhere; min_gain 0.5 turns each one down after its
+// prediction (sharing a saturated GPU gains about 0.14), so nothing is placed and every step is
+// the same full round. `kinds`: 0 = every task has an activity of its own (the worst case:
+// nothing to share), else that many activities (tasks of a few commands, the usual case).
+void BM_CarmaDaemon(benchmark::State& state) {
+    const auto queue_len = static_cast<std::size_t>(state.range(0));
+    const auto kinds = static_cast<std::size_t>(state.range(1));
+    carma::SchedulerConfig config;
+    config.policy = *carma::find_policy("carma");
+    config.placement.explain = true;
+    config.placement.predict_speeds = carma::model::speed_predictor(carma::model::SharingMode::Mps);
+    config.carma.min_gain = 0.5;
+    carma::Scheduler scheduler(config);
+    std::vector<TaskSpec> specs = task_mix(queue_len);
+    for (std::size_t i = 0; i < queue_len; ++i) {
+        specs[i].learned.activity =
+            kinds == 0 ? 0.2 + 0.7 * static_cast<double>(i) / static_cast<double>(queue_len)
+                       : 0.2 + 0.7 * static_cast<double>(i % kinds) / static_cast<double>(kinds);
+        scheduler.enqueue(static_cast<TaskId>(i), specs[i], 0.0);
+    }
+    std::vector<GpuView> gpus;
+    for (int g = 0; g < kGpus; ++g) {
+        gpus.push_back(with_residents(busy_gpu(g, 12000, 0.95, 0.40, 0.30), 14000, 14448, 0.95));
+    }
+    Latencies lat;
+    lat.ns.reserve(static_cast<std::size_t>(
+        std::min<benchmark::IterationCount>(state.max_iterations, 50'000'000)));
+    double now = 1000;
+    std::int64_t placed = 0;
+    for (auto _ : state) {
+        const auto t0 = std::chrono::steady_clock::now();
+        {
+            carma::StepResult r = scheduler.step(gpus, now);
+            benchmark::DoNotOptimize(r);
+            placed += static_cast<std::int64_t>(r.placed.size());
+        }
+        const auto t1 = std::chrono::steady_clock::now();
+        const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count();
+        state.SetIterationTime(ns * 1e-9);
+        lat.ns.push_back(ns);
+        now += 1e-3;
+    }
+    lat.publish(state);
+    state.counters["queue"] = static_cast<double>(scheduler.main_queue().size());
+    if (placed != 0 || scheduler.main_queue().size() != queue_len) {
+        state.SkipWithError("the daemon scenario placed a task");
+    }
+}
+
 void step_args(benchmark::internal::Benchmark* b) {
     b->ArgNames({"queue", "explain"});
     b->Args({10'000, 1});
@@ -422,6 +475,11 @@ BENCHMARK(BM_StepWaiting)->Apply(step_args);
 BENCHMARK(BM_StepPlacing)->Apply(step_args);
 BENCHMARK(BM_CarmaWaiting)->Apply(step_args);
 BENCHMARK(BM_CarmaPlacing)->Apply(step_args);
+BENCHMARK(BM_CarmaDaemon)
+    ->ArgNames({"queue", "kinds"})
+    ->Args({10000, 0})
+    ->Args({10000, 50})
+    ->UseManualTime();
 void nodes_args(benchmark::internal::Benchmark* b) {
     b->ArgNames({"nodes", "carma", "placing", "named"});
     for (int carma : {0, 1}) {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -48,29 +50,14 @@ public:
     std::size_t size() const { return size_; }
 
 private:
-    std::array<double, 16> fixed_{};
+    std::array<double, 16> fixed_;  // not zeroed: only the first size_ are read
     std::vector<double> spill_;
     std::size_t size_ = 0;
 };
 
-struct Sums {
-    double slowdown = 0;  // sum of 1/speed
-    double speed = 0;     // sum of speed
-};
-
-// `speeds` is scratch of at least activities.size().
-Sums predicted_sums(std::span<const double> activities, std::span<double> speeds,
-                    const SpeedPredictor& predict) {
-    Sums sums;
-    if (activities.empty()) {
-        return sums;
-    }
-    predict(activities, speeds.first(activities.size()));
-    for (std::size_t i = 0; i < activities.size(); ++i) {
-        sums.slowdown += 1.0 / std::max(speeds[i], 1e-9);
-        sums.speed += speeds[i];
-    }
-    return sums;
+// Bit-for-bit equality: the cache must answer exactly what the predictor would.
+bool same_bits(double a, double b) {
+    return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
 }
 
 bool gpu_idle(const GpuView& g) {
@@ -134,28 +121,69 @@ MiB planned_available_mib(const GpuView& gpu) {
     return std::max<MiB>(0, std::min(gpu.stats.available_mib, usable_mib(gpu) - committed));
 }
 
+void GpuPredictions::clear() {
+    base_known_ = false;
+    entries_.clear();
+    after_.clear();
+}
+
+GpuPredictions::Joined GpuPredictions::joined(const GpuView& gpu, double activity,
+                                              const SpeedPredictor& predict) {
+    Activities acts(gpu);
+    const std::span<const double> current = acts.values();
+    const std::size_t n = current.size();
+    // Checked, not trusted: a GPU whose tasks changed since the cache was filled starts afresh.
+    if (base_known_ && !std::equal(current.begin(), current.end(), activities_.begin(),
+                                   activities_.end(), same_bits)) {
+        clear();
+    }
+    if (!base_known_) {
+        activities_.assign(current.begin(), current.end());
+        before_.assign(n, 1.0);
+        before_slowdown_ = 0;
+        before_speed_ = 0;
+        if (predict && n > 0) {
+            predict(activities_, before_);
+            for (std::size_t i = 0; i < n; ++i) {
+                before_slowdown_ += 1.0 / std::max(before_[i], 1e-9);
+                before_speed_ += before_[i];
+            }
+        }
+        base_known_ = true;
+    }
+    for (const Entry& e : entries_) {
+        if (same_bits(e.activity, activity)) {
+            return {e.sharing, before_, std::span<const double>(after_).subspan(e.at, n + 1)};
+        }
+    }
+    Entry e;
+    e.activity = activity;
+    e.at = after_.size();
+    after_.resize(after_.size() + n + 1, 1.0);
+    const std::span<double> after = std::span<double>(after_).subspan(e.at, n + 1);
+    if (predict) {
+        activities_.push_back(activity);
+        predict(activities_, after);
+        activities_.pop_back();
+        double slowdown = 0;
+        double speed = 0;
+        for (const double v : after) {
+            slowdown += 1.0 / std::max(v, 1e-9);
+            speed += v;
+        }
+        e.sharing = {slowdown - before_slowdown_ - 1.0, speed - before_speed_};
+    }
+    entries_.push_back(e);
+    return {e.sharing, before_, after};
+}
+
 SharingPrediction predict_sharing(const GpuView& gpu, double activity,
-                                  const SpeedPredictor& predict, SharingBaseline* baseline) {
+                                  const SpeedPredictor& predict, GpuPredictions* cache) {
     if (!predict) {
         return {};
     }
-    Activities acts(gpu);
-    std::array<double, 64> buffer{};
-    std::vector<double> big;
-    std::span<double> speeds(buffer);
-    if (acts.size() + 1 > buffer.size()) {
-        big.resize(acts.size() + 1);
-        speeds = big;
-    }
-    SharingBaseline local;
-    SharingBaseline& base = baseline ? *baseline : local;
-    if (!base.known) {
-        const Sums before = predicted_sums(acts.values(), speeds, predict);
-        base = SharingBaseline{true, before.slowdown, before.speed};
-    }
-    acts.push(activity);
-    const Sums after = predicted_sums(acts.values(), speeds, predict);
-    return {after.slowdown - base.slowdown - 1.0, after.speed - base.speed};
+    GpuPredictions local;
+    return (cache ? *cache : local).joined(gpu, activity, predict).sharing;
 }
 
 FilterOutcome carma_gpu_open(const PolicySpec& policy, const GpuView& gpu,
@@ -175,7 +203,8 @@ FilterOutcome carma_gpu_open(const PolicySpec& policy, const GpuView& gpu,
 Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const CarmaNeed& need,
                        std::span<const GpuView> gpus, std::span<const char> open,
                        std::span<const char> allowed, const PlacementConfig& config,
-                       const CarmaConfig& carma, std::span<SharingBaseline> baselines) {
+                       const CarmaConfig& carma,
+                       std::span<GpuPredictions> predictions) {
     Selection sel;
     const auto wanted = static_cast<std::size_t>(std::max(task.gpus, 1));
 
@@ -200,12 +229,13 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
         return sel;
     }
 
+    // Not zeroed (this runs for every task examined): only the first `count` are read.
     struct Candidate {
-        long tier = 0;      // quantised added slowdown (or -available for -magm)
-        MiB leftover = 0;   // available after placement
-        std::size_t pos = 0;
+        long tier;      // quantised added slowdown (or -available for -magm)
+        MiB leftover;   // available after placement
+        std::size_t pos;
     };
-    std::array<Candidate, 64> fixed{};
+    std::array<Candidate, 64> fixed;
     std::vector<Candidate> spill;
     std::size_t count = 0;
     std::string rejections;
@@ -249,9 +279,9 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
         const SharingPrediction predicted = shared
                                                 ? predict_sharing(g, activity,
                                                                   config.predict_speeds,
-                                                                  baselines.empty()
+                                                                  predictions.empty()
                                                                       ? nullptr
-                                                                      : &baselines[i])
+                                                                      : &predictions[i])
                                                 : SharingPrediction{};
         if (shared && predicted.gain <= carma.min_gain) {
             if (config.explain) {
@@ -429,7 +459,8 @@ HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const 
 }
 
 bool may_pass_head(const TaskSpec& task, const GpuView& gpu, const HeadPlan& plan,
-                   const CarmaNeed& head_need, double now, const SpeedPredictor& predict) {
+                   const CarmaNeed& head_need, double now, const SpeedPredictor& predict,
+                   GpuPredictions* cache) {
     // Its own memory does not keep the head out: beside it and the residents still running at
     // the head's start (those with a later or unknown end), the head's need still fits. With an
     // unknown start, which residents will have ended is unknown too; the GPU is the head's only
@@ -451,26 +482,12 @@ bool may_pass_head(const TaskSpec& task, const GpuView& gpu, const HeadPlan& pla
     if (plan.start == kNeverS) {
         return leaves_room;  // no predicted start that its slowdown could delay
     }
-    Activities acts(gpu);
-    const std::size_t n = acts.size();
-    std::array<double, 64> before_buf{}, after_buf{};
-    std::vector<double> before_big, after_big;
-    std::span<double> before(before_buf.data(), n + 1), after(after_buf.data(), n + 1);
-    if (n + 1 > before_buf.size()) {
-        before_big.resize(n + 1);
-        after_big.resize(n + 1);
-        before = before_big;
-        after = after_big;
-    }
-    std::fill(before.begin(), before.end(), 1.0);
-    std::fill(after.begin(), after.end(), 1.0);
-    if (predict && n > 0) {
-        predict(acts.values(), before.first(n));
-    }
-    acts.push(activity_of(task));
-    if (predict) {
-        predict(acts.values(), after);
-    }
+    GpuPredictions local;
+    const GpuPredictions::Joined joined =
+        (cache ? *cache : local).joined(gpu, activity_of(task), predict);
+    const std::span<const double> before = joined.before;
+    const std::span<const double> after = joined.after;
+    const std::size_t n = before.size();
     const double end = task.learned.duration_s
                            ? now + *task.learned.duration_s / std::max(after[n], 1e-9)
                            : kNeverS;

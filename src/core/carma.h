@@ -82,14 +82,6 @@ CarmaNeed carma_need(const TaskSpec& task, bool recovered, const PlacementConfig
 // round examines hundreds of tasks).
 std::string describe(const CarmaNeed& need);
 
-// The predicted summed slowdown and progress of a GPU's own tasks, which every task considered
-// for that GPU in a round shares; a cache of them saves half the predictions.
-struct SharingBaseline {
-    bool known = false;
-    double slowdown = 0;  // sum of 1/speed
-    double speed = 0;     // sum of speed
-};
-
 // min(measured available, ledger) of step 3.
 MiB planned_available_mib(const GpuView& gpu);
 
@@ -98,11 +90,47 @@ struct SharingPrediction {
     double added_slowdown = 0;  // increase of the summed slowdown (sum of 1/speed - 1 per task)
     double gain = 1;            // increase of the GPU's summed progress rate (sum of speeds)
 };
-// Without a predictor: no slowdown, a gain of 1.
-// `baseline`: the GPU's cached baseline, filled on first use; may be null.
+
+// The predictions of one round for one GPU, per learned activity of a task that would join it.
+// A busy round examines hundreds of waiting tasks on every GPU, and most share a few activities
+// (activity is learned per command and family), so predicting once per (GPU, activity) instead of
+// per (GPU, task) saves most of the predictor's calls without changing a single result.
+// Valid only while the GPU's tasks stay as they were when it was filled: the scheduler keeps one
+// per GPU for one round and clears it when it places a task there. It assumes what a round
+// assumes anyway, that the predictor answers the same inputs the same way within the round
+// (whatever it learns between rounds); its key is the predictor's whole input, the GPU's
+// activities and the newcomer's.
+class GpuPredictions {
+public:
+    struct Joined {
+        SharingPrediction sharing;
+        std::span<const double> before;  // the GPU's tasks alone, one speed each
+        std::span<const double> after;   // with the newcomer, which is last
+    };
+    // Without a predictor: no slowdown, a gain of 1, every speed 1. The spans stay valid until
+    // the next call or clear().
+    Joined joined(const GpuView& gpu, double activity, const SpeedPredictor& predict);
+    void clear();
+
+private:
+    struct Entry {
+        double activity = 0;
+        SharingPrediction sharing;
+        std::size_t at = 0;  // its speeds in after_
+    };
+    bool base_known_ = false;
+    std::vector<double> activities_;  // the GPU's, with room for the newcomer
+    std::vector<double> before_;
+    double before_slowdown_ = 0;
+    double before_speed_ = 0;
+    std::vector<Entry> entries_;
+    std::vector<double> after_;  // each entry's n + 1 speeds
+};
+
+// `cache`: the GPU's predictions for this round; may be null (then nothing is kept).
 SharingPrediction predict_sharing(const GpuView& gpu, double activity,
                                   const SpeedPredictor& predict,
-                                  SharingBaseline* baseline = nullptr);
+                                  GpuPredictions* cache = nullptr);
 
 // Why a GPU cannot take a task now, task-independent part (schedulable, warm-up, risk filter);
 // Pass when it could.
@@ -110,12 +138,13 @@ FilterOutcome carma_gpu_open(const PolicySpec& policy, const GpuView& gpu,
                              const RiskThresholds& risk);
 
 // Steps 2-3 for one task over the GPUs with allowed[i] (i = position in `gpus`): the exclusive
-// path first, then collocation. `open[i]` caches carma_gpu_open(...) == Pass; `baselines`, when
-// not empty, one SharingBaseline per GPU position for the round.
+// path first, then collocation. `open[i]` caches carma_gpu_open(...) == Pass; `predictions`, when
+// not empty, one GpuPredictions per GPU position for the round.
 Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const CarmaNeed& need,
                        std::span<const GpuView> gpus, std::span<const char> open,
                        std::span<const char> allowed, const PlacementConfig& config,
-                       const CarmaConfig& carma, std::span<SharingBaseline> baselines = {});
+                       const CarmaConfig& carma,
+                       std::span<GpuPredictions> predictions = {});
 
 struct HeadPlan {
     double start = kNeverS;     // predicted start; kNeverS: unknown
@@ -131,7 +160,9 @@ HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const 
 // for the head's on this GPU whatever else runs there; and in both cases the slowdown it causes
 // pushes no resident that the head waits for past the head's start. With an unknown start only
 // (b) applies. (Outside the shadow every GPU may be used.)
+// `cache`: the GPU's predictions for this round; may be null.
 bool may_pass_head(const TaskSpec& task, const GpuView& gpu, const HeadPlan& plan,
-                   const CarmaNeed& head_need, double now, const SpeedPredictor& predict);
+                   const CarmaNeed& head_need, double now, const SpeedPredictor& predict,
+                   GpuPredictions* cache = nullptr);
 
 }  // namespace carma

@@ -1,6 +1,7 @@
 #include "core/scheduler.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 
 #include <fmt/format.h>
@@ -99,7 +100,10 @@ Result<void> check_feasible(const TaskSpec& task, const CapacitySummary& capacit
 }
 
 Scheduler::Scheduler(SchedulerConfig config)
-    : config_(std::move(config)), quiet_(config_.placement), warmup_(config_.warmup) {
+    : config_(std::move(config)),
+      quiet_(config_.placement),
+      aged_upto_(main_.end()),
+      warmup_(config_.warmup) {
     quiet_.explain = false;
 }
 
@@ -121,14 +125,22 @@ void Scheduler::push(TaskId id, TaskSpec spec, std::optional<double> queued_at, 
     t.queued_at = queued_at.value_or(kUnstamped);
     t.seq = front ? --front_seq_ : next_seq_++;
     t.order_key = order_key(t.spec);
+    if (config_.policy.carma && config_.policy.backfill) {
+        t.decision_class = acquire_class(t.spec);
+    }
     if (!queued_at) {
         unstamped_.push_back(id);
     }
     auto it = q.insert(front ? q.begin() : q.end(), std::move(t));
     where_[id] = Where{it, recovery};
+    if (!recovery && (front || aged_upto_ == main_.end())) {
+        aged_upto_ = front ? main_.begin() : it;  // not yet known to have aged
+    }
     if (!recovery && config_.policy.long_first) {
         by_length_.insert(OrderKey{it->order_key, it->seq, id, it});
+        ages_.insert(it->queued_at + config_.carma.max_wait_s);
     }
+    ++queue_version_;
 }
 
 void Scheduler::remove(TaskId id) {
@@ -139,6 +151,14 @@ void Scheduler::remove(TaskId id) {
     const Queue::iterator it = w->second.it;
     if (!w->second.recovery && config_.policy.long_first) {
         by_length_.erase(OrderKey{it->order_key, it->seq, id, it});
+        ages_.erase(ages_.find(it->queued_at + config_.carma.max_wait_s));
+    }
+    ++queue_version_;
+    if (config_.policy.carma && config_.policy.backfill) {
+        release_class(it->decision_class);
+    }
+    if (!w->second.recovery && it == aged_upto_) {
+        ++aged_upto_;
     }
     (w->second.recovery ? recovery_ : main_).erase(it);
     where_.erase(w);
@@ -171,23 +191,100 @@ bool Scheduler::relearn(TaskId id, const Learned& learned) {
         return false;
     }
     QueuedTask& t = *w->second.it;
-    const bool indexed = !w->second.recovery && config_.policy.long_first;
-    if (indexed) {
-        by_length_.erase(OrderKey{t.order_key, t.seq, id, w->second.it});
-    }
     t.spec.learned = learned;
-    t.order_key = order_key(t.spec);
-    if (indexed) {
-        by_length_.insert(OrderKey{t.order_key, t.seq, id, w->second.it});
+    // A backlog relearns every waiting task of a family whenever one of them ends, and most
+    // come out as they were: only a changed run time moves a task in the order, and only a
+    // changed decision key changes its class.
+    const double key = order_key(t.spec);
+    if (std::bit_cast<std::uint64_t>(key) != std::bit_cast<std::uint64_t>(t.order_key)) {
+        const bool indexed = !w->second.recovery && config_.policy.long_first;
+        if (indexed) {
+            by_length_.erase(OrderKey{t.order_key, t.seq, id, w->second.it});
+        }
+        t.order_key = key;
+        if (indexed) {
+            by_length_.insert(OrderKey{t.order_key, t.seq, id, w->second.it});
+        }
+        ++queue_version_;
+    }
+    if (config_.policy.carma && config_.policy.backfill &&
+        decision_key(t.spec) != class_keys_[t.decision_class]) {
+        release_class(t.decision_class);
+        t.decision_class = acquire_class(t.spec);
+        ++queue_version_;
     }
     return true;
+}
+
+Scheduler::DecisionKey Scheduler::decision_key(const TaskSpec& spec) {
+    const Learned& l = spec.learned;
+    auto bits = [](const std::optional<double>& v) {
+        return v ? std::bit_cast<std::int64_t>(*v) : std::int64_t{0};
+    };
+    // Feasibility reads the declared need while nothing has run, carma_need the learned figures,
+    // may_pass_head the run time and activity, the placement the GPU count, the MPS rule the
+    // owner (core/mps_share.h).
+    return DecisionKey{spec.gpus,
+                       l.runs > 0,
+                       spec.memory.declared_mib.has_value(),
+                       spec.memory.declared_mib.value_or(0),
+                       l.need_mib.has_value(),
+                       l.need_mib.value_or(0),
+                       l.lower_bound_mib,
+                       l.margin_mib,
+                       l.duration_s.has_value(),
+                       bits(l.duration_s),
+                       l.activity.has_value(),
+                       bits(l.activity),
+                       static_cast<std::int64_t>(std::hash<std::string>{}(spec.mps_user))};
+}
+
+std::size_t Scheduler::DecisionKeyHash::operator()(const DecisionKey& k) const {
+    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the words
+    for (const std::int64_t v : k) {
+        h = (h ^ static_cast<std::uint64_t>(v)) * 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    return static_cast<std::size_t>(h);
+}
+
+std::uint32_t Scheduler::acquire_class(const TaskSpec& spec) {
+    const DecisionKey key = decision_key(spec);
+    auto [it, added] = class_ids_.try_emplace(key, 0);
+    if (added) {
+        if (free_classes_.empty()) {
+            it->second = static_cast<std::uint32_t>(class_refs_.size());
+            class_keys_.push_back(key);
+            class_refs_.push_back(0);
+            class_waited_.push_back(0);
+        } else {
+            it->second = free_classes_.back();
+            free_classes_.pop_back();
+            class_keys_[it->second] = key;
+            class_waited_[it->second] = 0;
+        }
+    }
+    ++class_refs_[it->second];
+    return it->second;
+}
+
+void Scheduler::release_class(std::uint32_t id) {
+    if (--class_refs_[id] == 0) {
+        class_ids_.erase(class_keys_[id]);
+        free_classes_.push_back(id);
+    }
 }
 
 void Scheduler::stamp(double now) {
     for (TaskId id : unstamped_) {
         auto w = where_.find(id);
         if (w != where_.end() && w->second.it->queued_at == kUnstamped) {
+            if (!w->second.recovery && config_.policy.long_first) {
+                ages_.erase(ages_.find(kUnstamped + config_.carma.max_wait_s));
+                ages_.insert(now + config_.carma.max_wait_s);
+            }
             w->second.it->queued_at = now;
+            ++queue_version_;
         }
     }
     unstamped_.clear();
@@ -233,7 +330,7 @@ void Scheduler::commit(const QueuedTask& task, const std::vector<int>& gpus, dou
                 task.id, l.activity.value_or(0.6), l.need_mib,
                 l.duration_s ? std::optional<double>(now + *l.duration_s) : std::nullopt});
             open_[i] = 0;
-            baselines_[i] = SharingBaseline{};
+            predictions_[i].clear();
         }
     }
 }
@@ -299,8 +396,12 @@ std::optional<double> Scheduler::next_order_change(double now) const {
     if (!config_.policy.long_first) {
         return std::nullopt;
     }
-    for (const QueuedTask& t : main_) {
-        const double ages_at = t.queued_at + config_.carma.max_wait_s;
+    if (now < aged_now_) {
+        aged_upto_ = main_.begin();  // the clock went back: check them all again
+    }
+    aged_now_ = now;
+    for (; aged_upto_ != main_.end(); ++aged_upto_) {
+        const double ages_at = aged_upto_->queued_at + config_.carma.max_wait_s;
         if (ages_at > now) {
             return ages_at == kUnstamped ? std::nullopt : std::optional<double>(ages_at);
         }
@@ -308,20 +409,14 @@ std::optional<double> Scheduler::next_order_change(double now) const {
     return std::nullopt;
 }
 
-void Scheduler::carma_order(double now, std::optional<TaskId> skip, std::size_t limit,
-                            std::vector<TaskId>& out) const {
+template <typename Take>
+void Scheduler::carma_order(double now, Take take) const {
     const double max_wait = config_.carma.max_wait_s;
     auto aged = [&](const QueuedTask& t) { return t.queued_at + max_wait <= now; };
-    auto take = [&](TaskId id) {
-        if (id != skip) {
-            out.push_back(id);
-        }
-        return out.size() >= limit;
-    };
     // Arrival order is queue order, so the aged tasks are a prefix of it.
     for (const QueuedTask& t : main_) {
         if (!config_.policy.long_first) {
-            if (take(t.id)) {
+            if (take(t)) {
                 return;
             }
             continue;
@@ -329,7 +424,7 @@ void Scheduler::carma_order(double now, std::optional<TaskId> skip, std::size_t 
         if (!aged(t)) {
             break;
         }
-        if (take(t.id)) {
+        if (take(t)) {
             return;
         }
     }
@@ -337,10 +432,23 @@ void Scheduler::carma_order(double now, std::optional<TaskId> skip, std::size_t 
         return;
     }
     for (const OrderKey& k : by_length_) {
-        if (!aged(*k.it) && take(k.id)) {
+        if (!aged(*k.it) && take(*k.it)) {
             return;
         }
     }
+}
+
+void Scheduler::carma_order(double now, std::optional<TaskId> skip, std::size_t limit,
+                            std::vector<TaskId>& out) const {
+    if (limit == 0) {
+        return;
+    }
+    carma_order(now, [&](const QueuedTask& t) {
+        if (t.id != skip) {
+            out.push_back(t.id);
+        }
+        return out.size() >= limit;
+    });
 }
 
 std::vector<TaskId> Scheduler::waiting_order(double now, std::size_t limit) const {
@@ -359,13 +467,32 @@ std::vector<TaskId> Scheduler::waiting_order(double now, std::size_t limit) cons
     return out;
 }
 
+bool Scheduler::candidates_fresh(double now, TaskId head) const {
+    if (candidates_version_ != queue_version_ || candidates_head_ != head) {
+        return false;
+    }
+    if (!config_.policy.long_first) {
+        return true;  // arrival order: time changes nothing
+    }
+    // The order changes with time only when a task's bounded wait runs out between the two
+    // moments (aged: queued_at + max_wait_s <= now).
+    const double lo = std::min(now, candidates_now_);
+    const double hi = std::max(now, candidates_now_);
+    const auto next = ages_.upper_bound(lo);
+    return next == ages_.end() || *next > hi;
+}
+
 StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
     StepResult result;
     const PlacementConfig& pc = config_.placement;
     const std::size_t n = scratch_.size();
     open_.assign(n, 0);
     allowed_.assign(n, 1);
-    baselines_.assign(n, SharingBaseline{});
+    predictions_.resize(n);  // kept, not reassigned: their buffers serve the next round
+    for (GpuPredictions& p : predictions_) {
+        p.clear();
+    }
+    ++epoch_;
     for (std::size_t i = 0; i < n; ++i) {
         open_[i] = carma_gpu_open(config_.policy, scratch_[i], pc.risk) == FilterOutcome::Pass;
     }
@@ -378,13 +505,14 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         if (head_recovered) {
             head = &recovery_.front();
         } else {
-            candidates_.clear();
-            carma_order(now, std::nullopt, 1, candidates_);
-            if (candidates_.empty()) {
-                head = nullptr;
+            head = nullptr;
+            carma_order(now, [&](const QueuedTask& t) {
+                head = &t;
+                return true;
+            });
+            if (head == nullptr) {
                 break;
             }
-            head = &*where_.at(candidates_.front()).it;
         }
         if (auto feasible = check_feasible(head->spec, capacity, MemoryKnowledge::Learned);
             !feasible) {
@@ -395,7 +523,7 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         head_need = carma_need(head->spec, head_recovered, pc);
         Selection sel =
             carma_select(config_.policy, head->spec, head_need, scratch_, open_, allowed_, pc,
-                         config_.carma, baselines_);
+                         config_.carma, predictions_);
         if (sel.gpus.empty()) {
             result.pending_task = head->id;
             result.pending_reason = std::move(sel.pending_reason);
@@ -439,18 +567,36 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
     if (most < 0 && !idle_open) {
         return result;  // every GPU is closed this round
     }
-    candidates_.clear();
-    carma_order(now, head->id, config_.carma.backfill_depth, candidates_);
+    if (!candidates_fresh(now, head->id)) {
+        candidates_.clear();
+        if (config_.carma.backfill_depth > 0) {
+            carma_order(now, [&](const QueuedTask& t) {
+                if (t.id != head->id) {
+                    candidates_.push_back(Candidate{&t, t.decision_class});
+                }
+                return candidates_.size() >= config_.carma.backfill_depth;
+            });
+        }
+        candidates_version_ = queue_version_;
+        candidates_now_ = now;
+        candidates_head_ = head->id;
+    }
     const std::string wait_text =
         !pc.explain            ? std::string()
         : plan.start == kNeverS ? fmt::format("start of {} not predictable", head->spec.name)
                                 : fmt::format("predicted start of {} in {}", head->spec.name,
                                               format_duration(plan.start - now));
-    for (TaskId id : candidates_) {
+    for (const Candidate& candidate : candidates_) {
         if (most < 0 && !idle_open) {
             break;
         }
-        const QueuedTask& t = *where_.at(id).it;
+        const bool explain = pc.explain && result.waiting.size() <= kExplainedWaiting;
+        // Same answer as a task of its class turned down since the last placement; a task
+        // whose reason is spelled out is examined for its own words.
+        if (!explain && class_waited_[candidate.decision_class] == epoch_) {
+            continue;
+        }
+        const QueuedTask& t = *candidate.task;
         if (auto feasible = check_feasible(t.spec, capacity, MemoryKnowledge::Learned);
             !feasible) {
             result.rejected.push_back(Rejection{t.id, feasible.error().message});
@@ -458,8 +604,8 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
             continue;
         }
         const CarmaNeed need = carma_need(t.spec, false, pc);
-        const bool explain = pc.explain && result.waiting.size() <= kExplainedWaiting;
         if (!idle_open && (need.idle_only || need.min_available_mib > most)) {
+            class_waited_[t.decision_class] = epoch_;
             if (explain) {
                 result.waiting.push_back(Waiting{
                     t.id, fmt::format("behind {} ({}): no GPU has {} available ({})",
@@ -475,11 +621,12 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
             allowed_[i] = plan.shadow[i] == 0 ||
                           (room && !mps_users_differ(t.spec, head->spec) &&
                            may_pass_head(t.spec, scratch_[i], plan, head_need, now,
-                                         pc.predict_speeds));
+                                         pc.predict_speeds, &predictions_[i]));
         }
         Selection sel = carma_select(config_.policy, t.spec, need, scratch_, open_, allowed_,
-                                     explain ? pc : quiet_, config_.carma, baselines_);
+                                     explain ? pc : quiet_, config_.carma, predictions_);
         if (sel.gpus.empty()) {
+            class_waited_[t.decision_class] = epoch_;
             if (explain) {
                 result.waiting.push_back(
                     Waiting{t.id, fmt::format("behind {} ({}): {}", head->spec.name, wait_text,
@@ -488,6 +635,7 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
             continue;
         }
         commit(t, sel.gpus, now);
+        ++epoch_;  // the GPUs changed: what turned a class down may not any more
         result.placed.push_back(Placement{t.id, std::move(sel.gpus), false, sel.exclusive});
         remove(t.id);
         most = roomiest(idle_open);

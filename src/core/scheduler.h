@@ -23,6 +23,7 @@
 // head first, then tasks that waited max_wait_s, then the longest expected run first; a waiting
 // head gets a reservation and the tasks behind it may backfill around it.
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <list>
@@ -103,12 +104,15 @@ struct StepResult {
     std::vector<Waiting> waiting;
 };
 
+// What a round reads of every task it passes comes first, before the large TaskSpec: a round
+// of a long queue walks hundreds of them.
 struct QueuedTask {
     TaskId id = 0;
-    TaskSpec spec;
     double queued_at = 0;       // when it (re)entered its queue
     std::int64_t seq = 0;       // arrival order; smaller = earlier
     double order_key = 0;       // carma long-first: minus the expected run time
+    std::uint32_t decision_class = 0;  // carma with backfilling: see Scheduler::DecisionKey
+    TaskSpec spec;
 };
 
 class Scheduler {
@@ -181,13 +185,35 @@ private:
     void commit(const QueuedTask& task, const std::vector<int>& gpus, double now);
     // The next waiting main-queue tasks in carma's order (aged first, then long-first or FIFO),
     // skipping `skip`, at most `limit`.
+    // `take(const QueuedTask&)` returns true to stop.
+    template <typename Take>
+    void carma_order(double now, Take take) const;
     void carma_order(double now, std::optional<TaskId> skip, std::size_t limit,
                      std::vector<TaskId>& out) const;
+
+    // Everything of a task that carma's backfilling reads to decide on it (feasibility, need,
+    // run time, activity, GPU count; doubles by their bits). Two waiting tasks of one key get the
+    // same answer from the same GPUs, so once one of them was turned down, the others are too
+    // until a placement changes the GPUs: a round of a long queue with few kinds of task skips
+    // most of its candidates (the daemon's arrays, the simulator's repeated commands).
+    using DecisionKey = std::array<std::int64_t, 13>;
+    struct DecisionKeyHash {
+        std::size_t operator()(const DecisionKey& k) const;
+    };
+    static DecisionKey decision_key(const TaskSpec& spec);
+    std::uint32_t acquire_class(const TaskSpec& spec);
+    void release_class(std::uint32_t id);
 
     SchedulerConfig config_;
     PlacementConfig quiet_;  // config_.placement without explanations
     Queue main_;      // submissions, in arrival order
     Queue recovery_;  // tasks whose attempt died of OOM, in order; strict priority
+    // next_order_change: every main_ task before aged_upto_ had aged by aged_now_ (list order
+    // is arrival order, so they are a prefix), and the walk resumes there: with a long queue
+    // of aged tasks it is asked at every event.
+    mutable Queue::const_iterator aged_upto_;
+    mutable double aged_now_ = 0;
+
     // Invariant: every task in main_ or recovery_ has exactly one entry here, and every main_
     // task of a long-first policy exactly one in by_length_ (none otherwise).
     std::unordered_map<TaskId, Where> where_;
@@ -204,8 +230,29 @@ private:
     CapacitySummary capacity_;
     std::vector<std::pair<std::string, MiB>> capacity_of_;
     std::vector<char> open_, allowed_; // carma, per GPU position; reused
-    std::vector<SharingBaseline> baselines_;
-    std::vector<TaskId> candidates_;   // carma backfilling; reused
+    std::vector<GpuPredictions> predictions_;  // carma, per GPU position, for one round
+    // carma backfilling: the tasks examined behind the head, kept from round to round while
+    // the queue, the head and the set of aged tasks stay the same (most rounds of a backlog
+    // change none of them, and walking hundreds of scattered list nodes is a round's main cost).
+    struct Candidate {
+        const QueuedTask* task = nullptr;
+        std::uint32_t decision_class = 0;
+    };
+    std::vector<Candidate> candidates_;
+    std::uint64_t queue_version_ = 0;  // changes whenever carma_order's answer may
+    std::uint64_t candidates_version_ = std::numeric_limits<std::uint64_t>::max();
+    double candidates_now_ = 0;
+    TaskId candidates_head_ = 0;
+    std::multiset<double> ages_;  // long-first: queued_at + max_wait_s of every main_ task
+    bool candidates_fresh(double now, TaskId head) const;
+    // Decision classes of the waiting tasks (carma with backfilling): id by key, tasks per id,
+    // ids free for reuse; and per id the round epoch in which one of its tasks was turned down.
+    std::unordered_map<DecisionKey, std::uint32_t, DecisionKeyHash> class_ids_;
+    std::vector<DecisionKey> class_keys_;
+    std::vector<std::uint32_t> class_refs_;
+    std::vector<std::uint32_t> free_classes_;
+    std::vector<std::uint64_t> class_waited_;
+    std::uint64_t epoch_ = 0;  // changes with every round and every placement in it
 };
 
 }  // namespace carma

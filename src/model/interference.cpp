@@ -1,7 +1,10 @@
 #include "model/interference.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -47,6 +50,66 @@ double demand_from_smact(double smact) {
     return std::clamp(std::pow(smact / 0.905, 1.0 / 1.52), 0.0, 1.0);
 }
 
+namespace {
+
+// The predictor's pow() calls, remembered per thread: a task's demand and f(demand), which
+// depend only on its learned activity, and f(summed demand) of a GPU's set of tasks. The `carma`
+// policy asks about the same few activities and the same GPUs over and over (every waiting
+// task of a command, on every GPU, at every decision), so nearly all are hits. A hit returns the
+// very number the computation would, so predictions do not change by a bit. Direct-mapped: a
+// collision only costs a recomputation.
+struct DemandTerms {
+    std::uint64_t activity = 0;  // bits
+    SlowdownParams params;
+    double demand = 0;
+    double load = 0;
+    bool used = false;
+};
+
+struct LoadTerm {
+    std::uint64_t x = 0;  // bits
+    SlowdownParams params;
+    double load = 0;
+    bool used = false;
+};
+
+std::size_t slot_of(std::uint64_t bits, unsigned slot_bits) {
+    return static_cast<std::size_t>((bits * 0x9E3779B97F4A7C15ULL) >> (64 - slot_bits));
+}
+
+bool same_params(const SlowdownParams& a, const SlowdownParams& b) {
+    return a.capacity == b.capacity && a.sharpness == b.sharpness;
+}
+
+const DemandTerms& demand_terms(double activity, const SlowdownParams& p) {
+    thread_local std::array<DemandTerms, 256> table{};
+    const auto bits = std::bit_cast<std::uint64_t>(activity);
+    DemandTerms& t = table[slot_of(bits, 8)];
+    if (!t.used || t.activity != bits || !same_params(t.params, p)) {
+        t.used = true;
+        t.activity = bits;
+        t.params = p;
+        t.demand = demand_from_smact(activity);
+        t.load = smooth_load(t.demand, p);
+    }
+    return t;
+}
+
+double remembered_load(double x, const SlowdownParams& p) {
+    thread_local std::array<LoadTerm, 512> table{};
+    const auto bits = std::bit_cast<std::uint64_t>(x);
+    LoadTerm& t = table[slot_of(bits, 9)];
+    if (!t.used || t.x != bits || !same_params(t.params, p)) {
+        t.used = true;
+        t.x = bits;
+        t.params = p;
+        t.load = smooth_load(x, p);
+    }
+    return t.load;
+}
+
+}  // namespace
+
 SpeedPredictor speed_predictor(SharingMode mode) {
     const SlowdownParams p = slowdown_params(mode);
     return [p](std::span<const double> activities, std::span<double> speeds) {
@@ -54,12 +117,11 @@ SpeedPredictor speed_predictor(SharingMode mode) {
         const std::size_t n = std::min(activities.size(), speeds.size());
         double total = 0;
         for (std::size_t i = 0; i < n; ++i) {
-            speeds[i] = demand_from_smact(activities[i]);
-            total += speeds[i];
+            total += demand_terms(activities[i], p).demand;
         }
-        const double f_total = smooth_load(total, p);
+        const double f_total = remembered_load(total, p);
         for (std::size_t i = 0; i < n; ++i) {
-            speeds[i] = std::min(1.0, smooth_load(speeds[i], p) / f_total);
+            speeds[i] = std::min(1.0, demand_terms(activities[i], p).load / f_total);
         }
     };
 }

@@ -639,10 +639,35 @@ private:
         std::set<std::size_t> waiting = queued_by_exact_[t.exact_key];
         const auto& kin = queued_by_family_[t.family_key];
         waiting.insert(kin.begin(), kin.end());
+        // Tasks of one command with the same task file learn the same figures from the same
+        // histories: derived once per command, not once per waiting task (a backlog holds
+        // hundreds of each, and every end re-derived them all).
+        std::unordered_map<std::size_t, std::size_t> learned_by_exact;  // key -> task that learned
         for (std::size_t j : waiting) {
-            learn(j);
+            const auto [first, added] = learned_by_exact.try_emplace(tasks_[j].exact_key, j);
+            const SimTask& like = tasks_[first->second];
+            if (added || like.family_key != tasks_[j].family_key ||
+                !same_memory_info(like.spec.memory, tasks_[j].spec.memory)) {
+                learn(j);
+            } else {
+                tasks_[j].spec.learned = like.spec.learned;
+            }
             scheduler_.relearn(static_cast<TaskId>(j), tasks_[j].spec.learned);
         }
+    }
+
+    // What derive_knowledge reads of a task besides its histories.
+    static bool same_memory_info(const MemoryInfo& a, const MemoryInfo& b) {
+        auto same_model = [](const std::optional<ModelDescriptor>& x,
+                             const std::optional<ModelDescriptor>& y) {
+            return x.has_value() == y.has_value() &&
+                   (!x || (x->parameters == y->parameters &&
+                           x->activations_per_sample == y->activations_per_sample &&
+                           x->batch_size == y->batch_size));
+        };
+        return a.declared_mib == b.declared_mib && a.profiled_mib == b.profiled_mib &&
+               a.horus_mib == b.horus_mib && a.faketensor_mib == b.faketensor_mib &&
+               a.gpumemnet_mib == b.gpumemnet_mib && same_model(a.model, b.model);
     }
 
     RunFacts attempt_facts(const SimTask& t, MiB peak) const {
