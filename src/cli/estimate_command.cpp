@@ -223,6 +223,24 @@ std::string format_estimate(const json& e) {
     out += fmt::format("{:<12}{}\n", "activity",
                        activity ? fmt::format("{:.2f}", *activity) : "unknown");
     out += fmt::format("{:<12}{}\n", "why", text(learned, "basis"));
+    // What sharing costs it beyond the predictor's word (core/speed_correction.h).
+    if (auto sc = e.find("speed_correction"); sc != e.end() && sc->is_object()) {
+        std::string figures;
+        if (auto classes = sc->find("classes"); classes != sc->end() && classes->is_array()) {
+            for (const json& c : *classes) {
+                if (text(c, "basis") == "none") {
+                    continue;
+                }
+                figures += fmt::format("{}K {:.2f} {} ({}, {} observation(s))",
+                                       figures.empty() ? "" : "; ", number_of(c, "k").value_or(1),
+                                       text(c, "sharing_class"), text(c, "basis"),
+                                       number_of(c, "samples").value_or(0));
+            }
+        }
+        out += fmt::format("{:<12}{} (this family: {} observation(s))\n", "correction",
+                           figures.empty() ? "none (K 1)" : figures,
+                           number_of(*sc, "observations").value_or(0));
+    }
     // Runs it never saw teach nothing: say why that may be, once per history that has them.
     for (const json* h : {&mine, &kin}) {
         if (const std::string why = text(*h, "unobserved_why"); !why.empty()) {

@@ -265,6 +265,19 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
         config.mps || ((*backend)->name().starts_with("emulated") && config.sharing == "mps");
     sc.placement.predict_speeds = model::speed_predictor(
         mps_sharing ? model::SharingMode::Mps : model::SharingMode::Timeslice);
+    // Corrected by what earlier attempts taught of its error, kept in the history.
+    SpeedPredictor raw_predict = sc.placement.predict_speeds;
+    auto correction = std::make_shared<SpeedCorrection>(mps_sharing ? "mps" : "timeslice");
+    if (auto factors = (*store)->speed_factors(); factors) {
+        for (const store::SpeedFactorRow& f : *factors) {
+            correction->add(f.family, f.sharing_class, f.k);
+        }
+    } else {
+        spdlog::warn("cannot read the learned speed factors, predicting without them: {}",
+                     factors.error().message);
+    }
+    sc.placement.predict_speeds = corrected_predictor(std::move(sc.placement.predict_speeds),
+                                                      correction);
 
     // One control daemon per GPU (exec/mps.h says why), each adopted if it still runs from
     // before a restart. Named by UUID: GPU indices may shift when a GPU is left out.
@@ -303,6 +316,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     auto* hub_backend = dynamic_cast<cluster::HubBackend*>(backend->get());
     std::unique_ptr<Daemon> d(
         new Daemon(config, std::move(*backend), std::move(*store), std::move(sc), lock_fd));
+    d->raw_predict_ = std::move(raw_predict);
+    d->correction_ = std::move(correction);
     d->mps_ = std::move(mps);
     d->mps_off_dir_ = std::move(mps_off_dir);
     d->hub_ = hub;
@@ -378,6 +393,8 @@ Result<void> Daemon::restore() {
                 live.peak_mib = a.peak_mib;
                 live.energy_j = a.energy_j;  // accounting goes on from what was stored
                 live.learned = t.spec.learned;
+                bind_correction(t);
+                live.sharing_known = false;
                 live.mps_user = mps_user_of(t, a.gpus, a.node);
                 live.started_clock = clock_of(a.started_at);
                 live.started_unix = a.started_at;
@@ -558,6 +575,7 @@ void Daemon::tick() {
         apply_samples(std::move(samples));
         notice_sightings(table);
         accumulate_activity();
+        accumulate_sharing();
         accumulate_energy();  // before collect_exits: an attempt's last interval is its own
         collect_exits();
         enforce_time_limits();
@@ -1123,6 +1141,7 @@ std::vector<exec::MpsMemLimit> Daemon::mps_limits(const store::TaskRow& task,
 }
 
 TaskSpec Daemon::queued_spec(const store::TaskRow& task) const {
+    bind_correction(task);
     TaskSpec spec = task.spec;
     spec.mps_user = !mps_.empty() && spec.gpus == 1 ? task.user : std::string();
     return spec;

@@ -22,9 +22,11 @@
 
 #include "api/service.h"
 #include "cluster/hub.h"
+#include "core/fingerprint.h"
 #include "core/knowledge.h"
 #include "core/metric_window.h"
 #include "core/scheduler.h"
+#include "core/speed_correction.h"
 #include "core/user_limits.h"
 #include "daemon/config.h"
 #include "daemon/foreign.h"
@@ -133,6 +135,16 @@ private:
         bool energy_changed = false;  // not yet written to the store
         // Under --mps: its owner when it is a client of its GPU's control daemon (one GPU).
         std::string mps_user;
+        // What it teaches of the predictor's error (core/speed_correction.h, accumulate_sharing):
+        // time with GPU-active co-runners, the predicted progress and the co-runners' activity
+        // over it, on the scheduler clock; and the state found at the last tick.
+        double shared_s = 0, predicted_shared_s = 0, others_activity_s = 0;
+        double sharing_at = -1;  // scheduler clock of the last tick that looked (-1: none yet)
+        bool shared_now = false;
+        double predicted_now = 1, others_now = 0;
+        // False when re-attached after a restart: its time before it is unknown, so it is no
+        // solo history and teaches no factor.
+        bool sharing_known = true;
     };
 
     // What the daemon knows of one GPU beyond its samples.
@@ -198,6 +210,17 @@ private:
     void event(TaskId task, const std::string& kind, const std::string& message);
     // History and knowledge (store/history.h, core/knowledge.h).
     void accumulate_activity();
+    // Each tick, under the lock: how long each attempt has shared its GPUs and what the raw
+    // predictor said of it meanwhile, from the learned activities of the attempts beside it.
+    void accumulate_sharing();
+    // The correction learns which family a waiting task's learned activity is
+    // (SpeedCorrection::bind); under the lock.
+    void bind_correction(const store::TaskRow& task) const;
+    // The predictor's error the attempt shows, into `row` and the correction (record_history).
+    void learn_speed_error(const store::TaskRow& task, const TaskFingerprint& fp,
+                           const LiveAttempt& live, store::HistoryRow& row);
+    // The correction's figures for a family (POST /v1/estimate), under the lock.
+    nlohmann::json correction_json(const std::string& family);
     // Shares each GPU's energy since its last sample among the attempts on it (accounting).
     void accumulate_energy();
     void record_history(const store::TaskRow& task, const store::AttemptRow& attempt,
@@ -261,6 +284,11 @@ private:
     std::mutex limits_mu_;
     SubmitRate submit_rate_;
     std::mutex mu_;  // guards everything below
+    // The slowdown predictor as the device model gives it, and the correction the `carma`
+    // policy's predictor applies to it, learned from attempts' ends (record_history) and loaded
+    // from the history at start.
+    SpeedPredictor raw_predict_;
+    std::shared_ptr<SpeedCorrection> correction_;
     Scheduler scheduler_;
     std::vector<MetricWindow> windows_;
     std::vector<GpuState> gpu_state_;  // by GPU index, like windows_

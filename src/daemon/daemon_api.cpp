@@ -301,6 +301,7 @@ api::ApiResult<nlohmann::json> Daemon::estimate(const api::Caller& caller,
                                          task.spec.time_limit_s,
                                          knowledge_config());
     in.spec = task.spec;
+    in.speed_correction = correction_json(in.fingerprint.family);
     nlohmann::json answer = estimate_to_json(in);
     answer["user"] = caller.user;
     answer["uid"] = caller.uid;

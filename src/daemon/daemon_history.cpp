@@ -71,6 +71,138 @@ void Daemon::accumulate_activity() {
     }
 }
 
+// The simulator's bookkeeping (sim/simulator.cpp), on the daemon's ticks: the state found at a
+// tick holds until the next. An attempt is GPU-active once seen on all its GPUs (settled); on
+// each of its GPUs with other such attempts the raw predictor is asked, from the learned
+// activities (as the `carma` policy plans with them), and the slowest GPU counts.
+void Daemon::accumulate_sharing() {
+    const double clock = now();
+    for (auto& [id, live] : live_) {
+        if (live.sharing_at >= 0 && live.shared_now) {
+            const double dt = std::max(0.0, clock - live.sharing_at);
+            live.shared_s += dt;
+            live.predicted_shared_s += live.predicted_now * dt;
+            live.others_activity_s += live.others_now * dt;
+        }
+        live.sharing_at = clock;
+        live.shared_now = false;
+        live.predicted_now = 1;
+        live.others_now = 0;
+        if (!live.settled || !raw_predict_) {
+            continue;
+        }
+        for (int g : live.gpus) {
+            std::vector<double> activities;
+            std::size_t self = 0;
+            double others = 0;
+            for (const auto& [other_id, other] : live_) {
+                if (!other.settled ||
+                    std::find(other.gpus.begin(), other.gpus.end(), g) == other.gpus.end()) {
+                    continue;
+                }
+                const double a = other.learned.activity.value_or(knowledge_config().default_activity);
+                if (other_id == id) {
+                    self = activities.size();
+                } else {
+                    others += a;
+                }
+                activities.push_back(a);
+            }
+            if (activities.size() < 2) {
+                continue;
+            }
+            std::vector<double> speeds(activities.size(), 1.0);
+            raw_predict_(activities, speeds);
+            live.shared_now = true;
+            live.predicted_now = std::min(live.predicted_now, speeds[self]);
+            live.others_now = std::max(live.others_now, others);
+        }
+    }
+}
+
+void Daemon::bind_correction(const store::TaskRow& task) const {
+    if (!correction_) {
+        return;
+    }
+    const TaskFingerprint fp = fingerprint_task(task.uid, task.spec.command, task.spec.gpus);
+    correction_->bind(task.spec.learned.activity.value_or(knowledge_config().default_activity),
+                      fp.family);
+}
+
+nlohmann::json Daemon::correction_json(const std::string& family) {
+    std::lock_guard lock(mu_);
+    nlohmann::json classes = nlohmann::json::array();
+    std::size_t observations = 0;
+    std::map<std::string, std::size_t> own;
+    for (const SpeedCorrection::Entry& e : correction_->entries()) {
+        if (e.family == family) {
+            own[e.sharing_class] = e.k.size();
+            observations += e.k.size();
+        }
+    }
+    for (double load : {0.0, 0.5, 1.0}) {
+        const std::string cls = sharing_class(correction_->mode(), load);
+        const SpeedCorrection::Factor f = correction_->factor(family, cls);
+        classes.push_back({{"sharing_class", cls},
+                           {"k", f.k},
+                           {"basis", f.basis},
+                           {"samples", f.samples},
+                           {"observations", own.contains(cls) ? own[cls] : 0}});
+    }
+    return {{"mode", correction_->mode()}, {"observations", observations}, {"classes", classes}};
+}
+
+namespace {
+
+// A successful, seen attempt that shared its GPUs, against the command's solo history: the
+// predictor's error it shows goes into the row and the correction (core/speed_correction.h).
+void learn_speed_error_of(store::Store& store, SpeedCorrection& correction,
+                          const store::TaskRow& task, const TaskFingerprint& fp,
+                          double others_activity_s, double predicted_shared_s,
+                          store::HistoryRow& row) {
+    if (row.outcome != to_string(AttemptOutcome::Succeeded) || !row.unobserved.empty() ||
+        row.shared_s.value_or(0) <= 0) {
+        return;
+    }
+    auto mine = store.command_history(fp.exact, static_cast<int>(knowledge_config().max_runs));
+    if (!mine) {
+        spdlog::warn("task={}: cannot read its history to learn the predictor's error: {}",
+                     task.id, mine.error().message);
+        return;
+    }
+    const std::optional<double> solo = store::solo_run_s(*mine);
+    if (!solo) {
+        return;  // nothing to compare with: it never ran alone yet
+    }
+    SpeedObservation o;
+    o.family = fp.family;
+    o.sharing_class = sharing_class(correction.mode(), others_activity_s / *row.shared_s);
+    o.solo_s = *solo;
+    o.run_s = row.run_s;
+    o.shared_s = *row.shared_s;
+    o.predicted_shared_progress_s = predicted_shared_s;
+    const std::optional<double> k = observed_factor(o, correction.config());
+    if (!k) {
+        return;
+    }
+    row.sharing_class = o.sharing_class;
+    row.speed_k = *k;
+    correction.add(o.family, o.sharing_class, *k);
+    spdlog::info("task={}: attempt {} shared {:.0f} s of {:.0f} s ({}): slowdown {:.2f}x the "
+                 "predicted (solo {:.0f} s)",
+                 task.id, row.attempt, o.shared_s, o.run_s, o.sharing_class, *k, o.solo_s);
+}
+
+}  // namespace
+
+void Daemon::learn_speed_error(const store::TaskRow& task, const TaskFingerprint& fp,
+                               const LiveAttempt& live, store::HistoryRow& row) {
+    if (correction_) {
+        learn_speed_error_of(*store_, *correction_, task, fp, live.others_activity_s,
+                             live.predicted_shared_s, row);
+    }
+}
+
 // A row that cannot be written costs this one lesson, never the attempt's end: it is logged.
 void Daemon::record_history(const store::TaskRow& task, const store::AttemptRow& attempt,
                             const LiveAttempt& live) {
@@ -105,6 +237,10 @@ void Daemon::record_history(const store::TaskRow& task, const store::AttemptRow&
     }
     row.outcome = attempt.outcome;
     row.ended_at = ended;
+    if (live.sharing_known) {
+        row.shared_s = live.shared_s;
+    }
+    learn_speed_error(task, fp, live, row);
     if (auto r = store_->add_history(row); !r) {
         spdlog::warn("task={}: cannot record attempt {} in the history: {}", task.id,
                      attempt.number, r.error().message);

@@ -108,7 +108,8 @@ json estimate_to_json(const EstimateInput& in) {
             {"profiled_mib", optional_json(m.profiled_mib)},
             {"history", history_summary(in.command)},
             {"family_history", history_summary(in.family_runs)},
-            {"learned", learned_to_json(in.spec.learned)}};
+            {"learned", learned_to_json(in.spec.learned)},
+            {"speed_correction", in.speed_correction}};
 }
 
 }  // namespace carma::daemon

@@ -25,6 +25,9 @@ struct EstimateInput {
     CommandFamily family;
     std::vector<store::HistoryRow> command;     // oldest first
     std::vector<store::HistoryRow> family_runs; // other commands of the family, oldest first
+    // The family's correction of the slowdown predictor (core/speed_correction.h): {mode,
+    // observations, classes: [{sharing_class, k, basis, samples, observations}]}.
+    nlohmann::json speed_correction;
 };
 
 nlohmann::json estimate_to_json(const EstimateInput& in);

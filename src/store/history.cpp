@@ -14,7 +14,7 @@ using nlohmann::json;
 
 constexpr const char* kColumns =
     "task_id, attempt, fingerprint, family, uid, gpus, peak_mib, peak_json, run_s, activity, "
-    "outcome, ended_at, unobserved";
+    "outcome, ended_at, unobserved, shared_s, sharing_class, speed_k";
 
 // {"0": 13236}: the same shape as attempts.peak_mib_json.
 std::string peak_text(const std::map<int, MiB>& peak) {
@@ -60,6 +60,15 @@ HistoryRow read_row(SQLite::Statement& st) {
     if (!st.getColumn(12).isNull()) {
         r.unobserved = st.getColumn(12).getString();
     }
+    if (!st.getColumn(13).isNull()) {
+        r.shared_s = st.getColumn(13).getDouble();
+    }
+    if (!st.getColumn(14).isNull()) {
+        r.sharing_class = st.getColumn(14).getString();
+    }
+    if (!st.getColumn(15).isNull()) {
+        r.speed_k = st.getColumn(15).getDouble();
+    }
     return r;
 }
 
@@ -99,7 +108,7 @@ void insert_history(SQLite::Database& db, const HistoryRow& row, const HistoryLi
     // REPLACE on (task_id, attempt): the daemon retries an attempt's end until it is stored,
     // and one attempt must count once. The replaced row gets a new id, i.e. counts as newest.
     SQLite::Statement st(db, std::string("INSERT OR REPLACE INTO history (") + kColumns +
-                                 ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                                 ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     st.bind(1, row.task);
     st.bind(2, row.attempt);
     st.bind(3, row.fingerprint);
@@ -120,6 +129,21 @@ void insert_history(SQLite::Database& db, const HistoryRow& row, const HistoryLi
         st.bind(13);
     } else {
         st.bind(13, row.unobserved);
+    }
+    if (row.shared_s) {
+        st.bind(14, *row.shared_s);
+    } else {
+        st.bind(14);
+    }
+    if (row.sharing_class.empty()) {
+        st.bind(15);
+    } else {
+        st.bind(15, row.sharing_class);
+    }
+    if (row.speed_k) {
+        st.bind(16, *row.speed_k);
+    } else {
+        st.bind(16);
     }
     st.exec();
     trim(db, "fingerprint", row.fingerprint, std::max(1, limits.per_command));
@@ -146,6 +170,34 @@ std::vector<HistoryRow> history_rows(SQLite::Database& db, HistoryKey key,
     }
     std::reverse(rows.begin(), rows.end());
     return rows;
+}
+
+std::vector<SpeedFactorRow> speed_factor_rows(SQLite::Database& db) {
+    SQLite::Statement st(db,
+                         "SELECT family, sharing_class, speed_k FROM history WHERE speed_k IS NOT "
+                         "NULL AND sharing_class IS NOT NULL ORDER BY id");
+    std::vector<SpeedFactorRow> rows;
+    while (st.executeStep()) {
+        rows.push_back({st.getColumn(0).getString(), st.getColumn(1).getString(),
+                        st.getColumn(2).getDouble()});
+    }
+    return rows;
+}
+
+std::optional<double> solo_run_s(const std::vector<HistoryRow>& rows) {
+    std::vector<double> solo;
+    for (const HistoryRow& r : rows) {
+        if (r.outcome == "succeeded" && r.unobserved.empty() && r.shared_s && *r.shared_s <= 0 &&
+            r.run_s > 0) {
+            solo.push_back(r.run_s);
+        }
+    }
+    if (solo.empty()) {
+        return std::nullopt;
+    }
+    std::sort(solo.begin(), solo.end());
+    const std::size_t n = solo.size();
+    return n % 2 == 1 ? solo[n / 2] : (solo[n / 2 - 1] + solo[n / 2]) / 2;
 }
 
 }  // namespace carma::store

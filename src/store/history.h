@@ -41,6 +41,20 @@ struct HistoryRow {
     // "" when its processes were seen on its GPUs; else why not, to_string(Observation)
     // ("not-seen", "no-memory"): such a row teaches its run time only (core/knowledge.h).
     std::string unobserved;
+    // Time it ran with GPU-active co-runners, on the scheduler's clock: 0 makes its run time
+    // solo history; unknown for rows recorded before schema step 8.
+    std::optional<double> shared_s;
+    // Where it shared and taught the predictor's error (core/speed_correction.h): the sharing
+    // class and the factor k; "" and unknown otherwise.
+    std::string sharing_class;
+    std::optional<double> speed_k;
+};
+
+// One learned factor of the speed correction, as the history keeps it.
+struct SpeedFactorRow {
+    std::string family;
+    std::string sharing_class;
+    double k = 1;
 };
 
 struct HistoryLimits {
@@ -68,5 +82,12 @@ void insert_history(SQLite::Database& db, const HistoryRow& row, const HistoryLi
 std::vector<HistoryRow> history_rows(SQLite::Database& db, HistoryKey key,
                                      const std::string& value,
                                      const std::string& exclude_fingerprint, int newest);
+
+// Every row's speed factor, oldest first. Throws SQLite::Exception.
+std::vector<SpeedFactorRow> speed_factor_rows(SQLite::Database& db);
+
+// The median run time of the rows that ran alone and succeeded with their processes seen: what
+// the command takes alone. Unknown without such a row.
+std::optional<double> solo_run_s(const std::vector<HistoryRow>& rows);
 
 }  // namespace carma::store

@@ -161,6 +161,15 @@ CREATE INDEX tasks_finished_at ON tasks(finished_at);
 -- run time only: its peak of 0 is not a need.
 ALTER TABLE history ADD COLUMN unobserved TEXT;
 )sql"},
+    {8, R"sql(
+-- `carma` learns its own error (core/speed_correction.h): per attempt, the time it ran with
+-- GPU-active co-runners (0: alone, so its run time is solo history), and where it shared, the
+-- sharing class and the factor k by which its slowdown exceeded the prediction. NULL for rows
+-- recorded before this step: unknown whether they ran alone, so they are no solo history.
+ALTER TABLE history ADD COLUMN shared_s REAL;
+ALTER TABLE history ADD COLUMN sharing_class TEXT;
+ALTER TABLE history ADD COLUMN speed_k REAL;
+)sql"},
 };
 
 constexpr bool migrations_are_consecutive() {
@@ -831,6 +840,13 @@ Result<std::vector<HistoryRow>> Store::command_history(const std::string& finger
                          [&](SQLite::Database& db) -> Result<std::vector<HistoryRow>> {
                              return history_rows(db, HistoryKey::Command, fingerprint, "",
                                                  newest);
+                         });
+}
+
+Result<std::vector<SpeedFactorRow>> Store::speed_factors() {
+    return impl_->locked("read the learned speed factors",
+                         [&](SQLite::Database& db) -> Result<std::vector<SpeedFactorRow>> {
+                             return speed_factor_rows(db);
                          });
 }
 

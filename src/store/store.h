@@ -19,7 +19,7 @@
 
 namespace carma::store {
 
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 class Store {
 public:
@@ -118,6 +118,9 @@ public:
     // first.
     Result<std::vector<HistoryRow>> family_history(const std::string& family,
                                                    const std::string& fingerprint, int newest);
+
+    // Every speed factor the history holds (core/speed_correction.h), oldest first.
+    Result<std::vector<SpeedFactorRow>> speed_factors();
 
     int schema_version() const;
 

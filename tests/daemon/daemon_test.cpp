@@ -1529,6 +1529,70 @@ TEST_F(DaemonTest, ActivityIsLearnedWithoutTheCoRunners) {
     ASSERT_TRUE(client().cancel(busy));
 }
 
+// This test verifies that the daemon learns the predictor's error (issue 19, item 2): under a
+// world where every collocation is 50 % slower than the device model says (world_bias 0.5), two
+// rounds of two collocated fake jobs of a command that ran alone before each teach a factor
+// k > 1 against that solo run; `carma estimate` and POST /v1/estimate show the family's
+// correction K > 1 with its basis and observations, and a restarted daemon still has it.
+TEST_F(DaemonTest, CollocatedRunsTeachTheSpeedCorrection) {
+    const std::vector<std::string> flags = {
+        "--exclude-gpus", "1,2,3", "--config",
+        write_config(dir_, "world: model\nworld_bias: 0.5\n")};
+    start("oracle-MAGM", flags);
+    const json body = fake_job("dlrm", 240);  // 1,468 MiB, 4 s wall alone
+    const json solo = wait_final(submit(body));
+    ASSERT_EQ(solo["state"], "succeeded") << solo.dump(2);
+    for (int round = 0; round < 2; ++round) {
+        const TaskId a = submit(body);
+        const TaskId b = submit(body);
+        EXPECT_EQ(wait_final(a)["state"], "succeeded") << task(a).dump(2);
+        EXPECT_EQ(wait_final(b)["state"], "succeeded") << task(b).dump(2);
+    }
+    auto correction = [&](const std::string& when) {
+        auto estimate = client().estimate(body);
+        EXPECT_TRUE(estimate) << estimate.error().message;
+        if (!estimate) {
+            return json();
+        }
+        const json sc = (*estimate)["speed_correction"];
+        EXPECT_EQ(sc["mode"], "mps") << when;
+        EXPECT_EQ(sc["observations"], 4) << when << ": " << estimate->dump(2) << daemon_log();
+        for (const json& c : sc["classes"]) {
+            if (c["observations"].get<int>() > 0) {
+                return c;
+            }
+        }
+        ADD_FAILURE() << when << ": no class with observations: " << sc.dump(2) << daemon_log();
+        return json();
+    };
+    const json learned = correction("after the runs");
+    ASSERT_TRUE(learned.is_object());
+    EXPECT_EQ(learned["basis"], "family") << learned.dump(2);
+    EXPECT_EQ(learned["observations"], 4) << learned.dump(2);
+    EXPECT_GT(learned["k"].get<double>(), 1.1) << learned.dump(2) << daemon_log();
+
+    const std::string out = dir_ + "/estimate.out";
+    std::string cmd = std::string(CARMA_BIN) + " estimate --socket " + socket_ + " --";
+    for (const json& arg : body["command"]) {
+        cmd += ' ';
+        cmd += arg.get<std::string>();
+    }
+    ASSERT_EQ(std::system((cmd + " >" + out + " 2>&1").c_str()), 0) << read_text(out);
+    const std::string table = read_text(out);
+    EXPECT_NE(table.find(fmt::format("correction  K {:.2f} {} (family, 4 observation(s))",
+                                     learned["k"].get<double>(),
+                                     learned["sharing_class"].get<std::string>())),
+              std::string::npos)
+        << table;
+
+    stop(SIGTERM);
+    start("oracle-MAGM", flags);
+    const json restarted = correction("after a restart");
+    ASSERT_TRUE(restarted.is_object());
+    EXPECT_EQ(restarted["basis"], "family");
+    EXPECT_DOUBLE_EQ(restarted["k"].get<double>(), learned["k"].get<double>());
+}
+
 // This test verifies that an out-of-memory crash teaches a lower bound: a big fake job that
 // lands beside a co-runner (OR-MAGM knows nothing) crashes, and its recovery is queued with the
 // memory it held at the crash as a lower bound.

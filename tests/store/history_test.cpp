@@ -120,6 +120,86 @@ TEST_F(HistoryTest, AnUnobservedRowRoundTrips) {
     EXPECT_TRUE(facts[1].observed);
 }
 
+// This test verifies that what an attempt teaches of the predictor's error (issue 19, item 2)
+// is kept with its row: the time it shared, its sharing class and factor k. The store hands the
+// factors back oldest first, and solo history is the median of the runs that shared nothing.
+TEST_F(HistoryTest, SpeedFactorsRoundTrip) {
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    HistoryRow solo_a = row(1, 1, "cccc", 100);
+    solo_a.run_s = 100;
+    solo_a.shared_s = 0;
+    HistoryRow solo_b = row(2, 1, "cccc", 100);
+    solo_b.run_s = 120;
+    solo_b.shared_s = 0;
+    HistoryRow unknown = row(3, 1, "cccc", 100);  // recorded before step 8: no solo history
+    unknown.run_s = 5;
+    HistoryRow shared = row(4, 1, "cccc", 100);
+    shared.run_s = 200;
+    shared.shared_s = 150;
+    shared.sharing_class = "mps/medium";
+    shared.speed_k = 1.5;
+    HistoryRow shared2 = row(5, 1, "dddd", 100, "succeeded", "other");
+    shared2.shared_s = 10;
+    shared2.sharing_class = "mps/heavy";
+    shared2.speed_k = 0.75;
+    for (const HistoryRow& r : {solo_a, solo_b, unknown, shared, shared2}) {
+        ASSERT_TRUE(store->add_history(r));
+    }
+    auto rows = store->command_history("cccc", 10);
+    ASSERT_TRUE(rows) << rows.error().message;
+    ASSERT_EQ(rows->size(), 4u);
+    EXPECT_EQ((*rows)[0].shared_s, 0.0);
+    EXPECT_FALSE((*rows)[2].shared_s);
+    EXPECT_EQ((*rows)[3].shared_s, 150.0);
+    EXPECT_EQ((*rows)[3].sharing_class, "mps/medium");
+    EXPECT_EQ((*rows)[3].speed_k, 1.5);
+    EXPECT_FALSE((*rows)[0].speed_k);
+    EXPECT_EQ(solo_run_s(*rows), 110.0);
+    auto factors = store->speed_factors();
+    ASSERT_TRUE(factors) << factors.error().message;
+    ASSERT_EQ(factors->size(), 2u);
+    EXPECT_EQ((*factors)[0].family, "fam");
+    EXPECT_EQ((*factors)[0].sharing_class, "mps/medium");
+    EXPECT_EQ((*factors)[0].k, 1.5);
+    EXPECT_EQ((*factors)[1].family, "other");
+    EXPECT_EQ((*factors)[1].k, 0.75);
+}
+
+// This test verifies that a schema-7 database (history without the speed-correction columns)
+// is migrated: its rows stay, they are no solo history (unknown whether they shared) and hold
+// no factor, and new rows keep theirs.
+TEST_F(HistoryTest, MigratesASchemaSevenDatabase) {
+    {
+        auto store = open_store();
+        ASSERT_NE(store, nullptr);
+        ASSERT_TRUE(store->add_history(row(1, 1, "eeee", 100)));
+    }
+    {
+        SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
+        raw.exec("ALTER TABLE history DROP COLUMN shared_s");
+        raw.exec("ALTER TABLE history DROP COLUMN sharing_class");
+        raw.exec("ALTER TABLE history DROP COLUMN speed_k");
+        raw.exec("PRAGMA user_version = 7");
+    }
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->schema_version(), kSchemaVersion);
+    auto rows = store->command_history("eeee", 10);
+    ASSERT_TRUE(rows) << rows.error().message;
+    ASSERT_EQ(rows->size(), 1u);
+    EXPECT_FALSE((*rows)[0].shared_s);
+    EXPECT_FALSE(solo_run_s(*rows));
+    EXPECT_TRUE(store->speed_factors()->empty());
+    HistoryRow fresh = row(2, 1, "eeee", 100);
+    fresh.shared_s = 30;
+    fresh.sharing_class = "timeslice/light";
+    fresh.speed_k = 1.25;
+    ASSERT_TRUE(store->add_history(fresh));
+    ASSERT_EQ(store->speed_factors()->size(), 1u);
+    EXPECT_EQ(store->speed_factors()->front().k, 1.25);
+}
+
 // This test verifies that recording the same attempt twice (an end stored again after a failed
 // write) keeps one row.
 TEST_F(HistoryTest, SameAttemptCountsOnce) {

@@ -924,6 +924,9 @@ TEST_F(StoreTest, MigratesASchemaThreeDatabase) {
         raw.exec("CREATE INDEX tasks_state ON tasks(state)");
         raw.exec("DROP INDEX tasks_finished_at");
         raw.exec("ALTER TABLE history DROP COLUMN unobserved");
+        raw.exec("ALTER TABLE history DROP COLUMN shared_s");  // added by step 8
+        raw.exec("ALTER TABLE history DROP COLUMN sharing_class");
+        raw.exec("ALTER TABLE history DROP COLUMN speed_k");
         raw.exec("PRAGMA user_version = 3");
     }
     auto store = open_store();
@@ -960,6 +963,9 @@ TEST_F(StoreTest, AttemptsRecordTheirNodeAndSlurmJob) {
         raw.exec("CREATE INDEX tasks_state ON tasks(state)");
         raw.exec("DROP INDEX tasks_finished_at");
         raw.exec("ALTER TABLE history DROP COLUMN unobserved");
+        raw.exec("ALTER TABLE history DROP COLUMN shared_s");  // added by step 8
+        raw.exec("ALTER TABLE history DROP COLUMN sharing_class");
+        raw.exec("ALTER TABLE history DROP COLUMN speed_k");
         raw.exec("PRAGMA user_version = 4");
     }
     auto store = open_store();
@@ -1084,6 +1090,9 @@ TEST_F(StoreTest, MigratesASchemaFiveDatabase) {
         raw.exec("CREATE INDEX tasks_state ON tasks(state)");
         raw.exec("DROP INDEX tasks_finished_at");
         raw.exec("ALTER TABLE history DROP COLUMN unobserved");
+        raw.exec("ALTER TABLE history DROP COLUMN shared_s");  // added by step 8
+        raw.exec("ALTER TABLE history DROP COLUMN sharing_class");
+        raw.exec("ALTER TABLE history DROP COLUMN speed_k");
         raw.exec("PRAGMA user_version = 5");
     }
     auto store = open_store();
