@@ -1,6 +1,7 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <queue>
@@ -636,24 +637,60 @@ private:
             return;
         }
         // Waiting tasks of the same command or family learn at once, as a deployment's would.
-        std::set<std::size_t> waiting = queued_by_exact_[t.exact_key];
-        const auto& kin = queued_by_family_[t.family_key];
-        waiting.insert(kin.begin(), kin.end());
         // Tasks of one command with the same task file learn the same figures from the same
         // histories: derived once per command, not once per waiting task (a backlog holds
-        // hundreds of each, and every end re-derived them all).
-        std::unordered_map<std::size_t, std::size_t> learned_by_exact;  // key -> task that learned
-        for (std::size_t j : waiting) {
-            const auto [first, added] = learned_by_exact.try_emplace(tasks_[j].exact_key, j);
-            const SimTask& like = tasks_[first->second];
+        // hundreds of each, and every end re-derived them all). A task whose figures come out
+        // as they were is not handed to the scheduler again (at 20,000 tasks most of a family's
+        // waiting tasks keep theirs, and relearning them all was most of the run). Every waiting
+        // task's figures are derived from the current histories (an end relearns all that read
+        // the histories it changes), so a task like one whose figures stayed keeps its own too.
+        struct Learner {
+            std::size_t task;
+            bool changed;
+        };
+        std::unordered_map<std::size_t, Learner> learned_by_exact;  // key -> task that learned
+        auto relearn = [&](std::size_t j) {
+            const auto [first, added] =
+                learned_by_exact.try_emplace(tasks_[j].exact_key, Learner{j, false});
+            const SimTask& like = tasks_[first->second.task];
             if (added || like.family_key != tasks_[j].family_key ||
                 !same_memory_info(like.spec.memory, tasks_[j].spec.memory)) {
+                Learned before = std::move(tasks_[j].spec.learned);
                 learn(j);
+                const bool changed = !same_learned(before, tasks_[j].spec.learned);
+                if (added) {
+                    first->second.changed = changed;
+                }
+                if (!changed) {
+                    return;
+                }
+            } else if (!first->second.changed) {
+                return;
             } else {
                 tasks_[j].spec.learned = like.spec.learned;
             }
             scheduler_.relearn(static_cast<TaskId>(j), tasks_[j].spec.learned);
+        };
+        // The command's waiting tasks, then the rest of the family's (no copy of the union).
+        for (std::size_t j : queued_by_exact_[t.exact_key]) {
+            relearn(j);
         }
+        for (std::size_t j : queued_by_family_[t.family_key]) {
+            if (tasks_[j].exact_key != t.exact_key) {
+                relearn(j);
+            }
+        }
+    }
+
+    static bool same_learned(const Learned& a, const Learned& b) {
+        auto same = [](const std::optional<double>& x, const std::optional<double>& y) {
+            return x.has_value() == y.has_value() &&
+                   (!x || std::bit_cast<std::uint64_t>(*x) == std::bit_cast<std::uint64_t>(*y));
+        };
+        return a.need_mib == b.need_mib && a.margin_mib == b.margin_mib &&
+               a.lower_bound_mib == b.lower_bound_mib && a.runs == b.runs &&
+               same(a.duration_s, b.duration_s) && same(a.activity, b.activity) &&
+               a.basis == b.basis;
     }
 
     // What derive_knowledge reads of a task besides its histories.
