@@ -204,7 +204,8 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
                        std::span<const GpuView> gpus, std::span<const char> open,
                        std::span<const char> allowed, const PlacementConfig& config,
                        const CarmaConfig& carma,
-                       std::span<GpuPredictions> predictions) {
+                       std::span<GpuPredictions> predictions,
+                       std::span<const MiB> available_mib) {
     Selection sel;
     const auto wanted = static_cast<std::size_t>(std::max(task.gpus, 1));
 
@@ -265,7 +266,7 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
             continue;
         }
         // Memory first: it is cheap, and it turns most GPUs down in a busy round.
-        const MiB available = planned_available_mib(g);
+        const MiB available = available_mib.empty() ? planned_available_mib(g) : available_mib[i];
         if (available < need.min_available_mib) {
             if (config.explain) {
                 rejections += fmt::format("{}{}: {} available < {} ({})",

@@ -139,12 +139,14 @@ FilterOutcome carma_gpu_open(const PolicySpec& policy, const GpuView& gpu,
 
 // Steps 2-3 for one task over the GPUs with allowed[i] (i = position in `gpus`): the exclusive
 // path first, then collocation. `open[i]` caches carma_gpu_open(...) == Pass; `predictions`, when
-// not empty, one GpuPredictions per GPU position for the round.
+// not empty, one GpuPredictions per GPU position for the round; `available_mib`, when not empty,
+// planned_available_mib(...) per GPU position, up to date.
 Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const CarmaNeed& need,
                        std::span<const GpuView> gpus, std::span<const char> open,
                        std::span<const char> allowed, const PlacementConfig& config,
                        const CarmaConfig& carma,
-                       std::span<GpuPredictions> predictions = {});
+                       std::span<GpuPredictions> predictions = {},
+                       std::span<const MiB> available_mib = {});
 
 struct HeadPlan {
     double start = kNeverS;     // predicted start; kNeverS: unknown

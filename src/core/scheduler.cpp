@@ -547,17 +547,19 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
     // Backfilling around the waiting head.
     const HeadPlan plan =
         plan_head(head->spec, head_need, scratch_, open_, now, config_.warmup.settle_s);
-    // What each GPU could take now (planned available memory; idle), kept up to date as tasks
-    // are placed: most candidates of a busy round are turned down on it alone.
+    // What each GPU could take now (planned available memory, per GPU and the most; idle), kept
+    // up to date as tasks are placed: most candidates of a busy round are turned down on it alone.
     auto roomiest = [&](bool& idle_open) {
         MiB most = -1;
         idle_open = false;
+        available_.resize(n);
         for (std::size_t i = 0; i < n; ++i) {
             const GpuView& g = scratch_[i];
             const bool idle = g.schedulable && !g.locked && !g.has_processes && g.residents.empty();
             idle_open = idle_open || idle;
+            available_[i] = planned_available_mib(g);
             if (open_[i] != 0) {
-                most = std::max(most, planned_available_mib(g));
+                most = std::max(most, available_[i]);
             }
         }
         return most;
@@ -616,15 +618,16 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         }
         for (std::size_t i = 0; i < n; ++i) {
             // A shadow GPU without room turns the task down anyway; spare the prediction.
-            const bool room = planned_available_mib(scratch_[i]) >= need.min_available_mib;
+            const bool room = available_[i] >= need.min_available_mib;
             // Another MPS user's task on a GPU kept for the head keeps the head out until it ends.
             allowed_[i] = plan.shadow[i] == 0 ||
                           (room && !mps_users_differ(t.spec, head->spec) &&
                            may_pass_head(t.spec, scratch_[i], plan, head_need, now,
                                          pc.predict_speeds, &predictions_[i]));
         }
-        Selection sel = carma_select(config_.policy, t.spec, need, scratch_, open_, allowed_,
-                                     explain ? pc : quiet_, config_.carma, predictions_);
+        Selection sel =
+            carma_select(config_.policy, t.spec, need, scratch_, open_, allowed_,
+                         explain ? pc : quiet_, config_.carma, predictions_, available_);
         if (sel.gpus.empty()) {
             class_waited_[t.decision_class] = epoch_;
             if (explain) {

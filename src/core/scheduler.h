@@ -230,6 +230,7 @@ private:
     CapacitySummary capacity_;
     std::vector<std::pair<std::string, MiB>> capacity_of_;
     std::vector<char> open_, allowed_; // carma, per GPU position; reused
+    std::vector<MiB> available_;       // carma backfill: planned_available_mib per GPU position
     std::vector<GpuPredictions> predictions_;  // carma, per GPU position, for one round
     // carma backfilling: the tasks examined behind the head, kept from round to round while
     // the queue, the head and the set of aged tasks stay the same (most rounds of a backlog

@@ -1,6 +1,7 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <queue>
@@ -51,6 +52,7 @@ struct SimTask {
     double activity_alone = 0, time_alone = 0, activity_shared = 0, time_shared = 0;
     std::size_t exact_key = 0;   // into Simulation::exact_ / family_
     std::size_t family_key = 0;
+    std::size_t learn_key = 0;   // command, family and memory information: what it learns from
     std::uint64_t world_id = 0;  // its workload, as the world knows it
     MiB world_peak_mib = 0;      // this attempt's peak in the world
     // What carma's own predictor said while this attempt shared its GPUs (from the learned
@@ -143,6 +145,7 @@ public:
             t.world_id = model::world_id(t.profile.name);
             family_names_.resize(family_.size());
             family_names_[t.family_key] = family_of(e, t.profile.gpus);
+            t.learn_key = learn_key_of(t);
             tasks_.push_back(std::move(t));
             push_event(e.submit_s, EventKind::Arrival, tasks_.size() - 1, 0);
         }
@@ -619,12 +622,15 @@ private:
             return;
         }
         const SimTask& t = tasks_[i];
-        if (queued) {
-            queued_by_exact_[t.exact_key].insert(i);
-            queued_by_family_[t.family_key].insert(i);
-        } else {
-            queued_by_exact_[t.exact_key].erase(i);
-            queued_by_family_[t.family_key].erase(i);
+        const int step = queued ? 1 : -1;
+        if (queued ? queued_by_learn_[t.learn_key].insert(i).second
+                   : queued_by_learn_[t.learn_key].erase(i) > 0) {
+            for (auto* by :
+                 {&learn_keys_by_exact_[t.exact_key], &learn_keys_by_family_[t.family_key]}) {
+                if (((*by)[t.learn_key] += step) == 0) {
+                    by->erase(t.learn_key);
+                }
+            }
         }
     }
 
@@ -636,38 +642,65 @@ private:
             return;
         }
         // Waiting tasks of the same command or family learn at once, as a deployment's would.
-        std::set<std::size_t> waiting = queued_by_exact_[t.exact_key];
-        const auto& kin = queued_by_family_[t.family_key];
-        waiting.insert(kin.begin(), kin.end());
-        // Tasks of one command with the same task file learn the same figures from the same
-        // histories: derived once per command, not once per waiting task (a backlog holds
-        // hundreds of each, and every end re-derived them all).
-        std::unordered_map<std::size_t, std::size_t> learned_by_exact;  // key -> task that learned
-        for (std::size_t j : waiting) {
-            const auto [first, added] = learned_by_exact.try_emplace(tasks_[j].exact_key, j);
-            const SimTask& like = tasks_[first->second];
-            if (added || like.family_key != tasks_[j].family_key ||
-                !same_memory_info(like.spec.memory, tasks_[j].spec.memory)) {
-                learn(j);
-            } else {
-                tasks_[j].spec.learned = like.spec.learned;
+        // Tasks of one command with the same family and memory information learn the same
+        // figures from the same histories: derived once per such group, not once per waiting
+        // task (a backlog holds hundreds of each, and every end re-derived them all). When a
+        // group's figures come out as they were, none of its tasks is touched (at 20,000 tasks
+        // most groups keep theirs, and relearning every waiting task was most of the run).
+        std::vector<std::size_t> groups;
+        for (const auto* by :
+             {&learn_keys_by_exact_[t.exact_key], &learn_keys_by_family_[t.family_key]}) {
+            for (const auto& [key, count] : *by) {
+                groups.push_back(key);
             }
-            scheduler_.relearn(static_cast<TaskId>(j), tasks_[j].spec.learned);
+        }
+        std::sort(groups.begin(), groups.end());
+        groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+        for (std::size_t key : groups) {
+            const std::set<std::size_t>& members = queued_by_learn_[key];
+            const std::size_t first = *members.begin();
+            Learned before = std::move(tasks_[first].spec.learned);
+            learn(first);
+            if (same_learned(before, tasks_[first].spec.learned)) {
+                continue;
+            }
+            for (std::size_t j : members) {
+                if (j != first) {
+                    tasks_[j].spec.learned = tasks_[first].spec.learned;
+                }
+                scheduler_.relearn(static_cast<TaskId>(j), tasks_[j].spec.learned);
+            }
         }
     }
 
-    // What derive_knowledge reads of a task besides its histories.
-    static bool same_memory_info(const MemoryInfo& a, const MemoryInfo& b) {
-        auto same_model = [](const std::optional<ModelDescriptor>& x,
-                             const std::optional<ModelDescriptor>& y) {
+    static bool same_learned(const Learned& a, const Learned& b) {
+        auto same = [](const std::optional<double>& x, const std::optional<double>& y) {
             return x.has_value() == y.has_value() &&
-                   (!x || (x->parameters == y->parameters &&
-                           x->activations_per_sample == y->activations_per_sample &&
-                           x->batch_size == y->batch_size));
+                   (!x || std::bit_cast<std::uint64_t>(*x) == std::bit_cast<std::uint64_t>(*y));
         };
-        return a.declared_mib == b.declared_mib && a.profiled_mib == b.profiled_mib &&
-               a.horus_mib == b.horus_mib && a.faketensor_mib == b.faketensor_mib &&
-               a.gpumemnet_mib == b.gpumemnet_mib && same_model(a.model, b.model);
+        return a.need_mib == b.need_mib && a.margin_mib == b.margin_mib &&
+               a.lower_bound_mib == b.lower_bound_mib && a.runs == b.runs &&
+               same(a.duration_s, b.duration_s) && same(a.activity, b.activity) &&
+               a.basis == b.basis;
+    }
+
+    // Tasks of one key derive the same figures: the same histories and what derive_knowledge
+    // reads of a task besides them.
+    std::size_t learn_key_of(const SimTask& t) {
+        const MemoryInfo& m = t.spec.memory;
+        auto opt = [](const std::optional<MiB>& v) {
+            return v ? fmt::format("{}", *v) : std::string("-");
+        };
+        std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}", t.exact_key, t.family_key,
+                                      opt(m.declared_mib), opt(m.profiled_mib), opt(m.horus_mib),
+                                      opt(m.faketensor_mib), opt(m.gpumemnet_mib));
+        if (m.model) {
+            key += fmt::format("|{}|{}|{}", std::bit_cast<std::uint64_t>(m.model->parameters),
+                               std::bit_cast<std::uint64_t>(m.model->activations_per_sample),
+                               m.model->batch_size);
+        }
+        const std::size_t next = learn_keys_.size();
+        return learn_keys_.try_emplace(std::move(key), next).first->second;
     }
 
     RunFacts attempt_facts(const SimTask& t, MiB peak) const {
@@ -992,7 +1025,11 @@ private:
     bool learning_ = false;  // the policy reads TaskSpec::learned
     std::unordered_map<std::string, std::size_t> exact_keys_, family_keys_;
     std::vector<std::vector<RunFacts>> exact_, family_;  // history, by key index
-    std::unordered_map<std::size_t, std::set<std::size_t>> queued_by_exact_, queued_by_family_;
+    std::unordered_map<std::string, std::size_t> learn_keys_;
+    // Waiting tasks by learn key; per command and family, their learn keys with a count.
+    std::unordered_map<std::size_t, std::set<std::size_t>> queued_by_learn_;
+    std::unordered_map<std::size_t, std::unordered_map<std::size_t, int>> learn_keys_by_exact_,
+        learn_keys_by_family_;
 };
 
 }  // namespace
