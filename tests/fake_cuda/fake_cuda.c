@@ -20,6 +20,11 @@
  *   FAKE_CUDA_MIN_TARGET=NN      the JIT refuses PTX for targets below sm_NN (as a driver that
  *                                dropped old GPUs might).
  *
+ * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=1G,1=512MB": CUDA device ordinals as this process sees
+ * them through CUDA_VISIBLE_DEVICES, units K/M/G with an optional B) is honoured as NVIDIA's MPS
+ * documents it for a client: each process's allocations on that device beyond the limit fail
+ * with CUDA_ERROR_OUT_OF_MEMORY, whatever its co-runners hold.
+ *
  * The PTX handed to the JIT must define the entry the job then asks for and name an sm_ target;
  * the log then says "module ok sm_NN".
  */
@@ -155,6 +160,34 @@ static int visible_devices(int out[MAX_DEVICES]) {
     return count;
 }
 
+/* The MPS pinned-memory limit of the device the process knows by `ordinal`, in bytes; 0: none. */
+static unsigned long long mps_limit_bytes(int ordinal) {
+    const char* v = getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+    if (v == NULL) {
+        return 0;
+    }
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", v);
+    char* rest = NULL;
+    for (char* entry = strtok_r(copy, ",", &rest); entry != NULL; entry = strtok_r(NULL, ",", &rest)) {
+        char* end = NULL;
+        const long key = strtol(entry, &end, 10);
+        if (end == entry || *end != '=' || key != ordinal) {
+            continue;
+        }
+        char* unit = NULL;
+        unsigned long long value = strtoull(end + 1, &unit, 10);
+        switch (*unit) {
+            case 'G': case 'g': value <<= 30; break;
+            case 'M': case 'm': value <<= 20; break;
+            case 'K': case 'k': value <<= 10; break;
+            default: break;
+        }
+        return value;
+    }
+    return 0;
+}
+
 CUresult cuDeviceGetCount(int* count) {
     int visible[MAX_DEVICES];
     *count = visible_devices(visible);
@@ -234,6 +267,24 @@ CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t bytes) {
     const int d = current->device;
     if (bytes == 0) {
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    int visible[MAX_DEVICES];
+    const int n_visible = visible_devices(visible);
+    unsigned long long limit = 0, allocated = 0;
+    for (int i = 0; i < n_visible; ++i) {
+        if (visible[i] == d) {
+            limit = mps_limit_bytes(i);
+            break;
+        }
+    }
+    for (int i = 0; i < MAX_BUFFERS; ++i) {
+        if (buffers[i].pointer != 0 && buffers[i].device == d) {
+            allocated += buffers[i].bytes;
+        }
+    }
+    if (limit > 0 && allocated + bytes > limit) {
+        log_line("alloc %d %zu oom mps-limit", d, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (used_bytes[d] + bytes > total_bytes() || share(d, (long long)bytes) != 0) {
         log_line("alloc %d %zu oom", d, bytes);

@@ -51,7 +51,7 @@ case $mode in
         ;;
     emulated)
         make_bundle
-        timeout 170 "$dir/gpu-check" --emulated >"$tmp/run.out" 2>&1
+        timeout 290 "$dir/gpu-check" --emulated >"$tmp/run.out" 2>&1
         rc=$?
         cat "$tmp/run.out"
         (( rc == 0 )) || fail "DIR/gpu-check --emulated exited $rc"
@@ -59,6 +59,13 @@ case $mode in
             "--- ok: default: a pair that shares the GPU" \
             "--- ok: default: a pair that runs out of memory" \
             "--- ok: default: stop the daemon" \
+            "--- ok: default: a foreign process is shown and respected" \
+            "--- ok: default: a task in another PID namespace teaches no 0 MiB" \
+            "--- ok: mps: a pair that runs out of memory" \
+            "--- ok: mps: two users do not wait behind each other's MPS server" \
+            "--- ok: mps: the memory limit by device ordinal stops an allocation beyond it" \
+            "owner foreign user" \
+            "recorded unobserved" \
             "torch.OutOfMemoryError: CUDA out of memory" \
             " 0 failed,"; do
             grep -q -F -- "$want" "$tmp/run.out" || fail "the run's output lacks '$want'"
@@ -68,6 +75,9 @@ case $mode in
         make_bundle
         fake=$tmp/fake-driver
         mkdir -p "$fake"
+        # The second user of the MPS check loads the fake driver and shares its GPU memory file.
+        chmod 755 "$tmp" "$fake"
+        : >"$tmp/gpu-memory" && chmod 666 "$tmp/gpu-memory"
         cp "${3:?the fake libcuda}" "$fake/libcuda.so.1"
         cp "${4:?the fake libnvidia-ml (fake_cuda_nvml.c)}" "$fake/libnvidia-ml.so.1"
         # Also read by the tasks the daemon launches, whose environment the test does not set.
@@ -86,7 +96,7 @@ esac
 SMI
         printf '#!/bin/sh\n[ "$1" = -d ] && exit 0\ncat >/dev/null\n' >"$fake/nvidia-cuda-mps-control"
         chmod 755 "$fake/nvidia-smi" "$fake/nvidia-cuda-mps-control"
-        PATH=$fake:$PATH LD_LIBRARY_PATH=$fake timeout 170 "$dir/gpu-check" --no-torch \
+        PATH=$fake:$PATH LD_LIBRARY_PATH=$fake timeout 290 "$dir/gpu-check" --no-torch \
             --time-scale 10 >"$tmp/run.out" 2>&1
         rc=$?
         cat "$tmp/run.out"
@@ -96,6 +106,10 @@ SMI
             "--- ok: default: a pair that shares the GPU" \
             "--- ok: default: a pair that runs out of memory" \
             "--- ok: mps: a pair that runs out of memory" \
+            "--- ok: default: a foreign process is shown and respected" \
+            "--- ok: default: a task in another PID namespace teaches no 0 MiB" \
+            "--- ok: mps: two users do not wait behind each other's MPS server" \
+            "--- ok: mps: the memory limit by device ordinal stops an allocation beyond it" \
             "on CUDA GPU(s)" \
             "torch.OutOfMemoryError: CUDA out of memory" \
             " 0 failed,"; do
