@@ -551,9 +551,10 @@ void Daemon::tick() {
         any_live ? exec::read_process_table() : std::vector<exec::ProcEntry>{};
     // Tasks that waited while the same command (or its family) ran learn what it used.
     std::vector<std::pair<TaskId, Learned>> relearned;
+    std::vector<std::string> relearned_families;
     std::optional<TaskId> pass_after;  // where the pass goes on; nothing once it is through
     if (pass) {
-        pass_after = relearn_waiting(*pass, relearned);
+        pass_after = relearn_waiting(*pass, relearned, relearned_families);
     }
     std::vector<PreparedLaunch> launches;
     {
@@ -562,7 +563,14 @@ void Daemon::tick() {
         if (hub_backend_) {
             grow_gpus();
         }
-        for (const auto& [id, learned] : relearned) {
+        for (std::size_t i = 0; i < relearned.size(); ++i) {
+            const auto& [id, learned] = relearned[i];
+            // A new learned activity is a new key of the correction's family table.
+            if (correction_) {
+                correction_->bind(
+                    learned.activity.value_or(knowledge_config().default_activity),
+                    relearned_families[i]);
+            }
             scheduler_.relearn(id, learned);  // false: it started meanwhile, nothing to do
         }
         if (pass) {

@@ -241,9 +241,11 @@ private:
     // Outside the lock (reads and writes only the store): what the next page of the pass's
     // waiting tasks of those fingerprints knows now, where it changed, recorded in their rows
     // and added to `changed`, which the caller hands to the scheduler under the lock. Returns
-    // where the pass goes on, or nothing once it is through.
+    // where the pass goes on, or nothing once it is through. `families` gets each changed
+    // task's family, in the order of `changed`, for the speed correction to bind under the lock.
     std::optional<TaskId> relearn_waiting(const RelearnPass& pass,
-                                          std::vector<std::pair<TaskId, Learned>>& changed);
+                                          std::vector<std::pair<TaskId, Learned>>& changed,
+                                          std::vector<std::string>& families);
     api::ApiResult<store::TaskRow> load_task(std::int64_t id);
     // Scheduling controls (daemon_controls.cpp).
     // Every dependency must name an existing task; the error says which does not.

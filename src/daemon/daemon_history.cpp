@@ -284,7 +284,8 @@ Learned Daemon::learn(const store::TaskRow& task) {
 }
 
 std::optional<TaskId> Daemon::relearn_waiting(const RelearnPass& pass,
-                                              std::vector<std::pair<TaskId, Learned>>& changed) {
+                                              std::vector<std::pair<TaskId, Learned>>& changed,
+                                              std::vector<std::string>& families) {
     const Lessons& lessons = pass.lessons;
     auto rows = store_->waiting_tasks_without_env(pass.after, kRelearnPage);
     if (!rows) {
@@ -305,6 +306,7 @@ std::optional<TaskId> Daemon::relearn_waiting(const RelearnPass& pass,
         }
         if (Learned fresh = derive(t, it->second); !same_learned(fresh, t.spec.learned)) {
             changed.emplace_back(t.id, std::move(fresh));
+            families.push_back(fp.family);
         }
     }
     if (auto r = store_->set_learned_if_waiting(changed); !r) {
