@@ -6,6 +6,8 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <nlohmann/json.hpp>
 
+#include "store/columns.h"
+
 namespace carma::store {
 
 namespace {
@@ -118,33 +120,13 @@ void insert_history(SQLite::Database& db, const HistoryRow& row, const HistoryLi
     st.bind(7, row.peak_mib);
     st.bind(8, peak_text(row.peak_per_gpu));
     st.bind(9, row.run_s);
-    if (row.activity) {
-        st.bind(10, *row.activity);
-    } else {
-        st.bind(10);
-    }
+    bind_optional(st, 10, row.activity);
     st.bind(11, row.outcome);
     st.bind(12, row.ended_at);
-    if (row.unobserved.empty()) {
-        st.bind(13);
-    } else {
-        st.bind(13, row.unobserved);
-    }
-    if (row.shared_s) {
-        st.bind(14, *row.shared_s);
-    } else {
-        st.bind(14);
-    }
-    if (row.sharing_class.empty()) {
-        st.bind(15);
-    } else {
-        st.bind(15, row.sharing_class);
-    }
-    if (row.speed_k) {
-        st.bind(16, *row.speed_k);
-    } else {
-        st.bind(16);
-    }
+    bind_text_or_null(st, 13, row.unobserved);
+    bind_optional(st, 14, row.shared_s);
+    bind_text_or_null(st, 15, row.sharing_class);
+    bind_optional(st, 16, row.speed_k);
     st.exec();
     trim(db, "fingerprint", row.fingerprint, std::max(1, limits.per_command));
     trim(db, "family", row.family, std::max(1, limits.per_family));

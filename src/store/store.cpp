@@ -22,6 +22,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "store/columns.h"
+
 namespace carma::store {
 
 namespace {
@@ -339,15 +341,6 @@ Result<EncodedTask> encode_task(const TaskRow& task) {
 }
 
 // ---- binding and reading columns --------------------------------------------------------------
-
-template <typename T>
-void bind_optional(SQLite::Statement& st, int index, const std::optional<T>& value) {
-    if (value) {
-        st.bind(index, *value);
-    } else {
-        st.bind(index);
-    }
-}
 
 std::optional<double> optional_double(const SQLite::Column& c) {
     return c.isNull() ? std::nullopt : std::optional<double>(c.getDouble());
