@@ -368,6 +368,11 @@ Result<nlohmann::json> ApiClient::drain_nodes(const nlohmann::json& body) {
     return exchange_json("POST", "/v1/nodes/drain", &text);
 }
 
+Result<nlohmann::json> ApiClient::declare_node_lost(const std::string& node) {
+    const std::string text = nlohmann::json{{"node", node}}.dump();
+    return exchange_json("POST", "/v1/nodes/lost", &text);
+}
+
 Result<nlohmann::json> ApiClient::events(const EventQuery& query) {
     std::string target = "/v1/events";
     if (query.after) {

@@ -71,6 +71,7 @@ public:
     Result<nlohmann::json> nodes();                               // GET /v1/nodes (cluster mode)
     // POST /v1/nodes/drain {"slurm_job": ID} or {"node": NAME} -> {"draining": [...]}
     Result<nlohmann::json> drain_nodes(const nlohmann::json& body);
+    Result<nlohmann::json> declare_node_lost(const std::string& node);
     Result<nlohmann::json> events(const EventQuery& query);       // GET /v1/events
     Result<nlohmann::json> status();                              // GET /v1/status
     Result<nlohmann::json> acct(const AcctRequest& request);  // GET /v1/acct, every page

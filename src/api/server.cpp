@@ -1,41 +1,33 @@
 #include "api/server.h"
 
-#include "api/connection_gate.h"
 #include "api/query.h"
 #include "api/web_assets.h"
 #include "api/web_session.h"
 #include "core/text.h"
+#include "http/json_reply.h"
+#include "http/listener.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <limits>
 #include <map>
 #include <optional>
 #include <regex>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 #include <httplib.h>
-
-#include "api/query.h"
 
 namespace carma::api {
 
@@ -51,25 +43,8 @@ std::string user_name(uid_t uid) {
     return std::to_string(uid);
 }
 
-void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
-    res.status = status;
-    // Replace rather than throw: an answer must go out even if some stored text is not UTF-8.
-    res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                    "application/json");
-}
-
-// Offset of the first byte that breaks UTF-8, or npos. nlohmann's parser passes such bytes
-// through inside strings, so bodies are checked before parsing.
-std::size_t invalid_utf8_at(std::string_view s) {
-    for (std::size_t i = 0; i < s.size();) {
-        const Utf8Char c = decode_utf8(s, i);
-        if (c.value == kInvalidCodePoint) {
-            return i;
-        }
-        i += c.bytes;
-    }
-    return std::string_view::npos;
-}
+// Replace rather than throw: an answer must go out even if some stored text is not UTF-8.
+using http::send_json;
 
 void send_error(httplib::Response& res, const ApiError& e) {
     if (e.retry_after_s) {
@@ -251,17 +226,6 @@ void with_task_id(const httplib::Request& req, httplib::Response& res, F fn) {
 
 }  // namespace
 
-Result<PeerCredentials> peer_credentials(int fd) {
-    struct ucred cred {};
-    socklen_t len = sizeof cred;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-        return fail(ErrorCode::Io, fmt::format("cannot read the peer credentials of the "
-                                               "connection: {}",
-                                               std::strerror(errno)));
-    }
-    return PeerCredentials{cred.uid, cred.gid, cred.pid};
-}
-
 Caller caller_from_credentials(const PeerCredentials& peer) {
     Caller c;
     c.uid = peer.uid;
@@ -344,464 +308,39 @@ Result<std::string> read_token_file(const std::string& path) {
     return token;
 }
 
-namespace {
-
-// The connection the current handler thread serves. cpp-httplib runs a connection's handlers
-// on the thread that serves it (ConnectionServer::process_and_close_socket) and hands them only
-// the Request, whose headers are the client's to write: identity cannot travel there.
-struct Connection {
-    std::optional<PeerCredentials> peer;  // Unix socket only
-    std::string peer_error;
-    // TCP and web: its slot (connection_gate.h), and whether to close it after this request
-    // (one that presented no valid credentials gets one answer, not a kept-alive connection).
-    ConnectionGate* gate = nullptr;
-    ConnectionGate::Ticket ticket;
-    int fd = -1;
-    bool close_after = false;
-    // Unix socket: its uid's pool and slot.
-    SlotPool* pool = nullptr;
-    std::uint64_t slot = 0;
-
-    // Between requests or in one: an idle connection may give its slot to a newcomer.
-    void set_idle(bool idle) const {
-        if (gate) {
-            gate->set_idle(ticket, idle);
-        } else if (pool) {
-            pool->set_idle(slot, idle);
-        }
-    }
-};
-thread_local Connection* t_connection = nullptr;
-
-int millis_until(std::chrono::steady_clock::time_point t) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        t - std::chrono::steady_clock::now());
-    return static_cast<int>(std::max<std::int64_t>(0, left.count()));
-}
-
-// Whether fd becomes ready for `events` within timeout_ms.
-bool wait_ready(int fd, short events, int timeout_ms) {
-    pollfd p{fd, events, 0};
-    int r = 0;
-    do {
-        r = ::poll(&p, 1, timeout_ms);
-    } while (r < 0 && errno == EINTR);
-    return r > 0;
-}
-
-// Connection slots per peer uid on the Unix socket (connection_gate.h: a newcomer takes the
-// place of that uid's connection idle longest; refused only when none is idle).
-class PeerSlots {
-public:
-    PeerSlots(std::size_t per_peer, std::function<void(int)> evict)
-        : per_peer_(per_peer), evict_(std::move(evict)) {}
-
-    SlotPool& of(std::int64_t key) {
-        std::lock_guard lock(mu_);
-        auto it = pools_.find(key);
-        if (it == pools_.end()) {
-            it = pools_.emplace(key, std::make_unique<SlotPool>(per_peer_, evict_)).first;
-        }
-        return *it->second;
-    }
-
-private:
-    std::mutex mu_;
-    // A pool per uid that ever connected: a machine has few.
-    std::map<std::int64_t, std::unique_ptr<SlotPool>> pools_;
-    std::size_t per_peer_;
-    std::function<void(int)> evict_;
-};
-
-// One thread per open connection, started on demand up to `max` and then kept. httplib's own
-// pool is fixed at about the number of cores, so a handful of slow clients could hold every
-// thread and leave the next request waiting in the queue.
-class ConnectionThreads final : public httplib::TaskQueue {
-public:
-    explicit ConnectionThreads(std::size_t max) : max_(max) {}
-    ~ConnectionThreads() override { shutdown(); }
-
-    void enqueue(std::function<void()> fn) override {
-        std::lock_guard lock(mu_);
-        jobs_.push_back(std::move(fn));
-        if (idle_ < jobs_.size() && threads_.size() < max_) {
-            threads_.emplace_back([this] { work(); });
-        }
-        cv_.notify_one();
-    }
-
-    void shutdown() override {
-        std::vector<std::thread> threads;
-        {
-            std::lock_guard lock(mu_);
-            stopping_ = true;
-            threads.swap(threads_);
-        }
-        cv_.notify_all();
-        for (std::thread& t : threads) {
-            t.join();
-        }
-    }
-
-private:
-    void work() {
-        std::unique_lock lock(mu_);
-        for (;;) {
-            ++idle_;
-            cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-            --idle_;
-            if (jobs_.empty()) {
-                return;  // stopping, and every accepted connection has been served
-            }
-            std::function<void()> fn = std::move(jobs_.front());
-            jobs_.pop_front();
-            lock.unlock();
-            fn();
-            lock.lock();
-        }
-    }
-
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::deque<std::function<void()>> jobs_;
-    std::vector<std::thread> threads_;
-    std::size_t idle_ = 0;
-    std::size_t max_;
-    bool stopping_ = false;
-};
-
-// A connection's byte stream with the limits httplib's SocketStream lacks: a deadline for a
-// request's head and another for its body (a per-read timeout alone lets a client that sends a
-// byte every few seconds hold a thread forever), and a cap on the head's size.
-class ConnectionStream final : public httplib::Stream {
-public:
-    ConnectionStream(int fd, const ServerOptions& options, bool unix_socket)
-        : fd_(fd), options_(options), unix_(unix_socket) {}
-
-    // Called before each request on the connection.
-    void begin_request() {
-        in_head_ = true;
-        head_bytes_ = 0;
-        line_bytes_ = 0;
-        lines_ = 0;
-        previous_ = 0;
-        started_ = std::chrono::steady_clock::now();
-        deadline_ = started_ + std::chrono::seconds(options_.head_timeout_s);
-    }
-
-    bool head_too_large() const { return head_too_large_; }
-
-    bool is_readable() const override {
-        return pos_ < len_ ||
-               wait_ready(fd_, POLLIN,
-                          std::min(options_.read_timeout_s * 1000, millis_until(deadline_)));
-    }
-
-    bool is_writable() const override {
-        return wait_ready(fd_, POLLOUT, options_.read_timeout_s * 1000);
-    }
-
-    ssize_t read(char* ptr, size_t size) override {
-        if (head_too_large_) {
-            return -1;
-        }
-        if (pos_ == len_) {
-            if (!is_readable()) {
-                return -1;
-            }
-            ssize_t n = 0;
-            do {
-                n = ::recv(fd_, buf_, sizeof buf_, 0);
-            } while (n < 0 && errno == EINTR);
-            if (n <= 0) {
-                return n;
-            }
-            pos_ = 0;
-            len_ = static_cast<std::size_t>(n);
-        }
-        std::size_t n = std::min(size, len_ - pos_);
-        if (in_head_) {
-            n = scan_head(n);
-            if (head_too_large_) {
-                return -1;
-            }
-        }
-        std::memcpy(ptr, buf_ + pos_, n);
-        pos_ += n;
-        return static_cast<ssize_t>(n);
-    }
-
-    ssize_t write(const char* ptr, size_t size) override {
-        if (head_too_large_) {
-            // httplib answers a head it could not read with 400; the caller answers 431.
-            return static_cast<ssize_t>(size);
-        }
-        if (!is_writable()) {
-            return -1;
-        }
-        ssize_t n = 0;
-        do {
-            n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
-        } while (n < 0 && errno == EINTR);
-        return n;
-    }
-
-    void get_remote_ip_and_port(std::string& ip, int& port) const override {
-        endpoint(true, ip, port);
-    }
-
-    void get_local_ip_and_port(std::string& ip, int& port) const override {
-        endpoint(false, ip, port);
-    }
-
-    socket_t socket() const override { return fd_; }
-
-private:
-    // How many of the next n buffered bytes still belong to the head (all of them, or up to the
-    // blank line that ends it); marks the head too large past max_head_bytes.
-    std::size_t scan_head(std::size_t n) {
-        for (std::size_t i = 0; i < n; ++i) {
-            const char c = buf_[pos_ + i];
-            if (++head_bytes_ > options_.max_head_bytes) {
-                head_too_large_ = true;
-                return i;
-            }
-            if (c != '\n') {
-                ++line_bytes_;
-                previous_ = c;
-                continue;
-            }
-            const bool blank = line_bytes_ == 0 || (line_bytes_ == 1 && previous_ == '\r');
-            if (blank && lines_ > 0) {
-                in_head_ = false;
-                deadline_ = started_ + std::chrono::seconds(options_.request_timeout_s);
-                return i + 1;
-            }
-            ++lines_;
-            line_bytes_ = 0;
-            previous_ = c;
-        }
-        return n;
-    }
-
-    void endpoint(bool peer, std::string& ip, int& port) const {
-        ip.clear();
-        port = 0;
-        if (unix_) {
-            if (peer && t_connection && t_connection->peer) {
-                port = t_connection->peer->pid;  // for logs, as httplib itself reports it
-            }
-            return;
-        }
-        sockaddr_storage addr{};
-        socklen_t len = sizeof addr;
-        auto* sa = reinterpret_cast<sockaddr*>(&addr);
-        if ((peer ? ::getpeername(fd_, sa, &len) : ::getsockname(fd_, sa, &len)) != 0) {
-            return;
-        }
-        char text[INET6_ADDRSTRLEN] = {};
-        if (addr.ss_family == AF_INET) {
-            const auto* in = reinterpret_cast<sockaddr_in*>(&addr);
-            ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
-            port = ntohs(in->sin_port);
-        } else if (addr.ss_family == AF_INET6) {
-            const auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
-            ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
-            port = ntohs(in6->sin6_port);
-        }
-        ip = text;
-    }
-
-    int fd_;
-    const ServerOptions& options_;
-    bool unix_;
-    char buf_[4096];
-    std::size_t pos_ = 0, len_ = 0;
-    bool in_head_ = true;
-    bool head_too_large_ = false;
-    std::size_t head_bytes_ = 0, line_bytes_ = 0, lines_ = 0;
-    char previous_ = 0;
-    std::chrono::steady_clock::time_point started_{}, deadline_{};
-};
-
-// After the last answer on a connection whose client may still be sending (a body the daemon
-// refused to read): no more to send, and what still comes is read and dropped for a moment, so
-// the client gets the answer instead of a reset (or a SIGPIPE while it writes).
-void finish_answer(int fd) {
-    ::shutdown(fd, SHUT_WR);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    char sink[4096];
-    for (std::size_t drained = 0;
-         drained < (1 << 20) && wait_ready(fd, POLLIN, millis_until(until));) {
-        const ssize_t n = ::recv(fd, sink, sizeof sink, 0);
-        if (n <= 0) {
-            break;
-        }
-        drained += static_cast<std::size_t>(n);
-    }
-}
-
-// Answers and closes a connection httplib will not see (too many connections, head too large).
-// Reads what the client still sends for a moment, so it gets the answer instead of a reset.
-void refuse(int fd, int status, const char* reason, const std::string& message) {
-    const std::string body = nlohmann::json{{"error", message}}.dump();
-    const std::string out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\n"
-                                        "Content-Length: {}\r\nConnection: close\r\n\r\n{}",
-                                        status, reason, body.size(), body);
-    std::size_t sent = 0;
-    while (sent < out.size() && wait_ready(fd, POLLOUT, 1000)) {
-        const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
-        if (n <= 0) {
-            break;
-        }
-        sent += static_cast<std::size_t>(n);
-    }
-    finish_answer(fd);
-}
-
-// httplib's Server with our own connection loop: peer credentials taken once when the
-// connection is served, a connection cap per peer uid, and ConnectionStream's limits.
-class ConnectionServer final : public httplib::Server {
-public:
-    // `per_peer`: on the Unix socket, connections per uid; elsewhere, authenticated connections.
-    ConnectionServer(const ServerOptions& options, bool unix_socket, std::size_t per_peer)
-        : options_(options),
-          unix_(unix_socket),
-          peers_(per_peer, [](int fd) { ::shutdown(fd, SHUT_RDWR); }),
-          gate_(options.max_unauthenticated_connections, per_peer,
-                [](int fd) { ::shutdown(fd, SHUT_RDWR); }) {
-        const std::size_t threads = options.max_threads;
-        new_task_queue = [threads] { return new ConnectionThreads(threads); };
-    }
-
-private:
-    bool process_and_close_socket(socket_t fd) override {
-        Connection conn;
-        conn.fd = fd;
-        if (!unix_) {
-            // Who this is shows only in its request: it waits among the unauthenticated.
-            conn.gate = &gate_;
-            conn.ticket = gate_.enter(fd);
-            struct Scope {
-                ConnectionGate& gate;
-                Connection& conn;
-                ~Scope() {
-                    t_connection = nullptr;
-                    gate.leave(conn.ticket);
-                }
-            } scope{gate_, conn};
-            t_connection = &conn;
-            const bool ok = serve(fd);
-            if (conn.close_after) {
-                finish_answer(fd);
-            }
-            ::shutdown(fd, SHUT_RDWR);
-            ::close(fd);
-            return ok;
-        }
-        std::int64_t key = -2;
-        if (auto peer = peer_credentials(fd)) {
-            conn.peer = *peer;
-            key = peer->uid;
-        } else {
-            conn.peer_error = peer.error().message;
-        }
-        bool ok = false;
-        SlotPool& pool = peers_.of(key);
-        if (const std::optional<std::uint64_t> slot = pool.take(fd)) {
-            conn.pool = &pool;
-            conn.slot = *slot;
-            struct Scope {
-                SlotPool& pool;
-                std::uint64_t slot;
-                ~Scope() {
-                    t_connection = nullptr;
-                    pool.give_back(slot);
-                }
-            } scope{pool, *slot};
-            t_connection = &conn;
-            ok = serve(fd);
-            if (conn.close_after) {
-                finish_answer(fd);
-            }
-        } else {
-            refuse(fd, 429, "Too Many Requests",
-                   fmt::format("too many connections from {} at once (at most {}, each in "
-                               "the middle of a request); retry in a moment",
-                               conn.peer ? fmt::format("uid {}", conn.peer->uid)
-                                         : std::string("an unidentified peer"),
-                               options_.max_connections_per_uid));
-        }
-        ::shutdown(fd, SHUT_RDWR);
-        ::close(fd);
-        return ok;
-    }
-
-    // Requests on one connection until it closes, idles past keep_alive_s or the server stops.
-    bool serve(int fd) {
-        ConnectionStream stream(fd, options_, unix_);
-        bool ok = false;
-        for (std::size_t left = keep_alive_max_count_; left > 0 && next_request(fd); --left) {
-            if (t_connection) {
-                t_connection->set_idle(false);
-            }
-            stream.begin_request();
-            bool closed = false;
-            ok = process_request(stream, left == 1, closed, nullptr);
-            if (stream.head_too_large()) {
-                refuse(fd, 431, "Request Header Fields Too Large",
-                       fmt::format("the request line and headers are larger than {} bytes",
-                                   options_.max_head_bytes));
-                return false;
-            }
-            if (!ok || closed || (t_connection && t_connection->close_after)) {
-                break;
-            }
-            if (t_connection) {
-                t_connection->set_idle(true);
-            }
-        }
-        return ok;
-    }
-
-    // Waits for the next request's first byte in short steps, so stop() need not wait out
-    // every idle keep-alive connection.
-    bool next_request(int fd) const {
-        const auto until = std::chrono::steady_clock::now() +
-                           std::chrono::seconds(options_.keep_alive_s);
-        while (svr_sock_ != INVALID_SOCKET) {
-            const int left = millis_until(until);
-            if (wait_ready(fd, POLLIN, std::min(left, 100))) {
-                return true;
-            }
-            if (left == 0) {
-                return false;
-            }
-        }
-        return false;
-    }
-
-    const ServerOptions& options_;
-    bool unix_;
-    PeerSlots peers_;
-    ConnectionGate gate_;
-};
-
-}  // namespace
-
 struct ApiServer::Impl {
     Service& service;
     ServerOptions options;
-    ConnectionServer unix_server{options, true, options.max_connections_per_uid};
-    ConnectionServer tcp_server{options, false, options.max_connections_per_uid};
+    http::Listener unix_server{http::Listener::Transport::UnixSocket,
+                               limits(options, options.max_connections_per_uid)};
+    http::Listener tcp_server{http::Listener::Transport::Tcp,
+                              limits(options, options.max_connections_per_uid)};
     // Browsers open several connections per tab, and a lab screen and a few tabs share it.
-    ConnectionServer web_server{options, false, options.max_web_connections};
+    http::Listener web_server{http::Listener::Transport::Tcp,
+                              limits(options, options.max_web_connections, 1024)};
     std::thread tcp_thread;
     std::thread web_thread;
     bool tcp_bound = false;
     bool web_bound = false;
 
     Impl(Service& s, ServerOptions o) : service(s), options(std::move(o)) {}
+
+    // `authenticated`: on the Unix socket, connections per uid; elsewhere, those that have
+    // presented valid credentials. `max_body`: the web listener takes no bodies.
+    static http::ListenerLimits limits(const ServerOptions& o, std::size_t authenticated,
+                                       std::optional<std::size_t> max_body = std::nullopt) {
+        http::ListenerLimits l;
+        l.max_body_bytes = max_body.value_or(o.max_body_bytes);
+        l.read_timeout_s = o.read_timeout_s;
+        l.head_timeout_s = o.head_timeout_s;
+        l.request_timeout_s = o.request_timeout_s;
+        l.keep_alive_s = o.keep_alive_s;
+        l.max_head_bytes = o.max_head_bytes;
+        l.max_unauthenticated_connections = o.max_unauthenticated_connections;
+        l.max_authenticated_connections = authenticated;
+        l.max_threads = o.max_threads;
+        return l;
+    }
 
     ApiResult<Caller> identify(const httplib::Request& req, Listener where) {
         if (where == Listener::Web) {
@@ -826,13 +365,13 @@ struct ApiServer::Impl {
             return c;
         }
         // Taken when the connection was accepted: nothing about the caller is looked up by pid.
-        const Connection* conn = t_connection;
-        if (!conn || !conn->peer) {
+        const http::Connection* conn = http::current_connection();
+        if (!conn || !conn->peer()) {
             return api_fail(403, "cannot identify the caller: " +
-                                     (conn ? conn->peer_error
+                                     (conn ? conn->peer_error()
                                            : std::string("no peer credentials on this connection")));
         }
-        return caller_from_credentials(*conn->peer);
+        return caller_from_credentials(*conn->peer());
     }
 
     // The request's JSON body, or nothing with the 400 already sent.
@@ -917,32 +456,32 @@ struct ApiServer::Impl {
     // TCP and web listeners the caller proves who it is before the request takes anything more
     // than its head (connection_gate.h).
     httplib::Server::HandlerResponse admit_request(Listener where, const httplib::Request& req,
-                                                   httplib::Response& res) {
-        Connection* conn = t_connection;
+                                                   httplib::Response& res,
+                                                   http::Connection& conn) {
         auto refuse_request = [&](const ApiError& e) {
             send_error(res, e);
-            if (conn) {
-                conn->close_after = true;
-            }
+            conn.close_after_answer();
             return httplib::Server::HandlerResponse::Handled;
         };
         if (auto refused = check_request_head(head_of(req), guard_options(where))) {
             return refuse_request(*refused);
         }
-        if (where == Listener::Unix || !conn || !conn->gate) {
+        if (where == Listener::Unix) {
             return httplib::Server::HandlerResponse::Unhandled;
         }
         // Open to all, and answered at once: the health check and the page's sign-in link.
         const bool sign_in = where == Listener::Web && req.path == "/" && req.has_param("token");
         if (req.path == "/healthz" || sign_in) {
-            conn->close_after = !conn->ticket.authenticated();
+            if (!conn.authenticated()) {
+                conn.close_after_answer();
+            }
             return httplib::Server::HandlerResponse::Unhandled;
         }
         auto caller = identify(req, where);
         if (!caller) {
             return refuse_request(caller.error());
         }
-        if (!conn->gate->promote(conn->ticket, conn->fd)) {
+        if (!conn.promote()) {
             return refuse_request(ApiError{
                 429, fmt::format("too many open connections of {} (at most {}); close idle "
                                  "connections and retry",
@@ -961,10 +500,10 @@ struct ApiServer::Impl {
         return httplib::Server::HandlerResponse::Unhandled;
     }
 
-    void install_admission(httplib::Server& s, Listener where) {
-        s.set_pre_routing_handler([this, where](const httplib::Request& req,
-                                                httplib::Response& res) {
-            return admit_request(where, req, res);
+    void install_admission(http::Listener& s, Listener where) {
+        s.set_admission([this, where](const httplib::Request& req, httplib::Response& res,
+                                      http::Connection& conn) {
+            return admit_request(where, req, res, conn);
         });
     }
 
@@ -1046,8 +585,7 @@ struct ApiServer::Impl {
     }
 
     // The read-only web listener: the page and what it reads, nothing that changes anything.
-    void web_routes(httplib::Server& s) {
-        s.set_payload_max_length(1024);
+    void web_routes(http::Listener& s) {
         install_admission(s, Listener::Web);
         page_routes(s, Listener::Web);
         view_routes(s, Listener::Web);
@@ -1056,9 +594,8 @@ struct ApiServer::Impl {
         error_handlers(s, true);
     }
 
-    void routes(httplib::Server& s, Listener where) {
+    void routes(http::Listener& s, Listener where) {
         const bool tcp = where == Listener::Tcp;
-        s.set_payload_max_length(options.max_body_bytes);
         install_admission(s, where);
         if (!tcp) {
             page_routes(s, where);
@@ -1161,6 +698,13 @@ struct ApiServer::Impl {
                                                       httplib::Response& res) {
                    if (auto body = json_body(req, res)) {
                        send_result(res, service.drain_nodes(c, *body));
+                   }
+               }));
+        s.Post("/v1/nodes/lost", guarded(where, [this](const Caller& c,
+                                                     const httplib::Request& req,
+                                                     httplib::Response& res) {
+                   if (auto body = json_body(req, res)) {
+                       send_result(res, service.declare_node_lost(c, *body));
                    }
                }));
         s.Get("/v1/events", guarded(where, [this](const Caller& c, const httplib::Request& req,

@@ -11,6 +11,7 @@
 #include "api/request_guard.h"
 #include "api/service.h"
 #include "core/result.h"
+#include "http/peer_credentials.h"
 
 namespace carma::api {
 
@@ -55,17 +56,9 @@ struct ServerOptions {
     std::size_t max_threads = 128;
 };
 
-// The peer of a Unix-socket connection as the kernel recorded it at connect(2).
-struct PeerCredentials {
-    uid_t uid = 0;
-    gid_t gid = 0;
-    pid_t pid = 0;  // for logs only: the process may be gone and its pid reused
-};
-
-// SO_PEERCRED of a connected AF_UNIX socket. unix(7): "The returned credentials are those that
-// were in effect at the time of the call to connect(2) or socketpair(2)", so they stay those of
-// the connecting process even after it hands the socket to another and exits.
-Result<PeerCredentials> peer_credentials(int fd);
+// The socket's peer (http/peer_credentials.h): the listener takes it once per connection.
+using http::PeerCredentials;
+using http::peer_credentials;
 
 // The caller for those credentials; the user name from the uid (getpwuid_r), never from the
 // pid, which may by now belong to another process.

@@ -148,6 +148,11 @@ public:
                                                   const nlohmann::json& /*body*/) {
         return api_fail(501, "this service schedules no nodes");
     }
+    // `carma nodes lost NAME`: a silent node is given up, its tasks queued again.
+    virtual ApiResult<nlohmann::json> declare_node_lost(const Caller& /*caller*/,
+                                                        const nlohmann::json& /*body*/) {
+        return api_fail(501, "this service schedules no nodes");
+    }
 };
 
 }  // namespace carma::api

@@ -14,6 +14,7 @@ Action add_simulate_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
 Action add_admin_command(CLI::App& app);
 Action add_agent_command(CLI::App& app);
+Action add_node_key_command(CLI::App& app);
 // In carma: `serve` and `admin` for --help; exec_daemon() replaces the process with
 // carma-daemon, which runs them.
 bool runs_in_daemon(const char* command);

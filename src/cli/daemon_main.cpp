@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     const std::map<std::string, Action> actions = {{"serve", add_serve_command(app)},
                                                    {"admin", add_admin_command(app)},
-                                                   {"agent", add_agent_command(app)}};
+                                                   {"agent", add_agent_command(app)},
+                                                   {"node-key", add_node_key_command(app)}};
     return run_subcommand(app, argc, argv, actions);
 }

@@ -103,6 +103,9 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     if (given("--shim")) config.shim_path = v.shim_path;
     if (given("--agents")) config.agents = v.agents;
     if (given("--agent-token-file")) config.agent_token_file = v.agent_token_file;
+    if (given("--agent-auth")) config.agent_auth = v.agent_auth;
+    if (given("--munge-socket")) config.munge_socket = v.munge_socket;
+    if (given("--agent-uid")) config.agent_uid = v.agent_uid;
     if (given("--node-timeout")) config.node_timeout_s = v.node_timeout_s;
     if (given("--dcgm-host")) config.dcgm_host = v.dcgm_host;
     if (given("--exclude-gpus")) config.exclude_gpus = v.exclude_gpus;
@@ -268,7 +271,13 @@ Action add_serve_command(CLI::App& app) {
                     "Schedule over nodes: listen on HOST:PORT for `carma agent`s (one per node, "
                     "e.g. under `carma slurm up`); the daemon then uses their GPUs, not its own");
     cmd->add_option("--agent-token-file", v.agent_token_file,
-                    "The token agents present (mode 600; the agents read the same file)");
+                    "Token mode: the master token (mode 600); each agent holds it or its node's "
+                    "key (`carma node-key`)");
+    cmd->add_option("--agent-auth", v.agent_auth,
+                    "token (HMAC, --agent-token-file) | munge (the cluster's munged)");
+    cmd->add_option("--munge-socket", v.munge_socket, "munged's socket (default: its own)");
+    cmd->add_option("--agent-uid", v.agent_uid,
+                    "MUNGE mode: the uid agents run as (default: the daemon's own)");
     cmd->add_option("--node-timeout", v.node_timeout_s,
                     "Seconds an agent may be silent before its node takes no new tasks")
         ->capture_default_str();

@@ -34,7 +34,7 @@ int exec_daemon(char** argv) {
 
 bool runs_in_daemon(const char* command) {
     const std::string c = command;
-    return c == "serve" || c == "admin" || c == "agent";
+    return c == "serve" || c == "admin" || c == "agent" || c == "node-key";
 }
 
 Action add_daemon_stubs(CLI::App& app) {
@@ -44,6 +44,9 @@ Action add_daemon_stubs(CLI::App& app) {
     app.add_subcommand("admin", "Maintain a daemon's state directory (`carma admin --help`)")
         ->allow_extras();
     app.add_subcommand("agent", "Run on a node for a CARMA server (`carma agent --help`)")
+        ->allow_extras();
+    app.add_subcommand("node-key",
+                       "Print one node's agent key from the server's token (`carma node-key --help`)")
         ->allow_extras();
     return [] { return 0; };
 }

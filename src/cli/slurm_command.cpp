@@ -263,6 +263,8 @@ struct UpOptions {
     std::string token_file;
     std::string output = "carma-agents-%j.out";
     std::string socket;
+    bool allow_root_tasks = false;
+    std::string munge_socket;
 };
 
 int run_up(const UpOptions& o) {
@@ -273,17 +275,28 @@ int run_up(const UpOptions& o) {
     r.partition = o.partition;
     r.gpus = o.gpus;
     r.server = o.server;
-    if (r.server.empty()) {
+    if (r.server.empty() || o.token_file.empty()) {
         api::ApiClient client(api::resolve_socket_path(o.socket));
         auto answer = client.nodes();
         if (!answer) {
-            die(fmt::format("cannot learn where agents connect from the CARMA daemon ({}); give "
-                            "--server HOST:PORT",
+            die(fmt::format("cannot learn where and how agents connect from the CARMA daemon "
+                            "({}); give --server HOST:PORT and --token-file F",
                             answer.error().message));
         }
-        r.server = or_die(agents_address(*answer, host_name()));
+        if (r.server.empty()) {
+            r.server = or_die(agents_address(*answer, host_name()));
+        }
+        // A daemon on the cluster's munged: the agents use it too, and accept its uid's answers.
+        if (answer->value("auth", "") == "munge") {
+            r.munge = true;
+            r.munge_socket = o.munge_socket;
+            if (auto uid = answer->find("server_uid");
+                uid != answer->end() && uid->is_number_unsigned()) {
+                r.server_uid = std::to_string(uid->get<std::uint64_t>());
+            }
+        }
     }
-    if (!o.token_file.empty()) {
+    if (!o.token_file.empty() && !r.munge) {
         std::error_code ec;
         const fs::path token = fs::absolute(o.token_file, ec);
         if (ec || !fs::is_regular_file(token, ec)) {
@@ -296,6 +309,7 @@ int run_up(const UpOptions& o) {
     r.carma = or_die(exec::this_executable()).string();
     std::error_code ec;
     r.output = o.output.empty() ? std::string() : fs::absolute(o.output, ec).string();
+    r.allow_root_tasks = o.allow_root_tasks;
     or_die(check_up_request(r));
 
     const std::string output =
@@ -487,8 +501,12 @@ Action add_slurm_command(CLI::App& app) {
     up->add_option("--server", up_o->server,
                    "HOST:PORT the agents connect to (default: the daemon's --agents address)");
     up->add_option("--token-file", up_o->token_file,
-                   "The token file of `carma serve --agent-token-file`, on a path every node reads")
-        ->required();
+                   "Token mode: the file of `carma serve --agent-token-file` (or a node key), on "
+                   "a path every node reads; not needed when the daemon uses munge");
+    up->add_option("--munge-socket", up_o->munge_socket,
+                   "MUNGE mode: munged's socket on the nodes (default: munged's own)");
+    up->add_flag("--allow-root-tasks", up_o->allow_root_tasks,
+                 "Agents that run as root run tasks of uid 0 too (refused by default)");
     up->add_option("--output", up_o->output,
                    "The allocation's log (sbatch --output; %j is the job id)")
         ->capture_default_str();

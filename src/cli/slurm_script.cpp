@@ -87,10 +87,11 @@ Result<void> check_up_request(const SlurmUpRequest& r) {
                                 "address `carma serve --agents` listens on",
                                 r.server));
     }
-    if (r.token_file.empty()) {
+    if (r.token_file.empty() && !r.munge) {
         return fail(ErrorCode::InvalidArgument,
                     "no --token-file: give the file holding the token `carma serve "
-                    "--agent-token-file` reads (on a path every node can read)");
+                    "--agent-token-file` reads (on a path every node can read), or run the "
+                    "daemon with --agent-auth munge");
     }
     if (r.carma.empty()) {
         return fail(ErrorCode::Internal, "the carma executable for the nodes is unknown");
@@ -107,15 +108,27 @@ Result<void> check_up_request(const SlurmUpRequest& r) {
 }
 
 std::string agents_batch_script(const SlurmUpRequest& r) {
-    std::vector<std::string> words = {
-        r.carma, "agent", "--server", r.server, "--token-file", r.token_file,
-    };
+    std::vector<std::string> words = {r.carma, "agent", "--server", r.server};
+    if (r.munge) {
+        words.emplace_back("--munge");
+        if (!r.munge_socket.empty()) {
+            words.insert(words.end(), {"--munge-socket", r.munge_socket});
+        }
+        if (!r.server_uid.empty()) {
+            words.insert(words.end(), {"--server-uid", r.server_uid});
+        }
+    } else {
+        words.insert(words.end(), {"--token-file", r.token_file});
+    }
     if (!r.gpus.empty()) {
         words.insert(words.end(), {"--gpus", r.gpus});
     }
     // Slurm ends an allocation with SIGTERM: the agent then stops its tasks itself, so the server
     // hears they ended instead of finding them gone.
     words.emplace_back("--stop-tasks-on-exit");
+    if (r.allow_root_tasks) {
+        words.emplace_back("--allow-root-tasks");
+    }
     std::string agent;
     for (const std::string& w : words) {
         agent += agent.empty() ? "" : " ";
@@ -309,6 +322,25 @@ std::string format_slurm_status(const std::vector<SlurmJob>& jobs, const json* n
         if (listed.count(job_text(node)) == 0) {
             out += row(node);
         }
+    }
+    return out;
+}
+
+std::string format_node_table(const json& nodes_answer) {
+    const json& nodes = node_list(&nodes_answer);
+    if (nodes.empty()) {
+        return "no node has connected (agents: `carma agent` or `carma slurm up`)\n";
+    }
+    std::string out = fmt::format("{:<16} {:<11} {:<10} {:<20} {:>4} {:>8}\n", "NODE", "STATE",
+                                  "JOB", "HOST", "GPUS", "RUNNING");
+    for (const json& node : nodes) {
+        const json* gpus = node.is_object() && node.contains("gpus") ? &node["gpus"] : nullptr;
+        out += fmt::format("{:<16} {:<11} {:<10} {:<20} {:>4} {:>8}\n", cell(node, "node"),
+                           cell(node, "state"),
+                           job_text(node).empty() ? "-" : printable(job_text(node)),
+                           cell(node, "host"),
+                           gpus && gpus->is_array() ? std::to_string(gpus->size()) : "-",
+                           cell(node, "running"));
     }
     return out;
 }

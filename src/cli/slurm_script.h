@@ -32,6 +32,12 @@ struct SlurmUpRequest {
     std::string token_file;   // absolute path, readable on every node
     std::string carma;        // the carma executable the nodes run (absolute path)
     std::string output;       // sbatch --output (%j is the job id)
+    bool allow_root_tasks = false;  // the agents' --allow-root-tasks
+    // MUNGE instead of a token file (the daemon's --agent-auth munge): the agents' --munge,
+    // --munge-socket and --server-uid (the daemon's uid, whose answers they accept).
+    bool munge = false;
+    std::string munge_socket;
+    std::string server_uid;
 };
 
 // Refuses what sbatch would refuse later with a vaguer message (or accept and misbehave).
@@ -77,6 +83,9 @@ bool job_nodes_idle(const nlohmann::json& nodes_answer, std::string_view job_id)
 // `carma slurm status`: the allocations, each with its nodes as the daemon sees them, then the
 // daemon's nodes outside any listed allocation. `nodes_answer` is null when the daemon could not
 // be asked (`daemon_note` then says why).
+// `carma nodes`: one row per node of a GET /v1/nodes answer (names through printable()).
+std::string format_node_table(const nlohmann::json& nodes_answer);
+
 std::string format_slurm_status(const std::vector<SlurmJob>& jobs,
                                 const nlohmann::json* nodes_answer, std::string_view daemon_note);
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -27,7 +28,27 @@ namespace {
 
 constexpr const char* kCollectedFile = "collected";  // the server has stored this attempt's end
 constexpr std::size_t kTailBytes = 16 * 1024;
+// Log bytes one report carries: per stream of an attempt, and in all (base64 adds a third).
+// MUNGE carries at most about 1 MB per credential (cluster/munge_auth.h), so logs take a
+// quarter of that per report; at one report a second that is still 256 KiB/s per node.
+constexpr std::size_t kLogChunkBytes = 64 * 1024;
+constexpr std::size_t kLogReportBytes = 256 * 1024;
 
+double unix_now() {
+    using namespace std::chrono;
+    return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string host_name() {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    return host;
+}
+
+std::string random_instance() {
+    std::random_device rd;
+    return fmt::format("{:08x}{:08x}", rd(), rd());
+}
 
 class Agent {
 public:
@@ -36,7 +57,6 @@ public:
           backend_(std::move(backend)),
           attempts_dir_(o.config.state_dir + "/attempts"),
           client_(o.server_host, o.server_port) {
-        client_.set_bearer_token_auth(o.token);
         client_.set_connection_timeout(5, 0);
         client_.set_read_timeout(10, 0);
         client_.set_write_timeout(10, 0);
@@ -100,6 +120,8 @@ private:
     bool exchange(bool quiet) {
         AgentReport report;
         report.node = o_.node;
+        report.host = host_;
+        report.instance = instance_;
         report.slurm_job = o_.slurm_job;
         report.uid = ::geteuid();
         report.backend = backend_->name();
@@ -116,8 +138,19 @@ private:
             }
         }
         report.attempts = scan();
+        report.scan_error = scan_error_;
+        add_logs(report.attempts);
+        report.absent = absent_;
         report.replies = replies_;
-        auto res = client_.Post("/agent/v1/report", to_json(report).dump(), "application/json");
+        auto sealed = o_.auth->sign_request(to_json(report).dump(), unix_now());
+        if (!sealed) {
+            say(quiet, "cannot sign the report: " + sealed.error().message);
+            return false;
+        }
+        const httplib::Headers headers = {{std::string(auth::kAuthHeader), sealed->header}};
+        auto res = client_.Post("/agent/v1/report", headers, sealed->body,
+                                o_.auth->mode() == auth::Mode::Munge ? "text/plain"
+                                                                     : "application/json");
         if (!res) {
             say(quiet, fmt::format("cannot reach the server at {}:{} ({}); retrying, the tasks "
                                    "keep running",
@@ -133,10 +166,21 @@ private:
             say(quiet, fmt::format("the server refused the report (HTTP {}): {}", res->status, why));
             return false;
         }
+        // Whoever answered must prove it is the server: otherwise nothing it says is run.
+        auto text = o_.auth->verify_answer(res->get_header_value(std::string(auth::kAuthHeader)),
+                                           sealed->nonce, res->body, unix_now());
+        if (!text) {
+            say_every_minute(fmt::format(
+                "the answer from {}:{} does not prove it comes from the CARMA server ({}); "
+                "nothing it says is run",
+                o_.server_host, o_.server_port, text.error().message));
+            return false;
+        }
         replies_.clear();  // delivered
+        absent_.clear();
         json answer;
         try {
-            answer = json::parse(res->body);
+            answer = json::parse(*text);
         } catch (const std::exception& e) {
             say(quiet, fmt::format("the server's answer is not JSON: {}", e.what()));
             return false;
@@ -155,10 +199,23 @@ private:
             spdlog::info("server reached again");
             last_error_.clear();
         }
+        last_said_ = {};
         for (const Command& c : *commands) {
             run_command(c);
         }
         return true;
+    }
+
+    // Said at once and then once a minute while it lasts, however often it repeats (its details,
+    // such as the answer's timestamp, may change each time).
+    void say_every_minute(const std::string& message) {
+        const auto now = std::chrono::steady_clock::now();
+        if (last_said_ == std::chrono::steady_clock::time_point{} ||
+            now - last_said_ > std::chrono::minutes(1)) {
+            spdlog::warn("{}", message);
+            last_said_ = now;
+        }
+        last_error_ = message;
     }
 
     void say(bool quiet, const std::string& message) {
@@ -184,8 +241,57 @@ private:
                 break;
             }
             case Command::Kind::Forget: {
-                std::ofstream(dir / kCollectedFile) << "stored by the server\n";
+                std::ofstream out(dir / kCollectedFile);
+                out << "stored by the server\n";
+                if (!out) {
+                    spdlog::warn("cannot mark attempt {} as stored ({}): it is reported again",
+                                 c.name, (dir / kCollectedFile).string());
+                }
+                log_offsets_.erase(c.name);
                 break;
+            }
+            case Command::Kind::Logs:
+                log_offsets_[c.name] = {c.stdout_offset, c.stderr_offset};
+                break;
+            case Command::Kind::Check: {
+                // Gone only when the attempts directory itself was read and it is not there.
+                std::error_code ec;
+                const bool listed = fs::is_directory(attempts_dir_, ec) && !ec;
+                const fs::file_status st = fs::symlink_status(dir, ec);
+                if (listed && st.type() == fs::file_type::not_found) {
+                    absent_.push_back(c.name);
+                }
+                break;
+            }
+        }
+    }
+
+    // The log bytes the server asked for, within this report's budget.
+    void add_logs(std::vector<AttemptReport>& attempts) {
+        std::size_t budget = kLogReportBytes;
+        for (AttemptReport& a : attempts) {
+            auto want = log_offsets_.find(a.name);
+            if (want == log_offsets_.end()) {
+                continue;
+            }
+            for (bool err : {false, true}) {
+                const std::uint64_t offset = err ? want->second.second : want->second.first;
+                const fs::path file = fs::path(a.dir) / (err ? exec::kStderrFile : exec::kStdoutFile);
+                auto slice = exec::read_slice(file.string(), offset,
+                                              std::min(budget, kLogChunkBytes));
+                if (!slice) {
+                    continue;
+                }
+                LogChunk chunk;
+                chunk.stderr_stream = err;
+                chunk.offset = offset;
+                chunk.eof = a.state != AttemptReport::State::Running &&
+                            offset + slice->data.size() >= slice->size;
+                budget -= slice->data.size();
+                chunk.data = std::move(slice->data);
+                if (!chunk.data.empty() || chunk.eof) {
+                    a.logs.push_back(std::move(chunk));
+                }
             }
         }
     }
@@ -211,6 +317,13 @@ private:
                 "the agent runs as uid {} and cannot run a task of uid {}; run the agent as root "
                 "or let that user's own allocation serve it",
                 me, req.uid);
+            return reply;
+        }
+        if (me == 0 && req.uid == 0 && !o_.allow_root_tasks) {
+            reply.invalid = true;
+            reply.error =
+                "the agent refuses tasks of uid 0 (root): whoever could pose as the server would "
+                "get root on this node; start the agent with --allow-root-tasks to run them";
             return reply;
         }
         req.switch_user = me == 0 && req.uid != 0;
@@ -240,16 +353,43 @@ private:
         return reply;
     }
 
+    // The attempts not yet collected; scan_error_ says why the list may be incomplete (then the
+    // server keeps what it knew of the missing ones instead of taking them as gone).
     std::vector<AttemptReport> scan() {
         std::vector<AttemptReport> out;
         std::error_code ec;
+        scan_error_.clear();
+        auto failed = [&](const std::string& what) {
+            scan_error_ = fmt::format("cannot read the attempts directory {} ({}): {}",
+                                      attempts_dir_, what, ec.message());
+            if (scan_error_ != last_scan_error_) {
+                spdlog::warn("{}; reported to the server, which keeps the attempts it knew",
+                             scan_error_);
+            }
+            last_scan_error_ = scan_error_;
+        };
         if (!fs::is_directory(attempts_dir_, ec)) {
+            if (!ec) {
+                ec = std::make_error_code(std::errc::not_a_directory);
+            }
+            failed("it is not a directory");
             return out;
         }
         std::vector<exec::ProcEntry> table;
         bool table_read = false;
-        for (const fs::directory_entry& e : fs::directory_iterator(attempts_dir_, ec)) {
-            if (!e.is_directory() || fs::exists(e.path() / kCollectedFile)) {
+        fs::directory_iterator it(attempts_dir_, ec);
+        if (ec) {
+            failed("listing it");
+            return out;
+        }
+        for (; it != fs::directory_iterator(); it.increment(ec)) {
+            if (ec) {
+                failed("listing it");
+                break;
+            }
+            const fs::directory_entry& e = *it;
+            std::error_code entry_ec;
+            if (!e.is_directory(entry_ec) || fs::exists(e.path() / kCollectedFile, entry_ec)) {
                 continue;
             }
             AttemptReport a;
@@ -295,6 +435,10 @@ private:
             }
             out.push_back(std::move(a));
         }
+        if (scan_error_.empty() && !last_scan_error_.empty()) {
+            spdlog::info("the attempts directory {} reads again", attempts_dir_);
+            last_scan_error_.clear();
+        }
         return out;
     }
 
@@ -303,7 +447,15 @@ private:
     std::string attempts_dir_;
     httplib::Client client_;
     std::vector<LaunchReply> replies_;  // kept until a report carrying them was answered
+    std::vector<std::string> absent_;   // answers to Check, kept likewise
+    // Per attempt, the log bytes the server holds (stdout, stderr): what to send from.
+    std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> log_offsets_;
+    std::string scan_error_;
+    std::string last_scan_error_;
+    std::string host_ = host_name();
+    std::string instance_ = random_instance();
     std::string last_error_;
+    std::chrono::steady_clock::time_point last_said_{};
     bool ending_ = false;
     double period_s_ = o_.period_s;
 };

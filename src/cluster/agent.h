@@ -10,8 +10,10 @@
 // that cannot be reached is retried with backoff; the tasks keep running meanwhile.
 
 #include <atomic>
+#include <memory>
 #include <string>
 
+#include "cluster/authenticator.h"
 #include "core/result.h"
 #include "daemon/config.h"
 
@@ -20,7 +22,8 @@ namespace carma::cluster {
 struct AgentOptions {
     std::string server_host;
     int server_port = 0;
-    std::string token;
+    // Signs its reports and checks that answers come from the server (token or MUNGE).
+    std::shared_ptr<auth::AgentAuth> auth;
     std::string node;       // default: $SLURMD_NODENAME, else the host name
     std::string slurm_job;  // default: $SLURM_JOB_ID
     // gpus, dcgm_host, sharing, time_scale, state_dir (attempts, the emulated GPUs' file),
@@ -29,6 +32,9 @@ struct AgentOptions {
     double period_s = 1;
     // On SIGTERM (Slurm ending the allocation): stop the attempts, report their ends, then exit.
     bool stop_tasks_on_exit = false;
+    // A root agent runs tasks of uid 0 only when told so: otherwise whoever could pose as the
+    // server would get root on every node.
+    bool allow_root_tasks = false;
 };
 
 // Runs until `stop`; returns the process's exit status. Errors at start (no GPUs, a bad state

@@ -31,32 +31,74 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cluster/authenticator.h"
 #include "cluster/wire.h"
 #include "core/result.h"
 #include "device/gpu_backend.h"
 #include "exec/launch.h"
+#include "http/listener_limits.h"
 
 namespace carma::cluster {
 
 enum class AllocationState { Running, Gone, Unknown };
 
+// An expected attempt missing from this many reports in a row (each listed without error) is
+// gone even if the agent never confirms it (Command::Kind::Check).
+inline constexpr int kMissingReports = 10;
+// How long a stored end waits for the rest of its logs before the agent is told to forget it.
+inline constexpr double kForgetWaitS = 30;
+
+inline http::ListenerLimits agent_port_limits() {
+    http::ListenerLimits l;
+    l.max_body_bytes = 8 << 20;
+    l.refuse_long_body_unread = true;
+    l.read_timeout_s = 5;
+    l.head_timeout_s = 10;
+    l.request_timeout_s = 30;
+    l.keep_alive_s = 5;
+    l.max_head_bytes = 8 << 10;
+    l.max_unauthenticated_connections = 16;
+    l.max_authenticated_connections = 256;
+    l.max_threads = 300;
+    return l;
+}
+
 struct HubOptions {
     std::string host = "127.0.0.1";
     int port = 0;           // 0: any free port (tests)
-    std::string token;      // agents must present it
+    // How agents prove who they are, and the answers that they come from the server
+    // (cluster/authenticator.h). Unset: token mode keyed by `token` (the master token).
+    std::shared_ptr<auth::ServerAuth> auth;
+    std::string token;
     std::string state_dir;  // nodes.json
     double node_timeout_s = 30;    // gone this long: out of placement, its allocation asked
-    double launch_timeout_s = 10;  // a launch the node does not answer in time fails
+    // A launch the node does not answer in time fails; no shorter than the agent's own wait
+    // for the shim to start the task, or a slow start would be stopped as a stray.
+    double launch_timeout_s = exec::kStartDeadlineS + 5;
     // How often agents should report: the daemon's sampling period, told in every answer so
     // the agents follow the server's --time-scale without being told it themselves.
     double report_period_s = 1;
     // Whether a Slurm job still holds its nodes; the default asks `squeue`.
     std::function<AllocationState(const std::string& job)> allocation_state;
+    // The nodes of a Slurm job's allocation, nothing when Slurm cannot say; the default asks
+    // `squeue` and `scontrol show hostnames`. In MUNGE mode a report is taken only from a node
+    // Slurm says is in the job it names: munged vouches for the agent's uid, Slurm for its node.
+    std::function<std::optional<std::set<std::string>>(const std::string& job)> allocation_nodes;
+    // The agents' port against senders that are not agents (agent_port_limits()): a report's
+    // body at most 8 MiB (413, unread), its head 8 KiB within 10 s, the whole request within
+    // 30 s, 5 s per read; 16 connections without credentials (the oldest dropped for a
+    // newcomer), 256 agents' connections, 300 threads.
+    http::ListenerLimits limits = agent_port_limits();
+    // Reports per node: a burst of report_burst, then report_rate_per_s on average (0: 20
+    // times the rate report_period_s asks for, at least 10 a second); beyond it, 429.
+    double report_burst = 20;
+    double report_rate_per_s = 0;
 };
 
 // `squeue -h -j JOB -o %T`: Running while Slurm lists the job running (or completing), Gone when
 // it does not know the job or lists it in a final state, Unknown when squeue cannot be asked.
 AllocationState squeue_allocation_state(const std::string& job);
+std::optional<std::set<std::string>> squeue_allocation_nodes(const std::string& job);
 
 // What the server knows of one attempt on a node.
 struct RemoteAttempt {
@@ -69,8 +111,10 @@ struct RemoteAttempt {
 
 struct NodeInfo {
     std::string node;
-    std::string state;  // up | draining | ending | gone | lost
+    // up | draining | ending | gone (Slurm, silent) | unreachable (no Slurm, silent) | lost
+    std::string state;
     std::string slurm_job;
+    std::string host;  // where its agent runs, as the agent says
     std::string backend;
     uid_t uid = 0;
     std::vector<int> gpus;  // the server's indices of its GPUs
@@ -91,6 +135,7 @@ public:
     // is never mistaken for a stray one).
     Result<void> listen();
     std::string address() const;  // "HOST:PORT" agents connect to
+    auth::Mode auth_mode() const;
 
     std::vector<device::GpuInfo> gpus() const;
     std::vector<device::GpuSample> samples() const;  // one per slot, errors for silent nodes
@@ -115,8 +160,18 @@ public:
     bool ending(const std::string& node) const;
     std::string slurm_job(const std::string& node) const;
 
-    // For tests: handle one report as the HTTP route does; returns the answer's JSON.
-    Result<nlohmann::json> handle_report(const nlohmann::json& body);
+    // Handles one report as the HTTP route does; returns the answer's JSON. `identity`: the node
+    // the sender's credentials belong to, "" when they do not name one.
+    Result<nlohmann::json> handle_report(const nlohmann::json& body,
+                                         const std::string& identity = "");
+
+    // Where the server keeps an attempt's logs as its agent streams them ("" for a name that is
+    // not an attempt's): the daemon reads remote logs there, never at a path a node reported.
+    std::string log_file(const std::string& node, const std::string& name,
+                         bool stderr_stream) const;
+    // `carma nodes lost NAME`: a node whose agent is silent is given up; its attempts end as
+    // lost and their tasks are queued again. Refused while its agent reports.
+    Result<void> declare_lost(const std::string& node);
 
 private:
     struct Node;

@@ -15,6 +15,8 @@ enum class ErrorCode {
     NotFound,         // a named object (task, policy, trace, profile) does not exist
     Infeasible,       // can never be satisfied on this server (more GPUs or memory than exist)
     Io,               // a file or socket operation failed; the message names the path
+    Forbidden,        // the caller may not do this (another node's report, a refused identity)
+    Conflict,         // clashes with what holds now (a second live agent of one node)
     Internal,         // a broken invariant: a bug in CARMA
 };
 
@@ -25,6 +27,8 @@ constexpr std::string_view to_string(ErrorCode code) {
         case ErrorCode::NotFound: return "not found";
         case ErrorCode::Infeasible: return "infeasible";
         case ErrorCode::Io: return "i/o error";
+        case ErrorCode::Forbidden: return "forbidden";
+        case ErrorCode::Conflict: return "conflict";
         case ErrorCode::Internal: return "internal error";
     }
     return "unknown error";

@@ -129,6 +129,19 @@ inline Utf8Char decode_utf8(std::string_view s, std::size_t i) {
     return {v, n};
 }
 
+// Offset of the first byte that breaks UTF-8, or npos. nlohmann's parser passes such bytes
+// through inside strings, so a body from a client is checked before it is parsed.
+inline std::size_t invalid_utf8_at(std::string_view s) {
+    for (std::size_t i = 0; i < s.size();) {
+        const Utf8Char c = decode_utf8(s, i);
+        if (c.value == kInvalidCodePoint) {
+            return i;
+        }
+        i += c.bytes;
+    }
+    return std::string_view::npos;
+}
+
 // What must not reach a terminal as is: C0 and C1 controls and DEL (escape sequences start
 // there: a window title, a clipboard write, clearing the screen), bytes that are not UTF-8, and
 // the invisible characters that reorder or break a line (bidi overrides, line separators).

@@ -134,7 +134,7 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
         "no_info_min_free", "estimator", "gpus", "sharing", "state_dir", "socket",
         "max_attempts", "retry_failures", "time_scale", "kill_grace_s", "tcp", "token_file", "web",
         "tcp_run_as", "shim_path", "dcgm_host", "exclude_gpus", "mps", "mps_control", "retention_days",
-        "agents", "agent_token_file", "node_timeout_s", "web_token_file", "allowed_hosts",
+        "agents", "agent_auth", "agent_token_file", "munge_socket", "agent_uid", "node_timeout_s", "web_token_file", "allowed_hosts",
         "limits", "world", "world_bias", "world_noise"};
     for (const auto& kv : root) {
         const std::string key = kv.first.as<std::string>();
@@ -207,6 +207,16 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             r = set_str(c.agents);
         } else if (key == "agent_token_file") {
             r = set_str(c.agent_token_file);
+        } else if (key == "agent_auth") {
+            r = set_str(c.agent_auth);
+        } else if (key == "munge_socket") {
+            r = set_str(c.munge_socket);
+        } else if (key == "agent_uid") {
+            auto n = scalar<std::uint32_t>(v, key, source);
+            if (!n) {
+                return tl::unexpected(n.error());
+            }
+            c.agent_uid = *n;
         } else if (key == "tcp_run_as") {
             r = set_str(c.tcp_run_as);
         } else if (key == "shim_path") {
@@ -335,11 +345,25 @@ Result<DaemonConfig> finalize(DaemonConfig c) {
     if (c.warmup_s < 0 || c.kill_grace_s < 0) {
         return fail(ErrorCode::InvalidArgument, "warmup_s and kill_grace_s must be >= 0");
     }
+    if (!c.agent_auth.empty() && c.agent_auth != "token" && c.agent_auth != "munge") {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("agent_auth '{}' is not known: give token (HMAC keyed by "
+                                "agent_token_file) or munge (the cluster's munged)",
+                                c.agent_auth));
+    }
     if (!c.agents.empty()) {
-        if (c.agent_token_file.empty()) {
+        const std::string mode =
+            c.agent_auth.empty() ? (c.agent_token_file.empty() ? "" : "token") : c.agent_auth;
+        if (mode.empty() || (mode == "token" && c.agent_token_file.empty())) {
             return fail(ErrorCode::InvalidArgument,
-                        "agents needs agent_token_file (--agent-token-file): a file of mode 600 "
-                        "with a token of at least 16 characters, which the agents read too");
+                        "agents need a way to prove who they are: agent_token_file "
+                        "(--agent-token-file: a file of mode 600 with a token of at least 16 "
+                        "characters) or agent_auth munge (--agent-auth munge, on a Slurm "
+                        "cluster's munged)");
+        }
+        if (mode == "munge" && !c.agent_token_file.empty()) {
+            return fail(ErrorCode::InvalidArgument,
+                        "agent_auth munge needs no agent_token_file; leave one of them out");
         }
         if (c.mps) {
             return fail(ErrorCode::InvalidArgument,

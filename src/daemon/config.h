@@ -1,6 +1,7 @@
 #pragma once
 // Everything `carma serve` can be told, from a YAML file (--config) and flags (flags win).
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,13 @@ struct DaemonConfig {
     // Scheduling over several nodes: "HOST:PORT" the node agents (`carma agent`) report to. The
     // daemon then has no GPUs of its own; its GPUs are the agents'. Empty = one server.
     std::string agents;
-    std::string agent_token_file;    // the token agents present, mode 600
+    // How agents and the server prove who they are (cluster/authenticator.h): "token" (HMAC
+    // keyed by agent_token_file, mode 600) or "munge" (the cluster's munged; agents must run
+    // as agent_uid, default the daemon's own uid). "": token when agent_token_file is given.
+    std::string agent_auth;
+    std::string agent_token_file;
+    std::string munge_socket;        // "" = munged's default socket
+    std::optional<std::uint32_t> agent_uid;
     double node_timeout_s = 30;      // an agent silent this long: its node takes no tasks
 };
 

@@ -224,14 +224,27 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
         if (!where) {
             return tl::unexpected(where.error());
         }
-        auto token = api::read_token_file(config.agent_token_file);
-        if (!token) {
-            return fail(token.error().code, "--agent-token-file: " + token.error().message);
-        }
         cluster::HubOptions ho;
+        if (config.agent_auth == "munge") {
+            auto munge = cluster::auth::Munge::open(config.munge_socket);
+            if (!munge) {
+                return tl::unexpected(munge.error());
+            }
+            auto server = cluster::auth::munge_server(
+                std::move(*munge), config.agent_uid ? *config.agent_uid : ::geteuid());
+            if (!server) {
+                return tl::unexpected(server.error());
+            }
+            ho.auth = std::move(*server);
+        } else {
+            auto token = api::read_token_file(config.agent_token_file);
+            if (!token) {
+                return fail(token.error().code, "--agent-token-file: " + token.error().message);
+            }
+            ho.token = *token;
+        }
         ho.host = where->host;
         ho.port = where->port;
-        ho.token = *token;
         ho.state_dir = config.state_dir;
         ho.node_timeout_s = config.node_timeout_s;
         ho.report_period_s = 1.0 / config.time_scale;

@@ -98,6 +98,8 @@ public:
     api::ApiResult<nlohmann::json> timeline(const api::Caller& caller,
                                             const api::TimelineQuery& query) override;
     api::ApiResult<nlohmann::json> nodes(const api::Caller& caller) override;
+    api::ApiResult<nlohmann::json> declare_node_lost(const api::Caller& caller,
+                                                     const nlohmann::json& body) override;
     api::ApiResult<nlohmann::json> drain_nodes(const api::Caller& caller,
                                                const nlohmann::json& body) override;
 
@@ -285,6 +287,11 @@ private:
     // else a submission costs, without the daemon's lock.
     std::mutex limits_mu_;
     SubmitRate submit_rate_;
+    // Tasks whose attempt runs on a node that is unreachable (outside Slurm, silent past the
+    // node timeout), with that node: what they do is not known.
+    std::map<TaskId, std::string> tasks_on_unreachable_nodes();
+    void mark_unknown(nlohmann::json& task, const std::map<TaskId, std::string>& unknown) const;
+
     std::mutex mu_;  // guards everything below
     // The slowdown predictor as the device model gives it, and the correction the `carma`
     // policy's predictor applies to it, learned from attempts' ends (record_history) and loaded

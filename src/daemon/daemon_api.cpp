@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -22,6 +23,14 @@
 namespace carma::daemon {
 
 namespace {
+
+// The nodes' controls (drain, give up): root or the daemon's own user.
+api::ApiResult<void> may_control_nodes(const api::Caller& caller, const char* what) {
+    if (!caller.read_only && (caller.uid == 0 || caller.uid == ::geteuid())) {
+        return {};
+    }
+    return api::api_fail(403, fmt::format("only root or the daemon's own user may {}", what));
+}
 
 bool may_manage(const api::Caller& caller, const store::TaskRow& task) {
     return !caller.read_only && (caller.uid == 0 || caller.uid == task.uid);
@@ -339,6 +348,7 @@ api::ApiResult<std::string> Daemon::list_tasks(const api::Caller& caller,
     if (!starts) {
         return tl::unexpected(store_error(starts.error()));
     }
+    const std::map<TaskId, std::string> unknown = tasks_on_unreachable_nodes();
     // One task's JSON tree at a time, appended as text: the peak stays one task plus the answer.
     std::string out = "{\"tasks\":[";
     for (std::size_t i = 0; i < tasks->size(); ++i) {
@@ -348,6 +358,7 @@ api::ApiResult<std::string> Daemon::list_tasks(const api::Caller& caller,
         nlohmann::json j = visible_task_json(caller, (*tasks)[i]);
         const auto start = starts->find((*tasks)[i].id);
         j["started_at"] = start != starts->end() ? nlohmann::json(start->second) : nullptr;
+        mark_unknown(j, unknown);
         out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
     out += "],\"next\":";
@@ -373,6 +384,7 @@ api::ApiResult<nlohmann::json> Daemon::show_task(const api::Caller& caller, std:
     j["attempt_list"] = list;
     j["started_at"] = attempts->empty() ? nlohmann::json(nullptr)
                                         : nlohmann::json(attempts->back().started_at);
+    mark_unknown(j, tasks_on_unreachable_nodes());
     return j;
 }
 
@@ -461,19 +473,31 @@ api::ApiResult<api::LogSlice> Daemon::task_logs(const api::Caller& caller, std::
                                                   attempt, attempts->size()));
         }
     }
-    const std::string path = chosen->dir + (stderr_stream ? "/stderr.log" : "/stdout.log");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
+    // A remote attempt's logs are the server's own copy, streamed in by its agent: a path a node
+    // reported is never opened. A local one is the attempt's own file, and never a link a task
+    // may have put in its place.
+    std::string path;
+    if (!chosen->node.empty()) {
+        if (!hub_) {
+            return chunk;
+        }
+        path = hub_->log_file(chosen->node, cluster::attempt_name_of(chosen->dir), stderr_stream);
+    } else {
+        path = chosen->dir + (stderr_stream ? "/stderr.log" : "/stdout.log");
+    }
+    if (path.empty()) {
         return chunk;
     }
-    in.seekg(0, std::ios::end);
-    chunk.size = static_cast<std::uint64_t>(std::max<std::streamoff>(0, in.tellg()));
-    if (offset < chunk.size) {
-        const std::uint64_t n = std::min<std::uint64_t>(chunk.size - offset, 1 << 20);
-        chunk.text.resize(n);
-        in.seekg(static_cast<std::streamoff>(offset));
-        in.read(chunk.text.data(), static_cast<std::streamsize>(n));
+    auto slice = exec::read_slice(path, offset, 1 << 20);
+    if (!slice) {
+        if (slice.error().code == ErrorCode::Forbidden) {
+            return api::api_fail(409, fmt::format("the log of task {}: {}", id,
+                                                  slice.error().message));
+        }
+        return chunk;
     }
+    chunk.size = slice->size;
+    chunk.text = std::move(slice->data);
     return chunk;
 }
 
@@ -519,6 +543,7 @@ api::ApiResult<nlohmann::json> Daemon::nodes(const api::Caller&) {
         list.push_back({{"node", n.node},
                         {"state", n.state},
                         {"slurm_job", or_null(n.slurm_job)},
+                        {"host", or_null(n.host)},
                         {"backend", or_null(n.backend)},
                         {"gpus", n.gpus},
                         {"running", running[n.node]},
@@ -527,13 +552,17 @@ api::ApiResult<nlohmann::json> Daemon::nodes(const api::Caller&) {
                         {"last_seen", n.last_seen > 0 ? nlohmann::json(n.last_seen)
                                                       : nlohmann::json(nullptr)}});
     }
-    return nlohmann::json{{"agents", hub_->address()}, {"nodes", list}};
+    return nlohmann::json{{"agents", hub_->address()},
+                          {"auth", hub_->auth_mode() == cluster::auth::Mode::Munge ? "munge"
+                                                                                   : "token"},
+                          {"server_uid", ::geteuid()},
+                          {"nodes", list}};
 }
 
 api::ApiResult<nlohmann::json> Daemon::drain_nodes(const api::Caller& caller,
                                                    const nlohmann::json& body) {
-    if (caller.read_only || (caller.uid != 0 && caller.uid != ::geteuid())) {
-        return api::api_fail(403, "only root or the daemon's own user may drain nodes");
+    if (auto ok = may_control_nodes(caller, "drain nodes"); !ok) {
+        return tl::unexpected(ok.error());
     }
     if (!hub_) {
         return api::api_fail(409, "this daemon schedules no nodes (it was started without "
@@ -561,6 +590,68 @@ api::ApiResult<nlohmann::json> Daemon::drain_nodes(const api::Caller& caller,
                           fmt::join(drained, ", ")));
     }
     return nlohmann::json{{"draining", drained}};
+}
+
+api::ApiResult<nlohmann::json> Daemon::declare_node_lost(const api::Caller& caller,
+                                                         const nlohmann::json& body) {
+    if (auto ok = may_control_nodes(caller, "give a node up"); !ok) {
+        return tl::unexpected(ok.error());
+    }
+    if (!hub_) {
+        return api::api_fail(409, "this daemon schedules no nodes (it was started without "
+                                  "--agents)");
+    }
+    if (!body.is_object() || !body.contains("node") || !body["node"].is_string()) {
+        return api::api_fail(400, "name the node: {\"node\": \"n1\"}");
+    }
+    const std::string node = body["node"].get<std::string>();
+    if (auto r = hub_->declare_lost(node); !r) {
+        return api::api_fail(r.error().code == ErrorCode::NotFound ? 404 : 409,
+                             r.error().message);
+    }
+    {
+        std::lock_guard lock(mu_);
+        event(0, "node-lost",
+              fmt::format("node {} given up by {}: its tasks end as lost and are queued again",
+                          node, caller.user));
+    }
+    return nlohmann::json{{"lost", node}};
+}
+
+std::map<TaskId, std::string> Daemon::tasks_on_unreachable_nodes() {
+    std::map<TaskId, std::string> out;
+    if (!hub_) {
+        return out;
+    }
+    std::set<std::string> unreachable;
+    for (const cluster::NodeInfo& n : hub_->nodes()) {
+        if (n.state == "unreachable") {
+            unreachable.insert(n.node);
+        }
+    }
+    if (unreachable.empty()) {
+        return out;
+    }
+    std::lock_guard lock(mu_);
+    for (const auto& [id, live] : live_) {
+        if (unreachable.contains(live.handle.node)) {
+            out.emplace(id, live.handle.node);
+        }
+    }
+    return out;
+}
+
+void Daemon::mark_unknown(nlohmann::json& task,
+                          const std::map<TaskId, std::string>& unknown) const {
+    auto it = unknown.find(task.value("id", TaskId{0}));
+    if (it == unknown.end() || task.value("state", "") != "running") {
+        return;
+    }
+    task["state"] = "unknown";
+    task["message"] = fmt::format("node {} is unreachable: whether the task still runs is not "
+                                  "known; it is kept until the node reports again or `carma "
+                                  "nodes lost {}` gives it up",
+                                  it->second, it->second);
 }
 
 api::ApiResult<nlohmann::json> Daemon::gpus(const api::Caller&) {

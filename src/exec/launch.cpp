@@ -17,11 +17,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "core/json_number.h"
 
 extern char** environ;
 
@@ -35,7 +40,7 @@ using nlohmann::json;
 // How long launch() waits for the shim to report that the task started. Generous: on a loaded
 // machine exec of the shim and then of the task (perhaps from a network file system) can take
 // seconds, and giving up early would leave a task running that nobody tracks.
-constexpr auto kStartDeadline = std::chrono::seconds(30);
+constexpr auto kStartDeadline = std::chrono::seconds(static_cast<int>(kStartDeadlineS));
 constexpr auto kPollInterval = std::chrono::milliseconds(5);
 
 std::string errno_text(int err) {
@@ -488,6 +493,34 @@ Result<std::string> request_to_json(const LaunchRequest& r) {
     }
 }
 
+namespace {
+
+// A number of a request or exit record as a T (core/json_number.h): nlohmann's get<T>() of 1e300
+// or -1 would be undefined or wrap.
+template <typename T>
+T number_at(const json& j, const char* key, T lo = std::numeric_limits<T>::lowest(),
+            T hi = std::numeric_limits<T>::max()) {
+    const json& v = j.at(key);
+    const std::optional<T> n = json_number<T>(v);
+    if (!n || *n < lo || *n > hi) {
+        throw std::invalid_argument(fmt::format("{} must be a number from {} to {}", key, lo, hi));
+    }
+    return *n;
+}
+
+// A user or group id: (uid_t)-1 is none, what setuid() and chown() take as "unchanged".
+template <typename T>
+T id_of(const json& v, const char* what) {
+    const std::optional<T> n = json_number<T>(v);
+    if (!n || *n == static_cast<T>(-1)) {
+        throw std::invalid_argument(fmt::format("{} must be an id from 0 to {}", what,
+                                                static_cast<T>(-2)));
+    }
+    return *n;
+}
+
+}  // namespace
+
 Result<LaunchRequest> request_from_json(std::string_view text) {
     auto j = parse_json(text, "the launch request");
     if (!j) {
@@ -498,12 +531,18 @@ Result<LaunchRequest> request_from_json(std::string_view text) {
         j->at("argv").get_to(r.argv);
         j->at("workdir").get_to(r.workdir);
         j->at("env").get_to(r.env);
-        j->at("uid").get_to(r.uid);
-        j->at("gid").get_to(r.gid);
-        j->at("groups").get_to(r.groups);
+        r.uid = id_of<uid_t>(j->at("uid"), "uid");
+        r.gid = id_of<gid_t>(j->at("gid"), "gid");
+        const json& groups = j->at("groups");
+        if (!groups.is_array()) {
+            throw std::invalid_argument("groups must be an array of group ids");
+        }
+        for (const json& g : groups) {
+            r.groups.push_back(id_of<gid_t>(g, "each of groups"));
+        }
         j->at("switch_user").get_to(r.switch_user);
         j->at("attempt_dir").get_to(r.attempt_dir);
-        j->at("kill_grace_s").get_to(r.kill_grace_s);
+        r.kill_grace_s = number_at<double>(*j, "kill_grace_s", 0.0);
         // Optional: a request written before task files existed has none.
         if (j->contains("files")) {
             for (const json& f : j->at("files")) {
@@ -512,7 +551,7 @@ Result<LaunchRequest> request_from_json(std::string_view text) {
             }
         }
         return r;
-    } catch (const json::exception& e) {
+    } catch (const std::exception& e) {  // json::exception and the range checks above
         return fail(ErrorCode::InvalidArgument,
                     fmt::format("the launch request is malformed: {}", e.what()));
     }
@@ -544,16 +583,18 @@ Result<ExitRecord> exit_from_json(std::string_view text) {
         ExitRecord r;
         j->at("started").get_to(r.started);
         r.cancel_requested = j->value("cancel_requested", false);
-        r.ended_at = j->value("ended_at", 0.0);
+        if (j->contains("ended_at")) {
+            r.ended_at = number_at<double>(*j, "ended_at");
+        }
         if (j->contains("exit_code")) {
-            r.exit_code = j->at("exit_code").get<int>();
+            r.exit_code = number_at<int>(*j, "exit_code");
         }
         if (j->contains("signal")) {
-            r.signal = j->at("signal").get<int>();
+            r.signal = number_at<int>(*j, "signal");
         }
         r.error = j->value("error", "");
         return r;
-    } catch (const json::exception& e) {
+    } catch (const std::exception& e) {  // json::exception and the range checks above
         return fail(ErrorCode::InvalidArgument,
                     fmt::format("exit.json is malformed: {}", e.what()));
     }
@@ -733,6 +774,37 @@ std::string read_tail(const std::string& path, std::size_t max_bytes) {
     in.seekg(static_cast<std::streamoff>(start));
     std::string out(size - start, '\0');
     in.read(out.data(), static_cast<std::streamsize>(out.size()));
+    return out;
+}
+
+Result<FileSlice> read_slice(const std::string& path, std::uint64_t offset,
+                             std::size_t max_bytes) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            return FileSlice{};
+        }
+        if (errno == ELOOP) {
+            return fail(ErrorCode::Forbidden,
+                        fmt::format("{} is a symbolic link; CARMA does not follow it", path));
+        }
+        return fail(ErrorCode::Io, fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+    }
+    FileSlice out;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return fail(ErrorCode::Forbidden, fmt::format("{} is not a regular file", path));
+    }
+    out.size = static_cast<std::uint64_t>(st.st_size);
+    if (offset < out.size) {
+        out.data.resize(
+            static_cast<std::size_t>(std::min<std::uint64_t>(out.size - offset, max_bytes)));
+        const ssize_t n =
+            ::pread(fd, out.data.data(), out.data.size(), static_cast<off_t>(offset));
+        out.data.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    }
+    ::close(fd);
     return out;
 }
 

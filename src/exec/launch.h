@@ -98,6 +98,8 @@ inline constexpr std::string_view kRequestFile = "request.json";
 inline constexpr std::string_view kShimPidFile = "shim.pid";
 inline constexpr std::string_view kTaskPidFile = "task.pid";
 inline constexpr std::string_view kStdoutFile = "stdout.log";
+// How long launch() waits for the shim to report the task started.
+inline constexpr double kStartDeadlineS = 30;
 inline constexpr std::string_view kStderrFile = "stderr.log";
 inline constexpr std::string_view kExitFile = "exit.json";
 // Room claimed for exit.json before the task starts, renamed to it at the end.
@@ -121,6 +123,15 @@ inline constexpr int kShimReportFd = 3;
 // The last `max_bytes` of a file (all of it by default), "" when it cannot be read: the end of
 // an attempt's stderr classifies its end (out of memory?), shim.pid its supervisor.
 std::string read_tail(const std::string& path, std::size_t max_bytes = SIZE_MAX);
+
+// Up to max_bytes of a log from `offset`, and the file's size, opened without following a link a
+// task may have put in its place. A missing file is empty; a link or anything but a regular file
+// is refused (Forbidden).
+struct FileSlice {
+    std::string data;
+    std::uint64_t size = 0;
+};
+Result<FileSlice> read_slice(const std::string& path, std::uint64_t offset, std::size_t max_bytes);
 
 // Fails (InvalidArgument) when a string is not valid UTF-8, which JSON cannot carry.
 Result<std::string> request_to_json(const LaunchRequest& request);

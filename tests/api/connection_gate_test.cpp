@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include "api/connection_gate.h"
+#include "http/connection_gate.h"
 
-namespace carma::api {
+namespace carma::http {
 namespace {
 
 // This test verifies that connections without credentials are dropped oldest first to make
@@ -78,4 +78,4 @@ TEST(SlotPoolTest, NewcomersTakeThePlaceOfTheIdlest) {
 }
 
 }  // namespace
-}  // namespace carma::api
+}  // namespace carma::http

@@ -42,6 +42,37 @@ AgentReport report_of(const std::string& node, int gpus) {
     return r;
 }
 
+// The commands of an answer of one kind (answers also carry log requests and checks).
+std::vector<Command> of_kind(const json& answer, Command::Kind kind) {
+    auto all = commands_from_json(answer);
+    EXPECT_TRUE(all) << all.error().message;
+    std::vector<Command> out;
+    for (const Command& c : all ? *all : std::vector<Command>{}) {
+        if (c.kind == kind) {
+            out.push_back(c);
+        }
+    }
+    return out;
+}
+
+AttemptReport attempt_of(const std::string& name,
+                         AttemptReport::State state = AttemptReport::State::Running) {
+    AttemptReport a;
+    a.name = name;
+    a.dir = "/agent/attempts/" + name;
+    a.shim_pid = 4242;
+    a.state = state;
+    if (state == AttemptReport::State::Ended) {
+        a.exit = exec::ExitRecord{true, 0, std::nullopt, false, 123.5, ""};
+    }
+    return a;
+}
+
+std::string test_support_read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 class HubTest : public testing::Test {
 protected:
     void SetUp() override {
@@ -168,7 +199,7 @@ TEST_F(HubTest, LaunchIsAnsweredThroughReports) {
     auto commands = commands_from_json(answer);
     ASSERT_TRUE(commands) << commands.error().message;
     ASSERT_EQ(commands->size(), 1u);
-    const Command& c = (*commands)[0];
+    const Command c = (*commands)[0];
     EXPECT_EQ(c.kind, Command::Kind::Launch);
     EXPECT_EQ(c.name, "7-1");
     EXPECT_EQ(c.request.argv, std::vector<std::string>{"train.py"});
@@ -189,10 +220,18 @@ TEST_F(HubTest, LaunchIsAnsweredThroughReports) {
     const RemoteAttempt seen = h->attempt("n1", "7-1");
     EXPECT_EQ(seen.state, RemoteAttempt::State::Running);
     EXPECT_EQ(seen.members, std::set<pid_t>{100});
+    // Its end is stored while its last log bytes are still on the node: they are asked for,
+    // and the agent is told to forget it once they are in.
     h->forget("n1", "7-1");
-    auto forget = commands_from_json(*h->handle_report(to_json(report_of("n1", 1))));
-    ASSERT_EQ(forget->size(), 1u);
-    EXPECT_EQ((*forget)[0].kind, Command::Kind::Forget);
+    r.replies.clear();
+    r.attempts[0] = attempt_of("7-1", AttemptReport::State::Ended);
+    json asked = *h->handle_report(to_json(r));
+    EXPECT_TRUE(of_kind(asked, Command::Kind::Forget).empty());
+    ASSERT_EQ(of_kind(asked, Command::Kind::Logs).size(), 1u);
+    r.attempts[0].logs = {LogChunk{false, 0, "done\n", true}, LogChunk{true, 0, "", true}};
+    json forget = *h->handle_report(to_json(r));
+    EXPECT_EQ(of_kind(forget, Command::Kind::Forget).size(), 1u);
+    EXPECT_EQ(test_support_read(h->log_file("n1", "7-1", false)), "done\n");
 }
 
 // This test verifies that a launch on a node that is not reporting fails at once, naming it.
@@ -218,11 +257,171 @@ TEST_F(HubTest, StrayAttemptsAreStopped) {
         a.dir = std::string("/agent/attempts/") + name;
         r.attempts.push_back(a);
     }
-    auto first = commands_from_json(*h->handle_report(to_json(r)));
-    ASSERT_EQ(first->size(), 1u);
-    EXPECT_EQ((*first)[0].kind, Command::Kind::Stop);
-    EXPECT_EQ((*first)[0].name, "4-1");
-    EXPECT_TRUE(commands_from_json(*h->handle_report(to_json(r)))->empty());
+    auto first = of_kind(*h->handle_report(to_json(r)), Command::Kind::Stop);
+    ASSERT_EQ(first.size(), 1u);
+    EXPECT_EQ(first[0].name, "4-1");
+    EXPECT_TRUE(of_kind(*h->handle_report(to_json(r)), Command::Kind::Stop).empty());
+    // Once the stray has ended, the agent is told to let it go instead of reporting it forever.
+    r.attempts[1] = attempt_of("4-1", AttemptReport::State::Ended);
+    auto forget = of_kind(*h->handle_report(to_json(r)), Command::Kind::Forget);
+    ASSERT_EQ(forget.size(), 1u);
+    EXPECT_EQ(forget[0].name, "4-1");
+}
+
+// This test verifies that an agent that cannot list its attempts (its directory renamed, NFS
+// down) loses nothing: its known attempts stay as they were; once it lists again, one missing
+// is asked about and is gone only when the agent confirms its directory is gone.
+TEST_F(HubTest, AnAttemptIsGoneOnlyWhenTheAgentConfirmsIt) {
+    auto h = hub();
+    h->expect("n1", "3-1");
+    AgentReport r = report_of("n1", 1);
+    r.attempts.push_back(attempt_of("3-1"));
+    ASSERT_TRUE(h->handle_report(to_json(r)));
+    r.attempts.clear();
+    r.scan_error = "cannot read the attempts directory /s/attempts: No such file or directory";
+    for (int i = 0; i < kMissingReports + 2; ++i) {
+        json answer = *h->handle_report(to_json(r));
+        EXPECT_TRUE(of_kind(answer, Command::Kind::Check).empty());
+        EXPECT_EQ(h->attempt("n1", "3-1").state, RemoteAttempt::State::Running);
+    }
+    r.scan_error.clear();
+    auto check = of_kind(*h->handle_report(to_json(r)), Command::Kind::Check);
+    ASSERT_EQ(check.size(), 1u);
+    EXPECT_EQ(check[0].name, "3-1");
+    EXPECT_EQ(h->attempt("n1", "3-1").state, RemoteAttempt::State::Unknown);
+    r.absent = {"3-1"};
+    ASSERT_TRUE(h->handle_report(to_json(r)));
+    EXPECT_EQ(h->attempt("n1", "3-1").state, RemoteAttempt::State::Vanished);
+}
+
+// This test verifies the rule without a confirmation: missing from kMissingReports reports in a
+// row (each listed without error) is gone; reappearing before that resets the count.
+TEST_F(HubTest, AnAttemptMissingFromManyReportsIsGone) {
+    auto h = hub();
+    h->expect("n1", "3-1");
+    AgentReport r = report_of("n1", 1);
+    for (int i = 0; i < kMissingReports - 1; ++i) {
+        ASSERT_TRUE(h->handle_report(to_json(r)));
+    }
+    EXPECT_EQ(h->attempt("n1", "3-1").state, RemoteAttempt::State::Unknown);
+    r.attempts.push_back(attempt_of("3-1"));
+    ASSERT_TRUE(h->handle_report(to_json(r)));
+    r.attempts.clear();
+    for (int i = 0; i < kMissingReports - 1; ++i) {
+        ASSERT_TRUE(h->handle_report(to_json(r)));
+    }
+    EXPECT_EQ(h->attempt("n1", "3-1").state, RemoteAttempt::State::Unknown);
+    ASSERT_TRUE(h->handle_report(to_json(r)));
+    EXPECT_EQ(h->attempt("n1", "3-1").state, RemoteAttempt::State::Vanished);
+}
+
+// This test verifies that a second agent started with a node name already live is refused with
+// the first agent's host, and that a restarted agent takes over once the first is silent.
+TEST_F(HubTest, ASecondAgentOfALiveNodeIsRefused) {
+    auto h = hub();
+    AgentReport first = report_of("n1", 1);
+    first.host = "gpu-a";
+    first.instance = "aaaa";
+    ASSERT_TRUE(h->handle_report(to_json(first)));
+    AgentReport second = first;
+    second.host = "gpu-b";
+    second.instance = "bbbb";
+    auto refused = h->handle_report(to_json(second));
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::Conflict);
+    EXPECT_THAT(refused.error().message, HasSubstr("gpu-a"));
+    EXPECT_TRUE(h->handle_report(to_json(first)));
+    EXPECT_EQ(h->nodes()[0].host, "gpu-a");
+}
+
+// This test verifies that the server keeps a remote attempt's logs from the chunks its agent
+// sends, in order: a repeated chunk is not appended twice, and the answer says where to go on.
+TEST_F(HubTest, LogsArriveThroughReports) {
+    auto h = hub();
+    h->expect("n1", "5-1");
+    AgentReport r = report_of("n1", 1);
+    r.attempts.push_back(attempt_of("5-1"));
+    auto ask = of_kind(*h->handle_report(to_json(r)), Command::Kind::Logs);
+    ASSERT_EQ(ask.size(), 1u);
+    EXPECT_EQ(ask[0].stdout_offset, 0u);
+    r.attempts[0].logs = {LogChunk{false, 0, std::string("epoch 1\n\xff\x00", 10), false}};
+    ASSERT_TRUE(h->handle_report(to_json(r)));
+    ask = of_kind(*h->handle_report(to_json(r)), Command::Kind::Logs);  // the same chunk again
+    ASSERT_EQ(ask.size(), 1u);
+    EXPECT_EQ(ask[0].stdout_offset, 10u);
+    EXPECT_EQ(test_support_read(h->log_file("n1", "5-1", false)),
+              std::string("epoch 1\n\xff\x00", 10));
+    EXPECT_EQ(h->log_file("n1", "../../etc", false), "");
+}
+
+// This test verifies that a node outside Slurm whose agent is silent past the node timeout is
+// unreachable (out of placement, said why), and that an administrator can give it up; a node
+// that reports cannot be given up.
+TEST_F(HubTest, UnreachableNodeCanBeGivenUp) {
+    auto h = hub(nullptr, 1);
+    AgentReport r = report_of("n1", 1);
+    r.slurm_job.clear();
+    ASSERT_TRUE(h->handle_report(to_json(r)));
+    auto busy = h->declare_lost("n1");
+    ASSERT_FALSE(busy);
+    EXPECT_THAT(busy.error().message, HasSubstr("reporting"));
+    EXPECT_FALSE(h->declare_lost("n9"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5200));  // past 3 periods + 2 s
+    EXPECT_EQ(h->nodes()[0].state, "unreachable");
+    EXPECT_THAT(h->unschedulable_reason("n1"), HasSubstr("unreachable"));
+    EXPECT_THAT(h->samples()[0].error, HasSubstr("has not reported"));
+    ASSERT_TRUE(h->declare_lost("n1"));
+    EXPECT_TRUE(h->lost("n1"));
+    EXPECT_EQ(h->nodes()[0].state, "lost");
+}
+
+// Tests for an agent that holds the token but lies (ctest -R RogueNode).
+TEST_F(HubTest, RogueNodeGpuIndexBombIsRefused) {
+    auto h = hub();
+    AgentReport r = report_of("n1", 1);
+    r.gpus[0].index = 2000000000;
+    auto refused = h->handle_report(to_json(r));
+    ASSERT_FALSE(refused);
+    EXPECT_THAT(refused.error().message, HasSubstr("at most 64 GPUs"));
+    r.gpus[0].index = 20000;
+    EXPECT_FALSE(h->handle_report(to_json(r)));
+    EXPECT_TRUE(h->gpus().empty());
+}
+
+TEST_F(HubTest, RogueNodeCannotReportForAnotherNode) {
+    auto h = hub();
+    h->expect("n2", "8-1");
+    AgentReport r = report_of("n2", 1);
+    r.attempts.push_back(attempt_of("8-1", AttemptReport::State::Ended));
+    auto refused = h->handle_report(to_json(r), "n1");
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::Forbidden);
+    EXPECT_THAT(refused.error().message, HasSubstr("node n1"));
+    EXPECT_NE(h->attempt("n2", "8-1").state, RemoteAttempt::State::Ended);
+}
+
+// The server never opens a path a node reported: an attempt directory whose stdout.log links to
+// a secret is just a name; its logs are only the bytes the agent sent, kept in the server's own
+// directory, where a link planted in place of the file is not followed either.
+TEST_F(HubTest, RogueNodeSymlinkedLogIsNotFollowed) {
+    const fs::path secret = dir_ / "secret";
+    std::ofstream(secret) << "root:$6$hash\n";
+    const fs::path node_dir = dir_ / "rogue" / "9-1";
+    fs::create_directories(node_dir);
+    fs::create_symlink(secret, node_dir / "stdout.log");
+    auto h = hub();
+    h->expect("n1", "9-1");
+    AgentReport r = report_of("n1", 1);
+    r.attempts.push_back(attempt_of("9-1"));
+    r.attempts[0].dir = node_dir.string();
+    ASSERT_TRUE(h->handle_report(to_json(r)));
+    const std::string kept = h->log_file("n1", "9-1", false);
+    EXPECT_FALSE(fs::exists(kept));
+    fs::create_directories(fs::path(kept).parent_path());
+    fs::create_symlink(secret, kept);
+    r.attempts[0].logs = {LogChunk{false, 0, "overwrite\n", false}};
+    ASSERT_TRUE(h->handle_report(to_json(r)));
+    EXPECT_EQ(test_support_read(secret.string()), "root:$6$hash\n");
 }
 
 // This test verifies draining by Slurm job and that a silent node is declared lost only once

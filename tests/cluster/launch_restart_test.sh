@@ -27,7 +27,7 @@ wait_for() {  # CONDITION-COMMAND TRIES: polls every 0.2 s
 }
 serve
 "$B/carma" agent --server "127.0.0.1:$PORT" --token-file "$T/token" --node n1 \
-    --gpus emulated:1xA100-40GB --state-dir "$T/n1" >>"$T/agent.log" 2>&1 &
+    --gpus emulated:1xA100-40GB --state-dir "$T/n1" --allow-root-tasks >>"$T/agent.log" 2>&1 &
 agent=$!
 pids+=($agent)
 node_up() { [ "$(nodes_up)" = 1 ]; }

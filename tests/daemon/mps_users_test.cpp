@@ -45,8 +45,20 @@ using namespace std::chrono_literals;
 using test_support::eventually;
 using test_support::read_text;
 
-const std::string kControl = std::string(CARMA_FAKE_MPS_DIR) + "/nvidia-cuda-mps-control";
-const std::string kClient = std::string(CARMA_FAKE_MPS_DIR) + "/mps-client";
+// A copy of a fake MPS program in `dir` that any user can run: the source tree may sit in a
+// directory only root can enter (a clone under /root, a 0700 temp dir), and the control daemon
+// and the clients run as the tasks' users.
+std::string reachable_copy(const std::string& dir, const std::string& name) {
+    const fs::perms rx = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                         fs::perms::others_read | fs::perms::others_exec;
+    fs::create_directories(dir);
+    fs::permissions(dir, rx);
+    const std::string copy = dir + "/" + name;
+    fs::copy_file(std::string(CARMA_FAKE_MPS_DIR) + "/" + name, copy,
+                  fs::copy_options::overwrite_existing);
+    fs::permissions(copy, rx);
+    return copy;
+}
 
 std::size_t count_of(const std::string& text, const std::string& needle) {
     std::size_t n = 0;
@@ -94,6 +106,8 @@ class MpsDaemonTest : public ::testing::Test {
         ::chmod(dir_.c_str(), 0777);
         socket_ = dir_ + "/carma.sock";
         record_ = dir_ + "/mps-record";
+        control_ = reachable_copy(dir_ + "/bin", "nvidia-cuda-mps-control");
+        client_ = reachable_copy(dir_ + "/bin", "mps-client");
     }
 
     void TearDown() override {
@@ -120,7 +134,7 @@ class MpsDaemonTest : public ::testing::Test {
             CARMA_BIN,     "serve",      "--gpus",       gpus,          "--state-dir",
             dir_ + "/state", "--socket", socket_,        "--time-scale", "60",
             "--policy",    policy,       "--kill-grace", "2",            "--mps",
-            "--mps-control", kControl};
+            "--mps-control", control_};
         daemon_ = test_support::spawn_logged(args, dir_ + "/daemon.log",
                                              {"FAKE_MPS_RECORD=" + record_});
         ASSERT_GT(daemon_, 0) << "cannot start " << CARMA_BIN;
@@ -154,7 +168,7 @@ class MpsDaemonTest : public ::testing::Test {
             "echo \"limit=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT\"; echo \"pid=$$\"; } > " +
             path + ".tmp && mv " + path + ".tmp " + path + " && exec sleep 600";
         return json{{"name", mark},
-                    {"command", {kClient, "/bin/sh", "-c", script}},
+                    {"command", {client_, "/bin/sh", "-c", script}},
                     {"workdir", "/tmp"},
                     {"memory_mib", declared}};
     }
@@ -195,6 +209,8 @@ class MpsDaemonTest : public ::testing::Test {
     std::string dir_;
     std::string socket_;
     std::string record_;
+    std::string control_;
+    std::string client_;
     pid_t daemon_ = 0;
 };
 

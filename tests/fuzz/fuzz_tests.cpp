@@ -1,6 +1,6 @@
 // Fuzz tests for the parsers of untrusted text: task files (YAML and .rad), the JSON body of
-// POST /v1/tasks, the API's query parameters, trace CSVs, memory sizes and the MPS memory limit
-// variable. Each target runs a
+// POST /v1/tasks, the API's query parameters, trace CSVs, memory sizes, the MPS memory limit
+// variable, and the cluster wire (an agent's report, the server's answer). Each target runs a
 // fixed number of deterministic mutations (tests/fuzz/mutator.h) of real inputs; the property is
 // that the parser never crashes, never lets an exception escape (errors are Results), trips no
 // sanitizer, and that whatever it accepts is sane (memory within 0..16 TiB, gpus >= 1, names
@@ -28,6 +28,7 @@
 
 #include "api/query.h"
 #include "api/task_file.h"
+#include "cluster/wire.h"
 #include "core/csv.h"
 #include "core/mps_limit.h"
 #include "core/units.h"
@@ -39,23 +40,6 @@
 namespace carma::fuzz {
 namespace {
 
-// The least every target runs in CI; CARMA_FUZZ_RUNS may only raise it.
-constexpr std::size_t kMinRuns = 20000;
-
-std::size_t runs() {
-    if (const char* env = std::getenv("CARMA_FUZZ_RUNS")) {
-        return std::max<std::size_t>(kMinRuns, std::strtoull(env, nullptr, 10));
-    }
-    return kMinRuns;
-}
-
-std::uint64_t seed_for(std::uint64_t target) {
-    std::uint64_t extra = 0;
-    if (const char* env = std::getenv("CARMA_FUZZ_SEED")) {
-        extra = std::strtoull(env, nullptr, 10);
-    }
-    return target * 0x100000001b3ULL ^ extra;
-}
 
 std::string read_file(const std::filesystem::path& path, std::size_t max_lines = 0) {
     std::ifstream in(path, std::ios::binary);
@@ -499,6 +483,314 @@ TEST(FuzzMpsLimit, PinnedMemLimitNeverThrowsAndRoundTrips) {
              return Verdict::Accepted;
          },
          512);
+}
+
+// ---- the cluster wire -------------------------------------------------------------------------
+
+std::string binary_bytes() {
+    std::string bytes;
+    for (int b = 0; b < 256; ++b) {
+        bytes += static_cast<char>(b);
+    }
+    return bytes;
+}
+
+// Copies of `seeds` (JSON texts) with one number changed to a value beyond some field's range,
+// for every number in them, and with one value replaced by nesting past the depth bound: the
+// byte mutations alone rarely leave valid JSON with a number in a place that matters.
+std::vector<std::string> with_edge_values(std::vector<std::string> seeds) {
+    const std::vector<nlohmann::json> edges = {
+        1e300, -1e300, 9223372036854775808ULL, -0.5, nlohmann::json::parse("18446744073709551616"),
+        -1, 4294967295LL, 2147483648LL, 64, 0};
+    nlohmann::json deep = 1;
+    for (int i = 0; i < 70; ++i) {
+        deep = i % 2 ? nlohmann::json::array({deep}) : nlohmann::json{{"a", deep}};
+    }
+    const std::size_t n = seeds.size();
+    for (std::size_t k = 0; k < n; ++k) {
+        const nlohmann::json j = nlohmann::json::parse(seeds[k]);
+        const nlohmann::json leaves = j.flatten();  // items() refers to it: keep it alive
+        std::size_t e = 0;
+        for (const auto& [where, value] : leaves.items()) {
+            const nlohmann::json::json_pointer at(where);
+            if (value.is_number()) {
+                for (int twice = 0; twice < 2; ++twice) {
+                    nlohmann::json changed = j;
+                    changed[at] = edges[e++ % edges.size()];
+                    seeds.push_back(changed.dump());
+                }
+            } else if (e++ % 4 == 0) {
+                nlohmann::json changed = j;
+                changed[at] = deep;
+                seeds.push_back(changed.dump());
+            }
+        }
+    }
+    return seeds;
+}
+
+std::vector<std::string> report_seeds() {
+    using namespace cluster;
+    AgentReport r;
+    r.node = "node-1.a_b";
+    r.host = "node-1";
+    r.instance = "00ff00ff00ff00ff";
+    r.slurm_job = "417";
+    r.uid = 1000;
+    r.backend = "emulated:2xA100-40GB";
+    for (int i = 0; i < 2; ++i) {
+        device::GpuInfo g;
+        g.index = i;
+        g.uuid = "GPU-" + std::to_string(i);
+        g.name = "A100-40GB (emulated)";
+        g.total_mib = 40000;
+        r.gpus.push_back(g);
+        device::GpuSample s;
+        s.index = i;
+        s.free_mib = 30000;
+        s.used_mib = 10000;
+        s.util = 0.5;
+        s.smact = 0.25;
+        s.power_w = 250.5;
+        s.energy_j = 1e6;
+        s.age_s = 0.5;
+        s.sources = MetricSources::all(MetricSource::Emulated);
+        s.processes.push_back(device::GpuProcess{100 + i, 10000, i == 1, 0.25});
+        r.samples.push_back(s);
+    }
+    AttemptReport running;
+    running.name = "12-1";
+    running.dir = "/state/attempts/12-1";
+    running.shim_pid = 77;
+    running.members = {78, 79};
+    running.logs.push_back(LogChunk{false, 0, "epoch 1\n", false});
+    running.logs.push_back(LogChunk{true, 4096, binary_bytes(), false});
+    AttemptReport ended;
+    ended.name = "13-2";
+    ended.dir = "/state/attempts/13-2";
+    ended.state = AttemptReport::State::Ended;
+    ended.exit = exec::ExitRecord{true, 1, 9, true, 1700000000.25, "killed"};
+    ended.stderr_tail = "CUDA out of memory";
+    ended.logs.push_back(LogChunk{true, 10, "", true});
+    AttemptReport vanished;
+    vanished.name = "14-1";
+    vanished.state = AttemptReport::State::Vanished;
+    r.attempts = {running, ended, vanished};
+    r.absent = {"15-1", "16-3"};
+    r.replies.push_back(LaunchReply{9, true, 77, "/state/attempts/12-1", "", false});
+    r.replies.push_back(LaunchReply{10, false, 0, "", "no such user", true});
+
+    std::vector<std::string> seeds = {to_json(r).dump()};
+    AgentReport lost = r;
+    lost.attempts.clear();
+    lost.scan_error = "cannot read /state/attempts: Stale file handle";
+    lost.ending = true;
+    seeds.push_back(to_json(lost).dump(2));
+    AgentReport bare;
+    bare.node = "n";
+    seeds.push_back(to_json(bare).dump());
+    return with_edge_values(std::move(seeds));
+}
+
+std::vector<std::string> answer_seeds() {
+    using namespace cluster;
+    exec::LaunchRequest req;
+    req.argv = {"python", "train.py", "--lr", "0.1"};
+    req.workdir = "/home/u";
+    req.env = {{"PATH", "/usr/bin"}, {"CUDA_VISIBLE_DEVICES", "GPU-0"}};
+    req.uid = 1000;
+    req.gid = 1000;
+    req.groups = {27, 1000};
+    req.switch_user = true;
+    req.attempt_dir = "12-1";
+    req.kill_grace_s = 10;
+    req.files = {exec::TaskFile{"/var/lib/carma/emulator", "CARMA_EMULATOR_FD"}};
+    Command launch;
+    launch.kind = Command::Kind::Launch;
+    launch.id = 9;
+    launch.name = "12-1";
+    launch.request_json = *exec::request_to_json(req);
+    const auto command = [](Command::Kind kind, const char* name) {
+        Command c;
+        c.kind = kind;
+        c.name = name;
+        return c;
+    };
+    const Command stop = command(Command::Kind::Stop, "11-1");
+    const Command forget = command(Command::Kind::Forget, "10-4");
+    Command logs = command(Command::Kind::Logs, "12-1");
+    logs.stdout_offset = 4096;
+    logs.stderr_offset = 9223372036854775807ULL;
+    const Command check = command(Command::Kind::Check, "9-1");
+    return with_edge_values({to_json(std::vector<Command>{launch, stop, forget, logs, check}).dump(),
+                             to_json(std::vector<Command>{launch}).dump(1),
+                             to_json(std::vector<Command>{}).dump()});
+}
+
+// JSON structure, the wire's field names and values, numbers beyond every field's range, and
+// nesting past the reader's depth bound.
+std::vector<std::string> wire_tokens() {
+    std::string deep_objects;
+    for (int i = 0; i < 70; ++i) {
+        deep_objects += "{\"a\":";
+    }
+    deep_objects += "1" + std::string(70, '}');
+    return {"{", "}", "[", "]", ":", ",", "\"", "null", "true", "false", "{}", "[]", "\"\"",
+            "1e300", "-1e300", "9223372036854775808", "-9223372036854775809", "-0.5", "0.5",
+            "1e999", "-1e-300", "4294967295", "4294967294", "65535", "63", "64", "2000000000",
+            "\"index\"", "\"gpus\"", "\"samples\"", "\"processes\"", "\"pid\"", "\"attempts\"",
+            "\"members\"", "\"exit\"", "\"exit_code\"", "\"signal\"", "\"ended_at\"", "\"logs\"",
+            "\"offset\"", "\"data\"", "\"stream\"", "\"stderr\"", "\"absent\"", "\"replies\"",
+            "\"node\"", "\"uid\"", "\"version\"", "\"commands\"", "\"type\"", "\"launch\"",
+            "\"logs\"", "\"check\"", "\"name\"", "\"request\"", "\"argv\"", "\"groups\"",
+            "\"kill_grace_s\"", "\"stdout_offset\"", "\"12-1\"", "\"012-1\"", "\"-1-1\"",
+            "\"../x\"", "\"a/b\"", "\"n 1\"", "\"AAAA\"", "\"A===\"", "\"////\"", "\\u0000",
+            "\\ud800", "\\\"", std::string(65, '['), std::string(65, ']'), deep_objects,
+            "\"exit\":" + deep_objects, "\"members\":[" + std::string(70, '[')};
+}
+
+// Whether `j` nests more than `depth` arrays and objects (recursing at most `depth` levels).
+bool deeper_than(const nlohmann::json& j, std::size_t depth) {
+    if (!j.is_structured()) {
+        return false;
+    }
+    if (depth == 0) {
+        return true;
+    }
+    return std::any_of(j.begin(), j.end(),
+                       [&](const nlohmann::json& child) { return deeper_than(child, depth - 1); });
+}
+
+// What every refusal of the wire must be: an error with a message the hub can send back as
+// JSON (nlohmann's dump() throws on invalid UTF-8).
+void expect_sendable(const Error& e, const std::string& input) {
+    EXPECT_FALSE(e.message.empty()) << escaped(input);
+    const nlohmann::json reply = {{"error", e.message}};
+    EXPECT_NO_THROW((void)reply.dump()) << escaped(e.message) << " for " << escaped(input);
+}
+
+// The wire's reader on `input` both ways the hub may get it: through parse_wire_json, and
+// through nlohmann's own parser (the reader then bounds the depth itself). Returns the parsed
+// value when parse_wire_json took it.
+std::optional<nlohmann::json> parse_both_ways(
+    const std::string& input, const std::function<bool(const nlohmann::json&)>& accepts) {
+    auto parsed = cluster::parse_wire_json(input);
+    const nlohmann::json raw = nlohmann::json::parse(input, nullptr, false);
+    if (!parsed) {
+        expect_sendable(parsed.error(), input);
+        // Refused for its depth (the only thing nlohmann accepts and this does not): the reader
+        // refuses the value too, if it is that deep (a duplicate key may have dropped the deep
+        // part: nlohmann keeps the last).
+        if (!raw.is_discarded()) {
+            EXPECT_NE(parsed.error().message.find("deeper than"), std::string::npos)
+                << escaped(input);
+            if (deeper_than(raw, cluster::kMaxWireDepth)) {
+                EXPECT_FALSE(accepts(raw)) << escaped(input);
+            }
+        }
+        return std::nullopt;
+    }
+    EXPECT_FALSE(raw.is_discarded()) << escaped(input);
+    return std::move(*parsed);
+}
+
+TEST(FuzzWire, AgentReportNeverThrowsAndAcceptsOnlyBoundedReports) {
+    using namespace cluster;
+    fuzz("agent report", 13, report_seeds(), wire_tokens(), [](const std::string& input) {
+        const auto accepts = [](const nlohmann::json& j) { return report_from_json(j).has_value(); };
+        const std::optional<nlohmann::json> body = parse_both_ways(input, accepts);
+        if (!body) {
+            return Verdict::Rejected;
+        }
+        auto r = report_from_json(*body);
+        if (!r) {
+            expect_sendable(r.error(), input);
+            return Verdict::Rejected;
+        }
+        EXPECT_TRUE(!r->node.empty() && r->node.size() <= kMaxNodeName) << escaped(input);
+        EXPECT_EQ(r->node.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                            "0123456789._-"),
+                  std::string::npos)
+            << escaped(input);
+        EXPECT_NE(r->uid, static_cast<uid_t>(-1)) << escaped(input);
+        EXPECT_LE(r->gpus.size(), static_cast<std::size_t>(kMaxNodeGpus)) << escaped(input);
+        for (const device::GpuInfo& g : r->gpus) {
+            EXPECT_TRUE(g.index >= 0 && g.index < kMaxNodeGpus && g.total_mib >= 0)
+                << escaped(input);
+        }
+        EXPECT_LE(r->samples.size(), kMaxSamples) << escaped(input);
+        for (const device::GpuSample& s : r->samples) {
+            EXPECT_TRUE(s.index >= 0 && s.index < kMaxNodeGpus) << escaped(input);
+            EXPECT_TRUE(s.free_mib >= 0 && s.used_mib >= 0 && std::isfinite(s.age_s))
+                << escaped(input);
+            for (const std::optional<double>& v :
+                 {s.util, s.smact, s.smocc, s.drama, s.power_w, s.energy_j}) {
+                EXPECT_TRUE(!v || std::isfinite(*v)) << escaped(input);
+            }
+            EXPECT_LE(s.processes.size(), kMaxSampleProcesses) << escaped(input);
+            for (const device::GpuProcess& p : s.processes) {
+                EXPECT_TRUE(p.pid >= 0 && p.used_mib >= 0) << escaped(input);
+            }
+        }
+        EXPECT_LE(r->attempts.size(), kMaxAttempts) << escaped(input);
+        for (const AttemptReport& a : r->attempts) {
+            EXPECT_TRUE(parse_attempt_name(a.name)) << escaped(input);
+            EXPECT_GE(a.shim_pid, 0) << escaped(input);
+            EXPECT_TRUE(a.state != AttemptReport::State::Ended || a.exit) << escaped(input);
+            EXPECT_TRUE(!a.exit || std::isfinite(a.exit->ended_at)) << escaped(input);
+            EXPECT_LE(a.members.size(), kMaxMembers) << escaped(input);
+            EXPECT_TRUE(a.members.empty() || *a.members.begin() > 0) << escaped(input);
+            EXPECT_LE(a.stderr_tail.size(), kMaxStderrTail) << escaped(input);
+            EXPECT_LE(a.logs.size(), kMaxLogChunks) << escaped(input);
+            for (const LogChunk& c : a.logs) {
+                EXPECT_TRUE(c.data.size() <= kMaxLogChunkBytes && c.offset <= kMaxLogOffset)
+                    << escaped(input);
+            }
+        }
+        EXPECT_LE(r->absent.size(), kMaxAbsent) << escaped(input);
+        for (const std::string& name : r->absent) {
+            EXPECT_TRUE(parse_attempt_name(name)) << escaped(input);
+        }
+        EXPECT_LE(r->replies.size(), kMaxReplies) << escaped(input);
+        // What was accepted is written and read back the same way.
+        auto again = parse_wire_json(to_json(*r).dump());
+        EXPECT_TRUE(again && report_from_json(*again)) << escaped(input);
+        return Verdict::Accepted;
+    }, 4 * 1024);
+}
+
+TEST(FuzzWire, ServerAnswerNeverThrowsAndAcceptsOnlyValidCommands) {
+    using namespace cluster;
+    fuzz("server answer", 14, answer_seeds(), wire_tokens(), [](const std::string& input) {
+        const auto accepts = [](const nlohmann::json& j) {
+            return commands_from_json(j).has_value();
+        };
+        const std::optional<nlohmann::json> body = parse_both_ways(input, accepts);
+        if (!body) {
+            return Verdict::Rejected;
+        }
+        auto commands = commands_from_json(*body);
+        if (!commands) {
+            expect_sendable(commands.error(), input);
+            return Verdict::Rejected;
+        }
+        EXPECT_LE(commands->size(), kMaxCommands) << escaped(input);
+        for (const Command& c : *commands) {
+            EXPECT_TRUE(parse_attempt_name(c.name)) << escaped(input);
+            EXPECT_TRUE(c.stdout_offset <= kMaxLogOffset && c.stderr_offset <= kMaxLogOffset)
+                << escaped(input);
+            if (c.kind == Command::Kind::Launch) {
+                EXPECT_TRUE(std::isfinite(c.request.kill_grace_s) && c.request.kill_grace_s >= 0)
+                    << escaped(input);
+                EXPECT_NE(c.request.uid, static_cast<uid_t>(-1)) << escaped(input);
+                EXPECT_NE(c.request.gid, static_cast<gid_t>(-1)) << escaped(input);
+                EXPECT_TRUE(exec::request_from_json(c.request_json)) << escaped(input);
+            }
+        }
+        auto again = parse_wire_json(to_json(*commands).dump());
+        EXPECT_TRUE(again && commands_from_json(*again)) << escaped(input);
+        return Verdict::Accepted;
+    }, 4 * 1024);
 }
 
 }  // namespace

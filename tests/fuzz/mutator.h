@@ -12,11 +12,31 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace carma::fuzz {
+
+// The least every target runs in CI; CARMA_FUZZ_RUNS may only raise it.
+inline constexpr std::size_t kMinRuns = 20000;
+
+inline std::size_t runs() {
+    if (const char* env = std::getenv("CARMA_FUZZ_RUNS")) {
+        return std::max<std::size_t>(kMinRuns, std::strtoull(env, nullptr, 10));
+    }
+    return kMinRuns;
+}
+
+// Each target's own stream of inputs; CARMA_FUZZ_SEED=N draws another one for all of them.
+inline std::uint64_t seed_for(std::uint64_t target) {
+    std::uint64_t extra = 0;
+    if (const char* env = std::getenv("CARMA_FUZZ_SEED")) {
+        extra = std::strtoull(env, nullptr, 10);
+    }
+    return target * 0x100000001b3ULL ^ extra;
+}
 
 // splitmix64: tiny, well mixed, and its output is the same on every platform and standard
 // library (std::uniform_int_distribution is not), which keeps the inputs reproducible.

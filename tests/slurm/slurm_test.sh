@@ -24,7 +24,6 @@ WORK=$(mktemp -d /tmp/carma-slurm-test.XXXXXX)
 chmod 755 "$WORK"
 LAB=$WORK/lab
 SOCK=$WORK/carma.sock
-TOKEN=$WORK/agent.token
 pass=0
 fail=0
 SERVE_PID=""
@@ -146,12 +145,9 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 PORT=$(free_port)
-umask 077
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TOKEN"
-echo >>"$TOKEN"
-umask 022
+# Agents and server prove who they are through the lab's munged, as on a real Slurm cluster.
 "$CARMA" serve --state-dir "$WORK/state" --socket "$SOCK" --agents "127.0.0.1:$PORT" \
-    --agent-token-file "$TOKEN" --policy OR-MAGM --time-scale "$TIME_SCALE" \
+    --agent-auth munge --munge-socket "$LAB_MUNGE_SOCKET" --policy OR-MAGM --time-scale "$TIME_SCALE" \
     >"$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
 up=0
@@ -165,10 +161,12 @@ for ((i = 0; i < 200; i++)); do
 done
 [ $up = 1 ] || { tail -n 20 "$WORK/serve.log"; fatal "carma serve --agents 127.0.0.1:$PORT did not answer GET /v1/nodes within 20 s"; }
 check "carma serve in cluster mode answers GET /v1/nodes" true
+check "the server authenticates agents with MUNGE (GET /v1/nodes says auth munge)" \
+    sh -c "curl -sf --unix-socket '$SOCK' http://localhost/v1/nodes | grep -q '\"auth\":\"munge\"'"
 
 # ---- carma slurm up ----------------------------------------------------------------------------
 out=$("$CARMA" slurm up --nodes 2 --gpus-per-node 4 --gpus emulated:4xA100-40GB --time 10 \
-    --token-file "$TOKEN" --output "$WORK/agents-%j.out" --socket "$SOCK" 2>&1)
+    --munge-socket "$LAB_MUNGE_SOCKET" --output "$WORK/agents-%j.out" --socket "$SOCK" --allow-root-tasks 2>&1)
 echo "$out"
 JOB=$(sed -n 's/^Slurm job \([0-9][0-9]*\):.*/\1/p' <<<"$out")
 [ -n "$JOB" ] || fatal "carma slurm up printed no job id"
@@ -365,7 +363,7 @@ check "squeue is empty: allocation $JOB has ended" [ -z "$(squeue -h -o %i 2>/de
 # A second, one-node allocation; a long task runs on it; `carma slurm down --now` ends the
 # allocation at once: the task must be recorded as lost and queued again, never dropped.
 out=$("$CARMA" slurm up --nodes 1 --gpus-per-node 4 --gpus emulated:4xA100-40GB --time 10 \
-    --token-file "$TOKEN" --output "$WORK/agents-%j.out" --socket "$SOCK" 2>&1)
+    --munge-socket "$LAB_MUNGE_SOCKET" --output "$WORK/agents-%j.out" --socket "$SOCK" --allow-root-tasks 2>&1)
 JOB=$(sed -n 's/^Slurm job \([0-9][0-9]*\):.*/\1/p' <<<"$out")
 [ -n "$JOB" ] || fatal "the second carma slurm up printed no job id: $out"
 wait_nodes_up 1 || fatal "the agent of the second allocation did not come up"

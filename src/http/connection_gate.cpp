@@ -1,9 +1,9 @@
-#include "api/connection_gate.h"
+#include "http/connection_gate.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace carma::api {
+namespace carma::http {
 
 SlotPool::SlotPool(std::size_t max, std::function<void(int fd)> evict)
     : max_(max), evict_(std::move(evict)) {}
@@ -111,4 +111,4 @@ std::size_t ConnectionGate::evicted() const {
     return evicted_ + authenticated_.evicted();
 }
 
-}  // namespace carma::api
+}  // namespace carma::http

@@ -1,5 +1,5 @@
 #pragma once
-// Connection slots of the API's listeners.
+// Connection slots of the HTTP listeners (http/listener.h): the API's and the agents' port.
 //
 // SlotPool: connections of one kind of caller that may stay open between requests (keep-alive),
 // at most `max`. A browser keeps several idle connections open per page, so when every slot is
@@ -7,8 +7,8 @@
 // is idle: a page left open (through a tunnel, as the caller's own uid) cannot lock its owner's
 // `carma` commands out.
 //
-// ConnectionGate: the TCP API and the web listener, whose callers prove who they are inside the
-// request (a bearer token, the web page's session). Authentication comes before resources: a
+// ConnectionGate: the TCP API, the web listener and the agents' port, whose callers prove who
+// they are in the request (a bearer token, the web page's session, an agent's credentials). Authentication comes before resources: a
 // connection starts unauthenticated, in a small pool of its own; once a request on it presents
 // valid credentials it moves to the authenticated SlotPool. When the unauthenticated pool is full,
 // the connection that has waited longest in it is shut down to make room, so slow or idle
@@ -27,7 +27,7 @@
 #include <mutex>
 #include <optional>
 
-namespace carma::api {
+namespace carma::http {
 
 class SlotPool {
 public:
@@ -92,4 +92,4 @@ private:
     SlotPool authenticated_;
 };
 
-}  // namespace carma::api
+}  // namespace carma::http
