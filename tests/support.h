@@ -24,7 +24,7 @@ namespace carma::test_support {
 // Polls `done` until it holds or `limit` passes. Deadlines are generous because CI machines are
 // slow and shared; no test asserts on how long anything took.
 inline bool eventually(const std::function<bool()>& done,
-                       std::chrono::seconds limit = std::chrono::seconds(60)) {
+                       std::chrono::steady_clock::duration limit = std::chrono::seconds(60)) {
     const auto until = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < until) {
         if (done()) {

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "api/unix_http.h"
+#include "core/text.h"
 
 namespace carma::api {
 
@@ -28,10 +29,6 @@ constexpr std::size_t kBodyExcerpt = 200;  // how much of an unexpected answer a
 
 bool is_set(const char* value) {
     return value != nullptr && value[0] != '\0';
-}
-
-std::string errno_text(int err) {
-    return std::error_code(err, std::generic_category()).message();
 }
 
 // Why the socket cannot be reached, from the path itself, so the user learns whether the daemon

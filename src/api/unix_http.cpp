@@ -15,28 +15,13 @@
 #include <fmt/format.h>
 
 #include "core/text.h"
+#include "exec/fd.h"
 
 namespace carma::api {
 
 namespace {
 
-std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
-
-class Fd {
-public:
-    explicit Fd(int fd) : fd_(fd) {}
-    ~Fd() {
-        if (fd_ >= 0) {
-            ::close(fd_);
-        }
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    int get() const { return fd_; }
-
-private:
-    int fd_;
-};
+using exec::Fd;
 
 void set_timeout(int fd, int option, std::chrono::seconds s) {
     timeval tv{};

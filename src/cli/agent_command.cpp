@@ -119,15 +119,15 @@ int run_agent_command(AgentFlags& f) {
                                              o.node));
     }
     o.auth = agent_auth(f, o.node);
-    o.config.gpus = f.gpus;
-    o.config.dcgm_host = f.dcgm_host;
-    o.config.sharing = f.sharing;
-    o.config.time_scale = f.time_scale;
-    o.config.kill_grace_s = f.kill_grace_s;
-    o.config.state_dir = !f.state_dir.empty()
-                             ? f.state_dir
-                             : env_or("XDG_STATE_HOME", env_or("HOME", "/tmp") + "/.local/state") +
-                                   "/carma/agent-" + o.node;
+    o.backend.gpus = f.gpus;
+    o.backend.dcgm_host = f.dcgm_host;
+    o.backend.sharing = f.sharing;
+    o.kill_grace_s = f.kill_grace_s;
+    o.backend.state_dir =
+        !f.state_dir.empty()
+            ? f.state_dir
+            : env_or("XDG_STATE_HOME", env_or("HOME", "/tmp") + "/.local/state") + "/carma/agent-" +
+                  o.node;
     if (!(f.time_scale > 0) || f.time_scale > 10000) {
         throw std::runtime_error("--time-scale must be > 0 and <= 10000");
     }
@@ -146,7 +146,7 @@ int run_agent_command(AgentFlags& f) {
                                              "carma-shim next to carma or give --shim",
                                              f.shim_path));
     }
-    o.config.shim_path = f.shim_path;
+    o.shim_path = f.shim_path;
     struct sigaction sa {};
     sa.sa_handler = on_agent_stop;
     sigemptyset(&sa.sa_mask);

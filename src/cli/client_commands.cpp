@@ -34,6 +34,7 @@
 #include "api/submit_env.h"
 #include "api/task_file.h"
 #include "cli/cells.h"
+#include "cli/die.h"
 #include "cli/json_read.h"
 #include "cli/local_time.h"
 #include "cli/queue_view.h"
@@ -60,18 +61,6 @@ constexpr double kLongestTime = 1e11;   // seconds; ~3,000 years: beyond it a ti
 constexpr double kLongestReplay = 1e8;  // seconds; ~3 years of submissions is a mistaken scale
 
 // ---- errors -------------------------------------------------------------------------------
-
-[[noreturn]] void die(const std::string& message) {
-    throw std::runtime_error(message);
-}
-
-template <typename T>
-T or_die(Result<T> r) {
-    if (!r) {
-        die(r.error().message);
-    }
-    return std::move(*r);
-}
 
 // One line of output, through printable(): what a command prints of the daemon's answers.
 template <typename... Args>
@@ -114,25 +103,10 @@ std::string format_ratio(std::optional<double> value) {
     return value ? fmt::format("{:.2f}", *value) : "-";
 }
 
-// Shell-style quoting for showing argv: what a user could paste back into a terminal.
-std::string quote_arg(const std::string& arg) {
-    const bool plain = !arg.empty() && arg.find_first_not_of(
-                                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                           "0123456789-_./=:,+@%") == std::string::npos;
-    if (plain) {
-        return arg;
-    }
-    std::string out = "'";
-    for (char c : arg) {
-        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    }
-    return out + "'";
-}
-
 std::string format_command(const json& argv) {
     std::vector<std::string> parts;
     for (const json& a : argv.is_array() ? argv : json::array()) {
-        parts.push_back(quote_arg(a.is_string() ? a.get<std::string>() : a.dump()));
+        parts.push_back(shell_quote(a.is_string() ? a.get<std::string>() : a.dump()));
     }
     return parts.empty() ? "-" : fmt::format("{}", fmt::join(parts, " "));
 }

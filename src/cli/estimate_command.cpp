@@ -16,6 +16,7 @@
 #include "api/submit_env.h"
 #include "api/task_file.h"
 #include "cli/client_commands.h"
+#include "cli/die.h"
 #include "cli/json_read.h"
 #include "core/text.h"
 #include "core/units.h"
@@ -35,8 +36,6 @@ struct EstimateOptions {
     std::string memory;
     std::vector<std::string> args;
 };
-
-[[noreturn]] void die(const std::string& message) { throw std::runtime_error(message); }
 
 // Reading the answer defensively (cli/json_read.h): a newer daemon may add or drop fields.
 std::optional<MiB> mib(const json& object, const char* key) { return integer_of(object, key); }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/die.h"
 #include "core/policy.h"
 #include "model/catalog.h"
 #include "model/gpu_type.h"
@@ -43,16 +44,6 @@ struct SimulateOptions {
     double world_noise = 0;
     bool no_speed_correction = false;
 };
-
-[[noreturn]] void die(const std::string& message) { throw std::runtime_error(message); }
-
-template <typename T>
-T or_die(Result<T> r) {
-    if (!r) {
-        die(r.error().message);
-    }
-    return std::move(*r);
-}
 
 sim::Trace load_trace(const std::string& spec, std::uint64_t seed) {
     if (spec.starts_with("gen:")) {

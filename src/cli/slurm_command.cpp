@@ -1,14 +1,8 @@
 #include "cli/slurm_command.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <pwd.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,7 +10,6 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -24,13 +17,13 @@
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
+#include "cli/die.h"
 #include "cli/json_read.h"
 #include "cli/slurm_script.h"
 #include "core/text.h"
 #include "core/time_text.h"
+#include "exec/run_program.h"
 #include "exec/self.h"
-
-extern char** environ;
 
 namespace carma::cli {
 
@@ -45,182 +38,44 @@ constexpr auto kPollInterval = std::chrono::milliseconds(500);
 constexpr double kGoneTimeout = 120;  // seconds for squeue to stop listing a cancelled job
 constexpr const char* kDefaultDrainTimeout = "10m";
 
-[[noreturn]] void die(const std::string& message) {
-    throw std::runtime_error(message);
-}
-
-template <typename T>
-T or_die(Result<T> r) {
-    if (!r) {
-        die(r.error().message);
-    }
-    return std::move(*r);
-}
-
-void or_die(Result<void> r) {
-    if (!r) {
-        die(r.error().message);
-    }
-}
-
-std::string errno_text(int err) {
-    return std::error_code(err, std::generic_category()).message();
-}
-
 // ---- running sbatch, squeue, scancel --------------------------------------------------------
 
-struct ProgramRun {
-    int status = 0;  // waitpid's
-    std::string out;
-    std::string err;
-};
-
-class Fd {
-public:
-    explicit Fd(int fd = -1) : fd_(fd) {}
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    ~Fd() { reset(); }
-    int get() const { return fd_; }
-    void reset() {
-        if (fd_ >= 0) {
-            ::close(fd_);
-        }
-        fd_ = -1;
+// Runs argv[0] (found on PATH) with `input` on its stdin. Bounded: a Slurm controller that does
+// not answer would otherwise hang the command.
+Result<exec::ProgramRun> run_slurm_program(const std::vector<std::string>& argv,
+                                           const std::string& input) {
+    exec::ProgramOptions o;
+    o.input = input;
+    o.timeout_s = kProgramTimeout;
+    auto run = exec::run_program(argv, o);
+    if (!run) {
+        return run;
     }
-
-private:
-    int fd_;
-};
-
-std::string command_text(const std::vector<std::string>& argv) {
-    std::string out;
-    for (const std::string& a : argv) {
-        out += out.empty() ? "" : " ";
-        out += shell_quote(a);
-    }
-    return out;
-}
-
-// Runs argv[0] (found on PATH) with `input` on its stdin; its stdout and stderr come back.
-// Bounded: a Slurm controller that does not answer would otherwise hang the command.
-Result<ProgramRun> run_program(const std::vector<std::string>& argv, const std::string& input) {
-    int in_pipe[2];
-    int out_pipe[2];
-    int err_pipe[2];
-    if (::pipe2(in_pipe, O_CLOEXEC) != 0) {
-        return fail(ErrorCode::Io, fmt::format("cannot run {}: pipe: {}", argv[0], errno_text(errno)));
-    }
-    Fd in_read(in_pipe[0]);
-    Fd in_write(in_pipe[1]);
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
-        return fail(ErrorCode::Io, fmt::format("cannot run {}: pipe: {}", argv[0], errno_text(errno)));
-    }
-    Fd out_read(out_pipe[0]);
-    Fd out_write(out_pipe[1]);
-    if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-        return fail(ErrorCode::Io, fmt::format("cannot run {}: pipe: {}", argv[0], errno_text(errno)));
-    }
-    Fd err_read(err_pipe[0]);
-    Fd err_write(err_pipe[1]);
-
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, in_read.get(), 0);
-    posix_spawn_file_actions_adddup2(&actions, out_write.get(), 1);
-    posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
-    std::vector<char*> args;
-    for (const std::string& a : argv) {
-        args.push_back(const_cast<char*>(a.c_str()));
-    }
-    args.push_back(nullptr);
-    pid_t pid = 0;
-    const int rc = ::posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
+    if (!run->started()) {
         return fail(ErrorCode::NotFound,
                     fmt::format("cannot run {}: {}; is Slurm's client (slurm-client) installed and "
                                 "on PATH, and is this a Slurm login or compute node?",
-                                argv[0], errno_text(rc)));
+                                argv[0], errno_text(run->start_error)));
     }
-    in_read.reset();
-    out_write.reset();
-    err_write.reset();
-    // The input is a batch script of a few hundred bytes: it fits the pipe's buffer.
-    if (!input.empty()) {
-        const ssize_t n = ::write(in_write.get(), input.data(), input.size());
-        (void)n;  // a program that does not read its input fails on its own and says so
-    }
-    in_write.reset();
-
-    ProgramRun run;
-    const auto deadline = Clock::now() + std::chrono::duration<double>(kProgramTimeout);
-    pollfd fds[2] = {{out_read.get(), POLLIN, 0}, {err_read.get(), POLLIN, 0}};
-    std::string* sinks[2] = {&run.out, &run.err};
-    int open_fds = 2;
-    bool timed_out = false;
-    while (open_fds > 0) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        if (left.count() <= 0) {
-            timed_out = true;
-            break;
-        }
-        const int ready = ::poll(fds, 2, static_cast<int>(left.count()));
-        if (ready < 0 && errno == EINTR) {
-            continue;
-        }
-        for (int i = 0; i < 2; ++i) {
-            if (fds[i].fd < 0 || fds[i].revents == 0) {
-                continue;
-            }
-            char buf[4096];
-            const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
-            if (n > 0) {
-                sinks[i]->append(buf, static_cast<std::size_t>(n));
-            } else if (n == 0 || errno != EINTR) {
-                fds[i].fd = -1;
-                --open_fds;
-            }
-        }
-    }
-    if (timed_out) {
-        ::kill(pid, SIGKILL);
-    }
-    while (::waitpid(pid, &run.status, 0) < 0 && errno == EINTR) {
-    }
-    if (timed_out) {
+    if (run->timed_out) {
         return fail(ErrorCode::Io,
                     fmt::format("`{}` did not finish within {} s and was killed; is the Slurm "
                                 "controller answering (`scontrol ping`)?",
-                                command_text(argv), kProgramTimeout));
+                                exec::command_text(argv), kProgramTimeout));
     }
     return run;
 }
 
-bool exited_ok(const ProgramRun& run) {
-    return WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0;
-}
-
-std::string how_it_ended(const ProgramRun& run) {
-    if (WIFEXITED(run.status)) {
-        return fmt::format("exit status {}", WEXITSTATUS(run.status));
-    }
-    if (WIFSIGNALED(run.status)) {
-        return fmt::format("signal {}", WTERMSIG(run.status));
-    }
-    return "an unknown end";
-}
-
 // The program's stdout, or an error quoting its stderr.
 Result<std::string> run_ok(const std::vector<std::string>& argv, const std::string& input = {}) {
-    auto run = run_program(argv, input);
+    auto run = run_slurm_program(argv, input);
     if (!run) {
         return tl::unexpected(run.error());
     }
-    if (!exited_ok(*run)) {
+    if (!run->succeeded()) {
         const std::string_view err = trim(run->err);
-        return fail(ErrorCode::Io, fmt::format("`{}` failed ({}): {}", command_text(argv),
-                                               how_it_ended(*run),
+        return fail(ErrorCode::Io, fmt::format("`{}` failed ({}): {}", exec::command_text(argv),
+                                               run->how_it_ended(kProgramTimeout),
                                                err.empty() ? "it printed no error" : err));
     }
     return std::move(run->out);
@@ -401,16 +256,17 @@ void wait_drained(api::ApiClient& client, const std::string& job, double timeout
 }
 
 bool job_gone(const std::string& job) {
-    auto run = run_program(with_program("squeue", squeue_args(user_name(), job)), {});
+    auto run = run_slurm_program(with_program("squeue", squeue_args(user_name(), job)), {});
     if (!run) {
         die(run.error().message);
     }
-    if (!exited_ok(*run)) {
+    if (!run->succeeded()) {
         // squeue -j of a job the controller has forgotten: "Invalid job id specified".
         if (run->err.find("Invalid job id") != std::string::npos) {
             return true;
         }
-        die(fmt::format("`squeue` failed ({}): {}", how_it_ended(*run), trim(run->err)));
+        die(fmt::format("`squeue` failed ({}): {}", run->how_it_ended(kProgramTimeout),
+                        trim(run->err)));
     }
     for (const SlurmJob& j : or_die(parse_squeue(run->out))) {
         if (j.id == job && (j.state == "PENDING" || j.state == "RUNNING" ||

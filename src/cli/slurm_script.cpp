@@ -56,20 +56,6 @@ std::string cell(const json& node, const char* key) {
 
 }  // namespace
 
-std::string shell_quote(std::string_view word) {
-    const bool plain = !word.empty() && word.find_first_not_of(
-                                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                            "0123456789-_./=:,+@%") == std::string_view::npos;
-    if (plain) {
-        return std::string(word);
-    }
-    std::string out = "'";
-    for (char c : word) {
-        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    }
-    return out + "'";
-}
-
 Result<void> check_up_request(const SlurmUpRequest& r) {
     if (r.nodes < 1) {
         return fail(ErrorCode::InvalidArgument,

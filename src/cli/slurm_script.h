@@ -94,7 +94,4 @@ std::string format_slurm_status(const std::vector<SlurmJob>& jobs,
 nlohmann::json slurm_status_json(const std::vector<SlurmJob>& jobs,
                                  const nlohmann::json* nodes_answer);
 
-// Shell quoting for the batch script: plain words as they are, anything else in single quotes.
-std::string shell_quote(std::string_view word);
-
 }  // namespace carma::cli

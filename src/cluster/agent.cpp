@@ -1,5 +1,6 @@
 #include "cluster/agent.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <random>
 #include <thread>
 
@@ -15,7 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cluster/wire.h"
-#include "daemon/backend.h"
+#include "exec/clock.h"
 #include "exec/launch.h"
 #include "exec/proc_tree.h"
 
@@ -34,11 +36,6 @@ constexpr std::size_t kTailBytes = 16 * 1024;
 constexpr std::size_t kLogChunkBytes = 64 * 1024;
 constexpr std::size_t kLogReportBytes = 256 * 1024;
 
-double unix_now() {
-    using namespace std::chrono;
-    return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
 std::string host_name() {
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
@@ -55,7 +52,7 @@ public:
     Agent(const AgentOptions& o, std::unique_ptr<device::GpuBackend> backend)
         : o_(o),
           backend_(std::move(backend)),
-          attempts_dir_(o.config.state_dir + "/attempts"),
+          attempts_dir_(o.backend.state_dir + "/attempts"),
           client_(o.server_host, o.server_port) {
         client_.set_connection_timeout(5, 0);
         client_.set_read_timeout(10, 0);
@@ -101,7 +98,7 @@ private:
             }
         }
         const auto deadline = std::chrono::steady_clock::now() +
-                              std::chrono::duration<double>(o_.config.kill_grace_s + 5);
+                              std::chrono::duration<double>(o_.kill_grace_s + 5);
         while (std::chrono::steady_clock::now() < deadline) {
             bool running = false;
             for (const AttemptReport& a : scan()) {
@@ -142,7 +139,7 @@ private:
         add_logs(report.attempts);
         report.absent = absent_;
         report.replies = replies_;
-        auto sealed = o_.auth->sign_request(to_json(report).dump(), unix_now());
+        auto sealed = o_.auth->sign_request(to_json(report).dump(), exec::unix_now());
         if (!sealed) {
             say(quiet, "cannot sign the report: " + sealed.error().message);
             return false;
@@ -168,7 +165,7 @@ private:
         }
         // Whoever answered must prove it is the server: otherwise nothing it says is run.
         auto text = o_.auth->verify_answer(res->get_header_value(std::string(auth::kAuthHeader)),
-                                           sealed->nonce, res->body, unix_now());
+                                           sealed->nonce, res->body, exec::unix_now());
         if (!text) {
             say_every_minute(fmt::format(
                 "the answer from {}:{} does not prove it comes from the CARMA server ({}); "
@@ -341,7 +338,7 @@ private:
         }
         std::error_code ec;
         fs::create_directories(dir.parent_path(), ec);
-        auto handle = exec::launch(req, o_.config.shim_path);
+        auto handle = exec::launch(req, o_.shim_path);
         if (!handle) {
             reply.error = handle.error().message;
             reply.invalid = handle.error().code == ErrorCode::InvalidArgument;
@@ -375,6 +372,16 @@ private:
             failed("it is not a directory");
             return out;
         }
+        // The directory may go away while it is read (an NFS home that stops answering, a
+        // rename): what was read of it then says nothing of the attempts, so the scan is
+        // reported as failed instead, and nothing is killed on its word.
+        struct stat before {};
+        if (::stat(attempts_dir_.c_str(), &before) != 0) {
+            ec = std::error_code(errno, std::generic_category());
+            failed("it is not a directory");
+            return out;
+        }
+        std::vector<std::pair<std::string, std::set<pid_t>>> orphans;  // vanished: to kill
         std::vector<exec::ProcEntry> table;
         bool table_read = false;
         fs::directory_iterator it(attempts_dir_, ec);
@@ -419,21 +426,35 @@ private:
             if (auto pgid = exec::task_pgid(a.dir); pgid && *pgid > 1) {
                 a.members = exec::task_processes(table, *pgid);
                 if (a.state == AttemptReport::State::Vanished) {
-                    // Its supervisor died without a record: what is left of the task runs
-                    // unwatched. As the daemon does: only processes still marked as this attempt's.
-                    if (auto id = parse_attempt_name(a.name)) {
-                        for (pid_t p : a.members) {
-                            if (exec::carries_attempt(p, id->first, id->second)) {
-                                ::kill(p, SIGKILL);
-                            }
-                        }
-                    }
+                    orphans.emplace_back(a.name, a.members);
                 }
             }
             if (a.state != AttemptReport::State::Running) {
                 a.stderr_tail = exec::read_tail((e.path() / exec::kStderrFile).string(), kTailBytes);
             }
             out.push_back(std::move(a));
+        }
+        struct stat after {};
+        if (scan_error_.empty() &&
+            (::stat(attempts_dir_.c_str(), &after) != 0 || after.st_ino != before.st_ino ||
+             after.st_dev != before.st_dev)) {
+            ec = std::make_error_code(std::errc::no_such_file_or_directory);
+            failed("it went away while it was read");
+        }
+        if (!scan_error_.empty()) {
+            out.clear();
+            return out;
+        }
+        for (const auto& [name, members] : orphans) {
+            // Its supervisor died without a record: what is left of the task runs unwatched. As
+            // the daemon does: only processes still marked as this attempt's.
+            if (auto id = parse_attempt_name(name)) {
+                for (pid_t p : members) {
+                    if (exec::carries_attempt(p, id->first, id->second)) {
+                        ::kill(p, SIGKILL);
+                    }
+                }
+            }
         }
         if (scan_error_.empty() && !last_scan_error_.empty()) {
             spdlog::info("the attempts directory {} reads again", attempts_dir_);
@@ -464,17 +485,17 @@ private:
 
 Result<int> run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
     std::error_code ec;
-    fs::create_directories(options.config.state_dir + "/attempts", ec);
+    fs::create_directories(options.backend.state_dir + "/attempts", ec);
     if (ec) {
         return fail(ErrorCode::Io,
                     fmt::format("cannot create the agent's state directory {}: {}; give a "
                                 "writable one with --state-dir",
-                                options.config.state_dir, ec.message()));
+                                options.backend.state_dir, ec.message()));
     }
     // While any attempt still runs, a damaged emulated-GPU file is an error, not reset.
     int running = 0;
     for (const fs::directory_entry& e :
-         fs::directory_iterator(options.config.state_dir + "/attempts", ec)) {
+         fs::directory_iterator(options.backend.state_dir + "/attempts", ec)) {
         const std::string pid = exec::read_tail((e.path() / exec::kShimPidFile).string());
         try {
             if (!pid.empty() && !fs::exists(e.path() / kCollectedFile) &&
@@ -485,7 +506,7 @@ Result<int> run_agent(const AgentOptions& options, const std::atomic<bool>& stop
         } catch (const std::exception&) {
         }
     }
-    auto backend = daemon::open_backend(options.config, running);
+    auto backend = device::open_backend(options.backend, running);
     if (!backend) {
         return tl::unexpected(backend.error());
     }

@@ -1,5 +1,5 @@
 #pragma once
-// `carma agent`: one per node. Owns the node's GPUs (any backend the daemon has), samples them,
+// `carma agent`: one per node. Owns the node's GPUs (device/backend_choice.h, as the daemon), samples them,
 // starts and supervises attempts under carma-shim exactly as the single-server daemon does, and
 // reports all of it to the CARMA server every period (cluster/wire.h, cluster/hub.h), running
 // the launch and stop commands the server answers with.
@@ -15,7 +15,7 @@
 
 #include "cluster/authenticator.h"
 #include "core/result.h"
-#include "daemon/config.h"
+#include "device/backend_choice.h"
 
 namespace carma::cluster {
 
@@ -26,9 +26,10 @@ struct AgentOptions {
     std::shared_ptr<auth::AgentAuth> auth;
     std::string node;       // default: $SLURMD_NODENAME, else the host name
     std::string slurm_job;  // default: $SLURM_JOB_ID
-    // gpus, dcgm_host, sharing, time_scale, state_dir (attempts, the emulated GPUs' file),
-    // shim_path, kill_grace_s: as for `carma serve`.
-    daemon::DaemonConfig config;
+    // The node's GPUs, as for `carma serve`; its state_dir also holds the attempts.
+    device::BackendChoice backend;
+    std::string shim_path;  // the supervisor, carma-shim
+    double kill_grace_s = 10;
     double period_s = 1;
     // On SIGTERM (Slurm ending the allocation): stop the attempts, report their ends, then exit.
     bool stop_tasks_on_exit = false;

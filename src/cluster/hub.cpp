@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +20,8 @@
 
 #include "core/rate_limit.h"
 #include "core/text.h"
+#include "exec/clock.h"
+#include "exec/run_program.h"
 #include "http/json_reply.h"
 #include "http/listener.h"
 
@@ -31,64 +32,20 @@ using nlohmann::json;
 
 namespace {
 
-double unix_now() {
-    using namespace std::chrono;
-    return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
-double steady_now() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
 // The head the pre-routing check admitted, for the handler that runs next on the same thread
 // (cpp-httplib serves a connection's requests on one thread, one at a time).
 thread_local std::optional<auth::RequestHead> t_admitted;
 
-// Runs argv without a shell; its stdout, or nullopt when it could not run or failed.
+// Runs argv without a shell; its stdout, or nullopt when it could not run, failed or took longer
+// than a Slurm controller that answers ever does.
 std::optional<std::string> run_capture(const std::vector<std::string>& argv) {
-    int out[2];
-    if (::pipe(out) != 0) {
+    exec::ProgramOptions o;
+    o.timeout_s = 30;
+    auto run = exec::run_program(argv, o);
+    if (!run || !run->succeeded()) {
         return std::nullopt;
     }
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-        ::close(out[0]);
-        ::close(out[1]);
-        return std::nullopt;
-    }
-    if (pid == 0) {
-        ::dup2(out[1], 1);
-        ::close(out[0]);
-        ::close(out[1]);
-        std::vector<char*> args;
-        for (const std::string& a : argv) {
-            args.push_back(const_cast<char*>(a.c_str()));
-        }
-        args.push_back(nullptr);
-        ::execvp(args[0], args.data());
-        ::_exit(127);
-    }
-    ::close(out[1]);
-    std::string text;
-    std::array<char, 4096> buf{};
-    for (ssize_t n; (n = ::read(out[0], buf.data(), buf.size())) != 0;) {
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            break;
-        }
-        text.append(buf.data(), static_cast<std::size_t>(n));
-    }
-    ::close(out[0]);
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        return std::nullopt;
-    }
-    return text;
+    return std::move(run->out);
 }
 
 // Opens `name` in `dir` (created by the server) for appending, never through a link.
@@ -206,7 +163,7 @@ struct Hub::Impl {
                     : std::max(10.0, 20.0 / std::max(options.report_period_s, 1e-3));
             report_limiter.emplace(rate, options.report_burst);
         }
-        return report_limiter->allow(node, steady_now(), retry_after_s);
+        return report_limiter->allow(node, exec::steady_now(), retry_after_s);
     }
 
     std::string nodes_file() const { return options.state_dir + "/nodes.json"; }
@@ -226,7 +183,7 @@ struct Hub::Impl {
                                     "agent inside one, e.g. `carma slurm up`)",
                                     report.node));
         }
-        const double t = steady_now();
+        const double t = exec::steady_now();
         {
             std::lock_guard lock(allocation_mu);
             auto it = allocations.find(report.slurm_job);
@@ -338,11 +295,11 @@ struct Hub::Impl {
     // and it can be sent work.
     bool reporting(const Node& n) const {
         return n.last_seen_steady > 0 &&
-               steady_now() - n.last_seen_steady <= 3 * options.report_period_s + 2;
+               exec::steady_now() - n.last_seen_steady <= 3 * options.report_period_s + 2;
     }
 
     bool fresh(const Node& n) const {
-        return n.last_seen_steady > 0 && steady_now() - n.last_seen_steady <= options.node_timeout_s;
+        return n.last_seen_steady > 0 && exec::steady_now() - n.last_seen_steady <= options.node_timeout_s;
     }
 
     fs::path log_dir(const std::string& node, const std::string& name) const {
@@ -449,12 +406,12 @@ struct Hub::Impl {
                          node.slurm_job.empty() ? "none" : node.slurm_job);
             node.draining = false;
         }
-        const double now = unix_now();
+        const double now = exec::unix_now();
         if (node.first_seen_unix == 0) {
             node.first_seen_unix = now;
         }
         node.last_seen_unix = now;
-        node.last_seen_steady = steady_now();
+        node.last_seen_steady = exec::steady_now();
         node.slurm_job = report.slurm_job;
         node.backend = report.backend;
         node.uid = report.uid;
@@ -543,7 +500,7 @@ struct Hub::Impl {
             node.pending.push_back(Command{Command::Kind::Check, 0, name, {}, {}});
         }
         // Logs still to come, and ends whose logs are now in.
-        const double t = steady_now();
+        const double t = exec::steady_now();
         for (auto f = node.forget_after_logs.begin(); f != node.forget_after_logs.end();) {
             auto held = node.logs.find(f->first);
             const bool in = held == node.logs.end() || held->second.complete() ||
@@ -584,7 +541,7 @@ struct Hub::Impl {
                                             "report (carma agent --token-file F, or --munge)",
                                             auth::kAuthHeader)};
         }
-        auto head = options.auth->verify_head(header, unix_now());
+        auto head = options.auth->verify_head(header, exec::unix_now());
         if (!head) {
             return Refusal{head.error().code == ErrorCode::Io ? 503 : 401, head.error().message};
         }
@@ -642,7 +599,7 @@ struct Hub::Impl {
         if (!answer) {
             return error_reply(status_of(answer.error().code), answer.error().message);
         }
-        auto sealed = options.auth->sign_answer(head, answer->dump(), unix_now());
+        auto sealed = options.auth->sign_answer(head, answer->dump(), exec::unix_now());
         if (!sealed) {
             return error_reply(status_of(sealed.error().code),
                                "cannot sign the answer: " + sealed.error().message);
@@ -882,7 +839,7 @@ std::vector<device::GpuSample> Hub::samples() const {
     const Impl& m = *impl_;
     std::vector<device::GpuSample> out;
     out.reserve(m.slots.size());
-    const double now = steady_now();
+    const double now = exec::steady_now();
     for (const device::GpuInfo& slot : m.slots) {
         device::GpuSample s;
         s.index = slot.index;
@@ -937,9 +894,9 @@ Result<exec::LaunchHandle> Hub::launch(const std::string& node_name, exec::Launc
     it->second.pending.push_back(
         Command{Command::Kind::Launch, id, name, std::move(*text), std::move(request)});
     m.waiting[id] = std::nullopt;
-    const double deadline = steady_now() + m.options.launch_timeout_s;
+    const double deadline = exec::steady_now() + m.options.launch_timeout_s;
     bool answered = false;
-    while (!m.stopping && steady_now() < deadline) {
+    while (!m.stopping && exec::steady_now() < deadline) {
         if (m.replied.wait_for(lock, std::chrono::milliseconds(100),
                                [&] { return m.stopping || m.waiting[id].has_value(); })) {
             answered = m.waiting[id].has_value();
@@ -1023,7 +980,7 @@ void Hub::forget(const std::string& node, const std::string& name) {
     auto held = n.logs.find(name);
     if (held != n.logs.end() && !held->second.complete() && n.attempts.contains(name) &&
         impl_->fresh(n)) {
-        n.forget_after_logs.emplace(name, steady_now());  // its last log bytes are on the way
+        n.forget_after_logs.emplace(name, exec::steady_now());  // its last log bytes are on the way
         return;
     }
     impl_->forget_now(n, name);
@@ -1114,7 +1071,7 @@ std::string Hub::unschedulable_reason(const std::string& node_name) const {
     if (node.slurm_job.empty() && node.last_seen_steady > 0 && !impl_->fresh(node)) {
         return fmt::format("node {} is unreachable: its agent has not reported for {:.0f} s; "
                            "`carma nodes lost {}` gives its tasks up",
-                           node_name, steady_now() - node.last_seen_steady, node_name);
+                           node_name, exec::steady_now() - node.last_seen_steady, node_name);
     }
     if (node.ending) {
         return fmt::format("node {}'s allocation is ending", node_name);

@@ -65,6 +65,17 @@ std::optional<double> clock_form(std::string_view s) {
 
 }  // namespace
 
+std::string format_time_limit(double seconds) {
+    const auto total = static_cast<long long>(seconds + 0.5);
+    if (total != 0 && total % 3600 == 0) {
+        return fmt::format("{}h", total / 3600);
+    }
+    if (total != 0 && total % 60 == 0) {
+        return fmt::format("{}m", total / 60);
+    }
+    return fmt::format("{}s", total);
+}
+
 Result<double> parse_time_limit(std::string_view text) {
     const std::string_view s = trim(text);
     if (s.empty()) {

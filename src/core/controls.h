@@ -2,6 +2,7 @@
 // The words of the scheduling controls people type: time limits ("2h", "1:30:00") and array
 // index sets ("0-9", "1,3,8-12:2"). Pure.
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -20,6 +21,8 @@ inline constexpr double kMaxTimeLimitS = 366.0 * 24 * 3600;
 // forms "MM:SS", "HH:MM:SS", "D-HH:MM:SS". A bare number is refused: minutes for sbatch, seconds
 // elsewhere.
 Result<double> parse_time_limit(std::string_view text);
+// A time limit as parse_time_limit reads it, in its largest whole unit: "2h", "90m", "45s".
+std::string format_time_limit(double seconds);
 
 // "0-9" (both ends included), "0-20:5" (step), "1,3,8-12" (lists of those); ascending, no
 // duplicates.

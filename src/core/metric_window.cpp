@@ -50,6 +50,7 @@ MetricWindow::MetricWindow(std::size_t capacity) : ring_(capacity == 0 ? 1 : cap
 
 void MetricWindow::push(const MetricSample& sample) {
     ring_[next_] = sample;
+    stats_.reset();
     next_ = (next_ + 1) % ring_.size();
     count_ = std::min(count_ + 1, ring_.size());
 }
@@ -78,7 +79,14 @@ std::vector<MetricSample> MetricWindow::samples() const {
     return out;
 }
 
-WindowStats MetricWindow::stats() const {
+const WindowStats& MetricWindow::stats() const {
+    if (!stats_) {
+        stats_ = compute_stats();
+    }
+    return *stats_;
+}
+
+WindowStats MetricWindow::compute_stats() const {
     WindowStats w;
     w.samples = count_;
     if (count_ == 0) {

@@ -72,12 +72,16 @@ public:
     const MetricSample& last() const;
     // Samples oldest first.
     std::vector<MetricSample> samples() const;
-    WindowStats stats() const;
+    // Kept until the next push: the risk rule, the planner and the API all read one tick's.
+    const WindowStats& stats() const;
 
 private:
+    WindowStats compute_stats() const;
+
     std::vector<MetricSample> ring_;  // invariant: size() == capacity, first count_ slots valid
     std::size_t next_ = 0;            // slot the next sample goes to
     std::size_t count_ = 0;
+    mutable std::optional<WindowStats> stats_;
 };
 
 }  // namespace carma

@@ -6,6 +6,7 @@
 #include <array>
 #include <cctype>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -169,6 +170,28 @@ inline std::string printable(std::string_view s, bool keep_newlines = false) {
         i += c.bytes;
     }
     return out;
+}
+
+// Shell quoting, for commands shown to a user or written into a script: plain words as they
+// are, anything else in single quotes, so that it can be pasted back into a terminal.
+inline std::string shell_quote(std::string_view word) {
+    const bool plain = !word.empty() && word.find_first_not_of(
+                                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789-_./=:,+@%") == std::string_view::npos;
+    if (plain) {
+        return std::string(word);
+    }
+    std::string out = "'";
+    for (char c : word) {
+        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    }
+    return out + "'";
+}
+
+// The text of an errno value ("No such file or directory").
+inline std::string errno_text(int err) {
+    const char* text = strerrordesc_np(err);  // unlike strerror, safe with other threads
+    return text != nullptr ? std::string(text) : "unknown error " + std::to_string(err);
 }
 
 }  // namespace carma

@@ -410,4 +410,9 @@ Result<DaemonConfig> finalize(DaemonConfig c) {
     return c;
 }
 
+device::BackendChoice backend_choice(const DaemonConfig& c) {
+    return {.gpus = c.gpus, .dcgm_host = c.dcgm_host, .sharing = c.sharing, .world = c.world,
+            .world_bias = c.world_bias, .world_noise = c.world_noise, .state_dir = c.state_dir};
+}
+
 }  // namespace carma::daemon

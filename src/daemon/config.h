@@ -9,6 +9,7 @@
 #include "core/risk_filter.h"
 #include "core/units.h"
 #include "core/user_limits.h"
+#include "device/backend_choice.h"
 
 namespace carma::daemon {
 
@@ -77,6 +78,9 @@ Result<DaemonConfig> load_config(const std::string& path, DaemonConfig base);
 // Parses YAML text (for tests); `source` names it in errors.
 Result<DaemonConfig> parse_config(const std::string& text, const std::string& source,
                                   DaemonConfig base);
+
+// The part of the configuration that chooses and configures the GPU backend.
+device::BackendChoice backend_choice(const DaemonConfig& config);
 
 // Checks values and fills defaults that depend on others (socket from state dir).
 Result<DaemonConfig> finalize(DaemonConfig config);

@@ -24,12 +24,13 @@
 #include <spdlog/spdlog.h>
 
 #include "api/server.h"
+#include "core/controls.h"
 #include "core/exit_classify.h"
 #include "core/host_port.h"
 #include "model/interference.h"
 #include "core/python_env.h"
-#include "daemon/backend.h"
 #include "daemon/task_json.h"
+#include "device/backend_choice.h"
 #include "exec/as_user.h"
 #include "exec/proc_tree.h"
 #include "exec/self.h"
@@ -47,11 +48,6 @@ std::string shortened(const std::string& text, std::size_t max) {
         --cut;
     }
     return text.substr(0, cut) + "\u2026";
-}
-
-double steady_now() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
 namespace {
@@ -100,11 +96,6 @@ bool same_learned(const Learned& a, const Learned& b) {
            a.duration_s == b.duration_s && a.activity == b.activity && a.basis == b.basis;
 }
 
-double unix_now() {
-    using namespace std::chrono;
-    return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
 // --- construction and restore -----------------------------------------------------------------
 
 Daemon::Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
@@ -119,7 +110,7 @@ Daemon::Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
     for (const device::GpuInfo& g : backend_->gpus()) {
         windows_.emplace_back(config_.window);
         GpuState state;
-        state.excluded = exclusion_reason(g, config_.exclude_gpus);
+        state.excluded = device::exclusion_reason(g, config_.exclude_gpus);
         if (!state.excluded.empty()) {
             spdlog::warn("GPU {} ({}, {}) is left out: {}", g.index, g.name, g.uuid,
                          state.excluded);
@@ -255,11 +246,11 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
         hub = std::move(*created);
         backend = std::make_unique<cluster::HubBackend>(hub);
     } else {
-        backend = open_backend(config, attempts_running);
+        backend = device::open_backend(backend_choice(config), attempts_running);
         if (!backend) {
             return tl::unexpected(backend.error());
         }
-        if (auto usable = check_some_gpu_usable((*backend)->gpus(), config.exclude_gpus);
+        if (auto usable = device::check_some_gpu_usable((*backend)->gpus(), config.exclude_gpus);
             !usable) {
             return tl::unexpected(usable.error());
         }
@@ -674,7 +665,7 @@ void Daemon::apply_samples(Result<std::vector<device::GpuSample>> samples) {
         // say so whenever it changes (at start, and when e.g. profiling becomes unavailable).
         std::string rule = describe_rule(windows_[idx].stats(), config_.risk);
         if (rule != state.rule_text) {
-            spdlog::info("GPU {}: {}; risk rule {}", s.index, describe_sources(s), rule);
+            spdlog::info("GPU {}: {}; risk rule {}", s.index, device::describe_sources(s), rule);
             state.rule_text = std::move(rule);
         }
     }
@@ -983,7 +974,7 @@ void Daemon::grow_gpus() {
         const device::GpuInfo& g = gpus[i];
         windows_.emplace_back(config_.window);
         GpuState state;
-        state.excluded = exclusion_reason(g, config_.exclude_gpus);
+        state.excluded = device::exclusion_reason(g, config_.exclude_gpus);
         gpu_state_.push_back(std::move(state));
         event(0, "gpu-added",
               fmt::format("GPU {} joins: GPU {} of node {} ({})", g.index, g.node_index, g.node,
@@ -1099,7 +1090,7 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         }
         task.finished_at = unix_now();
         if (outcome == AttemptOutcome::Timeout) {
-            how = fmt::format("stopped at its time limit of {:.0f} s", *live.time_limit_s);
+            how = "stopped at its time limit of " + format_time_limit(*live.time_limit_s);
         }
         task.message = outcome == AttemptOutcome::Succeeded
                            ? "succeeded"

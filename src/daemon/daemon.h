@@ -31,6 +31,7 @@
 #include "daemon/config.h"
 #include "daemon/foreign.h"
 #include "device/gpu_backend.h"
+#include "exec/clock.h"
 #include "exec/launch.h"
 #include "exec/mps.h"
 #include "exec/proc_tree.h"
@@ -38,10 +39,9 @@
 
 namespace carma::daemon {
 
-// Unix time now, in seconds: what the store records.
-double unix_now();
-// Monotonic seconds (limits, back-offs): never steps with the wall clock.
-double steady_now();
+// The wall clock (what the store records) and the steady clock (limits, back-offs).
+using exec::steady_now;
+using exec::unix_now;
 
 // Events keep at most this much of their message.
 inline constexpr std::size_t kMaxEventBytes = 1000;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/controls.h"
 #include "daemon/daemon.h"
 #include "daemon/task_json.h"
 
@@ -15,17 +16,6 @@ namespace carma::daemon {
 namespace {
 
 api::ApiError store_error(const Error& e) { return api::ApiError{500, e.message}; }
-
-std::string format_seconds(double s) {
-    const auto total = static_cast<long long>(s + 0.5);
-    if (total % 3600 == 0) {
-        return fmt::format("{}h", total / 3600);
-    }
-    if (total % 60 == 0) {
-        return fmt::format("{}m", total / 60);
-    }
-    return fmt::format("{}s", total);
-}
 
 }  // namespace
 
@@ -152,8 +142,8 @@ void Daemon::enforce_time_limits() {
         event(id, "timeout",
               fmt::format("attempt {} reached its time limit of {}; stopping it (SIGTERM, then "
                           "SIGKILL after {})",
-                          live.number, format_seconds(*live.time_limit_s),
-                          format_seconds(config_.kill_grace_s)));
+                          live.number, format_time_limit(*live.time_limit_s),
+                          format_time_limit(config_.kill_grace_s)));
     }
 }
 

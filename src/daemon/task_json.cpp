@@ -8,6 +8,7 @@
 
 #include "core/controls.h"
 #include "core/knowledge.h"
+#include "store/peak_json.h"
 
 namespace carma::daemon {
 
@@ -115,19 +116,6 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
             {"message", t.message}};
 }
 
-namespace {
-
-// {"0": 13236, "1": 13180}: GPU index -> the most the attempt's processes held there.
-nlohmann::json peak_to_json(const std::map<int, MiB>& peak) {
-    nlohmann::json j = nlohmann::json::object();
-    for (const auto& [gpu, mib] : peak) {
-        j[std::to_string(gpu)] = mib;
-    }
-    return j;
-}
-
-}  // namespace
-
 nlohmann::json attempt_to_json(const store::AttemptRow& a) {
     auto opt_int = [](const std::optional<int>& v) {
         return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -144,7 +132,7 @@ nlohmann::json attempt_to_json(const store::AttemptRow& a) {
             {"exit_code", opt_int(a.exit_code)},
             {"signal", opt_int(a.signal)},
             {"recovered", a.recovered},
-            {"peak_mib", peak_to_json(a.peak_mib)},
+            {"peak_mib", store::peak_to_json(a.peak_mib)},
             {"unobserved", unobserved ? nlohmann::json(std::string(to_string(seen)))
                                       : nlohmann::json(nullptr)},
             {"unobserved_why", unobserved ? nlohmann::json(std::string(unobserved_why(seen)))

@@ -20,13 +20,11 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace carma::device::emu {
 
 namespace {
-
-std::string errno_text(int err) {
-    return std::strerror(err);
-}
 
 // --- byte-range OFD locks (per open file description, released when the fd is closed) --------
 

@@ -27,6 +27,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_number.h"
+#include "core/text.h"
+#include "exec/fd.h"
 
 extern char** environ;
 
@@ -43,11 +45,6 @@ using nlohmann::json;
 constexpr auto kStartDeadline = std::chrono::seconds(static_cast<int>(kStartDeadlineS));
 constexpr auto kPollInterval = std::chrono::milliseconds(5);
 
-std::string errno_text(int err) {
-    const char* text = strerrordesc_np(err);  // unlike strerror, safe with other threads
-    return text != nullptr ? std::string(text) : fmt::format("unknown error {}", err);
-}
-
 tl::unexpected<Error> sys_fail(std::string_view what, int err) {
     return fail(ErrorCode::Io, fmt::format("{}: {}", what, errno_text(err)));
 }
@@ -55,25 +52,6 @@ tl::unexpected<Error> sys_fail(std::string_view what, int err) {
 std::string attempt_file(const std::string& dir, std::string_view name) {
     return dir + "/" + std::string(name);
 }
-
-// Closes on scope exit, so that every early return in launch() releases its descriptors.
-class Fd {
-public:
-    explicit Fd(int fd = -1) : fd_(fd) {}
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    ~Fd() { reset(); }
-    int get() const { return fd_; }
-    void reset() {
-        if (fd_ >= 0) {
-            ::close(fd_);
-        }
-        fd_ = -1;
-    }
-
-private:
-    int fd_;
-};
 
 // --- small file helpers ----------------------------------------------------------------------
 

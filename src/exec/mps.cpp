@@ -2,27 +2,23 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "core/text.h"
+#include "exec/run_program.h"
 
 extern char** environ;
 
@@ -31,34 +27,12 @@ namespace carma::exec {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kMaxQuotedOutput = 2000;  // of the control program's output, in errors
-
-std::string errno_text(int err) {
-    const char* text = strerrordesc_np(err);  // unlike strerror, safe with other threads
-    return text != nullptr ? std::string(text) : fmt::format("unknown error {}", err);
-}
 
 tl::unexpected<Error> sys_fail(std::string_view what, int err) {
     return fail(ErrorCode::Io, fmt::format("{}: {}", what, errno_text(err)));
 }
-
-class Fd {
-  public:
-    explicit Fd(int fd = -1) : fd_(fd) {}
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    ~Fd() {
-        if (fd_ >= 0) {
-            ::close(fd_);
-        }
-    }
-    int get() const { return fd_; }
-
-  private:
-    int fd_;
-};
 
 // --- finding the program ---------------------------------------------------------------------
 
@@ -193,23 +167,6 @@ std::vector<std::string> control_environment(const std::string& pipe_dir,
     return out;
 }
 
-struct RunOutcome {
-    int status = 0;      // waitpid status
-    std::string output;  // stdout and stderr together
-};
-
-std::string describe_status(int status) {
-    if (WIFEXITED(status)) {
-        return fmt::format("exited with status {}", WEXITSTATUS(status));
-    }
-    if (WIFSIGNALED(status)) {
-        return fmt::format(
-            "was killed by signal {} ({})", WTERMSIG(status),
-            sigdescr_np(WTERMSIG(status)) != nullptr ? sigdescr_np(WTERMSIG(status)) : "unknown");
-    }
-    return fmt::format("ended with wait status {}", status);
-}
-
 std::string quoted_output(std::string_view output) {
     output = trim(output);
     if (output.empty()) {
@@ -222,116 +179,32 @@ std::string quoted_output(std::string_view output) {
     return fmt::format("'{}'", output);
 }
 
-std::string read_all(int fd) {
-    std::string out;
-    char buf[4096];
-    off_t at = 0;
-    for (;;) {
-        const ssize_t n = ::pread(fd, buf, sizeof buf, at);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            break;
-        }
-        out.append(buf, static_cast<std::size_t>(n));
-        at += n;
-    }
-    return out;
-}
-
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-    std::vector<char*> out;
-    for (std::string& s : strings) {
-        out.push_back(s.data());
-    }
-    out.push_back(nullptr);
-    return out;
-}
-
-// Runs `path args...` with `input` on its stdin and waits up to `timeout_s` for it. Output goes
-// to a memory file, not a pipe: `-d` forks a daemon that may keep the descriptor open, and a
-// pipe would then never see EOF (or SIGPIPE the daemon once we close our end).
-Result<RunOutcome> run_control(const std::string& path, const std::vector<std::string>& args,
-                               std::string_view input, std::vector<std::string> env,
+// Runs `path args...` with `input` on its stdin, its stdout and stderr together, for at most
+// `timeout_s`.
+Result<ProgramRun> run_control(const std::string& path, const std::vector<std::string>& args,
+                               std::string input, std::vector<std::string> env,
                                double timeout_s) {
-    Fd out(::memfd_create("carma-mps-control-output", MFD_CLOEXEC));
-    if (out.get() < 0) {
-        return sys_fail("cannot create a memory file for the MPS control program's output", errno);
+    std::vector<std::string> argv = {path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ProgramOptions o;
+    o.input = std::move(input);
+    o.timeout_s = timeout_s;
+    o.env = std::move(env);
+    o.stderr_to_stdout = true;
+    auto run = run_program(argv, o);
+    if (!run) {
+        return run;
     }
-    int pipe_fds[2] = {-1, -1};
-    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-        return sys_fail("cannot create a pipe for the MPS control program's input", errno);
+    if (!run->started()) {
+        return sys_fail(fmt::format("cannot run MPS control program {}", path), run->start_error);
     }
-    Fd in_read(pipe_fds[0]);
-    {
-        Fd in_write(pipe_fds[1]);
-        // A command line or two fits the pipe's buffer, so this never blocks.
-        if (!input.empty() && ::write(in_write.get(), input.data(), input.size()) !=
-                                  static_cast<ssize_t>(input.size())) {
-            return sys_fail("cannot write the MPS control program's input", errno);
-        }
-    }  // closed: the program reads EOF after the input
-
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, in_read.get(), 0);
-    posix_spawn_file_actions_adddup2(&actions, out.get(), 1);
-    posix_spawn_file_actions_adddup2(&actions, out.get(), 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    // The daemon may block signals (for a signalfd) or ignore some; the control daemon this
-    // forks must not inherit that. Its own process group lets a timeout kill all of it.
-    sigset_t none;
-    sigemptyset(&none);
-    sigset_t all;
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(
-        &attr,
-        static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP));
-    std::vector<std::string> argv_strings = {path};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv = pointers(argv_strings);
-    std::vector<char*> envp = pointers(env);
-    pid_t pid = 0;
-    const int rc = ::posix_spawn(&pid, path.c_str(), &actions, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
-        return sys_fail(fmt::format("cannot run MPS control program {}", path), rc);
+    if (run->timed_out) {
+        return fail(ErrorCode::Io,
+                    fmt::format("MPS control program {} did not finish within {} s and was "
+                                "killed; output {}; is the MPS control daemon hung?",
+                                path, timeout_s, quoted_output(run->out)));
     }
-
-    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
-    int status = 0;
-    for (;;) {
-        const pid_t got = ::waitpid(pid, &status, WNOHANG);
-        if (got == pid) {
-            break;
-        }
-        if (got < 0 && errno != EINTR) {
-            // ECHILD: someone else reaped it; its outcome is unknown.
-            return sys_fail(fmt::format("cannot learn how MPS control program {} ended", path),
-                            errno);
-        }
-        if (Clock::now() >= deadline) {
-            ::kill(-pid, SIGKILL);
-            while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-            }
-            return fail(ErrorCode::Io,
-                        fmt::format("MPS control program {} did not finish within {} s and was "
-                                    "killed; output {}; is the MPS control daemon hung?",
-                                    path, timeout_s, quoted_output(read_all(out.get()))));
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return RunOutcome{status, read_all(out.get())};
-}
-
-bool succeeded(int status) {
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    return run;
 }
 
 }  // namespace
@@ -373,7 +246,7 @@ Result<MpsDaemon> MpsDaemon::start(const MpsOptions& options) {
     // quitting it would take the running tasks' servers down.
     auto probe = run_control(d.control_path_, {}, "get_server_list\n",
                              control_environment(d.pipe_dir_, d.log_dir_, d.visible_device_), d.timeout_s_);
-    if (probe && succeeded(probe->status)) {
+    if (probe && probe->succeeded()) {
         d.adopted_ = true;
         return d;
     }
@@ -382,13 +255,13 @@ Result<MpsDaemon> MpsDaemon::start(const MpsOptions& options) {
     if (!run) {
         return tl::unexpected(run.error());
     }
-    if (!succeeded(run->status)) {
+    if (!run->succeeded()) {
         return fail(ErrorCode::Io,
                     fmt::format("MPS control daemon did not start: `{} -d` {}, saying {}; is the "
                                 "NVIDIA driver installed? is another MPS control daemon running "
                                 "with pipe directory {}? (its log: {}/control.log)",
-                                d.control_path_, describe_status(run->status),
-                                quoted_output(run->output), d.pipe_dir_, d.log_dir_));
+                                d.control_path_, run->how_it_ended(d.timeout_s_),
+                                quoted_output(run->out), d.pipe_dir_, d.log_dir_));
     }
     return d;
 }
@@ -399,12 +272,12 @@ Result<void> MpsDaemon::stop() {
     if (!run) {
         return tl::unexpected(run.error());
     }
-    if (!succeeded(run->status)) {
+    if (!run->succeeded()) {
         return fail(ErrorCode::Io,
                     fmt::format("MPS control daemon did not take 'quit': `echo quit | {}` {}, "
                                 "saying {}; is it still running with pipe directory {}?",
-                                control_path_, describe_status(run->status),
-                                quoted_output(run->output), pipe_dir_));
+                                control_path_, run->how_it_ended(timeout_s_),
+                                quoted_output(run->out), pipe_dir_));
     }
     return {};
 }

@@ -36,6 +36,8 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+#include "exec/clock.h"
 #include "exec/launch.h"
 #include "exec/proc_tree.h"
 
@@ -43,23 +45,12 @@ namespace carma::exec {
 
 namespace {
 
-std::string errno_text(int err) {
-    const char* text = strerrordesc_np(err);
-    return text != nullptr ? std::string(text) : fmt::format("unknown error {}", err);
-}
-
 // stderr is <attempt_dir>/shim.log (set up by launch()).
 template <typename... Args>
 void shim_log(fmt::format_string<Args...> format, Args&&... args) {
     std::string line = fmt::format("carma-shim[{}]: ", ::getpid()) +
                        fmt::format(format, std::forward<Args>(args)...) + "\n";
     std::fputs(line.c_str(), stderr);
-}
-
-double unix_now() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 std::string attempt_file(const std::string& dir, std::string_view name) {

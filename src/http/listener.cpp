@@ -419,6 +419,11 @@ httplib::Server::HandlerResponse Listener::admit(const httplib::Request& req,
     }
     if (admission_) {
         if (admission_(req, res, *conn) == HandlerResponse::Handled) {
+            // Said in the answer, so that a keep-alive client opens a new connection for its
+            // next request instead of writing it into one this end is closing.
+            if (conn->closing()) {
+                res.set_header("Connection", "close");
+            }
             return HandlerResponse::Handled;
         }
     }
@@ -440,6 +445,7 @@ httplib::Server::HandlerResponse Listener::admit(const httplib::Request& req,
     }
     send_json(res, 413, nlohmann::json{{"error", body_too_large_message(limits_.max_body_bytes)}});
     conn->close_after_answer();
+    res.set_header("Connection", "close");
     return HandlerResponse::Handled;
 }
 

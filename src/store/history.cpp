@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/columns.h"
+#include "store/peak_json.h"
 
 namespace carma::store {
 
@@ -18,14 +19,7 @@ constexpr const char* kColumns =
     "task_id, attempt, fingerprint, family, uid, gpus, peak_mib, peak_json, run_s, activity, "
     "outcome, ended_at, unobserved, shared_s, sharing_class, speed_k";
 
-// {"0": 13236}: the same shape as attempts.peak_mib_json.
-std::string peak_text(const std::map<int, MiB>& peak) {
-    json j = json::object();
-    for (const auto& [gpu, mib] : peak) {
-        j[std::to_string(gpu)] = mib;
-    }
-    return j.dump();
-}
+std::string peak_text(const std::map<int, MiB>& peak) { return peak_to_json(peak).dump(); }
 
 std::map<int, MiB> peak_from_text(const std::string& text) {
     std::map<int, MiB> peak;

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/columns.h"
+#include "store/peak_json.h"
 
 namespace carma::store {
 
@@ -490,14 +491,6 @@ constexpr const char* kUpdateAttempt =
     "outcome = ?, exit_code = ?, signal = ?, recovered = ?, peak_mib_json = ?, energy_j = ?, "
     "node = ?, slurm_job = ? WHERE task_id = ? AND number = ?";
 
-json peak_json(const std::map<int, MiB>& peak) {
-    json j = json::object();
-    for (const auto& [gpu, mib] : peak) {
-        j[std::to_string(gpu)] = mib;
-    }
-    return j;
-}
-
 // Insert and update share the parameter order: the mutable fields, then the key.
 void bind_attempt(SQLite::Statement& st, const AttemptRow& a) {
     st.bind(1, json(a.gpus).dump());
@@ -509,7 +502,7 @@ void bind_attempt(SQLite::Statement& st, const AttemptRow& a) {
     bind_optional(st, 7, a.exit_code);
     bind_optional(st, 8, a.signal);
     st.bind(9, a.recovered ? 1 : 0);
-    st.bind(10, peak_json(a.peak_mib).dump());
+    st.bind(10, peak_to_json(a.peak_mib).dump());
     bind_optional(st, 11, a.energy_j);
     st.bind(12, a.node);
     st.bind(13, a.slurm_job);
@@ -1132,7 +1125,7 @@ Result<void> Store::set_attempt_peak(TaskId task, int number, const std::map<int
     auto body = [&](SQLite::Database& db) -> Result<void> {
         SQLite::Statement st(
             db, "UPDATE attempts SET peak_mib_json = ? WHERE task_id = ? AND number = ?");
-        st.bind(1, peak_json(peak_mib).dump());
+        st.bind(1, peak_to_json(peak_mib).dump());
         st.bind(2, task);
         st.bind(3, number);
         st.exec();

@@ -187,7 +187,7 @@ TEST_F(SlurmCliTest, UpShowsSbatchStderr) {
         slurm_error({"up", "--nodes", "2", "--gpus-per-node", "4", "--server", "h:1",
                      "--partition", "nope", "--token-file", token()});
     EXPECT_THAT(err, HasSubstr("sbatch"));
-    EXPECT_THAT(err, HasSubstr("exit status 1"));
+    EXPECT_THAT(err, HasSubstr("exited with status 1"));
     EXPECT_THAT(err, HasSubstr("Invalid partition name"));
 }
 

@@ -192,13 +192,5 @@ TEST(SlurmScriptTest, StatusJson) {
     EXPECT_TRUE(slurm_status_json(jobs, nullptr)["nodes"].is_null());
 }
 
-TEST(SlurmScriptTest, ShellQuote) {
-    EXPECT_EQ(shell_quote("plain-word_1.2:3,4@x%y"), "plain-word_1.2:3,4@x%y");
-    EXPECT_EQ(shell_quote("two words"), "'two words'");
-    EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
-    EXPECT_EQ(shell_quote("$HOME"), "'$HOME'");
-    EXPECT_EQ(shell_quote(""), "''");
-}
-
 }  // namespace
 }  // namespace carma::cli

@@ -8,9 +8,9 @@
 set -u
 B=$(cd "$1" && pwd)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-source "$(dirname "$0")/common.sh" agents
+source "$(dirname "$0")/../lib.sh" agents
 SCALE=60
-fail() { echo "FAIL: $*"; echo "--- server log"; tail -30 "$T/server.log"; for n in n1 n2; do echo "--- agent $n"; tail -15 "$T/agent-$n.log"; done; exit 1; }
+logs=("$T/server.log" "$T/agent-n1.log:15" "$T/agent-n2.log:15")
 
 "$B/carma" serve --state-dir "$T/server" --socket "$T/carma.sock" --policy OR-MAGM \
     --time-scale $SCALE --agents "127.0.0.1:$PORT" --agent-token-file "$T/token" \

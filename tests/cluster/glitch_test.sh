@@ -11,13 +11,8 @@
 # Usage: glitch_test.sh BUILD_DIR
 set -u
 B=$(cd "$1" && pwd)
-source "$(dirname "$0")/common.sh" glitch
-fail() { echo "FAIL: $*"; echo "--- server log"; tail -30 "$T/server.log"; echo "--- agent"; tail -20 "$T/agent.log"; exit 1; }
-field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)" 2>/dev/null; }
-wait_for() {  # CONDITION-COMMAND TRIES: polls every 0.2 s
-    for _ in $(seq "$2"); do eval "$1" && return 0; sleep 0.2; done
-    return 1
-}
+source "$(dirname "$0")/../lib.sh" glitch
+logs=("$T/server.log" "$T/agent.log:20")
 "$B/carma" serve --state-dir "$T/server" --socket "$T/carma.sock" --policy exclusive \
     --time-scale 10 --window 3 --agents "127.0.0.1:$PORT" --agent-token-file "$T/token" \
     --node-timeout 6 >"$T/server.log" 2>&1 &
@@ -30,10 +25,8 @@ start_agent() {  # LOG [FLAGS...]
     pids+=($!)
 }
 start_agent "$T/agent.log" --allow-root-tasks
-node_up() { [ "$(nodes_up)" = 1 ]; }
-window_full() { [ "$(api /v1/gpus | field 'd["gpus"][3]["window"]["samples"]')" = 3 ]; }
 wait_for node_up 150 || fail "the agent did not come up"
-wait_for window_full 150 || fail "the GPUs' monitor windows did not fill"
+wait_for 'window_full 3 3' 150 || fail "the GPUs' monitor windows did not fill"
 echo "PASS agent up, 4 GPUs sampled"
 
 # The same node name again, from a second agent: refused while the first reports.

@@ -16,6 +16,7 @@
 
 #include "cluster/authenticator.h"
 #include "cluster/hub.h"
+#include "exec/clock.h"
 
 namespace carma::cluster {
 namespace {
@@ -26,10 +27,7 @@ using testing::HasSubstr;
 
 constexpr const char* kMaster = "0123456789abcdef0123456789abcdef";
 
-double unix_now() {
-    using namespace std::chrono;
-    return duration<double>(system_clock::now().time_since_epoch()).count();
-}
+using exec::unix_now;
 
 std::string report_body(const std::string& node) {
     AgentReport r;

@@ -4,6 +4,7 @@
 // HubLimits.*: senders without the token; RogueNode.*: senders with it.
 
 #include "cluster/hub.h"
+#include "exec/clock.h"
 
 #include "cluster/authenticator.h"
 
@@ -34,10 +35,7 @@ using testing::HasSubstr;
 
 constexpr const char* kToken = "0123456789abcdef";
 
-double unix_now() {
-    using namespace std::chrono;
-    return duration<double>(system_clock::now().time_since_epoch()).count();
-}
+using exec::unix_now;
 
 // The X-Carma-Auth header an agent of `node` holding the server's token sends with `body`.
 std::string signed_header(const std::string& node, const std::string& body,

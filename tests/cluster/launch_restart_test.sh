@@ -8,12 +8,11 @@
 # Usage: launch_restart_test.sh BUILD_DIR
 set -u
 B=$(cd "$1" && pwd)
-source "$(dirname "$0")/common.sh" launch-restart
+source "$(dirname "$0")/../lib.sh" launch-restart
 agent=
 # A stopped agent would not take its SIGTERM.
 trap '[ -n "$agent" ] && kill -CONT "$agent" 2>/dev/null; stop_started' EXIT
-fail() { echo "FAIL: $*"; echo "--- server log"; tail -30 "$T/server.log"; echo "--- agent"; tail -15 "$T/agent.log"; exit 1; }
-field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)" 2>/dev/null; }
+logs=("$T/server.log" "$T/agent.log:15")
 serve() {
     "$B/carma" serve --state-dir "$T/server" --socket "$T/carma.sock" --policy OR-MAGM \
         --window 3 --agents "127.0.0.1:$PORT" --agent-token-file "$T/token" \
@@ -21,19 +20,13 @@ serve() {
     server_pid=$!
     pids+=($!)
 }
-wait_for() {  # CONDITION-COMMAND TRIES: polls every 0.2 s
-    for _ in $(seq "$2"); do eval "$1" && return 0; sleep 0.2; done
-    return 1
-}
 serve
 "$B/carma" agent --server "127.0.0.1:$PORT" --token-file "$T/token" --node n1 \
     --gpus emulated:1xA100-40GB --state-dir "$T/n1" --allow-root-tasks >>"$T/agent.log" 2>&1 &
 agent=$!
 pids+=($agent)
-node_up() { [ "$(nodes_up)" = 1 ]; }
-window_full() { [ "$(api /v1/gpus | field 'd["gpus"][0]["window"]["samples"]')" = 3 ]; }
 wait_for node_up 150 || fail "the agent did not come up"
-wait_for window_full 150 || fail "the GPU's monitor window did not fill"
+wait_for 'window_full 0 3' 150 || fail "the GPU's monitor window did not fill"
 echo "PASS agent up, its GPU sampled"
 
 # The agent stops taking reports' answers; the server places the task and waits for the launch.

@@ -6,8 +6,8 @@
 # Usage: rogue_server_test.sh BUILD_DIR
 set -u
 B=$(cd "$1" && pwd)
-source "$(dirname "$0")/common.sh" rogue-server
-fail() { echo "FAIL: $*"; echo "--- agent"; tail -20 "$T/agent.log"; echo "--- rogue"; tail -5 "$T/rogue.log"; exit 1; }
+source "$(dirname "$0")/../lib.sh" rogue-server
+logs=("$T/agent.log:20" "$T/rogue.log:5")
 cat >"$T/rogue.py" <<'PY'
 import http.server, json, sys
 port, pwned, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]

@@ -53,5 +53,19 @@ TEST(ControlsTest, ArrayIndices) {
     }
 }
 
+// This test verifies that a time limit is written in its largest whole unit, in a form the
+// parser reads back to the same seconds: events and messages say the limit as it was typed.
+TEST(TimeLimitText, LargestWholeUnitAndReadBack) {
+    EXPECT_EQ(format_time_limit(7200), "2h");
+    EXPECT_EQ(format_time_limit(5400), "90m");
+    EXPECT_EQ(format_time_limit(45), "45s");
+    EXPECT_EQ(format_time_limit(0), "0s");
+    for (double s : {7200.0, 5400.0, 45.0, 90061.0}) {
+        auto back = parse_time_limit(format_time_limit(s));
+        ASSERT_TRUE(back) << s;
+        EXPECT_EQ(*back, s);
+    }
+}
+
 }  // namespace
 }  // namespace carma

@@ -49,6 +49,23 @@ TEST(MetricWindowTest, RollsOverCapacity) {
     EXPECT_NEAR(st.smact.mean, 0.4, 1e-12);
 }
 
+// This test verifies that the statistics read between pushes are those of the samples pushed so
+// far: they are kept for the tick's readers, and a push makes them new.
+TEST(MetricWindowTest, StatisticsFollowEveryPush) {
+    MetricWindow w(3);
+    w.push(MetricSample{.free_mib = 8000, .smact = 0.2});
+    const WindowStats before = w.stats();
+    EXPECT_EQ(w.stats().samples, 1u);
+    w.push(MetricSample{.free_mib = 2000, .smact = 0.8});
+    EXPECT_EQ(before.last_free_mib, 8000);
+    EXPECT_EQ(w.stats().samples, 2u);
+    EXPECT_EQ(w.stats().last_free_mib, 2000);
+    EXPECT_NEAR(w.stats().smact.mean, 0.5, 1e-12);
+    w.push_repeated(MetricSample{.free_mib = 1000, .smact = 0.1}, 3);
+    EXPECT_EQ(w.stats().last_free_mib, 1000);
+    EXPECT_NEAR(w.stats().smact.mean, 0.1, 1e-12);
+}
+
 // This test verifies that pushing a sample k times equals pushing it once k times, and that
 // available memory never goes below zero.
 TEST(MetricWindowTest, PushRepeatedMatchesPushes) {

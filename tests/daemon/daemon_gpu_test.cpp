@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support.h"
 #include "daemon/daemon.h"
 #include "device/dcgm.h"
 #include "device/nvml.h"
@@ -65,16 +66,7 @@ void clear_knobs() {
     }
 }
 
-bool eventually(const std::function<bool()>& done, std::chrono::seconds limit = 30s) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (done()) {
-            return true;
-        }
-        std::this_thread::sleep_for(20ms);
-    }
-    return done();
-}
+using test_support::eventually;
 
 class RealGpuDaemonTest : public ::testing::Test {
 protected:

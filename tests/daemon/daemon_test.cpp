@@ -39,6 +39,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "http_support.h"
 #include "support.h"
 #include "api/client.h"
 
@@ -64,30 +65,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-struct RawReply {
-    int status = 0;
-    std::string body;
-};
-
-// A request with the status kept, whatever it is (the API client turns errors into messages).
-RawReply raw_request(const std::string& socket, const std::string& method,
-                     const std::string& target, const std::string& body = "") {
-    httplib::Client cli(socket, 80);
-    cli.set_address_family(AF_UNIX);
-    cli.set_read_timeout(60);
-    httplib::Request req;
-    req.method = method;
-    req.path = target;
-    if (method != "GET" || !body.empty()) {
-        req.body = body;
-        req.set_header("Content-Type", "application/json");
-    }
-    httplib::Result r = cli.send(req);
-    if (!r) {
-        return {-1, httplib::to_string(r.error())};
-    }
-    return {r->status, r->body};
-}
+using RawReply = test_support::HttpReply;
+using test_support::socket_request;
 
 bool is_final(const std::string& state) {
     return api::is_final_state(state);
@@ -602,11 +581,11 @@ TEST_F(DaemonTest, ApiDocsMatchTheDaemon) {
                                      : std::string();
         if (e.path == "/v1/nodes/drain") {
             // This daemon schedules no nodes: the documented 409 (tests/cluster has the rest).
-            const RawReply r = raw_request(socket_, e.method, target, R"({"node": "n1"})");
+            const RawReply r = socket_request(socket_, e.method, target, R"({"node": "n1"})");
             EXPECT_EQ(r.status, 409) << r.body;
             continue;
         }
-        const RawReply r = raw_request(socket_, e.method, target, body);
+        const RawReply r = socket_request(socket_, e.method, target, body);
         EXPECT_GE(r.status, 200) << r.body;
         EXPECT_LT(r.status, 300) << r.body;
         if (e.path.starts_with("/v1/") && r.status >= 200 && r.status < 300 &&
@@ -627,10 +606,10 @@ TEST_F(DaemonTest, ApiDocsMatchTheDaemon) {
             ASSERT_TRUE(samples.contains(name)) << "no sample value for documented ?" << name;
             const auto& [good, bad] = samples.at(name);
             const std::string sep = target.find('?') == std::string::npos ? "?" : "&";
-            const RawReply ok = raw_request(socket_, "GET", target + sep + name + "=" + good);
+            const RawReply ok = socket_request(socket_, "GET", target + sep + name + "=" + good);
             EXPECT_EQ(ok.status, 200) << "?" << name << "=" << good << ": " << ok.body;
             if (!bad.empty()) {
-                const RawReply no = raw_request(socket_, "GET", target + sep + name + "=" + bad);
+                const RawReply no = socket_request(socket_, "GET", target + sep + name + "=" + bad);
                 EXPECT_EQ(no.status, 400) << "?" << name << "=" << bad << ": " << no.body;
                 EXPECT_NE(no.body.find(name), std::string::npos) << no.body;
             }
@@ -638,7 +617,7 @@ TEST_F(DaemonTest, ApiDocsMatchTheDaemon) {
     }
 
     // Metrics, both ways.
-    const RawReply metrics = raw_request(socket_, "GET", "/metrics");
+    const RawReply metrics = socket_request(socket_, "GET", "/metrics");
     ASSERT_EQ(metrics.status, 200);
     std::set<std::string> exported;
     const std::regex type_line(R"(# TYPE (carma_[a-z_]+))");
@@ -730,7 +709,7 @@ TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
     const std::string big(200000, 'x');  // needs new pages whatever slack the WAL has
     for (int i = 0; i < 10; ++i) {
         json body = {{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"env", {{"BIG", big}}}};
-        const RawReply r = raw_request(socket_, "POST", "/v1/tasks", body.dump());
+        const RawReply r = socket_request(socket_, "POST", "/v1/tasks", body.dump());
         ASSERT_TRUE(r.status == 201 || r.status == 507) << r.status << " " << r.body;
         if (r.status == 507) {
             ++refused;
@@ -1103,17 +1082,17 @@ TEST_F(DaemonTest, AccountingSharesEachGpusEnergy) {
               0u);
     EXPECT_EQ((*client().acct({std::nullopt, "succeeded", std::nullopt}))["tasks"].size(), 3u);
     EXPECT_EQ((*client().acct({std::nullopt, std::nullopt, 4e9}))["tasks"].size(), 0u);
-    const RawReply bad_state = raw_request(socket_, "GET", "/v1/acct?state=succeded");
+    const RawReply bad_state = socket_request(socket_, "GET", "/v1/acct?state=succeded");
     EXPECT_EQ(bad_state.status, 400);
     EXPECT_NE(bad_state.body.find("state='succeded' is not a final state (did you mean "
                                   "'succeeded'?)"),
               std::string::npos)
         << bad_state.body;
-    EXPECT_EQ(raw_request(socket_, "GET", "/v1/acct?state=running").status, 400);
-    const RawReply bad_since = raw_request(socket_, "GET", "/v1/acct?since=yesterday");
+    EXPECT_EQ(socket_request(socket_, "GET", "/v1/acct?state=running").status, 400);
+    const RawReply bad_since = socket_request(socket_, "GET", "/v1/acct?since=yesterday");
     EXPECT_EQ(bad_since.status, 400);
     EXPECT_NE(bad_since.body.find("since"), std::string::npos) << bad_since.body;
-    EXPECT_EQ(raw_request(socket_, "POST", "/v1/acct").status, 405);
+    EXPECT_EQ(socket_request(socket_, "POST", "/v1/acct").status, 405);
 
     // The energy balance, from the GPU samples the daemon stored (one every 10 ticks, 60 ticks
     // a second): a second more stores some past the last end; they are read with the daemon
@@ -1426,7 +1405,7 @@ TEST_F(DaemonTest, SecondRunIsPlannedFromTheFirst) {
     EXPECT_EQ((*estimate)["learned"]["basis"].get<std::string>().find("family history"), 0u);
 
     // Validated like a submission.
-    const RawReply bad = raw_request(socket_, "POST", "/v1/estimate", R"({"command": []})");
+    const RawReply bad = socket_request(socket_, "POST", "/v1/estimate", R"({"command": []})");
     EXPECT_EQ(bad.status, 400) << bad.body;
 }
 
@@ -1749,7 +1728,7 @@ TEST_F(DaemonTest, PathsAreCheckedAsTheSubmitter) {
         {"/tmp", hidden + "/tool"},        {"/tmp", hidden + "/missing-tool"}};
     const int rc = as_user(*alice, [&] {
         for (std::size_t i = 0; i < probes.size(); ++i) {
-            RawReply r = raw_request(socket_, "POST", "/v1/tasks",
+            RawReply r = socket_request(socket_, "POST", "/v1/tasks",
                                      body(probes[i].first, probes[i].second));
             std::ofstream(out + "/" + std::to_string(i)) << r.status << " " << r.body;
         }
@@ -1772,9 +1751,9 @@ TEST_F(DaemonTest, PathsAreCheckedAsTheSubmitter) {
     EXPECT_NE(answer(2).find("not found or not executable by you"), std::string::npos)
         << answer(2);
     // Root, who can reach them, is told they are fine.
-    EXPECT_EQ(raw_request(socket_, "POST", "/v1/tasks", body(hidden + "/exists", "/bin/true")).status,
+    EXPECT_EQ(socket_request(socket_, "POST", "/v1/tasks", body(hidden + "/exists", "/bin/true")).status,
               201);
-    EXPECT_EQ(raw_request(socket_, "POST", "/v1/tasks", body("/tmp", hidden + "/tool")).status, 201);
+    EXPECT_EQ(socket_request(socket_, "POST", "/v1/tasks", body("/tmp", hidden + "/tool")).status, 201);
 }
 
 // This test verifies what `carma submit` brings from the submitter's side, run as an
@@ -2064,18 +2043,18 @@ TEST_F(DaemonTest, BadInputIsRefusedAndQueueSurvives) {
         {std::string(10 << 20, ' '), 413, "too large"},
     };
     for (const Case& k : cases) {
-        RawReply r = raw_request(socket_, "POST", "/v1/tasks", k.body);
+        RawReply r = socket_request(socket_, "POST", "/v1/tasks", k.body);
         EXPECT_EQ(r.status, k.status) << k.body.substr(0, 80) << " -> " << r.body;
         EXPECT_NE(r.body.find(k.says), std::string::npos) << r.body;
         EXPECT_TRUE(json::accept(r.body)) << "errors are JSON: " << r.body;
     }
     for (const char* target : {"/v1/tasks/999999", "/v1/tasks/999999/logs"}) {
-        RawReply r = raw_request(socket_, "GET", target);
+        RawReply r = socket_request(socket_, "GET", target);
         EXPECT_EQ(r.status, 404) << target;
         EXPECT_NE(r.body.find("no task with id 999999"), std::string::npos);
     }
-    EXPECT_EQ(raw_request(socket_, "DELETE", "/v1/tasks/999999").status, 404);
-    EXPECT_EQ(raw_request(socket_, "GET", "/v1/nothing-here").status, 404);
+    EXPECT_EQ(socket_request(socket_, "DELETE", "/v1/tasks/999999").status, 404);
+    EXPECT_EQ(socket_request(socket_, "GET", "/v1/nothing-here").status, 404);
     // Query parameters are checked, not wrapped (offset=-5 was 2^64-5), clamped or ignored.
     const std::string logs = "/v1/tasks/" + std::to_string(sleepers[0]) + "/logs";
     const std::vector<std::pair<std::string, std::string>> queries = {
@@ -2090,12 +2069,12 @@ TEST_F(DaemonTest, BadInputIsRefusedAndQueueSurvives) {
         {"/v1/tasks?all=maybe", "not a yes/no switch"},
     };
     for (const auto& [target, says] : queries) {
-        RawReply r = raw_request(socket_, "GET", target);
+        RawReply r = socket_request(socket_, "GET", target);
         EXPECT_EQ(r.status, 400) << target << " -> " << r.body;
         EXPECT_NE(r.body.find(says), std::string::npos) << target << " -> " << r.body;
     }
-    EXPECT_EQ(raw_request(socket_, "GET", logs + "?stream=stderr&attempt=0&offset=0").status, 200);
-    EXPECT_EQ(raw_request(socket_, "GET", "/v1/events?limit=10000&after=0").status, 200);
+    EXPECT_EQ(socket_request(socket_, "GET", logs + "?stream=stderr&attempt=0&offset=0").status, 200);
+    EXPECT_EQ(socket_request(socket_, "GET", "/v1/events?limit=10000&after=0").status, 200);
     // A known endpoint asked with the wrong method: 405 naming what it takes.
     for (const auto& [method, target, allowed] :
          std::vector<std::tuple<std::string, std::string, std::string>>{
@@ -2103,7 +2082,7 @@ TEST_F(DaemonTest, BadInputIsRefusedAndQueueSurvives) {
              {"POST", "/v1/tasks/1", "GET, DELETE"},
              {"DELETE", "/v1/status", "GET"},
              {"PATCH", "/v1/tasks/1/logs", "GET"}}) {
-        RawReply r = raw_request(socket_, method, target);
+        RawReply r = socket_request(socket_, method, target);
         EXPECT_EQ(r.status, 405) << method << " " << target << " -> " << r.body;
         EXPECT_NE(r.body.find("method " + method + " is not allowed on " + target + "; it takes " +
                               allowed),
@@ -2194,7 +2173,7 @@ RawReply raw_on_fd(int fd, const std::string& method, const std::string& target,
     if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
         static_cast<ssize_t>(request.size())) {
         ::close(fd);
-        return {-1, "send failed"};
+        return {-1, "send failed", {}};
     }
     std::string in;
     char buf[4096];
@@ -2205,9 +2184,9 @@ RawReply raw_on_fd(int fd, const std::string& method, const std::string& target,
     ::close(fd);
     const auto head_end = in.find("\r\n\r\n");
     if (in.size() < 12 || head_end == std::string::npos) {
-        return {-1, in};
+        return {-1, in, {}};
     }
-    return {std::atoi(in.substr(9, 3).c_str()), in.substr(head_end + 4)};
+    return {std::atoi(in.substr(9, 3).c_str()), in.substr(head_end + 4), {}};
 }
 
 // This test verifies that a request is identified as the process that connected, not as
@@ -2430,26 +2409,26 @@ TEST_F(DaemonTest, PerUserLimits) {
     const json sleeper = {{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}};
     json array = sleeper;
     array["array"] = "0-8";  // 9 members
-    RawReply r = raw_request(socket_, "POST", "/v1/tasks", array.dump());
+    RawReply r = socket_request(socket_, "POST", "/v1/tasks", array.dump());
     EXPECT_EQ(r.status, 413) << r.body;
     EXPECT_NE(r.body.find("max_array_size"), std::string::npos) << r.body;
     json big = sleeper;
     big["command"] = {"/bin/echo", std::string(5000, 'x')};
-    r = raw_request(socket_, "POST", "/v1/tasks", big.dump());
+    r = socket_request(socket_, "POST", "/v1/tasks", big.dump());
     EXPECT_EQ(r.status, 413) << r.body;
     EXPECT_NE(r.body.find("max_submit_bytes_per_task"), std::string::npos) << r.body;
     json amplified = sleeper;  // 8 members of 3,000 bytes each: 24,000 stored
     amplified["command"] = {"/bin/echo", std::string(3000, 'x')};
     amplified["array"] = "0-7";
-    r = raw_request(socket_, "POST", "/v1/tasks", amplified.dump());
+    r = socket_request(socket_, "POST", "/v1/tasks", amplified.dump());
     EXPECT_EQ(r.status, 413) << r.body;
     EXPECT_NE(r.body.find("max_submit_bytes_per_request"), std::string::npos) << r.body;
 
     array["array"] = "0-7";  // 8 waiting
-    r = raw_request(socket_, "POST", "/v1/tasks", array.dump());
+    r = socket_request(socket_, "POST", "/v1/tasks", array.dump());
     ASSERT_EQ(r.status, 201) << r.body;
     array["array"] = "0-4";  // 8 + 5 > 12 waiting
-    r = raw_request(socket_, "POST", "/v1/tasks", array.dump());
+    r = socket_request(socket_, "POST", "/v1/tasks", array.dump());
     EXPECT_EQ(r.status, 429) << r.body;
     EXPECT_NE(r.body.find("max_waiting_per_user"), std::string::npos) << r.body;
     EXPECT_NE(r.body.find("8 task(s) waiting"), std::string::npos) << r.body;
@@ -2497,7 +2476,7 @@ TEST_F(DaemonTest, ListingsComeInPages) {
         int pages = 0;
         json last;
         for (;;) {
-            const RawReply r = raw_request(
+            const RawReply r = socket_request(
                 socket_, "GET", base + "&limit=10" + (after ? "&after=" + std::to_string(after) : ""));
             ASSERT_EQ(r.status, 200) << base << ": " << r.body;
             last = json::parse(r.body);
@@ -2526,7 +2505,7 @@ TEST_F(DaemonTest, ListingsComeInPages) {
     EXPECT_EQ((*acct)["tasks"].size(), 25u);
     ASSERT_EQ((*acct)["totals"].size(), 1u);
     EXPECT_EQ((*acct)["totals"][0]["tasks"], 25);
-    const RawReply too_many = raw_request(socket_, "GET", "/v1/tasks?limit=10001");
+    const RawReply too_many = socket_request(socket_, "GET", "/v1/tasks?limit=10001");
     EXPECT_EQ(too_many.status, 400) << too_many.body;
     EXPECT_NE(too_many.body.find("limit"), std::string::npos);
 }
@@ -2763,14 +2742,14 @@ TEST_F(DaemonTest, ForeignBrowserRequestsAreRefused) {
 // not 405), and an id beyond any task's is named as written (not as -1).
 TEST_F(DaemonTest, MalformedQueriesAndHugeIds) {
     start("exclusive");
-    const RawReply second = raw_request(socket_, "GET", "/v1/tasks?all=1?x=2");
+    const RawReply second = socket_request(socket_, "GET", "/v1/tasks?all=1?x=2");
     EXPECT_EQ(second.status, 400) << second.body;
     EXPECT_NE(second.body.find("malformed"), std::string::npos) << second.body;
-    const RawReply huge = raw_request(socket_, "GET", "/v1/tasks/9223372036854775808");
+    const RawReply huge = socket_request(socket_, "GET", "/v1/tasks/9223372036854775808");
     EXPECT_EQ(huge.status, 404) << huge.body;
     EXPECT_NE(huge.body.find("9223372036854775808"), std::string::npos) << huge.body;
     EXPECT_EQ(huge.body.find("-1"), std::string::npos) << huge.body;
-    const RawReply wrong_method = raw_request(socket_, "PUT", "/v1/tasks", "{}");
+    const RawReply wrong_method = socket_request(socket_, "PUT", "/v1/tasks", "{}");
     EXPECT_EQ(wrong_method.status, 405) << wrong_method.body;
 }
 

@@ -25,6 +25,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support.h"
 #include "device/emulated.h"
 #include "model/gpu_type.h"
 
@@ -43,24 +44,9 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 
 inline constexpr auto kDeadline = std::chrono::seconds(60);
 
-inline std::string read_file(const fs::path& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
+inline std::string read_file(const fs::path& path) { return test_support::read_text(path); }
 
-// Polls `done` every 10 ms until it holds or the deadline passes.
-inline bool eventually(const std::function<bool()>& done, Clock::duration within = kDeadline) {
-    const auto deadline = Clock::now() + within;
-    while (Clock::now() < deadline) {
-        if (done()) {
-            return true;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return done();
-}
+using test_support::eventually;
 
 // One carma-fakejob process, `dir`/`name`.out and .err holding its stdout and stderr. Killed
 // when destroyed if it still runs.

@@ -10,14 +10,9 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?mode: bundle or emulated}
 build=${2:?the build directory}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-test.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+source "$root/tests/lib.sh" gpu-check-test
+tmp=$T
 dir=$tmp/bundle
-
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
 
 make_bundle() {
     if ! "$root/scripts/gpu-check" --bundle "$dir" --build-dir "$build" >"$tmp/bundle.out" 2>&1; then

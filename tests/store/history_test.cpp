@@ -10,38 +10,14 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include "store/store.h"
+#include "store/store_fixture.h"
 
 namespace carma::store {
 namespace {
 
 namespace fs = std::filesystem;
 
-class HistoryTest : public ::testing::Test {
-protected:
-    void SetUp() override {
-        std::string pattern = (fs::temp_directory_path() / "carma-history-test-XXXXXX").string();
-        ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-        dir_ = pattern;
-        path_ = (dir_ / "carma.db").string();
-    }
-
-    void TearDown() override {
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
-    }
-
-    std::unique_ptr<Store> open_store() {
-        auto store = Store::open(path_);
-        if (!store) {
-            ADD_FAILURE() << store.error().message;
-            return nullptr;
-        }
-        return std::move(*store);
-    }
-
-    fs::path dir_;
-    std::string path_;
-};
+using HistoryTest = StoreFixture;
 
 HistoryRow row(TaskId task, int attempt, const std::string& fingerprint, MiB peak,
                const std::string& outcome = "succeeded", const std::string& family = "fam") {

@@ -16,6 +16,8 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include "store/store_fixture.h"
+
 namespace carma::store {
 namespace {
 
@@ -132,34 +134,7 @@ GpuSampleRow sample(double time, int gpu) {
                         1e6 + time};
 }
 
-class StoreTest : public ::testing::Test {
-protected:
-    void SetUp() override {
-        std::string pattern = (fs::temp_directory_path() / "carma-store-test-XXXXXX").string();
-        ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-        dir_ = pattern;
-        path_ = (dir_ / "carma.db").string();
-    }
-
-    void TearDown() override {
-        std::error_code ec;
-        fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add, ec);
-        fs::remove_all(dir_, ec);
-    }
-
-    // Tests ASSERT_NE(store, nullptr) on the result; the failure message is reported here.
-    std::unique_ptr<Store> open_store() {
-        auto store = Store::open(path_);
-        if (!store) {
-            ADD_FAILURE() << store.error().message;
-            return nullptr;
-        }
-        return std::move(*store);
-    }
-
-    fs::path dir_;
-    std::string path_;
-};
+using StoreTest = StoreFixture;
 
 // This test verifies that a task with every field set comes back exactly as it was written.
 TEST_F(StoreTest, RoundTripsATaskWithEveryField) {

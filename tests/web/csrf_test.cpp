@@ -28,6 +28,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "http_support.h"
 #include "support.h"
 #include "browser.h"
 #include "tunnel.h"
@@ -48,10 +49,7 @@ using namespace std::chrono_literals;
 using test_support::Browser;
 using test_support::UnixSocketRelay;
 
-struct Reply {
-    int status = 0;
-    std::string body;
-};
+using Reply = test_support::HttpReply;
 
 // The start of a reply's body, for a failure message.
 std::string brief(const std::string& body) {
@@ -61,19 +59,7 @@ std::string brief(const std::string& body) {
 // The test's own client on the daemon's socket, as `carma` is (it says `Host: localhost`).
 Reply over_socket(const std::string& socket, const std::string& method, const std::string& target,
                   const std::string& body = "") {
-    httplib::Client cli(socket, 80);
-    cli.set_address_family(AF_UNIX);
-    cli.set_read_timeout(60);
-    httplib::Request req;
-    req.method = method;
-    req.path = target;
-    req.set_header("Host", "localhost");
-    if (!body.empty()) {
-        req.body = body;
-        req.set_header("Content-Type", "application/json");
-    }
-    httplib::Result r = cli.send(req);
-    return r ? Reply{r->status, r->body} : Reply{-1, httplib::to_string(r.error())};
+    return test_support::socket_request(socket, method, target, body, {{"Host", "localhost"}});
 }
 
 // One request written byte for byte to 127.0.0.1:port (nothing added: no Host unless the
@@ -88,13 +74,13 @@ Reply raw_http(int port, const std::string& request) {
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
         ::close(fd);
-        return {-1, "cannot connect to 127.0.0.1:" + std::to_string(port)};
+        return {-1, "cannot connect to 127.0.0.1:" + std::to_string(port), {}};
     }
     for (std::size_t sent = 0; sent < request.size();) {
         const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
         if (n <= 0) {
             ::close(fd);
-            return {-1, "the connection closed while sending"};
+            return {-1, "the connection closed while sending", {}};
         }
         sent += static_cast<std::size_t>(n);
     }
@@ -108,7 +94,7 @@ Reply raw_http(int port, const std::string& request) {
         raw.append(chunk, static_cast<std::size_t>(n));
     }
     ::close(fd);
-    Reply reply{-1, raw};
+    Reply reply{-1, raw, {}};
     if (raw.rfind("HTTP/1.", 0) == 0 && raw.size() >= 12) {
         reply.status = std::atoi(raw.substr(9, 3).c_str());
     }

@@ -23,6 +23,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "http_support.h"
 #include "support.h"
 #include "browser.h"
 
@@ -45,43 +46,14 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 using test_support::Browser;
 
-struct Reply {
-    int status = 0;
-    std::string body;
-    httplib::Headers headers;
-};
+using Reply = test_support::HttpReply;
 
 Reply over_socket(const std::string& socket, const std::string& method, const std::string& target,
                   const std::string& body = "") {
-    httplib::Client cli(socket, 80);
-    cli.set_address_family(AF_UNIX);
-    cli.set_read_timeout(60);
-    httplib::Request req;
-    req.method = method;
-    req.path = target;
-    if (!body.empty()) {
-        req.body = body;
-        req.set_header("Content-Type", "application/json");
-    }
-    httplib::Result r = cli.send(req);
-    return r ? Reply{r->status, r->body, r->headers} : Reply{-1, httplib::to_string(r.error()), {}};
+    return test_support::socket_request(socket, method, target, body);
 }
 
-Reply over_tcp(int port, const std::string& method, const std::string& target,
-               const httplib::Headers& headers = {}, const std::string& body = "") {
-    httplib::Client cli("127.0.0.1", port);
-    cli.set_read_timeout(60);
-    httplib::Request req;
-    req.method = method;
-    req.path = target;
-    req.headers = headers;
-    if (!body.empty()) {
-        req.body = body;
-        req.set_header("Content-Type", "application/json");
-    }
-    httplib::Result r = cli.send(req);
-    return r ? Reply{r->status, r->body, r->headers} : Reply{-1, httplib::to_string(r.error()), {}};
-}
+using test_support::tcp_request;
 
 class WebTest : public ::testing::Test {
 protected:
@@ -265,7 +237,7 @@ TEST_F(WebTest, PageInAHeadlessBrowser) {
     EXPECT_EQ(html.find(kArgvSecret), std::string::npos);
     EXPECT_NE(html.find("secretive"), std::string::npos) << "the secretive task is not shown";
     for (const char* target : {"/v1/view", "/v1/timeline?since=0"}) {
-        const Reply r = over_tcp(port_, "GET", target);
+        const Reply r = tcp_request(port_, "GET", target);
         EXPECT_EQ(r.status, 200) << target << ": " << r.body;
         EXPECT_EQ(r.body.find(kEnvSecret), std::string::npos) << target;
         EXPECT_EQ(r.body.find(kArgvSecret), std::string::npos) << target;
@@ -327,21 +299,21 @@ TEST_F(WebTest, PageInAHeadlessBrowser) {
 // (header, or the cookie that /?token= sets).
 TEST_F(WebTest, WebListenerIsReadOnlyAndGuardedOffLoopback) {
     ASSERT_EQ(start({"--web", "127.0.0.1:" + std::to_string(port_)}), -1) << log_text();
-    EXPECT_EQ(over_tcp(port_, "GET", "/").status, 200);
-    EXPECT_EQ(over_tcp(port_, "GET", "/app.js").status, 200);
-    EXPECT_EQ(over_tcp(port_, "GET", "/style.css").status, 200);
-    const Reply v = over_tcp(port_, "GET", "/v1/view");
+    EXPECT_EQ(tcp_request(port_, "GET", "/").status, 200);
+    EXPECT_EQ(tcp_request(port_, "GET", "/app.js").status, 200);
+    EXPECT_EQ(tcp_request(port_, "GET", "/style.css").status, 200);
+    const Reply v = tcp_request(port_, "GET", "/v1/view");
     ASSERT_EQ(v.status, 200) << v.body;
     EXPECT_TRUE(json::parse(v.body)["viewer"].is_null()) << "the web listener names no viewer";
     EXPECT_EQ(json::parse(over_socket(socket_, "GET", "/v1/view").body)["viewer"], "root");
     EXPECT_EQ(over_socket(socket_, "GET", "/").status, 200) << "the page is on the socket too";
     const std::string body = R"({"command":["/bin/true"],"workdir":"/tmp"})";
-    EXPECT_EQ(over_tcp(port_, "POST", "/v1/tasks", {}, body).status, 404);
-    EXPECT_EQ(over_tcp(port_, "GET", "/v1/tasks").status, 404);
-    EXPECT_EQ(over_tcp(port_, "GET", "/v1/tasks/1/logs").status, 404);
-    EXPECT_EQ(over_tcp(port_, "DELETE", "/v1/tasks/1").status, 404);
-    EXPECT_EQ(over_tcp(port_, "GET", "/metrics").status, 404);
-    const Reply bad_points = over_tcp(port_, "GET", "/v1/timeline?points=3");
+    EXPECT_EQ(tcp_request(port_, "POST", "/v1/tasks", {}, body).status, 404);
+    EXPECT_EQ(tcp_request(port_, "GET", "/v1/tasks").status, 404);
+    EXPECT_EQ(tcp_request(port_, "GET", "/v1/tasks/1/logs").status, 404);
+    EXPECT_EQ(tcp_request(port_, "DELETE", "/v1/tasks/1").status, 404);
+    EXPECT_EQ(tcp_request(port_, "GET", "/metrics").status, 404);
+    const Reply bad_points = tcp_request(port_, "GET", "/v1/timeline?points=3");
     EXPECT_EQ(bad_points.status, 400);
     EXPECT_NE(bad_points.body.find("points"), std::string::npos) << bad_points.body;
     stop();
@@ -358,12 +330,12 @@ TEST_F(WebTest, WebListenerIsReadOnlyAndGuardedOffLoopback) {
                      token_file}),
               -1)
         << log_text();
-    const Reply anonymous = over_tcp(port_, "GET", "/");
+    const Reply anonymous = tcp_request(port_, "GET", "/");
     EXPECT_EQ(anonymous.status, 401);
     EXPECT_NE(anonymous.body.find("token"), std::string::npos) << anonymous.body;
-    EXPECT_EQ(over_tcp(port_, "GET", "/v1/view").status, 401);
-    EXPECT_EQ(over_tcp(port_, "GET", "/?token=wrong-token-wrong-token").status, 401);
-    const Reply entered = over_tcp(port_, "GET", "/?token=" + token);
+    EXPECT_EQ(tcp_request(port_, "GET", "/v1/view").status, 401);
+    EXPECT_EQ(tcp_request(port_, "GET", "/?token=wrong-token-wrong-token").status, 401);
+    const Reply entered = tcp_request(port_, "GET", "/?token=" + token);
     EXPECT_EQ(entered.status, 303);
     const std::string cookie = entered.headers.count("Set-Cookie")
                                    ? entered.headers.find("Set-Cookie")->second
@@ -372,14 +344,14 @@ TEST_F(WebTest, WebListenerIsReadOnlyAndGuardedOffLoopback) {
     EXPECT_NE(cookie.find("SameSite=Strict"), std::string::npos) << cookie;
     EXPECT_EQ(cookie.find(token), std::string::npos) << "a session stands for the token";
     const std::string pair = cookie.substr(0, cookie.find(';'));
-    EXPECT_EQ(over_tcp(port_, "GET", "/", {{"Cookie", pair}}).status, 200);
-    EXPECT_EQ(over_tcp(port_, "GET", "/v1/view", {{"Cookie", pair}}).status, 200);
-    EXPECT_EQ(over_tcp(port_, "GET", "/v1/view", {{"Authorization", "Bearer " + token}}).status,
+    EXPECT_EQ(tcp_request(port_, "GET", "/", {{"Cookie", pair}}).status, 200);
+    EXPECT_EQ(tcp_request(port_, "GET", "/v1/view", {{"Cookie", pair}}).status, 200);
+    EXPECT_EQ(tcp_request(port_, "GET", "/v1/view", {{"Authorization", "Bearer " + token}}).status,
               200);
-    EXPECT_EQ(over_tcp(port_, "GET", "/v1/view", {{"Cookie", "carma_token=" + token}}).status,
+    EXPECT_EQ(tcp_request(port_, "GET", "/v1/view", {{"Cookie", "carma_token=" + token}}).status,
               401)
         << "the raw token is no cookie";
-    EXPECT_EQ(over_tcp(port_, "GET", "/v1/view", {{"Cookie", "carma_session=v1.9999999999.00"}})
+    EXPECT_EQ(tcp_request(port_, "GET", "/v1/view", {{"Cookie", "carma_session=v1.9999999999.00"}})
                   .status,
               401);
 }

@@ -1,4 +1,4 @@
-// The probe `--gpus auto` asks before it may choose emulated GPUs (daemon/backend.h): whether an
+// The probe `--gpus auto` asks before it may choose emulated GPUs (device/backend_choice.h): whether an
 // NVIDIA driver is meant to be on this machine. The tests give it a directory of their own as
 // the root and a stub for dlopen, so the answer does not depend on the machine they run on.
 
@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/backend.h"
+#include "device/backend_choice.h"
 #include "device/dcgm.h"
 #include "device/nvml.h"
 
@@ -19,7 +19,7 @@
 #error "CARMA_FAKE_NVML_PATH must name the fake NVML library"
 #endif
 
-namespace carma::daemon {
+namespace carma::device {
 namespace {
 
 namespace fs = std::filesystem;
@@ -36,8 +36,8 @@ protected:
     void TearDown() override {
         std::error_code ec;
         fs::remove_all(root_, ec);
-        ::unsetenv(device::kNvmlLibraryEnv);
-        ::unsetenv(device::kDcgmLibraryEnv);
+        ::unsetenv(kNvmlLibraryEnv);
+        ::unsetenv(kDcgmLibraryEnv);
         ::unsetenv("FAKE_NVML_FAIL_INIT");
     }
 
@@ -80,9 +80,9 @@ TEST_F(DriverProbeTest, EachSignMeansADriver) {
 // naming NVML's error and what to do.
 TEST_F(DriverProbeTest, AutoChoosesEmulatedOnlyWithoutADriver) {
     // The backends must fail here whatever this machine has: the libraries cannot be found.
-    ::setenv(device::kNvmlLibraryEnv, "libnvidia-ml-absent.so.1", 1);
-    ::setenv(device::kDcgmLibraryEnv, "libdcgm-absent.so.4", 1);
-    DaemonConfig c;
+    ::setenv(kNvmlLibraryEnv, "libnvidia-ml-absent.so.1", 1);
+    ::setenv(kDcgmLibraryEnv, "libdcgm-absent.so.4", 1);
+    BackendChoice c;
     c.gpus = "auto";
     c.state_dir = root_;
     auto chosen = open_backend(c, 0, probe_);
@@ -94,7 +94,7 @@ TEST_F(DriverProbeTest, AutoChoosesEmulatedOnlyWithoutADriver) {
 
     fs::create_directories(root_ + "/dev");
     std::ofstream(root_ + "/dev/nvidiactl") << "";
-    ::setenv(device::kNvmlLibraryEnv, CARMA_FAKE_NVML_PATH, 1);
+    ::setenv(kNvmlLibraryEnv, CARMA_FAKE_NVML_PATH, 1);
     ::setenv("FAKE_NVML_FAIL_INIT", "rm-mismatch", 1);
     auto refused = open_backend(c, 0, probe_);
     ASSERT_FALSE(refused) << (*refused)->name();
@@ -108,4 +108,4 @@ TEST_F(DriverProbeTest, AutoChoosesEmulatedOnlyWithoutADriver) {
 }
 
 }  // namespace
-}  // namespace carma::daemon
+}  // namespace carma::device

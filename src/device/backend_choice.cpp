@@ -1,4 +1,4 @@
-#include "daemon/backend.h"
+#include "device/backend_choice.h"
 
 #include <fnmatch.h>
 
@@ -15,13 +15,13 @@
 #include "device/nvml.h"
 #include "model/world.h"
 
-namespace carma::daemon {
+namespace carma::device {
 
 namespace {
 
 constexpr const char* kDefaultEmulated = "4xA100-40GB";
 
-Result<std::unique_ptr<device::GpuBackend>> emulated(const DaemonConfig& c, const std::string& set,
+Result<std::unique_ptr<GpuBackend>> emulated(const BackendChoice& c, const std::string& set,
                                                      int attempts_running) {
     auto gpus = model::parse_gpu_set(set);
     if (!gpus) {
@@ -46,14 +46,14 @@ Result<std::unique_ptr<device::GpuBackend>> emulated(const DaemonConfig& c, cons
     if (!world) {
         return tl::unexpected(world.error());
     }
-    device::EmulatorOptions o;
+    EmulatorOptions o;
     o.gpus = *gpus;
     o.sharing = *sharing;
     o.world = *world;
     o.file = c.state_dir + "/emulated-gpus";
     o.attempts_running = attempts_running;
     o.on_note = [](std::string_view note) { spdlog::warn("{}", note); };
-    auto backend = device::open_emulated(o);
+    auto backend = open_emulated(o);
     if (backend) {
         // At every start, so that a log read later cannot be mistaken for real hardware.
         spdlog::warn("GPUs are EMULATED ({}): no real GPU is used; tasks see made-up UUIDs in "
@@ -63,14 +63,14 @@ Result<std::unique_ptr<device::GpuBackend>> emulated(const DaemonConfig& c, cons
     return backend;
 }
 
-Result<std::unique_ptr<device::GpuBackend>> dcgm(const DaemonConfig& c) {
-    device::DcgmOptions o;
+Result<std::unique_ptr<GpuBackend>> dcgm(const BackendChoice& c) {
+    DcgmOptions o;
     o.host = c.dcgm_host;
     o.on_note = [](std::string_view note) { spdlog::warn("DCGM: {}", note); };
-    return device::open_dcgm(o);
+    return open_dcgm(o);
 }
 
-Result<std::unique_ptr<device::GpuBackend>> automatic(const DaemonConfig& c, int attempts_running,
+Result<std::unique_ptr<GpuBackend>> automatic(const BackendChoice& c, int attempts_running,
                                                       const DriverProbe& probe) {
     auto from_dcgm = dcgm(c);
     if (from_dcgm && !(*from_dcgm)->gpus().empty()) {
@@ -79,7 +79,7 @@ Result<std::unique_ptr<device::GpuBackend>> automatic(const DaemonConfig& c, int
     }
     const std::string no_dcgm =
         from_dcgm ? "DCGM reports no GPUs" : from_dcgm.error().message;
-    auto nvml = device::open_nvml();
+    auto nvml = open_nvml();
     if (nvml && !(*nvml)->gpus().empty()) {
         spdlog::info("--gpus auto: using {} NVIDIA GPU(s) through NVML (GPM where the GPU has "
                      "it; each GPU's metric sources are logged with its first samples); not "
@@ -113,20 +113,20 @@ std::string env_or_empty(const char* name) {
 
 DriverProbe driver_probe_from_environment() {
     DriverProbe p;
-    p.nvml_library = env_or_empty(device::kNvmlLibraryEnv);
-    p.dcgm_library = env_or_empty(device::kDcgmLibraryEnv);
+    p.nvml_library = env_or_empty(kNvmlLibraryEnv);
+    p.dcgm_library = env_or_empty(kDcgmLibraryEnv);
     p.loads = [](const std::string& name) {
-        return static_cast<bool>(device::SharedLibrary::open({name}));
+        return static_cast<bool>(SharedLibrary::open({name}));
     };
     return p;
 }
 
 std::string nvidia_driver_expected(const DriverProbe& probe) {
     if (!probe.nvml_library.empty()) {
-        return fmt::format("{} names {}", device::kNvmlLibraryEnv, probe.nvml_library);
+        return fmt::format("{} names {}", kNvmlLibraryEnv, probe.nvml_library);
     }
     if (!probe.dcgm_library.empty()) {
-        return fmt::format("{} names {}", device::kDcgmLibraryEnv, probe.dcgm_library);
+        return fmt::format("{} names {}", kDcgmLibraryEnv, probe.dcgm_library);
     }
     const std::filesystem::path root = probe.root.empty() ? "/" : probe.root;
     for (const char* path : {"dev/nvidiactl", "proc/driver/nvidia"}) {
@@ -141,7 +141,7 @@ std::string nvidia_driver_expected(const DriverProbe& probe) {
     return {};
 }
 
-std::string exclusion_reason(const device::GpuInfo& gpu, const std::vector<std::string>& patterns) {
+std::string exclusion_reason(const GpuInfo& gpu, const std::vector<std::string>& patterns) {
     if (!gpu.fault.empty()) {
         return gpu.fault;
     }
@@ -162,10 +162,10 @@ std::string exclusion_reason(const device::GpuInfo& gpu, const std::vector<std::
     return {};
 }
 
-Result<void> check_some_gpu_usable(const std::vector<device::GpuInfo>& gpus,
+Result<void> check_some_gpu_usable(const std::vector<GpuInfo>& gpus,
                                    const std::vector<std::string>& patterns) {
     std::vector<std::string> reasons;
-    for (const device::GpuInfo& g : gpus) {
+    for (const GpuInfo& g : gpus) {
         std::string why = exclusion_reason(g, patterns);
         if (why.empty()) {
             return {};
@@ -181,19 +181,19 @@ Result<void> check_some_gpu_usable(const std::vector<device::GpuInfo>& gpus,
                             fmt::join(reasons, "; ")));
 }
 
-std::string describe_sources(const device::GpuSample& s) {
+std::string describe_sources(const GpuSample& s) {
     return fmt::format("SMACT {}, SMOCC {}, DRAMA {}, util {}, power {}, memory {}",
                        to_string(s.sources.smact), to_string(s.sources.smocc),
                        to_string(s.sources.drama), to_string(s.sources.util),
                        to_string(s.sources.power), to_string(s.sources.memory));
 }
 
-Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c,
+Result<std::unique_ptr<GpuBackend>> open_backend(const BackendChoice& c,
                                                          int attempts_running) {
     return open_backend(c, attempts_running, driver_probe_from_environment());
 }
 
-Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c,
+Result<std::unique_ptr<GpuBackend>> open_backend(const BackendChoice& c,
                                                          int attempts_running,
                                                          const DriverProbe& probe) {
     if (c.gpus.starts_with("emulated:")) {
@@ -203,7 +203,7 @@ Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c,
         return emulated(c, kDefaultEmulated, attempts_running);
     }
     if (c.gpus == "nvml") {
-        return device::open_nvml();
+        return open_nvml();
     }
     if (c.gpus == "dcgm") {
         return dcgm(c);
@@ -217,4 +217,4 @@ Result<std::unique_ptr<device::GpuBackend>> open_backend(const DaemonConfig& c,
                             c.gpus));
 }
 
-}  // namespace carma::daemon
+}  // namespace carma::device
