@@ -26,6 +26,15 @@ Error replayed(const RequestHead& head) {
                              head.node, head.nonce)};
 }
 
+// A head that verified, once: the same rule in both modes, whatever munged's own replay cache
+// holds.
+Result<RequestHead> first_use_only(ReplayGuard& guard, Result<RequestHead> head, double now_unix) {
+    if (head && !guard.first_use(head->node, head->nonce, head->ts, now_unix)) {
+        return tl::unexpected(replayed(*head));
+    }
+    return head;
+}
+
 class TokenAgent final : public AgentAuth {
 public:
     TokenAgent(std::string node, std::string key, double window_s)
@@ -67,22 +76,15 @@ public:
     Mode mode() const override { return Mode::Token; }
 
     Result<RequestHead> verify_head(std::string_view header, double now_unix) override {
-        auto head = verify_request_head(header, key_of_, now_unix, window_s_);
-        if (!head) {
-            return head;
-        }
-        if (!guard_.first_use(head->node, head->nonce, head->ts, now_unix)) {
-            return tl::unexpected(replayed(*head));
-        }
-        return head;
+        return first_use_only(guard_, verify_request_head(header, key_of_, now_unix, window_s_),
+                              now_unix);
     }
 
     Result<std::string> verify_body(const RequestHead& head,
                                     std::string_view body) const override {
-        const std::optional<std::string> key = key_of_(head.node);
+        auto key = key_for(head.node);
         if (!key) {
-            return fail(ErrorCode::InvalidArgument,
-                        fmt::format("node '{}' has no key on this server any more", head.node));
+            return tl::unexpected(key.error());
         }
         if (auto ok = verify_request_body(head, *key, body); !ok) {
             return tl::unexpected(ok.error());
@@ -92,10 +94,9 @@ public:
 
     Result<SignedMessage> sign_answer(const RequestHead& head, std::string_view body,
                                       double now_unix) const override {
-        const std::optional<std::string> key = key_of_(head.node);
+        auto key = key_for(head.node);
         if (!key) {
-            return fail(ErrorCode::InvalidArgument,
-                        fmt::format("node '{}' has no key on this server any more", head.node));
+            return tl::unexpected(key.error());
         }
         auto header = auth::sign_answer(*key, head.nonce, body, now_unix);
         if (!header) {
@@ -105,6 +106,15 @@ public:
     }
 
 private:
+    Result<std::string> key_for(const std::string& node) const {
+        std::optional<std::string> key = key_of_(node);
+        if (!key) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("node '{}' has no key on this server any more", node));
+        }
+        return std::move(*key);
+    }
+
     KeyOf key_of_;
     double window_s_;
     ReplayGuard guard_;
@@ -155,16 +165,8 @@ public:
     Mode mode() const override { return Mode::Munge; }
 
     Result<RequestHead> verify_head(std::string_view header, double now_unix) override {
-        auto head = verify_munge_head(munge_, header, agent_uid_, now_unix, window_s_);
-        if (!head) {
-            return head;
-        }
-        // munged refuses a replayed credential already; the nonce guard makes the rule the same
-        // as in token mode whatever munged's replay cache holds.
-        if (!guard_.first_use(head->node, head->nonce, head->ts, now_unix)) {
-            return tl::unexpected(replayed(*head));
-        }
-        return head;
+        return first_use_only(
+            guard_, verify_munge_head(munge_, header, agent_uid_, now_unix, window_s_), now_unix);
     }
 
     Result<std::string> verify_body(const RequestHead& head,

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -293,27 +294,46 @@ TEST(AuthAnswer, RogueKeyOtherNonceTamperedOrOldIsRefused) {
     EXPECT_THAT(none.error().message, HasSubstr("no X-Carma-Auth header"));
 }
 
+// One report and its answer through the mode-neutral interface, as the agent and the hub use
+// it: the request (signed at `signed_at`, checked at `checked_at`), for the replay checks.
+std::optional<SignedMessage> round_trip(const AgentAuth& agent, ServerAuth& server,
+                                        double signed_at, double checked_at) {
+    auto request = agent.sign_request(kBody, signed_at);
+    EXPECT_TRUE(request) << request.error().message;
+    if (!request) {
+        return std::nullopt;
+    }
+    auto head = server.verify_head(request->header, checked_at);
+    EXPECT_TRUE(head) << head.error().message;
+    if (!head) {
+        return std::nullopt;
+    }
+    EXPECT_EQ(head->node, "gpu-01");
+    EXPECT_EQ(head->nonce, request->nonce);
+    auto json = server.verify_body(*head, request->body);
+    EXPECT_TRUE(json) << json.error().message;
+    EXPECT_EQ(json.value_or(""), kBody);
+    auto answer = server.sign_answer(*head, kAnswer, checked_at);
+    EXPECT_TRUE(answer) << answer.error().message;
+    if (!answer) {
+        return std::nullopt;
+    }
+    auto answer_json =
+        agent.verify_answer(answer->header, request->nonce, answer->body, checked_at + 1);
+    EXPECT_TRUE(answer_json) << answer_json.error().message;
+    EXPECT_EQ(answer_json.value_or(""), kAnswer);
+    return std::move(*request);
+}
+
 // ---- the mode-neutral interface, token mode ---------------------------------------------------
 
 TEST(AuthTokenInterface, AgentAndServerTalk) {
     auto agent = token_agent("gpu-01", node_key(kMaster, "gpu-01"));
     auto server = token_server(keys_from_master(kMaster));
     ASSERT_TRUE(agent && server);
-    auto request = (*agent)->sign_request(kBody, kNow);
-    ASSERT_TRUE(request) << request.error().message;
-    EXPECT_EQ(request->body, kBody);
-    auto head = (*server)->verify_head(request->header, kNow + 1);
-    ASSERT_TRUE(head) << head.error().message;
-    EXPECT_EQ(head->node, "gpu-01");
-    EXPECT_EQ(head->nonce, request->nonce);
-    auto json = (*server)->verify_body(*head, request->body);
-    ASSERT_TRUE(json) << json.error().message;
-    EXPECT_EQ(*json, kBody);
-    auto answer = (*server)->sign_answer(*head, kAnswer, kNow + 1);
-    ASSERT_TRUE(answer);
-    auto answer_json = (*agent)->verify_answer(answer->header, request->nonce, answer->body, kNow + 2);
-    ASSERT_TRUE(answer_json) << answer_json.error().message;
-    EXPECT_EQ(*answer_json, kAnswer);
+    auto request = round_trip(**agent, **server, kNow, kNow + 1);
+    ASSERT_TRUE(request);
+    EXPECT_EQ(request->body, kBody);  // token mode signs the body, it does not seal it
 
     auto again = (*server)->verify_head(request->header, kNow + 2);
     ASSERT_FALSE(again);
@@ -557,20 +577,8 @@ TEST_F(MungeAuth, AgentAndServerTalkThroughTheInterface) {
     auto server = munge_server(*munge_, ::getuid());
     ASSERT_TRUE(agent && server);
     EXPECT_EQ((*agent)->mode(), Mode::Munge);
-    auto request = (*agent)->sign_request(kBody, now());
-    ASSERT_TRUE(request) << request.error().message;
-    auto head = (*server)->verify_head(request->header, now());
-    ASSERT_TRUE(head) << head.error().message;
-    EXPECT_EQ(head->node, "gpu-01");
-    EXPECT_EQ(head->nonce, request->nonce);
-    auto json = (*server)->verify_body(*head, request->body);
-    ASSERT_TRUE(json) << json.error().message;
-    EXPECT_EQ(*json, kBody);
-    auto answer = (*server)->sign_answer(*head, kAnswer, now());
-    ASSERT_TRUE(answer) << answer.error().message;
-    auto answer_json = (*agent)->verify_answer(answer->header, request->nonce, answer->body, now());
-    ASSERT_TRUE(answer_json) << answer_json.error().message;
-    EXPECT_EQ(*answer_json, kAnswer);
+    auto request = round_trip(**agent, **server, now(), now());
+    ASSERT_TRUE(request);
     EXPECT_FALSE((*server)->verify_head(request->header, now())) << "replayed";
 }
 

@@ -4,7 +4,7 @@
 // HubLimits.*: senders without the token; RogueNode.*: senders with it.
 
 #include "cluster/hub.h"
-#include "exec/clock.h"
+#include "cluster/reports.h"
 
 #include "cluster/authenticator.h"
 
@@ -35,42 +35,11 @@ using testing::HasSubstr;
 
 constexpr const char* kToken = "0123456789abcdef";
 
-using exec::unix_now;
-
-// The X-Carma-Auth header an agent of `node` holding the server's token sends with `body`.
-std::string signed_header(const std::string& node, const std::string& body,
-                          const std::string& master = kToken) {
-    auto agent = auth::token_agent(node, auth::node_key(master, node));
-    auto signed_request = (*agent)->sign_request(body, unix_now());
-    return signed_request ? signed_request->header : std::string();
-}
-
 // A report POSTed as the agent of `node` would: signed, and the signature fresh each time.
 httplib::Result post(httplib::Client& c, const std::string& node, const std::string& body) {
-    return c.Post("/agent/v1/report",
-                  httplib::Headers{{std::string(auth::kAuthHeader), signed_header(node, body)}},
-                  body, "application/json");
-}
-
-AgentReport report_of(const std::string& node, int gpus) {
-    AgentReport r;
-    r.node = node;
-    r.slurm_job = "417";
-    r.backend = "emulated:" + std::to_string(gpus) + "xA100-40GB";
-    for (int i = 0; i < gpus; ++i) {
-        device::GpuInfo g;
-        g.index = i;
-        g.uuid = "GPU-" + node + "-" + std::to_string(i);
-        g.name = "A100-40GB (emulated)";
-        g.total_mib = 40000;
-        r.gpus.push_back(g);
-        device::GpuSample s;
-        s.index = i;
-        s.free_mib = 30000;
-        s.used_mib = 10000;
-        r.samples.push_back(s);
-    }
-    return r;
+    const httplib::Headers headers{
+        {std::string(auth::kAuthHeader), signed_header(node, body, kToken)}};
+    return c.Post("/agent/v1/report", headers, body, "application/json");
 }
 
 int connect_to(int port) {
@@ -312,7 +281,7 @@ TEST_F(HubLimits, ErrorRepliesAreJsonForInvalidUtf8) {
         EXPECT_TRUE(json::accept(r->body)) << r->body;
         EXPECT_THAT(r->body, HasSubstr("not JSON"));
     }
-    for (const std::string& auth : {std::string(), signed_header("n1", "{}")}) {
+    for (const std::string& auth : {std::string(), signed_header("n1", "{}", kToken)}) {
         const std::string head = "POST /agent/\xff\xfe/report?x=\xc3 HTTP/1.1\r\nHost: s\r\n" +
                                  (auth.empty() ? std::string()
                                                : std::string(auth::kAuthHeader) + ": " + auth +
@@ -342,7 +311,8 @@ TEST_F(HubLimits, NodesFileIsPrivate) {
 TEST_F(RogueNode, HugeReportIsRefusedUnread) {
     start();
     const Streamed s = stream_request(
-        port_, post_head(signed_header("n1", "{}"), "Content-Length: " + std::to_string(k200MiB)),
+        port_,
+        post_head(signed_header("n1", "{}", kToken), "Content-Length: " + std::to_string(k200MiB)),
         k200MiB, false);
     ASSERT_TRUE(s.answer) << "no answer: " << s.error << " after " << s.sent << " bytes";
     EXPECT_EQ(s.answer->status, 413) << s.answer->body;
@@ -351,7 +321,8 @@ TEST_F(RogueNode, HugeReportIsRefusedUnread) {
     EXPECT_LT(s.sent, k200MiB / 10);
 
     const Streamed chunked = stream_request(
-        port_, post_head(signed_header("n1", "{}"), "Transfer-Encoding: chunked"), k200MiB, true);
+        port_, post_head(signed_header("n1", "{}", kToken), "Transfer-Encoding: chunked"),
+        k200MiB, true);
     ASSERT_TRUE(chunked.answer) << "no answer: " << chunked.error << " after " << chunked.sent;
     EXPECT_EQ(chunked.answer->status, 413) << chunked.answer->body;
     EXPECT_TRUE(json::accept(chunked.answer->body)) << chunked.answer->body;

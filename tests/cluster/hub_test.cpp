@@ -2,6 +2,7 @@
 // (cluster/wire.h), driven with reports as an agent would send them.
 
 #include "cluster/hub.h"
+#include "cluster/reports.h"
 
 #include <filesystem>
 #include <fstream>
@@ -17,30 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::HasSubstr;
-
-AgentReport report_of(const std::string& node, int gpus) {
-    AgentReport r;
-    r.node = node;
-    r.slurm_job = "417";
-    r.backend = "emulated:" + std::to_string(gpus) + "xA100-40GB";
-    for (int i = 0; i < gpus; ++i) {
-        device::GpuInfo g;
-        g.index = i;
-        g.uuid = "GPU-" + node + "-" + std::to_string(i);
-        g.name = "A100-40GB (emulated)";
-        g.total_mib = 40000;
-        r.gpus.push_back(g);
-        device::GpuSample s;
-        s.index = i;
-        s.free_mib = 30000 + i;
-        s.used_mib = 10000;
-        s.smact = 0.25;
-        s.sources = MetricSources::all(MetricSource::Emulated);
-        s.processes.push_back(device::GpuProcess{100 + i, 10000, false, 0.25});
-        r.samples.push_back(s);
-    }
-    return r;
-}
 
 // The commands of an answer of one kind (answers also carry log requests and checks).
 std::vector<Command> of_kind(const json& answer, Command::Kind kind) {
