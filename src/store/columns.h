@@ -1,6 +1,8 @@
 #pragma once
-// Private to src/store/: binding values that may be absent as SQL NULL, shared by the tables.
+// Private to src/store/: binding and reading values that may be absent as SQL NULL, shared by the
+// tables.
 
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -24,6 +26,19 @@ inline void bind_text_or_null(SQLite::Statement& st, int index, const std::strin
     } else {
         st.bind(index, value);
     }
+}
+
+inline std::optional<double> optional_double(const SQLite::Column& c) {
+    return c.isNull() ? std::nullopt : std::optional<double>(c.getDouble());
+}
+
+inline std::optional<int> optional_int(const SQLite::Column& c) {
+    return c.isNull() ? std::nullopt : std::optional<int>(c.getInt());
+}
+
+// SQLite stores a bound NaN as NULL; reading it back as NaN makes the round trip exact.
+inline double nullable_double(const SQLite::Column& c) {
+    return c.isNull() ? std::numeric_limits<double>::quiet_NaN() : c.getDouble();
 }
 
 }  // namespace carma::store

@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <charconv>
+#include <string>
+#include <vector>
 
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "store/columns.h"
 #include "store/peak_json.h"
+#include "store/store.h"
+#include "store/store_impl.h"
 
 namespace carma::store {
 
@@ -174,6 +179,43 @@ std::optional<double> solo_run_s(const std::vector<HistoryRow>& rows) {
     std::sort(solo.begin(), solo.end());
     const std::size_t n = solo.size();
     return n % 2 == 1 ? solo[n / 2] : (solo[n / 2 - 1] + solo[n / 2]) / 2;
+}
+
+// ---- Store's queries of the history -----------------------------------------------------------
+
+Result<void> Store::add_history(const HistoryRow& row, const HistoryLimits& limits) {
+    const std::string op = fmt::format("record the history of attempt {} of task {}",
+                                       row.attempt, row.task);
+    return impl_->write(op, [&](SQLite::Database& db) -> Result<void> {
+        insert_history(db, row, limits);
+        return {};
+    });
+}
+
+Result<std::vector<HistoryRow>> Store::command_history(const std::string& fingerprint,
+                                                       int newest) {
+    return impl_->locked("read the history of a command",
+                         [&](SQLite::Database& db) -> Result<std::vector<HistoryRow>> {
+                             return history_rows(db, HistoryKey::Command, fingerprint, "",
+                                                 newest);
+                         });
+}
+
+Result<std::vector<SpeedFactorRow>> Store::speed_factors() {
+    return impl_->locked("read the learned speed factors",
+                         [&](SQLite::Database& db) -> Result<std::vector<SpeedFactorRow>> {
+                             return speed_factor_rows(db);
+                         });
+}
+
+Result<std::vector<HistoryRow>> Store::family_history(const std::string& family,
+                                                      const std::string& fingerprint,
+                                                      int newest) {
+    return impl_->locked("read the history of a command's family",
+                         [&](SQLite::Database& db) -> Result<std::vector<HistoryRow>> {
+                             return history_rows(db, HistoryKey::Family, family, fingerprint,
+                                                 newest);
+                         });
 }
 
 }  // namespace carma::store
