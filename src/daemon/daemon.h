@@ -2,6 +2,19 @@
 // The composition root of `carma serve`: wires the GPU backend, the store, the launcher and the
 // API to the same Scheduler::step the simulator runs, on the real clock.
 //
+// The loop, one tick per period (tick() in daemon.cpp):
+//   read the GPUs and the process table, without the lock;
+//   re-learn a page of waiting tasks from new history            daemon_history.cpp
+//   under the lock:
+//     samples into the monitor windows, GPU health, sightings    daemon_sampling.cpp
+//     activity, sharing, energy of each live attempt             daemon_history.cpp, _acct.cpp
+//     exits collected and recorded, tasks retried or requeued    daemon_exits.cpp
+//     time limits, dependencies                                  daemon_controls.cpp
+//     the scheduler decides; each launch is written to the store daemon_launch.cpp
+//   attempts started without the lock, then completed under it   daemon_launch.cpp
+// Beside it: restore() at start (daemon_restore.cpp), the API (daemon_api.cpp, _view.cpp), and
+// the pure rules they use (gpu_health.h, task_environment.h, foreign.h, task_json.h).
+//
 // Threads: the API server's handler threads and the scheduler loop share one mutex around the
 // daemon's mutable state (scheduler queues, metric windows, live attempts); the store has its own.
 // What may be slow is done without it, so the API stays responsive: reading the GPUs and the
@@ -25,11 +38,13 @@
 #include "core/fingerprint.h"
 #include "core/knowledge.h"
 #include "core/metric_window.h"
+#include "core/python_env.h"
 #include "core/scheduler.h"
 #include "core/speed_correction.h"
 #include "core/user_limits.h"
 #include "daemon/config.h"
 #include "daemon/foreign.h"
+#include "daemon/live_attempt.h"
 #include "device/gpu_backend.h"
 #include "exec/clock.h"
 #include "exec/launch.h"
@@ -104,64 +119,6 @@ public:
                                                const nlohmann::json& body) override;
 
 private:
-    struct LiveAttempt {
-        TaskId task = 0;
-        int number = 0;
-        std::vector<int> gpus;
-        exec::LaunchHandle handle;
-        std::set<int> seen_on;          // GPUs the task's processes have shown up on
-        bool settled = false;           // seen on all its GPUs (or re-attached after a restart)
-        std::map<int, MiB> peak_mib;    // per GPU: the most its processes held at once
-        std::map<int, MiB> held_now;    // per GPU: what its processes hold in the last sample
-        bool peak_changed = false;      // not yet written to the store
-        bool stop_requested = false;
-        int unstored_ends = 0;          // ticks its end could not be written to the store
-        // Running mean of its own SM activity (core/knowledge.h sample_activity), for history.
-        double activity_sum = 0;
-        int activity_samples = 0;
-        // GPUs on which, in this tick's sample, processes not its own were listed beside it.
-        std::set<int> crowded_now;
-        // What the `carma` policy plans with for a task placed here (GpuView::residents).
-        Learned learned;
-        double started_clock = 0;  // scheduler clock when the attempt started
-        double started_unix = 0;   // what the store says; time limits count from it
-        std::optional<double> time_limit_s;
-        bool timed_out = false;    // CARMA stopped it at its time limit
-        // Restored on a node without its launch reply: the server died while launching it, so
-        // the agent may never have received it; no report of it at all means it never ran.
-        bool launch_unconfirmed = false;
-        // Accounting (daemon_acct.cpp): its processes' SM activity per GPU in this tick's sample,
-        // and the GPU energy attributed to it so far (unknown until a GPU of it reports some).
-        std::map<int, double> activity_now;
-        std::optional<double> energy_j;
-        bool energy_changed = false;  // not yet written to the store
-        // Under --mps: its owner when it is a client of its GPU's control daemon (one GPU).
-        std::string mps_user;
-        // What it teaches of the predictor's error (core/speed_correction.h, accumulate_sharing):
-        // time with GPU-active co-runners, the predicted progress and the co-runners' activity
-        // over it, on the scheduler clock; and the state found at the last tick.
-        double shared_s = 0, predicted_shared_s = 0, others_activity_s = 0;
-        double sharing_at = -1;  // scheduler clock of the last tick that looked (-1: none yet)
-        bool shared_now = false;
-        double predicted_now = 1, others_now = 0;
-        // False when re-attached after a restart: its time before it is unknown, so it is no
-        // solo history and teaches no factor.
-        bool sharing_known = true;
-    };
-
-    // What the daemon knows of one GPU beyond its samples.
-    struct GpuState {
-        std::string excluded;      // why CARMA leaves it alone (pattern, MIG); empty = in use
-        int missing = 0;           // consecutive samples that failed or were stale
-        bool unhealthy = false;
-        std::string last_error;
-        std::string rule_text;     // the risk rule last logged for it
-        // Processes on it CARMA did not start, as of the last sample (daemon/foreign.h), and the
-        // foreign memory last reported as running into a task's plan (0: none reported).
-        std::vector<ForeignProcess> foreign;
-        MiB foreign_reported_mib = 0;
-    };
-
     Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
            std::unique_ptr<store::Store> store, SchedulerConfig scheduler_config, int lock_fd);
 
@@ -268,11 +225,9 @@ private:
     nlohmann::json gpu_health_json(std::size_t gpu) const;
     // GET /v1/gpus's list, under mu_; the view reshapes it.
     nlohmann::json gpus_json();
-    std::vector<std::pair<std::string, std::string>> task_environment(const store::TaskRow& task,
-                                                                      const LiveAttempt& live,
-                                                                      const Placement& placement);
-    std::vector<exec::MpsMemLimit> mps_limits(const store::TaskRow& task,
-                                              const Placement& placement) const;
+    // The attempt's environment (daemon/task_environment.h), from its account, GPUs and MPS.
+    EnvList attempt_environment(const store::TaskRow& task, const LiveAttempt& live,
+                                const Placement& placement);
     // The task's spec as the scheduler gets it: with mps_user set where it will be an MPS
     // client (core/mps_share.h).
     TaskSpec queued_spec(const store::TaskRow& task) const;

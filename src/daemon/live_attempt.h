@@ -1,0 +1,72 @@
+#pragma once
+// What the daemon keeps of each live attempt and of each GPU between ticks, under its lock.
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/task.h"
+#include "daemon/foreign.h"
+#include "daemon/gpu_health.h"
+#include "exec/launch.h"
+
+namespace carma::daemon {
+
+struct LiveAttempt {
+    TaskId task = 0;
+    int number = 0;
+    std::vector<int> gpus;
+    exec::LaunchHandle handle;
+    std::set<int> seen_on;          // GPUs the task's processes have shown up on
+    bool settled = false;           // seen on all its GPUs (or re-attached after a restart)
+    std::map<int, MiB> peak_mib;    // per GPU: the most its processes held at once
+    std::map<int, MiB> held_now;    // per GPU: what its processes hold in the last sample
+    bool peak_changed = false;      // not yet written to the store
+    bool stop_requested = false;
+    int unstored_ends = 0;          // ticks its end could not be written to the store
+    // Running mean of its own SM activity (core/knowledge.h sample_activity), for history.
+    double activity_sum = 0;
+    int activity_samples = 0;
+    // GPUs on which, in this tick's sample, processes not its own were listed beside it.
+    std::set<int> crowded_now;
+    // What the `carma` policy plans with for a task placed here (GpuView::residents).
+    Learned learned;
+    double started_clock = 0;  // scheduler clock when the attempt started
+    double started_unix = 0;   // what the store says; time limits count from it
+    std::optional<double> time_limit_s;
+    bool timed_out = false;    // CARMA stopped it at its time limit
+    // Restored on a node without its launch reply: the server died while launching it, so
+    // the agent may never have received it; no report of it at all means it never ran.
+    bool launch_unconfirmed = false;
+    // Accounting (daemon_acct.cpp): its processes' SM activity per GPU in this tick's sample,
+    // and the GPU energy attributed to it so far (unknown until a GPU of it reports some).
+    std::map<int, double> activity_now;
+    std::optional<double> energy_j;
+    bool energy_changed = false;  // not yet written to the store
+    // Under --mps: its owner when it is a client of its GPU's control daemon (one GPU).
+    std::string mps_user;
+    // What it teaches of the predictor's error (core/speed_correction.h, accumulate_sharing):
+    // time with GPU-active co-runners, the predicted progress and the co-runners' activity
+    // over it, on the scheduler clock; and the state found at the last tick.
+    double shared_s = 0, predicted_shared_s = 0, others_activity_s = 0;
+    double sharing_at = -1;  // scheduler clock of the last tick that looked (-1: none yet)
+    bool shared_now = false;
+    double predicted_now = 1, others_now = 0;
+    // False when re-attached after a restart: its time before it is unknown, so it is no
+    // solo history and teaches no factor.
+    bool sharing_known = true;
+};
+
+// What the daemon knows of one GPU beyond its samples.
+struct GpuState : GpuHealth {
+    std::string excluded;      // why CARMA leaves it alone (pattern, MIG); empty = in use
+    std::string rule_text;     // the risk rule last logged for it
+    // Processes on it CARMA did not start, as of the last sample (daemon/foreign.h), and the
+    // foreign memory last reported as running into a task's plan (0: none reported).
+    std::vector<ForeignProcess> foreign;
+    MiB foreign_reported_mib = 0;
+};
+
+}  // namespace carma::daemon
