@@ -88,7 +88,10 @@ echo "PASS carma logs shows a remote task's output from the server's copy"
 # gives the node up with `carma nodes lost`, which ends the attempt lost and queues the task.
 long=$(submit long 600)
 long_state() { api "/v1/tasks/$long" | field 'd["state"]'; }
-wait_for '[ "$(long_state)" = running ]' 100 || fail "the long task did not start (state $(long_state))"
+# Running in the store comes before the node answers the launch; killed in between, the launch
+# fails and the task is queued again, rightly. Placed is logged once the node has answered.
+wait_for 'grep -q "task=$long placed: attempt" "$T/server.log"' 100 ||
+    fail "the long task did not start (state $(long_state))"
 pkill -9 -f -- "--node n1 --gpus emulated:4xA100-40GB --state-dir $T/n1"
 node_state() { "$B/carma" nodes --json --socket "$T/carma.sock" | field 'd["nodes"][0]["state"]'; }
 wait_for '[ "$(node_state)" = unreachable ]' 100 || fail "n1 did not become unreachable (state $(node_state))"
