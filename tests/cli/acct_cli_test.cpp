@@ -21,9 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
-#include "cli/acct_command.h"
 #include "cli/fake_daemon.h"
 #include "cli/run_command.h"
+#include "cli/views/acct_view.h"
 
 namespace carma {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "cli/arg_check.h"
-#include "cli/client_commands.h"
+#include "cli/commands.h"
+#include "cli/main/arg_check.h"
 
 namespace carma::cli {
 namespace {

@@ -29,10 +29,10 @@
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
-#include "cli/client_commands.h"
-#include "core/csv.h"
+#include "cli/commands.h"
 #include "cli/fake_daemon.h"
 #include "cli/run_command.h"
+#include "core/csv.h"
 
 namespace carma {
 namespace {
@@ -201,7 +201,8 @@ TEST(ApiClientTest, DefaultSocketPath) {
 }
 
 // ---- the commands -------------------------------------------------------------------------
-// These need src/cli/client_commands.cpp in the test executable (tests/CMakeLists.txt adds it).
+// These need src/cli/commands/*_command.cpp in the test executable (tests/CMakeLists.txt adds
+// them).
 
 void answer_json(httplib::Response& res, int status, const json& body) {
     res.status = status;
@@ -458,6 +459,8 @@ TEST(ClientCommandsTest, QueueWatchRepeatsUntilAnError) {
     EXPECT_THAT(error, HasSubstr("not yours"));
     EXPECT_EQ(listings.load(), 3);
 }
+
+
 
 // This test verifies that `carma show` prints the fields and one row per attempt.
 TEST(ClientCommandsTest, ShowPrintsFieldsAndAttempts) {

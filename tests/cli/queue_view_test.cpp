@@ -1,7 +1,7 @@
-// `carma queue`'s table (cli/queue_view): columns, times, memory, filters, cutting, --format and
-// job arrays, from task JSON as GET /v1/tasks returns it (docs/api.md).
+// `carma queue`'s table (cli/views/queue_view): columns, times, memory, filters, cutting,
+// --format and job arrays, from task JSON as GET /v1/tasks returns it (docs/api.md).
 
-#include "cli/queue_view.h"
+#include "cli/views/queue_view.h"
 
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
 // `carma report`: the answer of GET /v1/timeline turned into the report's record
-// (cli/timeline_record.h), and the command end to end against a fake daemon on a temporary Unix
-// socket that answers canned JSON.
+// (cli/views/timeline_record.h), and the command end to end against a fake daemon on a temporary
+// Unix socket that answers canned JSON.
 
 #include <cmath>
 #include <filesystem>
@@ -15,10 +15,10 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/commands.h"
 #include "cli/fake_daemon.h"
-#include "cli/report_command.h"
 #include "cli/run_command.h"
-#include "cli/timeline_record.h"
+#include "cli/views/timeline_record.h"
 #include "sim/svg_check.h"
 
 namespace carma {

@@ -17,9 +17,9 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/commands.h"
 #include "cli/fake_daemon.h"
 #include "cli/run_command.h"
-#include "cli/slurm_command.h"
 
 namespace carma {
 namespace {

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/slurm_script.h"
+#include "cli/slurm/slurm_script.h"
 
 namespace carma::cli {
 namespace {

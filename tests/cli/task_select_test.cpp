@@ -1,4 +1,4 @@
-#include "cli/task_select.h"
+#include "cli/commands/task_select.h"
 
 #include <gtest/gtest.h>
 

@@ -15,11 +15,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "cli/acct_command.h"
-#include "cli/arg_check.h"
-#include "cli/client_commands.h"
+#include "cli/commands.h"
 #include "cli/fake_daemon.h"
+#include "cli/main/arg_check.h"
 #include "cli/run_command.h"
+#include "cli/views/acct_view.h"
 #include "core/text.h"
 
 namespace carma {

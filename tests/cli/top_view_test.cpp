@@ -1,8 +1,8 @@
-// `carma top`'s screen (cli/top_view) from canned GET /v1/view answers: the GPU blocks, the bars
-// and the threshold marks, the tasks on a memory bar, the running tasks and the queue, cutting to
-// small screens, and answers with fields missing, null or of the wrong type.
+// `carma top`'s screen (cli/views/top_view) from canned GET /v1/view answers: the GPU blocks, the
+// bars and the threshold marks, the tasks on a memory bar, the running tasks and the queue, cutting
+// to small screens, and answers with fields missing, null or of the wrong type.
 
-#include "cli/top_view.h"
+#include "cli/views/top_view.h"
 
 #include <algorithm>
 #include <string>

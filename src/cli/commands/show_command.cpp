@@ -1,0 +1,210 @@
+// `carma show ID [--json]`: one task with its attempts (GET /v1/tasks/ID).
+
+#include "cli/commands.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "api/client.h"
+#include "cli/commands/client_common.h"
+#include "cli/common/die.h"
+#include "cli/common/json_read.h"
+#include "cli/common/local_time.h"
+#include "cli/views/cells.h"
+#include "core/task.h"
+#include "core/units.h"
+
+namespace carma::cli {
+
+namespace {
+
+using nlohmann::json;
+
+std::string memory_summary(const json& memory) {
+    const std::pair<const char*, const char*> parts[] = {{"declared_mib", "declared"},
+                                                         {"profiled_mib", "profiled"},
+                                                         {"horus_mib", "horus"},
+                                                         {"faketensor_mib", "faketensor"},
+                                                         {"gpumemnet_mib", "gpumemnet"}};
+    std::vector<std::string> given;
+    for (const auto& [key, label] : parts) {
+        if (std::optional<std::int64_t> mib = integer_of(memory, key)) {
+            given.push_back(fmt::format("{} {}", label, format_mib(*mib)));
+        }
+    }
+    return given.empty() ? "not given" : fmt::format("{}", fmt::join(given, ", "));
+}
+
+// What the daemon plans with: "need 13,236 MiB + 1,024 MiB margin; run time 10m00s; activity
+// 0.71", or "-" from a daemon that does not learn.
+std::string knowledge_summary(const json& learned) {
+    if (!learned.is_object()) {
+        return "-";
+    }
+    const std::optional<std::int64_t> need = integer_of(learned, "need_mib");
+    std::string out = need ? fmt::format("need {} + {} margin", format_mib(*need),
+                                         format_mib_or_dash(integer_of(learned, "margin_mib")))
+                           : "need unknown";
+    if (const std::int64_t bound = integer_of(learned, "lower_bound_mib").value_or(0); bound > 0) {
+        out += fmt::format(", at least {}", format_mib(bound));
+    }
+    if (const std::optional<double> d = number_of(learned, "duration_s")) {
+        out += "; run time " + format_duration(*d);
+    }
+    if (const std::optional<double> a = number_of(learned, "activity")) {
+        out += "; activity " + format_ratio(a);
+    }
+    return out;
+}
+
+std::string env_summary(const json& task) {
+    const json* env = member(task, "env");
+    std::vector<std::string> pairs;
+    if (env != nullptr && env->is_object()) {
+        for (const auto& [key, value] : env->items()) {
+            pairs.push_back(key + "=" +
+                            (value.is_string() ? value.get<std::string>() : value.dump()));
+        }
+    }
+    return pairs.empty() ? "-" : fmt::format("{}", fmt::join(pairs, " "));
+}
+
+std::string attempt_exit(const json& attempt) {
+    if (std::optional<std::int64_t> sig = integer_of(attempt, "signal")) {
+        return fmt::format("signal {}", *sig);
+    }
+    return text_of(attempt, "exit_code");
+}
+
+std::string attempt_gpus(const json& attempt) {
+    std::vector<std::string> ids;
+    for (const json& g : array_of(attempt, "gpus")) {
+        ids.push_back(g.dump());
+    }
+    return ids.empty() ? "-" : fmt::format("{}", fmt::join(ids, ","));
+}
+
+// "GPU0 13,236 MiB, GPU1 13,180 MiB", or "-" before the task was seen on a GPU, "unobserved"
+// when it ended without being seen (print_attempts says why).
+std::string attempt_peak(const json& attempt) {
+    if (!text_of(attempt, "unobserved", "").empty()) {
+        return "unobserved";
+    }
+    const json* peak = member(attempt, "peak_mib");
+    if (peak == nullptr || !peak->is_object() || peak->empty()) {
+        return "-";
+    }
+    std::vector<std::string> parts;
+    for (const auto& [gpu, mib] : peak->items()) {
+        parts.push_back(fmt::format("GPU{} {}", gpu,
+                                    mib.is_number() ? format_mib(mib.get<MiB>()) : "?"));
+    }
+    return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+void print_attempts(const json& attempts, double now) {
+    if (attempts.empty()) {
+        fmt::print("\nno attempts yet\n");
+        return;
+    }
+    fmt::print("\n");
+    TextTable table({"ATTEMPT", "GPUS", "STARTED", "ENDED", "TIME", "OUTCOME", "EXIT",
+                     "RECOVERED", "PEAK GPU MEMORY"});
+    for (const json& a : attempts) {
+        const std::optional<double> started = number_of(a, "started_at");
+        const std::optional<double> ended = number_of(a, "ended_at");
+        const std::string time = started ? format_duration(ended.value_or(now) - *started) : "-";
+        const std::string outcome = text_of(a, "outcome", "");
+        table.add({text_of(a, "number"), attempt_gpus(a), format_clock(started),
+                   format_clock(ended), time, outcome.empty() ? "running" : outcome,
+                   attempt_exit(a), flag_of(a, "recovered") ? "yes" : "no", attempt_peak(a)});
+    }
+    table.print();
+    for (const json& a : attempts) {
+        if (const std::string why = text_of(a, "unobserved_why", ""); !why.empty()) {
+            print_line(stdout, "attempt {} unobserved ({}): {}", text_of(a, "number"),
+                       text_of(a, "unobserved"), why);
+        }
+    }
+}
+
+void print_task(const json& t, double now) {
+    const std::optional<double> submitted = number_of(t, "submitted_at");
+    const json* memory = member(t, "memory");
+    print_line(stdout, "{}", task_label(t));
+    print_line(stdout, "  state       {}", text_of(t, "state"));
+    print_line(stdout, "  message     {}", or_dash(text_of(t, "message")));
+    print_line(stdout, "  user        {} (uid {}, gid {})", text_of(t, "user"), text_of(t, "uid"),
+               text_of(t, "gid"));
+    const json* command = member(t, "command");
+    print_line(stdout, "  command     {}", format_command(command != nullptr ? *command : json()));
+    print_line(stdout, "  workdir     {}", text_of(t, "workdir"));
+    print_line(stdout, "  gpus        {}", text_of(t, "gpus"));
+    print_line(stdout, "  memory      {}",
+               memory != nullptr ? memory_summary(*memory) : "not given");
+    const json* learned = member(t, "learned");
+    print_line(stdout, "  knowledge   {}", learned != nullptr ? knowledge_summary(*learned) : "-");
+    print_line(stdout, "  basis       {}",
+               learned != nullptr ? or_dash(text_of(*learned, "basis", "")) : "-");
+    print_line(stdout, "  env         {}", env_summary(t));
+    print_line(stdout, "  workload    {}", or_dash(text_of(t, "workload")));
+    // Scheduling controls, only where given.
+    if (const std::optional<double> limit = number_of(t, "time_limit_s")) {
+        print_line(stdout, "  time limit  {}", format_duration(*limit));
+    }
+    if (const json* after = member(t, "after"); after != nullptr && after->is_array() &&
+                                                !after->empty()) {
+        std::vector<std::string> ids;
+        for (const json& id : *after) {
+            ids.push_back(id.dump());
+        }
+        print_line(stdout, "  after       {} (starts once they succeeded)", fmt::join(ids, ", "));
+    }
+    if (const json* array = member(t, "array"); array != nullptr && array->is_object()) {
+        print_line(stdout, "  array       {}_{} (CARMA_ARRAY_INDEX={})", text_of(*array, "id"),
+                   text_of(*array, "index"), text_of(*array, "index"));
+    }
+    print_line(stdout, "  attempts    {} of at most {}", text_of(t, "attempts", "0"),
+               text_of(t, "max_attempts"));
+    print_line(stdout, "  submitted   {}{}", format_clock(submitted),
+               submitted ? fmt::format(" ({} ago)", format_duration(now - *submitted)) : "");
+    print_line(stdout, "  finished    {}", format_clock(number_of(t, "finished_at")));
+    print_attempts(array_of(t, "attempt_list"), now);
+}
+
+struct ShowOptions {
+    std::string socket;
+    TaskId id = 0;
+    bool json = false;
+};
+
+int run_show(const ShowOptions& o) {
+    api::ApiClient client = connect(o.socket);
+    const json task = or_die(client.task(o.id));
+    if (o.json) {
+        print_json(task);
+    } else {
+        print_task(task, now_epoch());
+    }
+    return 0;
+}
+
+}  // namespace
+
+Action add_show_command(CLI::App& app) {
+    auto o = std::make_shared<ShowOptions>();
+    CLI::App* cmd = app.add_subcommand("show", "Show one task with its attempts");
+    cmd->add_option("id", o->id, "Task ID")->required();
+    cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
+    add_socket_option(cmd, o->socket);
+    return [o] { return run_show(*o); };
+}
+
+}  // namespace carma::cli

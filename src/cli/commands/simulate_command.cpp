@@ -1,0 +1,208 @@
+// carma simulate: replays a trace through every requested policy on the simulator and compares.
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/common/die.h"
+#include "core/policy.h"
+#include "model/catalog.h"
+#include "model/gpu_type.h"
+#include "model/world.h"
+#include "sim/output.h"
+#include "sim/report.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+
+namespace carma::cli {
+
+namespace {
+
+struct SimulateOptions {
+    std::string trace = "t1";
+    std::string policies = "all";
+    std::string gpus = "4xA100-40GB";
+    std::string sharing = "mps";
+    std::string estimator = "horus";
+    std::uint64_t seed = 1;
+    double noise = 0;
+    bool json = false;
+    std::string report_dir;
+    std::string tasks_file;
+    std::string history = "cold";
+    bool memory_limits = false;
+    bool quiet = false;
+    std::string world = "model";
+    double world_bias = 0;
+    double world_noise = 0;
+    bool no_speed_correction = false;
+};
+
+sim::Trace load_trace(const std::string& spec, std::uint64_t seed) {
+    if (spec.starts_with("gen:")) {
+        return sim::generate_trace(model::Catalog::embedded(),
+                                   or_die(sim::parse_generator(spec, seed)));
+    }
+    return or_die(sim::load_trace(spec));
+}
+
+std::vector<PolicySpec> parse_policies(const std::string& list) {
+    std::vector<std::string> names;
+    std::stringstream ss(list);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item == "all" || item == "paper") {
+            for (const std::string& n : paper_policy_names()) {
+                names.push_back(n);
+            }
+        } else if (!item.empty()) {
+            names.push_back(item);
+        }
+    }
+    if (names.empty()) {
+        die("--policy needs at least one policy name, or 'all'");
+    }
+    std::vector<PolicySpec> out;
+    for (const std::string& n : names) {
+        out.push_back(or_die(find_policy(n)));
+    }
+    return out;
+}
+
+int run_simulate(const SimulateOptions& o) {
+    const sim::Trace trace = load_trace(o.trace, o.seed);
+    const std::vector<PolicySpec> policies = parse_policies(o.policies);
+    sim::SimConfig base;
+    base.gpus = or_die(model::parse_gpu_set(o.gpus));
+    base.sharing = or_die(model::parse_sharing_mode(o.sharing));
+    base.seed = o.seed;
+    base.metric_noise_sd = o.noise;
+    base.record_timelines = !o.report_dir.empty();
+    base.scheduler.placement.memory.estimator = or_die(parse_estimator(o.estimator));
+    base.scheduler.placement.explain = false;
+    base.memory_limits = o.memory_limits;
+    base.world = or_die(model::checked(
+        model::WorldConfig{or_die(model::parse_world_kind(o.world)), o.world_bias, o.world_noise,
+                           o.seed}));
+    base.speed_correction = !o.no_speed_correction;
+    if (o.history == "warm") {
+        base.history = std::make_shared<const sim::SimHistory>(
+            sim::earlier_run_history(trace, model::Catalog::embedded(), base));
+    } else if (o.history != "cold") {
+        die(fmt::format("--history '{}': use cold or warm", o.history));
+    }
+
+    const bool show_progress = !o.quiet && isatty(STDERR_FILENO) != 0;
+    sim::Comparison comparison;
+    comparison.trace = trace.name;
+    comparison.gpus = base.gpus.text();
+    comparison.sharing = std::string(model::to_string(base.sharing));
+    comparison.history = o.history;
+    comparison.world = model::describe(base.world);
+    for (std::size_t k = 0; k < policies.size(); ++k) {
+        sim::SimConfig config = base;
+        config.scheduler.policy = policies[k];
+        if (show_progress) {
+            config.progress = [&, k](double done) {
+                fmt::print(stderr, "\r[{}/{}] {:<14} {:5.1f}% of {} tasks done", k + 1,
+                           policies.size(), policies[k].name, 100.0 * done, trace.entries.size());
+                std::fflush(stderr);
+            };
+        }
+        comparison.results.push_back(sim::simulate(trace, model::Catalog::embedded(), config));
+    }
+    if (show_progress) {
+        fmt::print(stderr, "\r{:<60}\r", "");
+    }
+    if (o.json) {
+        fmt::print("{}\n", sim::to_json(comparison).dump(2));
+    } else {
+        fmt::print("{}", sim::format_table(comparison));
+    }
+    if (!o.tasks_file.empty()) {
+        std::ofstream out(o.tasks_file);
+        out << sim::render_tasks_csv(comparison);
+        if (!out.flush()) {
+            die(fmt::format("--tasks {}: cannot write the file; check the folder exists and is "
+                            "writable",
+                            o.tasks_file));
+        }
+    }
+    if (!o.report_dir.empty()) {
+        std::string path = or_die(sim::write_html_report(comparison, o.report_dir));
+        fmt::print(stderr, "report written to {}\n", path);
+    }
+    return 0;
+}
+
+}  // namespace
+
+Action add_simulate_command(CLI::App& app) {
+    auto opts = std::make_shared<SimulateOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "simulate", "Replay a trace on simulated GPUs under each policy and compare them");
+    cmd->add_option("--trace", opts->trace,
+                    "t1, t2, mix-90, heavy-60 (built in), a CSV file, or gen:N[,gap=S][,multi=F] "
+                    "(N random tasks, mean gap S s (120), share F of 2-/4-GPU tasks (0))")
+        ->capture_default_str();
+    cmd->add_option("--policy", opts->policies,
+                    "Comma-separated policies (carma, exclusive, oracle-MAGM, OR-RR, EST-LUG, ...); "
+                    "all = the paper's ten")
+        ->capture_default_str();
+    cmd->add_option("--history", opts->history,
+                    "What carma knows at the start: cold (nothing; it learns as tasks finish) or "
+                    "warm (the history of one earlier run of the trace)")
+        ->capture_default_str();
+    cmd->add_flag("--memory-limits", opts->memory_limits,
+                  "Per-task memory limits protect co-runners (MPS limits): carma may then place "
+                  "tasks of unknown memory need beside others");
+    cmd->add_option("--tasks", opts->tasks_file,
+                    "Write one CSV line per task and policy (wait, start, end, GPUs, attempts, "
+                    "slowdown) to FILE");
+    cmd->add_option("--gpus", opts->gpus,
+                    "GPUs as COUNTxTYPE (one server, e.g. 4xA100-40GB) or NODESxGPUSxTYPE "
+                    "(e.g. 16x4xA100-40GB: a task's GPUs are all on one node)")
+        ->capture_default_str();
+    cmd->add_option("--sharing", opts->sharing, "How collocated tasks share a GPU: mps|timeslice")
+        ->capture_default_str();
+    cmd->add_option("--estimator", opts->estimator,
+                    "Memory estimator of the EST policies: horus|faketensor|gpumemnet")
+        ->capture_default_str();
+    cmd->add_option("--seed", opts->seed, "Seed for metric noise and generated traces")
+        ->capture_default_str();
+    cmd->add_option("--noise", opts->noise,
+                    "Standard deviation of noise on sampled SMACT/SMOCC/DRAMA (0 = none)")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    cmd->add_option("--world", opts->world,
+                    "What collocated tasks really do: model (the device model the carma policy "
+                    "predicts with) or measured (measured pair speeds, the model with the measured "
+                    "spread where a pair is unknown)")
+        ->capture_default_str();
+    cmd->add_option("--world-bias", opts->world_bias,
+                    "Every collocation slower than the world says by the factor 1+F on its "
+                    "slowdown (speed / (1+F)); 0 = none")
+        ->check(CLI::Range(0.0, 10.0))
+        ->capture_default_str();
+    cmd->add_option("--world-noise", opts->world_noise,
+                    "Relative sd of each attempt's memory peak around its profile (0 = none); may "
+                    "crash tasks planned from the profile")
+        ->check(CLI::Range(0.0, 0.5))
+        ->capture_default_str();
+    cmd->add_flag("--no-speed-correction", opts->no_speed_correction,
+                  "carma plans with the raw device model instead of correcting it by the error "
+                  "it observed");
+    cmd->add_flag("--json", opts->json, "Print one JSON object instead of the table");
+    cmd->add_option("--report", opts->report_dir, "Write an HTML report with plots into DIR");
+    cmd->add_flag("--quiet", opts->quiet, "No progress line");
+    return [opts] { return run_simulate(*opts); };
+}
+
+}  // namespace carma::cli

@@ -1,0 +1,208 @@
+// `carma submit [options] -- COMMAND ARGS... | FILE.yaml | FILE.rad`: a task file or a command,
+// the flags over it and the submitter's environment, sent as one POST /v1/tasks.
+
+#include "cli/commands.h"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "api/client.h"
+#include "api/submit_env.h"
+#include "api/task_file.h"
+#include "cli/commands/client_common.h"
+#include "cli/commands/task_flags.h"
+#include "cli/commands/task_select.h"
+#include "cli/common/die.h"
+#include "core/controls.h"
+#include "core/text.h"
+
+namespace carma::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kMaxAttemptsLimit = 100;  // docs/api.md: max_attempts is 1..100
+
+struct SubmitOptions {
+    std::string socket;
+    bool json = false;
+    int gpus = 0;
+    CLI::Option* gpus_option = nullptr;
+    std::string memory;
+    std::string name;
+    std::string workdir;
+    std::vector<std::string> env;
+    int max_attempts = 0;
+    CLI::Option* max_attempts_option = nullptr;
+    std::string workload;
+    std::string export_spec = "ALL";
+    std::string conda;
+    std::string venv;
+    std::string time_limit;
+    std::vector<std::string> after;
+    bool hold = false;
+    std::string array;
+    std::vector<std::string> args;  // the command, or one task file
+};
+
+// The flags given on the command line override a task file's fields.
+void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest& r) {
+    if (o.gpus_option->count() > 0) {
+        r.gpus = or_die(check_gpus_flag(o.gpus));
+    }
+    if (!o.memory.empty()) {
+        r.memory.declared_mib = or_die(parse_mem_flag(o.memory));
+    }
+    if (!o.name.empty()) {
+        r.name = o.name;
+    }
+    if (!o.workdir.empty()) {
+        r.workdir = (cwd / o.workdir).lexically_normal().string();  // absolute stays absolute
+    }
+    for (const std::string& pair : o.env) {
+        const std::size_t eq = pair.find('=');
+        if (eq == std::string::npos || eq == 0) {
+            die(fmt::format("--env '{}' must be NAME=VALUE", pair));
+        }
+        r.env[pair.substr(0, eq)] = pair.substr(eq + 1);
+    }
+    if (o.max_attempts_option->count() > 0) {
+        if (o.max_attempts < 1 || o.max_attempts > kMaxAttemptsLimit) {
+            die(fmt::format("--max-attempts must be from 1 to {} (got {})", kMaxAttemptsLimit,
+                            o.max_attempts));
+        }
+        r.max_attempts = o.max_attempts;
+    }
+    if (!o.workload.empty()) {
+        r.workload = o.workload;
+    }
+    if (!o.conda.empty()) {
+        r.conda = o.conda;
+        r.venv.clear();
+    }
+    if (!o.venv.empty()) {
+        r.venv = (cwd / o.venv).lexically_normal().string();
+        r.conda.clear();
+    }
+    if (!o.time_limit.empty()) {
+        r.time_limit_s = or_die(parse_time_limit(o.time_limit));
+    }
+    for (const std::string& list : o.after) {
+        // sbatch writes afterok:12:13; commas are accepted too.
+        for (const std::string& word : split_list(list, list.find(':') != std::string::npos ? ':' : ',')) {
+            if (word.empty()) {
+                continue;
+            }
+            const TaskRef ref = or_die(parse_task_ref(word));
+            if (!ref.plain()) {
+                die(fmt::format("--after {}: give task ids (12:13); an array's members are "
+                                "its own ids, listed by `carma queue --wide`",
+                                word));
+            }
+            r.after.push_back(ref.id);
+        }
+    }
+    if (o.hold) {
+        r.hold = true;
+    }
+    if (!o.array.empty()) {
+        or_die(parse_array_indices(o.array));
+        r.array = o.array;
+    }
+}
+
+// What the submitter's side contributes, as sbatch does: the exported environment (the task
+// file's and --env's variables win), the Python environment's prefix, and the executable found
+// in the submitter's PATH (the environment's bin first).
+void apply_submitter_side(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest& r) {
+    const api::EnvMap caller = api::current_environment();
+    const api::ExportedEnv exported = or_die(api::export_environment(o.export_spec, caller));
+    if (!exported.dropped.empty()) {
+        print_line(stderr, "carma: note: not passed to the task: {}",
+                   fmt::join(exported.dropped, "; "));
+    }
+    for (const auto& [k, v] : exported.vars) {
+        r.env.emplace(k, v);  // keeps what the file or --env set
+    }
+    if (auto ok = api::resolve_environment_and_command(r, caller, cwd); !ok) {
+        die(ok.error().message);
+    }
+}
+
+api::SubmitRequest build_submit_request(const SubmitOptions& o) {
+    if (o.args.empty()) {
+        die("nothing to submit; write `carma submit [options] -- COMMAND ARGS...` or "
+            "`carma submit task.yaml`");
+    }
+    const fs::path cwd = fs::current_path();
+    api::SubmitRequest r;
+    if (o.args.size() == 1 && api::is_task_file_name(o.args.front())) {
+        r = or_die(api::load_task_file(o.args.front(), cwd));
+    } else {
+        r.command = o.args;
+        r.workdir = cwd.string();
+    }
+    apply_flags(o, cwd, r);
+    apply_submitter_side(o, cwd, r);
+    return r;
+}
+
+int run_submit(const SubmitOptions& o) {
+    const api::SubmitRequest request = build_submit_request(o);
+    api::ApiClient client = connect(o.socket);
+    const json task = or_die(client.submit(api::request_body(request)));
+    if (o.json) {
+        print_json(task);
+    } else {
+        print_line(stdout, "submitted {}", task_label(task));
+    }
+    return 0;
+}
+
+}  // namespace
+
+Action add_submit_command(CLI::App& app) {
+    auto o = std::make_shared<SubmitOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "submit",
+        "Queue a task: `carma submit [options] -- COMMAND ARGS...` or a task file "
+        "(.yaml, .rad)");
+    o->gpus_option = cmd->add_option("-g,--gpus", o->gpus, "Number of GPUs (default 1)");
+    cmd->add_option("--mem", o->memory, "Memory the task needs per GPU, e.g. 12GiB or 12000MiB");
+    cmd->add_option("--name", o->name, "Task name (default: the daemon derives one)");
+    cmd->add_option("--workdir", o->workdir, "Directory to run in (default: the current one)");
+    cmd->add_option("--env", o->env, "Environment variable NAME=VALUE for the task (repeatable)")
+        ->allow_extra_args(false);  // `--env A=1 python x` must not swallow the command
+    o->max_attempts_option = cmd->add_option("--max-attempts", o->max_attempts,
+                                             "Launches at most, counting out-of-memory retries");
+    cmd->add_option("--workload", o->workload, "Workload profile name (for fake jobs)");
+    cmd->add_option("--export", o->export_spec,
+                    "Environment variables the task gets: ALL (default, as sbatch), NONE, or "
+                    "NAME[=VALUE],... (may start with ALL)");
+    cmd->add_option("--conda", o->conda,
+                    "Run in this conda environment (name or path); a .rad file's `conda "
+                    "activate NAME` line does the same");
+    cmd->add_option("--venv", o->venv, "Run in this Python virtual environment (path)");
+    cmd->add_option("-t,--time-limit", o->time_limit,
+                    "Stop the task after this long: 45s, 90m, 2h, 1h30m, 2d or HH:MM:SS "
+                    "(SIGTERM, then SIGKILL after the grace period; state timeout)");
+    cmd->add_option("--after", o->after,
+                    "Start only after these tasks succeeded: ID[:ID...] (fails if one does not)");
+    cmd->add_flag("-H,--hold", o->hold, "Submit held: it waits for `carma release`");
+    cmd->add_option("--array", o->array,
+                    "One task per index: 0-9, 0-20:5, 1,3,8-12 (CARMA_ARRAY_INDEX tells each "
+                    "which)");
+    cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
+    add_socket_option(cmd, o->socket);
+    cmd->add_option("args", o->args, "The command and its arguments (after --), or a task file");
+    return [o] { return run_submit(*o); };
+}
+
+}  // namespace carma::cli

@@ -1,0 +1,109 @@
+#include "cli/main/arg_check.h"
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/text.h"
+
+namespace carma::cli {
+
+namespace {
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+        names.push_back(sub->get_name());
+    }
+    return names;
+}
+
+std::vector<std::string> long_options(const CLI::App& app) {
+    std::vector<std::string> names;
+    for (const CLI::Option* o : app.get_options()) {
+        for (const std::string& n : o->get_lnames()) {
+            names.push_back("--" + n);
+        }
+    }
+    return names;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+    const std::string near = closest_match(word, candidates);
+    return near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near);
+}
+
+}  // namespace
+
+std::string unknown_argument_message(const CLI::App& app, const std::vector<std::string>& args) {
+    const CLI::App* current = &app;
+    std::string path = "carma";
+    bool in_subcommand = false;
+    for (const std::string& arg : args) {
+        if (arg == "--") {
+            break;  // the task's own command follows
+        }
+        if (arg.starts_with("--")) {
+            const std::string name = arg.substr(0, arg.find('='));
+            std::vector<std::string> known = long_options(*current);
+            if (current != &app) {
+                for (const std::string& n : long_options(app)) {
+                    known.push_back(n);
+                }
+            }
+            if (std::find(known.begin(), known.end(), name) == known.end()) {
+                return fmt::format("unknown option '{}' for `{}`{}; `{} --help` lists them", name,
+                                   path, did_you_mean(name, known), path);
+            }
+            continue;
+        }
+        if (arg.starts_with("-")) {
+            continue;  // short options, and negative numbers given as values
+        }
+        const std::vector<std::string> subs = subcommand_names(*current);
+        if (std::find(subs.begin(), subs.end(), arg) != subs.end()) {
+            current = current->get_subcommand(arg);
+            path += " " + arg;
+            in_subcommand = true;
+            continue;
+        }
+        if (!in_subcommand) {
+            return fmt::format("unknown command '{}'{}; `carma --help` lists them", arg,
+                               did_you_mean(arg, subs));
+        }
+        // Otherwise a value or a positional argument of the current command.
+    }
+    return {};
+}
+
+int run_subcommand(CLI::App& app, int argc, char** argv,
+                   const std::map<std::string, std::function<int()>>& actions) {
+    // Before CLI11: its messages do not name the mistyped word.
+    if (const std::string wrong =
+            unknown_argument_message(app, std::vector<std::string>(argv + 1, argv + argc));
+        !wrong.empty()) {
+        fmt::print(stderr, "carma: {}\n", printable(wrong));
+        return 2;
+    }
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    try {
+        for (const auto& [name, action] : actions) {
+            if (app.got_subcommand(name)) {
+                return action();
+            }
+        }
+    } catch (const std::exception& e) {
+        // An error may quote users' text (a task's name in the daemon's answer).
+        fmt::print(stderr, "carma: {}\n", printable(e.what(), true));
+        return 1;
+    }
+    return 0;
+}
+
+}  // namespace carma::cli

@@ -1,0 +1,56 @@
+#include "cli/views/cells.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace carma::cli {
+
+namespace {
+
+constexpr double kLongestTime = 1e11;  // seconds; ~3,000 years: beyond it a time is garbage
+
+}  // namespace
+
+std::size_t display_width(std::string_view s) {
+    std::size_t n = 0;
+    for (char c : s) {
+        n += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+    }
+    return n;
+}
+
+std::string truncate(std::string_view s, std::size_t width) {
+    if (display_width(s) <= width || width < 4) {
+        return std::string(s);
+    }
+    std::size_t kept = 0;
+    std::size_t i = 0;
+    for (; i < s.size(); ++i) {
+        const bool starts_code_point = (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80;
+        if (starts_code_point && kept++ == width - 3) {
+            break;
+        }
+    }
+    return std::string(s.substr(0, i)) + "...";
+}
+
+std::string format_duration(double seconds) {
+    if (!std::isfinite(seconds) || seconds > kLongestTime) {
+        return "-";  // a nonsense timestamp from the daemon; casting it would be undefined
+    }
+    const auto s = static_cast<long long>(std::max(0.0, std::floor(seconds)));
+    if (s < 60) {
+        return fmt::format("{}s", s);
+    }
+    if (s < 3600) {
+        return fmt::format("{}m{:02}s", s / 60, s % 60);
+    }
+    if (s < 86400) {
+        return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
+    }
+    return fmt::format("{}d{:02}h", s / 86400, s % 86400 / 3600);
+}
+
+}  // namespace carma::cli
