@@ -16,7 +16,7 @@
 //   shim.pid, task.pid (= the task's process group id), stdout.log, stderr.log, exit.json
 // The end is kept in memory until exit.json is written: written into room reserved before the
 // task started (exit.json.reserve), else retried with backoff until the disk has room again, so
-// a task that ends on a full disk is recorded, not lost (see record_exit in shim_main.cpp).
+// a task that ends on a full disk is recorded, not lost (see record_exit in shim_exit.cpp).
 
 #include <sys/types.h>
 

@@ -664,51 +664,6 @@ TEST_F(FullDiskTest, EndIsWrittenOnceSpaceReturns) {
         << read_file(dir() / kShimLogFile);
 }
 
-// This test verifies the on-disk formats read back what was written.
-TEST(LaunchFormatTest, RoundTrips) {
-    LaunchRequest r;
-    r.argv = {"python3", "train.py", "--lr", "0.1"};
-    r.workdir = "/home/u";
-    r.env = {{"PATH", "/usr/bin"}, {"X", ""}};
-    r.uid = 1001;
-    r.gid = 100;
-    r.groups = {100, 27};
-    r.switch_user = true;
-    r.attempt_dir = "/var/lib/carma/attempts/7-1";
-    r.kill_grace_s = 2.5;
-    r.files = {TaskFile{"/var/lib/carma/emulated-gpus", "CARMA_EMULATOR_FD"}};
-    auto text = request_to_json(r);
-    ASSERT_TRUE(text);
-    auto back = request_from_json(*text);
-    ASSERT_TRUE(back) << back.error().message;
-    EXPECT_EQ(back->argv, r.argv);
-    EXPECT_EQ(back->env, r.env);
-    EXPECT_EQ(back->groups, r.groups);
-    EXPECT_EQ(back->uid, r.uid);
-    EXPECT_TRUE(back->switch_user);
-    EXPECT_EQ(back->kill_grace_s, 2.5);
-    ASSERT_EQ(back->files.size(), 1u);
-    EXPECT_EQ(back->files[0].path, "/var/lib/carma/emulated-gpus");
-    EXPECT_EQ(back->files[0].env, "CARMA_EMULATOR_FD");
-    EXPECT_FALSE(request_from_json("{\"argv\": 3}"));
-
-    r.argv = {"\xff\xfe"};
-    EXPECT_FALSE(request_to_json(r));  // JSON cannot carry it: refused, not mangled
-
-    ExitRecord e{.started = true,
-                 .exit_code = std::nullopt,
-                 .signal = 9,
-                 .cancel_requested = true,
-                 .ended_at = 1.7e9,
-                 .error = ""};
-    auto exit_back = exit_from_json(exit_to_json(e));
-    ASSERT_TRUE(exit_back);
-    EXPECT_EQ(exit_back->signal, 9);
-    EXPECT_FALSE(exit_back->exit_code);
-    EXPECT_TRUE(exit_back->cancel_requested);
-    EXPECT_EQ(exit_back->ended_at, 1.7e9);
-}
-
 // --- running as another user ------------------------------------------------------------------
 
 // A user (with a group of its own as supplementary group) that exists for one test. useradd

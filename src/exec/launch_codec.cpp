@@ -1,0 +1,158 @@
+// The JSON of an attempt's two records: request.json (what launch() asks the shim to run) and
+// exit.json (how the shim saw it end). Pure: no files, no processes.
+
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/json_number.h"
+#include "exec/launch.h"
+
+namespace carma::exec {
+
+namespace {
+
+using nlohmann::json;
+
+Result<json> parse_json(std::string_view text, std::string_view what) {
+    try {
+        return json::parse(text);
+    } catch (const json::exception& e) {
+        return fail(ErrorCode::InvalidArgument, fmt::format("{} is not JSON: {}", what, e.what()));
+    }
+}
+
+// A number of a request or exit record as a T (core/json_number.h): nlohmann's get<T>() of 1e300
+// or -1 would be undefined or wrap.
+template <typename T>
+T number_at(const json& j, const char* key, T lo = std::numeric_limits<T>::lowest(),
+            T hi = std::numeric_limits<T>::max()) {
+    const json& v = j.at(key);
+    const std::optional<T> n = json_number<T>(v);
+    if (!n || *n < lo || *n > hi) {
+        throw std::invalid_argument(fmt::format("{} must be a number from {} to {}", key, lo, hi));
+    }
+    return *n;
+}
+
+// A user or group id: (uid_t)-1 is none, what setuid() and chown() take as "unchanged".
+template <typename T>
+T id_of(const json& v, const char* what) {
+    const std::optional<T> n = json_number<T>(v);
+    if (!n || *n == static_cast<T>(-1)) {
+        throw std::invalid_argument(fmt::format("{} must be an id from 0 to {}", what,
+                                                static_cast<T>(-2)));
+    }
+    return *n;
+}
+
+}  // namespace
+
+Result<std::string> request_to_json(const LaunchRequest& r) {
+    json j = {{"argv", r.argv},
+              {"workdir", r.workdir},
+              {"env", r.env},
+              {"uid", r.uid},
+              {"gid", r.gid},
+              {"groups", r.groups},
+              {"switch_user", r.switch_user},
+              {"attempt_dir", r.attempt_dir},
+              {"kill_grace_s", r.kill_grace_s}};
+    json files = json::array();
+    for (const TaskFile& f : r.files) {
+        files.push_back({{"path", f.path}, {"env", f.env}});
+    }
+    j["files"] = std::move(files);
+    try {
+        return j.dump(2) + "\n";
+    } catch (const json::exception& e) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("the command, environment and directories must be valid UTF-8: {}",
+                                e.what()));
+    }
+}
+
+Result<LaunchRequest> request_from_json(std::string_view text) {
+    auto j = parse_json(text, "the launch request");
+    if (!j) {
+        return tl::unexpected(j.error());
+    }
+    try {
+        LaunchRequest r;
+        j->at("argv").get_to(r.argv);
+        j->at("workdir").get_to(r.workdir);
+        j->at("env").get_to(r.env);
+        r.uid = id_of<uid_t>(j->at("uid"), "uid");
+        r.gid = id_of<gid_t>(j->at("gid"), "gid");
+        const json& groups = j->at("groups");
+        if (!groups.is_array()) {
+            throw std::invalid_argument("groups must be an array of group ids");
+        }
+        for (const json& g : groups) {
+            r.groups.push_back(id_of<gid_t>(g, "each of groups"));
+        }
+        j->at("switch_user").get_to(r.switch_user);
+        j->at("attempt_dir").get_to(r.attempt_dir);
+        r.kill_grace_s = number_at<double>(*j, "kill_grace_s", 0.0);
+        // Optional: a request written before task files existed has none.
+        if (j->contains("files")) {
+            for (const json& f : j->at("files")) {
+                r.files.push_back(TaskFile{f.at("path").get<std::string>(),
+                                           f.at("env").get<std::string>()});
+            }
+        }
+        return r;
+    } catch (const std::exception& e) {  // json::exception and the range checks above
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("the launch request is malformed: {}", e.what()));
+    }
+}
+
+std::string exit_to_json(const ExitRecord& record) {
+    json j = {{"started", record.started},
+              {"cancel_requested", record.cancel_requested},
+              {"ended_at", record.ended_at}};
+    if (record.exit_code) {
+        j["exit_code"] = *record.exit_code;
+    }
+    if (record.signal) {
+        j["signal"] = *record.signal;
+    }
+    if (!record.error.empty()) {
+        j["error"] = record.error;
+    }
+    // An error text may quote a path in another encoding: replace rather than lose the record.
+    return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+Result<ExitRecord> exit_from_json(std::string_view text) {
+    auto j = parse_json(text, "exit.json");
+    if (!j) {
+        return tl::unexpected(j.error());
+    }
+    try {
+        ExitRecord r;
+        j->at("started").get_to(r.started);
+        r.cancel_requested = j->value("cancel_requested", false);
+        if (j->contains("ended_at")) {
+            r.ended_at = number_at<double>(*j, "ended_at");
+        }
+        if (j->contains("exit_code")) {
+            r.exit_code = number_at<int>(*j, "exit_code");
+        }
+        if (j->contains("signal")) {
+            r.signal = number_at<int>(*j, "signal");
+        }
+        r.error = j->value("error", "");
+        return r;
+    } catch (const std::exception& e) {  // json::exception and the range checks above
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("exit.json is malformed: {}", e.what()));
+    }
+}
+
+}  // namespace carma::exec
