@@ -1,0 +1,187 @@
+// What happens to a task in a simulated run (sim/simulation.h): it arrives and is queued or
+// rejected, is dispatched onto GPUs, becomes GPU-active, ends its memory ramp, completes, or
+// crashes out of memory and is queued again (or given up). Each step updates the task's record
+// (TaskRecord, its attempts) and tells the scheduler and the history what happened.
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/simulation.h"
+
+namespace carma::sim::engine {
+
+void Simulation::arrive(std::size_t i) {
+    SimTask& t = tasks_[i];
+    t.queued_at = now_;
+    if (auto ok = check_feasible(t.spec, capacity_); !ok) {
+        t.phase = Phase::Rejected;
+        t.record.rejected = true;
+        t.record.reject_reason = ok.error().message;
+        t.record.left_s = now_;
+        return;
+    }
+    t.phase = Phase::Queued;
+    learn(i);
+    scheduler_.enqueue(static_cast<TaskId>(i), t.spec, now_);
+    mark_queued(i, true);
+    request_tick(now_);
+}
+
+void Simulation::dispatch(std::size_t i, const std::vector<int>& gpus) {
+    SimTask& t = tasks_[i];
+    if (!started_) {
+        started_ = true;
+        first_dispatch_ = now_;
+        for (std::size_t g = 0; g < gpus_.size(); ++g) {
+            gpus_[g].integrated_to = now_;
+        }
+    }
+    std::vector<std::size_t> touched;
+    for (int g : gpus) {
+        touched.push_back(static_cast<std::size_t>(g));
+    }
+    before_change(touched);
+    t.phase = Phase::Starting;
+    mark_queued(i, false);
+    t.gpus = gpus;
+    t.record.gpu_ids = gpus;
+    t.dispatched_at = now_;
+    t.activity_alone = t.time_alone = t.activity_shared = t.time_shared = 0;
+    t.shared_s = t.predicted_shared_s = t.others_activity_s = 0;
+    t.shared_now = false;
+    t.launch_order = next_launch_order_++;
+    t.record.wait_s += now_ - t.queued_at;
+    if (t.record.attempts == 0) {
+        t.record.first_start_s = now_;
+    }
+    ++t.record.attempts;
+    t.world_peak_mib = world_.peak_mib(t.profile.m_peak_mib, static_cast<std::uint64_t>(i),
+                                       t.record.attempts, config_.gpus.type.usable_mib);
+    t.record.spans.push_back(AttemptSpan{now_, -1, gpus, AttemptOutcome::Running});
+    ++t.version;
+    for (int g : gpus) {
+        gpus_[static_cast<std::size_t>(g)].residents.push_back(i);
+        record_timeline(static_cast<std::size_t>(g));
+    }
+    push_event(now_ + t.profile.t_start_s, EventKind::Activate, i, t.version);
+}
+
+void Simulation::activate(std::size_t i, long version) {
+    SimTask& t = tasks_[i];
+    if (t.version != version || t.phase != Phase::Starting) {
+        return;
+    }
+    const auto gpus = affected_gpus(t.gpus);
+    before_change(gpus);
+    t.phase = Phase::Active;
+    t.active_at = now_;
+    t.work_left = std::max(0.0, t.profile.t_solo_s - t.profile.t_start_s);
+    t.speed = 1;
+    t.progress_at = now_;
+    // The monitor sees the process at its next sample; the warm-up lock counts from there.
+    scheduler_.task_seen(static_cast<TaskId>(i), std::ceil(now_));
+    after_change(gpus);
+    push_event(now_ + model::kRampSeconds, EventKind::RampEnd, i, t.version);
+}
+
+void Simulation::ramp_end(std::size_t i, long version) {
+    SimTask& t = tasks_[i];
+    if (t.phase != Phase::Active) {
+        return;
+    }
+    (void)version;
+    std::vector<std::size_t> gpus;
+    for (int g : t.gpus) {
+        gpus.push_back(static_cast<std::size_t>(g));
+    }
+    before_change(gpus);
+    for (std::size_t g : gpus) {
+        record_timeline(g);
+    }
+}
+
+void Simulation::complete(std::size_t i, long version) {
+    SimTask& t = tasks_[i];
+    if (t.version != version || t.phase != Phase::Active) {
+        return;
+    }
+    const auto gpus = affected_gpus(t.gpus);
+    before_change(gpus);
+    account_segment(t);
+    learn_speed_error(i, now_ - t.dispatched_at);
+    remove_from_gpus(i);
+    t.phase = Phase::Done;
+    t.record.finish_s = now_;
+    end_span(t.record, AttemptOutcome::Succeeded);
+    t.record.slowdown = (now_ - t.dispatched_at) / std::max(t.profile.t_solo_s, 1e-9);
+    RunFacts facts = attempt_facts(t, t.world_peak_mib);
+    facts.succeeded = true;
+    remember(i, facts);
+    last_completion_ = std::max(last_completion_, now_);
+    ++completed_;
+    scheduler_.task_exited(static_cast<TaskId>(i));
+    after_change(gpus);
+    report_progress();
+}
+
+void Simulation::oom(std::size_t g, long version) {
+    if (gpus_[g].version != version) {
+        return;
+    }
+    residents_mem_.clear();
+    for (std::size_t i : gpus_[g].residents) {
+        if (tasks_[i].phase == Phase::Active) {
+            residents_mem_.push_back(resident_memory(i));
+        }
+    }
+    auto crash = model::next_oom(residents_mem_, config_.gpus.type.usable_mib, now_);
+    if (!crash || crash->at > now_) {
+        return;
+    }
+    const auto i = static_cast<std::size_t>(crash->victim);
+    SimTask& t = tasks_[i];
+    const auto gpus = affected_gpus(t.gpus);
+    before_change(gpus);
+    // What it held when it crashed: a lower bound on its need, never the need itself.
+    RunFacts facts = attempt_facts(t, static_cast<MiB>(model::memory_at(resident_memory(i), now_)));
+    facts.out_of_memory = true;
+    remember(i, facts);
+    remove_from_gpus(i);
+    ++t.version;
+    ++t.record.oom_crashes;
+    ++oom_crashes_;
+    end_span(t.record, AttemptOutcome::OutOfMemory);
+    scheduler_.task_exited(static_cast<TaskId>(i));
+    if (t.record.attempts >= config_.max_attempts) {
+        t.phase = Phase::Failed;
+        t.record.left_s = now_;
+    } else {
+        t.phase = Phase::Queued;
+        t.queued_at = now_;
+        learn(i);
+        scheduler_.enqueue_recovery(static_cast<TaskId>(i), t.spec, now_);
+        mark_queued(i, true);
+    }
+    after_change(gpus);
+}
+
+void Simulation::end_span(TaskRecord& record, AttemptOutcome outcome) const {
+    if (!record.spans.empty()) {
+        record.spans.back().end_s = now_;
+        record.spans.back().outcome = outcome;
+    }
+}
+
+RunFacts Simulation::attempt_facts(const SimTask& t, MiB peak) const {
+    RunFacts f;
+    f.peak_mib = peak;
+    f.run_s = now_ - t.dispatched_at;
+    // Only what the monitor can attribute to the task: its GPUs' activity while it ran alone.
+    // A GPU-level reading with co-runners includes theirs and would over-state its demand.
+    if (t.time_alone > 0) {
+        f.activity = t.activity_alone / t.time_alone;
+    }
+    return f;
+}
+
+}  // namespace carma::sim::engine
