@@ -17,6 +17,9 @@
 //   - for every GPU, the sum of memory_mib of the slots on it is <= usable_mib (set_memory
 //     refuses the allocation that would cross it);
 //   - power_w and the slots' speed always describe the current slots (recomputed at unlock).
+//
+// Opening and attaching are emulator_file.cpp's, the lock and process liveness emulator_lock.cpp's,
+// the format on disk emulator_layout.cpp's and the speeds, power and energy emulator_state.cpp's.
 
 #include <pthread.h>
 #include <sys/types.h>

@@ -1,0 +1,205 @@
+// The daemon-wide reads: GET /v1/gpus (each GPU's samples, window, health, risk and tasks),
+// GET /v1/events, GET /v1/status and the Prometheus text of /metrics.
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "daemon/daemon.h"
+#include "daemon/daemon_api.h"
+
+namespace carma::daemon {
+
+nlohmann::json Daemon::gpu_health_json(std::size_t gpu) const {
+    const GpuState& state = gpu_state_[gpu];
+    std::string health = "ok";
+    std::string reason;
+    if (!state.excluded.empty()) {
+        // A GPU the backend could not enumerate is broken, not merely left out by choice.
+        health = backend_->gpus()[gpu].fault.empty() ? "excluded" : "unhealthy";
+        reason = state.excluded;
+    } else if (state.unhealthy) {
+        health = "unhealthy";
+        reason = state.last_error;
+    } else if (state.missing > 0) {
+        health = "stale";
+        reason = "last read failed: " + state.last_error;
+    } else if (!windows_[gpu].full()) {
+        health = "filling";
+        reason = schedulable_reason(gpu);
+    }
+    return {{"state", health}, {"reason", reason}};
+}
+
+api::ApiResult<nlohmann::json> Daemon::gpus(const api::Caller&) {
+    std::lock_guard lock(mu_);
+    return nlohmann::json{{"backend", backend_->name()}, {"gpus", gpus_json()}};
+}
+
+nlohmann::json Daemon::gpus_json() {
+    nlohmann::json list = nlohmann::json::array();
+    const double t = now();
+    for (const device::GpuInfo& g : backend_->gpus()) {
+        const auto idx = static_cast<std::size_t>(g.index);
+        const WindowStats w = windows_[idx].stats();
+        auto stat = [](const SeriesStats& s) {
+            if (s.known == 0) {
+                return nlohmann::json(nullptr);  // no sample in the window had it
+            }
+            return nlohmann::json{{"mean", s.mean}, {"median", s.median}, {"p95", s.p95},
+                                  {"ema", s.ema},   {"risk", s.risk},    {"known", s.known}};
+        };
+        nlohmann::json gj = {{"index", g.index},
+                             {"uuid", g.uuid},
+                             {"name", g.name},
+                             {"total_mib", g.total_mib},
+                             {"mig", g.mig_enabled}};
+        if (!g.node.empty()) {  // scheduling over nodes: which node, and its index there
+            gj["node"] = g.node;
+            gj["node_index"] = g.node_index;
+        }
+        // Unknown metrics are null, never 0.
+        auto value = [](const std::optional<double>& v) {
+            return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+        };
+        bool has_processes = false;
+        for (const device::GpuSample& s : last_samples_) {
+            if (s.index == g.index) {
+                gj["free_mib"] = s.free_mib;
+                gj["used_mib"] = s.used_mib;
+                gj["util"] = value(s.util);
+                gj["smact"] = value(s.smact);
+                gj["smocc"] = value(s.smocc);
+                gj["drama"] = value(s.drama);
+                gj["power_w"] = value(s.power_w);
+                gj["energy_j"] = value(s.energy_j);
+                gj["error"] = s.error;
+                gj["sources"] = {{"memory", to_string(s.sources.memory)},
+                                 {"util", to_string(s.sources.util)},
+                                 {"smact", to_string(s.sources.smact)},
+                                 {"smocc", to_string(s.sources.smocc)},
+                                 {"drama", to_string(s.sources.drama)},
+                                 {"power", to_string(s.sources.power)},
+                                 {"energy", to_string(s.sources.energy)}};
+                nlohmann::json procs = nlohmann::json::array();
+                for (const device::GpuProcess& p : s.processes) {
+                    procs.push_back({{"pid", p.pid}, {"used_mib", p.used_mib},
+                                     {"mps_server", p.mps_server}});
+                    has_processes = has_processes || !p.mps_server;
+                }
+                label_foreign(procs, gpu_state_[idx].foreign);
+                gj["processes"] = procs;
+            }
+        }
+        gj["foreign"] = foreign_json(gpu_state_[idx].foreign);
+        gj["foreign_mib"] = foreign_mib(gpu_state_[idx].foreign);
+        gj["emulated"] = g.emulated;
+        gj["health"] = gpu_health_json(idx);
+        gj["available_mib"] = w.available_mib;
+        gj["window"] = {{"samples", w.samples},
+                        {"capacity", windows_[idx].capacity()},
+                        {"smact", stat(w.smact)},
+                        {"smocc", stat(w.smocc)},
+                        {"drama", stat(w.drama)},
+                        {"util", stat(w.util)}};
+        const bool high = is_high_risk(w, config_.risk, has_processes);
+        gj["risk"] = {{"high", high},
+                      {"rule", to_string(risk_rule(w))},
+                      {"rule_text", describe_rule(w, config_.risk)},
+                      {"reason", high ? describe_risk(w, config_.risk) : std::string()}};
+        gj["locked"] = scheduler_.warmup().locked(g.index, t);
+        nlohmann::json tasks = nlohmann::json::array();
+        for (const auto& [id, live] : live_) {
+            if (std::find(live.gpus.begin(), live.gpus.end(), g.index) != live.gpus.end()) {
+                tasks.push_back(id);
+            }
+        }
+        gj["tasks"] = tasks;
+        list.push_back(gj);
+    }
+    return list;
+}
+
+api::ApiResult<nlohmann::json> Daemon::events(const api::Caller&, std::int64_t after,
+                                              std::int64_t task, int limit) {
+    auto rows = store_->events(after, task, std::clamp(limit, 1, 10000));
+    if (!rows) {
+        return tl::unexpected(store_error(rows.error()));
+    }
+    nlohmann::json list = nlohmann::json::array();
+    for (const store::EventRow& e : *rows) {
+        list.push_back({{"id", e.id},
+                        {"time", e.time},
+                        // Daemon-level events belong to no task.
+                        {"task", e.task == 0 ? nlohmann::json(nullptr) : nlohmann::json(e.task)},
+                        {"kind", e.kind},
+                        {"message", e.message}});
+    }
+    return nlohmann::json{{"events", list}};
+}
+
+api::ApiResult<nlohmann::json> Daemon::status(const api::Caller&) {
+    std::lock_guard lock(mu_);
+    return nlohmann::json{{"version", "0.1.0"},
+                          {"policy", config_.policy},
+                          {"backend", backend_->name()},
+                          {"time_scale", config_.time_scale},
+                          {"queued", scheduler_.main_queue().size()},
+                          {"recovering", scheduler_.recovery_queue().size()},
+                          {"running", live_.size() + launching_.size()},
+                          {"pending_reason", pending_reason_}};
+}
+
+std::string Daemon::metrics() {
+    // Counted by the store, not by reading every task: /metrics is scraped every few seconds.
+    std::map<std::string, std::size_t> by_state;
+    if (auto counts = store_->state_counts(); counts) {
+        for (const auto& [state, n] : *counts) {
+            by_state[std::string(store::to_string(state))] = n;
+        }
+    }
+    std::lock_guard lock(mu_);
+    std::string out;
+    out += "# HELP carma_tasks Tasks known to the daemon by state.\n# TYPE carma_tasks gauge\n";
+    for (const char* s : {"queued", "recovering", "running", "succeeded", "failed", "cancelled",
+                          "lost", "rejected"}) {
+        out += fmt::format("carma_tasks{{state=\"{}\"}} {}\n", s, by_state[s]);
+    }
+    out += "# HELP carma_oom_crashes_total Attempts that ended out of GPU memory since start.\n"
+           "# TYPE carma_oom_crashes_total counter\n";
+    out += fmt::format("carma_oom_crashes_total {}\n", oom_total_);
+    out += "# HELP carma_attempts_total Attempts started since start.\n"
+           "# TYPE carma_attempts_total counter\n";
+    out += fmt::format("carma_attempts_total {}\n", attempts_total_);
+    // An unknown value is left out rather than exported as 0.
+    auto gauge = [&](const char* name, const char* help, auto value) {
+        out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
+        for (const device::GpuSample& s : last_samples_) {
+            if (const std::optional<double> v = value(s)) {
+                out += fmt::format("{}{{gpu=\"{}\"}} {}\n", name, s.index, *v);
+            }
+        }
+    };
+    gauge("carma_gpu_memory_used_bytes", "GPU memory in use.",
+          [](const device::GpuSample& s) {
+              return std::optional<double>(static_cast<double>(s.used_mib) * 1048576.0);
+          });
+    gauge("carma_gpu_smact", "SM active ratio (last sample).",
+          [](const device::GpuSample& s) { return s.smact; });
+    gauge("carma_gpu_power_watts", "Board power (last sample).",
+          [](const device::GpuSample& s) { return s.power_w; });
+    out += "# HELP carma_gpu_energy_joules_total Energy since the backend started counting.\n"
+           "# TYPE carma_gpu_energy_joules_total counter\n";
+    for (const device::GpuSample& s : last_samples_) {
+        if (s.energy_j) {
+            out += fmt::format("carma_gpu_energy_joules_total{{gpu=\"{}\"}} {}\n", s.index,
+                               *s.energy_j);
+        }
+    }
+    return out;
+}
+
+}  // namespace carma::daemon

@@ -1,0 +1,271 @@
+// POST /v1/tasks and POST /v1/estimate: a submission checked (rate, size, what this server can
+// run, the paths as the submitter sees them), learned from history, stored (an array in one
+// transaction) and queued; an estimate answers the same body from history without storing it.
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include "core/fingerprint.h"
+#include "core/text.h"
+#include "daemon/daemon.h"
+#include "daemon/daemon_api.h"
+#include "daemon/estimate.h"
+#include "daemon/task_json.h"
+#include "exec/as_user.h"
+
+namespace carma::daemon {
+
+namespace {
+
+// Where the command may be: itself when it names a path (relative to the working directory),
+// else each directory of the PATH it will run with.
+std::vector<std::string> command_candidates(const std::string& command,
+                                            const std::string& path_list,
+                                            const std::string& workdir) {
+    if (command.find('/') != std::string::npos) {
+        return {command.front() == '/' ? command : workdir + "/" + command};
+    }
+    std::vector<std::string> out;
+    for (const std::string& dir : split_list(path_list, ':')) {
+        if (!dir.empty()) {
+            out.push_back(dir + "/" + command);
+        }
+    }
+    return out;
+}
+
+api::ApiError limit_error(const LimitRefusal& r) {
+    return api::ApiError{r.status, r.message, r.retry_after_s};
+}
+
+}  // namespace
+
+api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& caller,
+                                                        store::TaskRow parsed) {
+    store::TaskRow t = std::move(parsed);
+    t.uid = caller.uid;
+    t.gid = caller.gid;
+    t.user = caller.user;
+    t.submitted_at = unix_now();
+    if (t.state != store::TaskState::Held) {
+        t.state = store::TaskState::Queued;
+    }
+    if (t.max_attempts == 0) {
+        t.max_attempts = config_.max_attempts;
+    }
+    std::vector<GpuCapacity> caps;
+    for (const device::GpuInfo& g : backend_->gpus()) {
+        caps.push_back(GpuCapacity{g.index, g.total_mib});
+    }
+    // Across nodes, none may have reported yet: what fits is decided once they have.
+    auto ok = caps.empty() && hub_ ? Result<void>{} : check_feasible(t.spec, caps);
+    if (!ok) {
+        return api::api_fail(ok.error().code == ErrorCode::Infeasible ? 422 : 400,
+                             ok.error().message);
+    }
+    // The PATH the task will run with: the Python environment's bin first, as activation does.
+    std::string path = "/usr/local/bin:/usr/bin:/bin";
+    for (const auto& [k, v] : t.env) {
+        if (k == "PATH") {
+            path = v;
+        }
+    }
+    const std::string& env_prefix = !t.spec.conda.empty() ? t.spec.conda : t.spec.venv;
+    const std::string env_bin = env_prefix.empty() ? "" : env_prefix + "/bin";
+    if (!env_bin.empty()) {
+        path = env_bin + ":" + path;
+    }
+    // With the submitter's rights: what they cannot reach reads as missing, so a root daemon
+    // does not reveal what exists inside directories they may not read.
+    const exec::UserIdentity who{caller.uid, caller.gid,
+                                 exec::supplementary_groups(caller.user, caller.gid)};
+    auto found = exec::check_paths_as(who, t.workdir,
+                                      command_candidates(t.spec.command.front(), path, t.workdir),
+                                      env_bin);
+    if (!found) {
+        return api::api_fail(500, found.error().message);
+    }
+    if (!found->workdir_ok) {
+        return api::api_fail(400, fmt::format("working directory {} does not exist, is not a "
+                                              "directory, or you may not enter it",
+                                              t.workdir));
+    }
+    if (!found->env_bin_ok) {
+        return api::api_fail(400, fmt::format("{} environment {} has no bin directory you may "
+                                              "enter; check the path (`conda env list`, or the "
+                                              "directory `python3 -m venv` created)",
+                                              t.spec.conda.empty() ? "virtual" : "conda",
+                                              env_prefix));
+    }
+    if (!found->command_ok) {
+        return api::api_fail(400, fmt::format("command '{}' not found or not executable by you "
+                                              "(searched {}); give an absolute path or declare "
+                                              "PATH with --env",
+                                              t.spec.command.front(),
+                                              t.spec.command.front().find('/') != std::string::npos
+                                                  ? "that path"
+                                                  : path));
+    }
+    return t;
+}
+
+api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
+                                              const nlohmann::json& body) {
+    if (auto ok = may_act(caller, "submit tasks"); !ok) {
+        return tl::unexpected(ok.error());
+    }
+    // The cheap refusals first: a flood costs the daemon a token-bucket lookup per request.
+    {
+        std::lock_guard lock(limits_mu_);
+        if (auto refused = submit_rate_.take(caller.uid, steady_now())) {
+            return tl::unexpected(limit_error(*refused));
+        }
+    }
+    auto parsed = task_from_submission(body);
+    if (!parsed) {
+        return tl::unexpected(parsed.error());
+    }
+    auto indices = array_from_submission(body);
+    if (!indices) {
+        return tl::unexpected(indices.error());
+    }
+    const SubmissionSize size{std::max<std::size_t>(1, indices->size()),
+                              submission_bytes(*parsed), !indices->empty()};
+    if (auto refused = check_submission_size(config_.limits, size)) {
+        return tl::unexpected(limit_error(*refused));
+    }
+    auto task = parse_submission(caller, std::move(*parsed));
+    if (!task) {
+        return tl::unexpected(task.error());
+    }
+    task->spec.learned = learn(*task);
+    std::lock_guard lock(mu_);
+    // Counted under the lock that inserts, so two submissions at once cannot both squeeze in.
+    if (config_.limits.max_waiting_per_user > 0) {
+        auto waiting = store_->waiting_count(caller.uid);
+        if (!waiting) {
+            return tl::unexpected(store_error(waiting.error()));
+        }
+        if (auto refused = check_waiting(config_.limits, *waiting, size)) {
+            return tl::unexpected(limit_error(*refused));
+        }
+    }
+    if (auto deps = check_dependencies(task->spec.after); !deps) {
+        return tl::unexpected(deps.error());
+    }
+    if (task->state == store::TaskState::Held) {
+        task->message = "held at submission; `carma release` lets it run";
+    } else if (!task->spec.after.empty()) {
+        task->message = fmt::format("waits for task(s) {} to succeed",
+                                    fmt::join(task->spec.after, ", "));
+    }
+    std::vector<TaskId> ids;
+    if (indices->empty()) {
+        auto id = store_->insert_task(*task);
+        if (id) {
+            ids.push_back(*id);
+        } else {
+            return api::api_fail(507, fmt::format("the task could not be stored, so it was not "
+                                                  "accepted: {}; free space in the daemon's "
+                                                  "state directory and submit again",
+                                                  id.error().message));
+        }
+    } else {
+        auto inserted = store_->insert_array(*task, *indices);
+        if (!inserted) {
+            // All or nothing: one transaction.
+            return api::api_fail(507, fmt::format("the array could not be stored, so none of it "
+                                                  "was accepted: {}; free space in the daemon's "
+                                                  "state directory and submit again",
+                                                  inserted.error().message));
+        }
+        ids = std::move(*inserted);
+    }
+    nlohmann::json answer;
+    // An array's events in one transaction (10,000 of them one by one held the lock for
+    // seconds), each with the command shortened as every event is.
+    const std::string command =
+        shortened(fmt::format("{}", fmt::join(task->spec.command, " ")), kMaxEventBytes / 2);
+    std::vector<store::EventRow> submitted;
+    submitted.reserve(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        store::TaskRow member = *task;
+        member.id = ids[i];
+        if (!indices->empty()) {
+            member.spec.array = ArrayMember{ids.front(), (*indices)[i]};
+        }
+        if (member.state == store::TaskState::Queued) {
+            admit_to_queue(member);
+        }
+        submitted.push_back(store::EventRow{
+            0, unix_now(), member.id, "submitted",
+            fmt::format("by {} (uid {}): {} GPU(s), {}{}", member.user, member.uid,
+                        member.spec.gpus, command,
+                        member.spec.array
+                            ? fmt::format(" (array {} index {})", member.spec.array->id,
+                                          member.spec.array->index)
+                            : std::string())});
+        if (i == 0) {
+            answer = task_to_json(member);
+        }
+    }
+    if (auto r = store_->add_events(submitted); !r) {
+        spdlog::warn("cannot record the submission events of task(s) {}..{}: {}", ids.front(),
+                     ids.back(), r.error().message);
+    }
+    spdlog::info("task={} submitted by {} (uid {}){}", ids.front(), task->user, task->uid,
+                 ids.size() > 1 ? fmt::format(": an array of {} ({}..{})", ids.size(),
+                                              ids.front(), ids.back())
+                                : std::string());
+    if (!indices->empty()) {
+        answer["array_tasks"] = ids;
+    }
+    return answer;
+}
+
+// Read-only: the body is checked as a submission's is (shape only: nothing runs, so the paths
+// are not looked at) and answered from the caller's own history.
+api::ApiResult<nlohmann::json> Daemon::estimate(const api::Caller& caller,
+                                                const nlohmann::json& body) {
+    auto parsed = task_from_submission(body);
+    if (!parsed) {
+        return tl::unexpected(parsed.error());
+    }
+    store::TaskRow task = std::move(*parsed);
+    task.uid = caller.uid;
+    task.gid = caller.gid;
+    task.user = caller.user;
+    EstimateInput in;
+    in.fingerprint = fingerprint_task(task.uid, task.spec.command, task.spec.gpus);
+    in.family = command_family(task.spec.command);
+    const int newest = static_cast<int>(knowledge_config().max_runs);
+    auto mine = store_->command_history(in.fingerprint.exact, newest);
+    if (!mine) {
+        return tl::unexpected(store_error(mine.error()));
+    }
+    auto kin = store_->family_history(in.fingerprint.family, in.fingerprint.exact, newest);
+    if (!kin) {
+        return tl::unexpected(store_error(kin.error()));
+    }
+    in.command = std::move(*mine);
+    in.family_runs = std::move(*kin);
+    // From the very rows shown, so the answer explains itself.
+    task.spec.learned = derive_knowledge(task.spec, store::run_facts(in.command),
+                                         store::run_facts(in.family_runs),
+                                         task.spec.time_limit_s,
+                                         knowledge_config());
+    in.spec = task.spec;
+    in.speed_correction = correction_json(in.fingerprint.family);
+    nlohmann::json answer = estimate_to_json(in);
+    answer["user"] = caller.user;
+    answer["uid"] = caller.uid;
+    return answer;
+}
+
+}  // namespace carma::daemon
