@@ -1,7 +1,9 @@
 #pragma once
 // Fluent builders for test fixtures: MakeTask().Gpus(2).Profiled(13236), MakeGpu(0).Free(20000).
 
+#include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -10,6 +12,17 @@
 #include "core/task.h"
 
 namespace carma::testing {
+
+// A simple device model for the tests: every task on a GPU runs at 1 / max(1, summed activity).
+inline void simple_model(std::span<const double> activities, std::span<double> speeds) {
+    double total = 0;
+    for (double a : activities) {
+        total += a;
+    }
+    for (std::size_t i = 0; i < activities.size(); ++i) {
+        speeds[i] = 1.0 / std::max(1.0, total);
+    }
+}
 
 class MakeTask {
 public:

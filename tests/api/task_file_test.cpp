@@ -1,4 +1,5 @@
 #include "api/task_file.h"
+#include "api/rad_sample.h"
 
 #include <unistd.h>
 
@@ -179,21 +180,7 @@ TEST(TaskFileTest, YamlInvalidValues) {
     }
 }
 
-// The twelve lines of resnet3.rad (carma-spec.md Appendix A: ResNet-50, batch 128, 1 GPU,
-// oracle 13236 MiB, Horus 28923.25, FakeTensor 10666.00724, GPUMemNet 24000).
-constexpr const char* kResnet3Rad =
-    "# assumption is that model.txt file is in this directory\n"
-    "conda activate tf\n"
-    "python /home/user/workloads/resnet50.py --batch_size 128\n"
-    "resnet50_128.model\n"
-    "/raid/datasets/imagenet\n"
-    "128\n"
-    "exclusive\n"
-    "1\n"
-    "13236\n"
-    "28923.25\n"
-    "10666.00724\n"
-    "24000\n";
+using test_support::kResnet3Rad;
 
 TaskFileContext rad_context(const char* stem) {
     return TaskFileContext{std::string(stem) + ".rad", stem, "/jobs", "/home/alice/exp"};

@@ -82,13 +82,7 @@ protected:
 TEST(WireTest, ReportRoundTrips) {
     AgentReport r = report_of("n1", 2);
     r.samples[1].smocc.reset();
-    AttemptReport a;
-    a.name = "12-1";
-    a.dir = "/state/attempts/12-1";
-    a.shim_pid = 77;
-    a.state = AttemptReport::State::Ended;
-    a.exit = exec::ExitRecord{true, 3, std::nullopt, false, 123.5, ""};
-    a.members = {5, 6};
+    AttemptReport a = ended_attempt();
     a.stderr_tail = "CUDA out of memory";
     r.attempts.push_back(a);
     r.replies.push_back(LaunchReply{9, true, 77, "/state/attempts/12-1", "", false});

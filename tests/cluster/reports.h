@@ -1,6 +1,7 @@
 #pragma once
-// What the hub's tests send as a node would: a report of `gpus` emulated A100s, and the
-// X-Carma-Auth header an agent holding its node key signs a body with.
+// What the hub's and the wire's tests send as a node would: a report of `gpus` emulated A100s,
+// an attempt that ended, and the X-Carma-Auth header an agent holding its node key signs a body
+// with.
 
 #include <string>
 
@@ -32,6 +33,18 @@ inline AgentReport report_of(const std::string& node, int gpus) {
         r.samples.push_back(s);
     }
     return r;
+}
+
+// Attempt 1 of task 12, ended with exit code 3, two processes seen.
+inline AttemptReport ended_attempt() {
+    AttemptReport a;
+    a.name = "12-1";
+    a.dir = "/state/attempts/12-1";
+    a.shim_pid = 77;
+    a.state = AttemptReport::State::Ended;
+    a.exit = exec::ExitRecord{true, 3, std::nullopt, false, 123.5, ""};
+    a.members = {5, 6};
+    return a;
 }
 
 // Signed now with the key `master` gives `node`; "" when signing fails.

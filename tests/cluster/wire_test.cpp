@@ -4,6 +4,7 @@
 // message naming the field; none crashes or reaches undefined behaviour (run under UBSan).
 
 #include "cluster/wire.h"
+#include "cluster/reports.h"
 
 #include <string>
 
@@ -35,13 +36,7 @@ AgentReport small_report() {
     s.smact = 0.25;
     s.processes.push_back(device::GpuProcess{100, 10000, false, 0.25});
     r.samples.push_back(s);
-    AttemptReport a;
-    a.name = "12-1";
-    a.dir = "/state/attempts/12-1";
-    a.shim_pid = 77;
-    a.state = AttemptReport::State::Ended;
-    a.exit = exec::ExitRecord{true, 3, std::nullopt, false, 123.5, ""};
-    a.members = {5, 6};
+    AttemptReport a = ended_attempt();
     a.logs.push_back(LogChunk{false, 0, "hello\n", false});
     r.attempts.push_back(a);
     r.absent = {"13-2"};

@@ -10,17 +10,7 @@ namespace {
 
 using testing::MakeGpu;
 using testing::MakeTask;
-
-// A simple device model for the tests: every task on a GPU runs at 1 / max(1, summed activity).
-void simple_model(std::span<const double> activities, std::span<double> speeds) {
-    double total = 0;
-    for (double a : activities) {
-        total += a;
-    }
-    for (std::size_t i = 0; i < activities.size(); ++i) {
-        speeds[i] = 1.0 / std::max(1.0, total);
-    }
-}
+using testing::simple_model;
 
 SchedulerConfig carma_config(const char* name = "carma") {
     SchedulerConfig cfg;

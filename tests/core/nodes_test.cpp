@@ -18,6 +18,7 @@ namespace {
 
 using testing::MakeGpu;
 using testing::MakeTask;
+using testing::simple_model;
 
 GpuView on(const char* node, GpuView g) {
     g.node = node;
@@ -26,16 +27,6 @@ GpuView on(const char* node, GpuView g) {
 
 // A GPU whose memory is all taken: no policy collocates on it.
 GpuView full(int index) { return MakeGpu(index).Busy().Free(0); }
-
-void simple_model(std::span<const double> activities, std::span<double> speeds) {
-    double total = 0;
-    for (double a : activities) {
-        total += a;
-    }
-    for (std::size_t i = 0; i < activities.size(); ++i) {
-        speeds[i] = 1.0 / std::max(1.0, total);
-    }
-}
 
 Scheduler make(const char* policy) {
     SchedulerConfig cfg;

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/query.h"
+#include "api/rad_sample.h"
 #include "api/task_file.h"
 #include "cluster/wire.h"
 #include "core/csv.h"
@@ -185,20 +186,9 @@ TEST(FuzzTaskFile, YamlTaskFileNeverThrowsAndAcceptsOnlySaneTasks) {
         4 * 1024);
 }
 
-// The twelve lines of resnet3.rad (as in tests/api/task_file_test.cpp) and shorter variants.
+// The twelve lines of resnet3.rad (api/rad_sample.h) and shorter variants.
 std::vector<std::string> rad_seeds() {
-    return {"# assumption is that model.txt file is in this directory\n"
-            "conda activate tf\n"
-            "python /home/user/workloads/resnet50.py --batch_size 128\n"
-            "resnet50_128.model\n"
-            "/raid/datasets/imagenet\n"
-            "128\n"
-            "exclusive\n"
-            "1\n"
-            "13236\n"
-            "28923.25\n"
-            "10666.00724\n"
-            "24000\n",
+    return {test_support::kResnet3Rad,
             "#\nconda activate hf\npython gpt2.py --model gpt2-xl\nm\nd\n8\ne\n4\n",
             "#\nenv\ncd /x && python t.py > out.txt\nm\nd\n1\ne\n2\n\n\n1e3\n",
             "#\r\n\r\npython 'x y.py'\r\nm\r\nd\r\n1\r\ne\r\n+2.0\r\n5\r\n6\r\n7\r\n8\r\n"};
