@@ -12,8 +12,9 @@
 //     time limits, dependencies                                  daemon_controls.cpp
 //     the scheduler decides; each launch is written to the store daemon_launch.cpp
 //   attempts started without the lock, then completed under it   daemon_launch.cpp
-// Beside it: restore() at start (daemon_restore.cpp), the API (daemon_api.cpp, _view.cpp), and
-// the pure rules they use (gpu_health.h, task_environment.h, foreign.h, task_json.h).
+// Beside it: restore() at start (daemon_restore.cpp); the API's answers (daemon_api.cpp maps
+// them: daemon_submit, _tasks, _status, _nodes, _controls, _view, _acct.cpp); and the pure rules
+// they use (gpu_health.h, task_environment.h, foreign.h, task_json.h, view_json.h).
 //
 // Threads: the API server's handler threads and the scheduler loop share one mutex around the
 // daemon's mutable state (scheduler queues, metric windows, live attempts); the store has its own.
@@ -221,7 +222,7 @@ private:
     api::ApiResult<store::TaskRow> parse_submission(const api::Caller& caller,
                                                     store::TaskRow parsed);
     nlohmann::json task_json(const store::TaskRow& task, bool with_attempts);
-    // The live view's parts (daemon_view.cpp), under mu_.
+    // A GPU's health for the view and GET /v1/gpus (daemon_status.cpp), under mu_.
     nlohmann::json gpu_health_json(std::size_t gpu) const;
     // GET /v1/gpus's list, under mu_; the view reshapes it.
     nlohmann::json gpus_json();

@@ -1,6 +1,7 @@
 #pragma once
 // Private to the daemon's API answers (daemon_api.cpp, daemon_submit.cpp, daemon_tasks.cpp,
-// daemon_status.cpp): the checks and error shapes more than one of them uses.
+// daemon_status.cpp, daemon_nodes.cpp, daemon_controls.cpp): the checks and error shapes more
+// than one of them uses.
 
 #include "api/service.h"
 #include "core/result.h"

@@ -9,15 +9,11 @@
 
 #include "core/controls.h"
 #include "daemon/daemon.h"
+#include "daemon/daemon_api.h"
 #include "daemon/task_json.h"
 
 namespace carma::daemon {
 
-namespace {
-
-api::ApiError store_error(const Error& e) { return api::ApiError{500, e.message}; }
-
-}  // namespace
 
 api::ApiResult<void> Daemon::check_dependencies(const std::vector<TaskId>& after) {
     for (TaskId dep : after) {

@@ -71,7 +71,7 @@ void Daemon::accumulate_activity() {
     }
 }
 
-// The simulator's bookkeeping (sim/simulator.cpp), on the daemon's ticks: the state found at a
+// The simulator's bookkeeping (sim/simulation_knowledge.cpp), on the daemon's ticks: the state found at a
 // tick holds until the next. An attempt is GPU-active once seen on all its GPUs (settled); on
 // each of its GPUs with other such attempts the raw predictor is asked, from the learned
 // activities (as the `carma` policy plans with them), and the slowest GPU counts.

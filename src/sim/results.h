@@ -2,7 +2,8 @@
 // What one simulated run produces: the figures per policy, per GPU and per task, and the per-GPU
 // timelines the HTML report plots, and every attempt of every task. Plain values (and the text
 // of an attempt's outcome), so every consumer (text table, JSON, report, tests) reads the same
-// thing. `carma report` fills the same types from the daemon's history (cli/timeline_record.h).
+// thing. `carma report` fills the same types from the daemon's history
+// (cli/views/timeline_record.h).
 
 #include <cstdint>
 #include <optional>
