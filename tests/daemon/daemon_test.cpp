@@ -241,14 +241,7 @@ TEST_F(DaemonTest, SubmitQueueShowLogsCancel) {
     for (int i = 0; i < 4; ++i) {
         sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
     }
-    ASSERT_TRUE(eventually([&] {
-        for (TaskId id : sleepers) {
-            if (state(id) != "running") {
-                return false;
-            }
-        }
-        return true;
-    }));
+    ASSERT_TRUE(eventually([&] { return all_running(sleepers); }));
     const TaskId waiting = submit({{"command", {"/bin/sleep", "1"}}, {"workdir", "/tmp"}});
     std::this_thread::sleep_for(300ms);  // several scheduler rounds (time scale 60)
     EXPECT_EQ(state(waiting), "queued");
@@ -1202,14 +1195,7 @@ TEST_F(DaemonTest, OutOfMemoryIsRecovered) {
     for (int i = 0; i < 4; ++i) {
         fillers.push_back(submit(fake_job("resnet3", 600)));  // 13,236 MiB each, 10 s wall
     }
-    ASSERT_TRUE(eventually([&] {
-        for (TaskId id : fillers) {
-            if (state(id) != "running") {
-                return false;
-            }
-        }
-        return true;
-    }));
+    ASSERT_TRUE(eventually([&] { return all_running(fillers); }));
     const TaskId big = submit(fake_job("maskrcnn", 60));  // 28,606 MiB: does not fit beside one
     json t = wait_final(big, 180s);
     EXPECT_EQ(t["state"], "succeeded");
@@ -1581,14 +1567,7 @@ TEST_F(DaemonTest, OutOfMemoryRaisesTheLowerBound) {
     for (int i = 0; i < 4; ++i) {
         fillers.push_back(submit(fake_job("resnet3", 600)));  // 13,236 MiB each, 10 s wall
     }
-    ASSERT_TRUE(eventually([&] {
-        for (TaskId id : fillers) {
-            if (state(id) != "running") {
-                return false;
-            }
-        }
-        return true;
-    }));
+    ASSERT_TRUE(eventually([&] { return all_running(fillers); }));
     const TaskId big = submit(fake_job("maskrcnn", 60));  // 28,606 MiB: does not fit beside one
     const json t = wait_final(big, 180s);
     ASSERT_EQ(t["state"], "succeeded");

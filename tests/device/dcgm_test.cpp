@@ -60,6 +60,12 @@ protected:
         return std::move(*backend);
     }
 
+    // One sample of a freshly opened backend; empty (the test has failed) when it cannot open.
+    std::vector<GpuSample> first_sample() {
+        auto backend = open_fake();
+        return backend ? sample(*backend) : std::vector<GpuSample>{};
+    }
+
     // Makes the fake write down the calls it gets; returns what it wrote so far with recorded().
     void record_calls() {
         record_ = ::testing::TempDir() + "fake-dcgm-record-" +
@@ -105,9 +111,7 @@ TEST_F(DcgmTest, OpensAndLabelsSourcesDcgm) {
 // CARMA's units, while the processes still come from NVML.
 TEST_F(DcgmTest, ValuesMatchTheFake) {
     set_env("FAKE_DCGM_GPU0_SMACT", "0.75");
-    auto backend = open_fake();
-    ASSERT_NE(backend, nullptr);
-    const auto samples = sample(*backend);
+    const auto samples = first_sample();
     ASSERT_EQ(samples.size(), 2U);
 
     const GpuSample& busy = samples[0];
@@ -147,9 +151,7 @@ TEST_F(DcgmTest, SampleFollowsTheGpu) {
 // This test verifies that DCGM's GPU ids are matched to NVML's GPUs by UUID, not by number.
 TEST_F(DcgmTest, MatchesGpusByUuid) {
     set_env("FAKE_DCGM_SWAP_IDS", "1");
-    auto backend = open_fake();
-    ASSERT_NE(backend, nullptr);
-    const auto samples = sample(*backend);
+    const auto samples = first_sample();
     ASSERT_EQ(samples.size(), 2U);
     EXPECT_DOUBLE_EQ(samples[0].power_w.value_or(-1), 180.5);
     EXPECT_DOUBLE_EQ(samples[1].power_w.value_or(-1), 65.25);
@@ -159,9 +161,7 @@ TEST_F(DcgmTest, MatchesGpusByUuid) {
 TEST_F(DcgmTest, MatchesByNvmlIndexWithoutUuid) {
     set_env("FAKE_DCGM_SWAP_IDS", "1");
     set_env("FAKE_DCGM_BLANK", "54");
-    auto backend = open_fake();
-    ASSERT_NE(backend, nullptr);
-    const auto samples = sample(*backend);
+    const auto samples = first_sample();
     ASSERT_EQ(samples.size(), 2U);
     EXPECT_DOUBLE_EQ(samples[0].power_w.value_or(-1), 180.5);
     EXPECT_DOUBLE_EQ(samples[1].power_w.value_or(-1), 65.25);
@@ -172,9 +172,7 @@ TEST_F(DcgmTest, MatchesByNvmlIndexWithoutUuid) {
 TEST_F(DcgmTest, BlankValuesAreUnknown) {
     set_env("FAKE_DCGM_BLANK", "1003,155");
     set_env("FAKE_DCGM_UNSUPPORTED", "203");
-    auto backend = open_fake();
-    ASSERT_NE(backend, nullptr);
-    const auto samples = sample(*backend);
+    const auto samples = first_sample();
     ASSERT_EQ(samples.size(), 2U);
     for (const GpuSample& s : samples) {
         EXPECT_FALSE(s.smocc.has_value());
@@ -194,9 +192,7 @@ TEST_F(DcgmTest, BlankValuesAreUnknown) {
 // labelled so (memory is never unknown).
 TEST_F(DcgmTest, MemoryFallsBackToNvml) {
     set_env("FAKE_DCGM_BLANK", "251,252");
-    auto backend = open_fake();
-    ASSERT_NE(backend, nullptr);
-    const auto samples = sample(*backend);
+    const auto samples = first_sample();
     ASSERT_EQ(samples.size(), 2U);
     EXPECT_EQ(samples[0].used_mib, 10 * 1024);  // the fake NVML's
     EXPECT_EQ(samples[0].sources.memory, MetricSource::Nvml);

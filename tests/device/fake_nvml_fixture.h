@@ -69,6 +69,12 @@ protected:
         }
         return std::move(*samples);
     }
+
+    // One sample of a freshly opened backend; empty (the test has failed) when it cannot open.
+    static std::vector<GpuSample> first_sample() {
+        auto backend = open_fake();
+        return backend ? sample(*backend) : std::vector<GpuSample>{};
+    }
 };
 
 }  // namespace carma::device::fake_nvml

@@ -131,9 +131,7 @@ TEST_F(NvmlTest, ListsTheGpus) {
 // This test verifies that bytes become MiB, percentages fractions, milliwatts watts, that SMACT
 // and DRAMA are the utilisation rates and that SMOCC, which plain NVML cannot give, is unknown.
 TEST_F(NvmlTest, SampleConvertsUnits) {
-    auto backend = open_fake();
-    ASSERT_NE(backend, nullptr);
-    const auto samples = sample(*backend);
+    const auto samples = first_sample();
     ASSERT_EQ(samples.size(), 2U);
 
     const GpuSample& busy = samples[0];
@@ -162,9 +160,7 @@ TEST_F(NvmlTest, SampleConvertsUnits) {
 // This test verifies that plain NVML labels its numbers honestly: SMACT and DRAMA are NVML's
 // proxies, not real activity; SMOCC is unavailable; memory, utilisation, power and energy NVML's.
 TEST_F(NvmlTest, PlainNvmlLabelsProxies) {
-    auto backend = open_fake();
-    ASSERT_NE(backend, nullptr);
-    const auto samples = sample(*backend);
+    const auto samples = first_sample();
     ASSERT_EQ(samples.size(), 2U);
     for (const GpuSample& s : samples) {
         EXPECT_EQ(to_string(s.sources.memory), "nvml") << "GPU " << s.index;
@@ -220,9 +216,7 @@ TEST_F(NvmlTest, SampleFollowsTheGpu) {
 
 // This test verifies that the processes on a GPU are listed with their memory in MiB.
 TEST_F(NvmlTest, ListsProcesses) {
-    auto backend = open_fake();
-    ASSERT_NE(backend, nullptr);
-    const auto samples = sample(*backend);
+    const auto samples = first_sample();
     ASSERT_EQ(samples.size(), 2U);
     ASSERT_EQ(samples[0].processes.size(), 1U);
     EXPECT_EQ(samples[0].processes[0].pid, 4242);

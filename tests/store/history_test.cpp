@@ -151,13 +151,7 @@ TEST_F(HistoryTest, MigratesASchemaSevenDatabase) {
         ASSERT_NE(store, nullptr);
         ASSERT_TRUE(store->add_history(row(1, 1, "eeee", 100)));
     }
-    {
-        SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
-        raw.exec("ALTER TABLE history DROP COLUMN shared_s");
-        raw.exec("ALTER TABLE history DROP COLUMN sharing_class");
-        raw.exec("ALTER TABLE history DROP COLUMN speed_k");
-        raw.exec("PRAGMA user_version = 7");
-    }
+    downgrade_to(7);
     auto store = open_store();
     ASSERT_NE(store, nullptr);
     EXPECT_EQ(store->schema_version(), kSchemaVersion);
@@ -256,19 +250,12 @@ TEST_F(HistoryTest, MigratesASchemaTwoDatabase) {
         ASSERT_TRUE(inserted);
         id = *inserted;
     }
+    // Make it what schema 2 wrote: no history table, a spec without "learned".
+    downgrade_to(2);
     {
-        // Make it what schema 2 wrote: no history table, a spec without "learned".
         SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
-        raw.exec("DROP TABLE history");
-        raw.exec("ALTER TABLE attempts DROP COLUMN slurm_job");  // added by step 5
-        raw.exec("ALTER TABLE attempts DROP COLUMN node");
-        raw.exec("ALTER TABLE attempts DROP COLUMN energy_j");  // added by step 4
-        raw.exec("DROP INDEX tasks_state_uid");  // step 6 replaced tasks_state
-        raw.exec("DROP INDEX tasks_finished_at");
-        raw.exec("CREATE INDEX tasks_state ON tasks(state)");
         raw.exec(R"(UPDATE tasks SET spec_json = '{"name":"old","command":["python","train.py"],)"
                  R"("gpus":1,"memory":{},"workload":""}')");
-        raw.exec("PRAGMA user_version = 2");
     }
     auto store = open_store();
     ASSERT_NE(store, nullptr);

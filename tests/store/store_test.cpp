@@ -889,21 +889,8 @@ TEST_F(StoreTest, MigratesASchemaThreeDatabase) {
         a.peak_mib = {{1, 4096}};
         ASSERT_TRUE(store->insert_attempt(a));
     }
-    {
-        // Make it what schema 3 wrote: attempts without energy.
-        SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
-        raw.exec("ALTER TABLE attempts DROP COLUMN slurm_job");
-        raw.exec("ALTER TABLE attempts DROP COLUMN node");
-        raw.exec("ALTER TABLE attempts DROP COLUMN energy_j");
-        raw.exec("DROP INDEX tasks_state_uid");
-        raw.exec("CREATE INDEX tasks_state ON tasks(state)");
-        raw.exec("DROP INDEX tasks_finished_at");
-        raw.exec("ALTER TABLE history DROP COLUMN unobserved");
-        raw.exec("ALTER TABLE history DROP COLUMN shared_s");  // added by step 8
-        raw.exec("ALTER TABLE history DROP COLUMN sharing_class");
-        raw.exec("ALTER TABLE history DROP COLUMN speed_k");
-        raw.exec("PRAGMA user_version = 3");
-    }
+    // Make it what schema 3 wrote: attempts without energy.
+    downgrade_to(3);
     auto store = open_store();
     ASSERT_NE(store, nullptr);
     EXPECT_EQ(store->schema_version(), kSchemaVersion);
@@ -930,19 +917,7 @@ TEST_F(StoreTest, AttemptsRecordTheirNodeAndSlurmJob) {
         id = *inserted;
         ASSERT_TRUE(store->insert_attempt(attempt(id, 1)));
     }
-    {
-        SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
-        raw.exec("ALTER TABLE attempts DROP COLUMN slurm_job");
-        raw.exec("ALTER TABLE attempts DROP COLUMN node");
-        raw.exec("DROP INDEX tasks_state_uid");
-        raw.exec("CREATE INDEX tasks_state ON tasks(state)");
-        raw.exec("DROP INDEX tasks_finished_at");
-        raw.exec("ALTER TABLE history DROP COLUMN unobserved");
-        raw.exec("ALTER TABLE history DROP COLUMN shared_s");  // added by step 8
-        raw.exec("ALTER TABLE history DROP COLUMN sharing_class");
-        raw.exec("ALTER TABLE history DROP COLUMN speed_k");
-        raw.exec("PRAGMA user_version = 4");
-    }
+    downgrade_to(4);
     auto store = open_store();
     ASSERT_NE(store, nullptr);
     EXPECT_EQ(store->schema_version(), kSchemaVersion);
@@ -1059,17 +1034,7 @@ TEST_F(StoreTest, MigratesASchemaFiveDatabase) {
         ASSERT_NE(store, nullptr);
         ASSERT_TRUE(store->insert_task(named_task("old")));
     }
-    {
-        SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
-        raw.exec("DROP INDEX tasks_state_uid");
-        raw.exec("CREATE INDEX tasks_state ON tasks(state)");
-        raw.exec("DROP INDEX tasks_finished_at");
-        raw.exec("ALTER TABLE history DROP COLUMN unobserved");
-        raw.exec("ALTER TABLE history DROP COLUMN shared_s");  // added by step 8
-        raw.exec("ALTER TABLE history DROP COLUMN sharing_class");
-        raw.exec("ALTER TABLE history DROP COLUMN speed_k");
-        raw.exec("PRAGMA user_version = 5");
-    }
+    downgrade_to(5);
     auto store = open_store();
     ASSERT_NE(store, nullptr);
     EXPECT_EQ(store->schema_version(), kSchemaVersion);
