@@ -27,7 +27,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 namespace carma::api {
 
@@ -46,7 +45,7 @@ std::string user_name(uid_t uid) {
 // Replace rather than throw: an answer must go out even if some stored text is not UTF-8.
 using http::send_json;
 
-void send_error(httplib::Response& res, const ApiError& e) {
+void send_error(http::Response& res, const ApiError& e) {
     if (e.retry_after_s) {
         // RFC 9110: whole seconds.
         res.set_header("Retry-After",
@@ -56,7 +55,7 @@ void send_error(httplib::Response& res, const ApiError& e) {
 }
 
 template <typename T>
-void send_result(httplib::Response& res, const ApiResult<T>& r, int ok_status = 200) {
+void send_result(http::Response& res, const ApiResult<T>& r, int ok_status = 200) {
     if (r) {
         send_json(res, ok_status, *r);
     } else {
@@ -79,7 +78,7 @@ bool socket_in_use(const std::string& path) {
 }
 
 // Every endpoint and the methods it takes: a known path asked with another method gets 405 with
-// an Allow header, not 404 or httplib's bare 400.
+// an Allow header, not 404 or a bare 400.
 struct Route {
     std::regex path;
     const char* methods;
@@ -112,7 +111,7 @@ const std::vector<Route>& routes() {
 enum class Listener { Unix, Tcp, Web };
 
 // The value of one cookie of the request (RFC 6265 "name=value; name2=value2").
-std::optional<std::string> cookie_value(const httplib::Request& req, std::string_view name) {
+std::optional<std::string> cookie_value(const http::Request& req, std::string_view name) {
     const std::string header = req.get_header_value("Cookie");
     std::size_t pos = 0;
     while (pos < header.size()) {
@@ -134,7 +133,7 @@ std::optional<std::string> cookie_value(const httplib::Request& req, std::string
 
 // The page's files, compiled in (src/web/); they never change while the daemon runs, but a new
 // daemon may bring new ones, so the browser asks again each time the page loads.
-void send_asset(httplib::Response& res, const std::string& path) {
+void send_asset(http::Response& res, const std::string& path) {
     const std::optional<WebAsset> asset = web_asset(path);
     if (!asset) {
         send_json(res, 404, nlohmann::json{{"error", fmt::format("no such file: {}", path)}});
@@ -177,7 +176,7 @@ const char* allowed_methods(const std::string& path) {
     return nullptr;
 }
 
-std::optional<std::string> param(const httplib::Request& req, const char* name) {
+std::optional<std::string> param(const http::Request& req, const char* name) {
     if (!req.has_param(name)) {
         return std::nullopt;
     }
@@ -195,7 +194,7 @@ std::optional<std::int64_t> parse_id(const std::string& text) {
 }
 
 // A listing's page (`after`, `limit`), or the 400 naming the parameter.
-ApiResult<Page> page_params(const httplib::Request& req) {
+ApiResult<Page> page_params(const http::Request& req) {
     constexpr std::int64_t kMaxId = std::numeric_limits<std::int64_t>::max();
     auto after = integer_param("after", param(req, "after"), 0, kMaxId, 0);
     if (!after) {
@@ -212,7 +211,7 @@ ApiResult<Page> page_params(const httplib::Request& req) {
 
 // Runs `fn` with the path's task id, or answers 404 naming the id as written.
 template <typename F>
-void with_task_id(const httplib::Request& req, httplib::Response& res, F fn) {
+void with_task_id(const http::Request& req, http::Response& res, F fn) {
     const std::string text = req.matches[1];
     if (const std::optional<std::int64_t> id = parse_id(text)) {
         fn(*id);
@@ -342,7 +341,7 @@ struct ApiServer::Impl {
         return l;
     }
 
-    ApiResult<Caller> identify(const httplib::Request& req, Listener where) {
+    ApiResult<Caller> identify(const http::Request& req, Listener where) {
         if (where == Listener::Web) {
             if (options.web_needs_token && !web_session(req)) {
                 return api_fail(401, "this page needs the web page's token: open it once as "
@@ -375,8 +374,8 @@ struct ApiServer::Impl {
     }
 
     // The request's JSON body, or nothing with the 400 already sent.
-    static std::optional<nlohmann::json> json_body(const httplib::Request& req,
-                                                   httplib::Response& res) {
+    static std::optional<nlohmann::json> json_body(const http::Request& req,
+                                                   http::Response& res) {
         if (auto bad = invalid_utf8_at(req.body); bad != std::string_view::npos) {
             send_error(res, {400, fmt::format("the request body is not valid JSON (UTF-8): "
                                               "invalid byte at offset {}",
@@ -394,7 +393,7 @@ struct ApiServer::Impl {
 
     // Whether a web request presents the web token or a session made from it; the session's
     // expiry (far ahead for the token itself), to renew a session nearing its end.
-    std::optional<std::int64_t> web_session(const httplib::Request& req) const {
+    std::optional<std::int64_t> web_session(const http::Request& req) const {
         if (secrets_equal(req.get_header_value("Authorization"), "Bearer " + options.web_token)) {
             return std::numeric_limits<std::int64_t>::max();
         }
@@ -412,11 +411,11 @@ struct ApiServer::Impl {
     }
 
     // Behind a proxy that terminates TLS, the cookie is marked Secure.
-    static bool over_tls(const httplib::Request& req) {
+    static bool over_tls(const http::Request& req) {
         return req.get_header_value("X-Forwarded-Proto") == "https";
     }
 
-    void set_session_cookie(const httplib::Request& req, httplib::Response& res) const {
+    void set_session_cookie(const http::Request& req, http::Response& res) const {
         res.set_header("Set-Cookie",
                        session_cookie_header(make_session(options.web_token, unix_seconds()),
                                              kSessionLifetimeS, over_tls(req)));
@@ -433,7 +432,7 @@ struct ApiServer::Impl {
         return g;
     }
 
-    static RequestHead head_of(const httplib::Request& req) {
+    static RequestHead head_of(const http::Request& req) {
         RequestHead h;
         h.method = req.method;
         h.path = req.path;
@@ -455,19 +454,19 @@ struct ApiServer::Impl {
     // what a browser may have sent on someone's behalf is refused (request_guard.h), and on the
     // TCP and web listeners the caller proves who it is before the request takes anything more
     // than its head (connection_gate.h).
-    httplib::Server::HandlerResponse admit_request(Listener where, const httplib::Request& req,
-                                                   httplib::Response& res,
+    http::HandlerResponse admit_request(Listener where, const http::Request& req,
+                                                   http::Response& res,
                                                    http::Connection& conn) {
         auto refuse_request = [&](const ApiError& e) {
             send_error(res, e);
             conn.close_after_answer();
-            return httplib::Server::HandlerResponse::Handled;
+            return http::HandlerResponse::Handled;
         };
         if (auto refused = check_request_head(head_of(req), guard_options(where))) {
             return refuse_request(*refused);
         }
         if (where == Listener::Unix) {
-            return httplib::Server::HandlerResponse::Unhandled;
+            return http::HandlerResponse::Unhandled;
         }
         // Open to all, and answered at once: the health check and the page's sign-in link.
         const bool sign_in = where == Listener::Web && req.path == "/" && req.has_param("token");
@@ -475,7 +474,7 @@ struct ApiServer::Impl {
             if (!conn.authenticated()) {
                 conn.close_after_answer();
             }
-            return httplib::Server::HandlerResponse::Unhandled;
+            return http::HandlerResponse::Unhandled;
         }
         auto caller = identify(req, where);
         if (!caller) {
@@ -497,11 +496,11 @@ struct ApiServer::Impl {
                 set_session_cookie(req, res);
             }
         }
-        return httplib::Server::HandlerResponse::Unhandled;
+        return http::HandlerResponse::Unhandled;
     }
 
     void install_admission(http::Listener& s, Listener where) {
-        s.set_admission([this, where](const httplib::Request& req, httplib::Response& res,
+        s.set_admission([this, where](const http::Request& req, http::Response& res,
                                       http::Connection& conn) {
             return admit_request(where, req, res, conn);
         });
@@ -509,8 +508,8 @@ struct ApiServer::Impl {
 
     // Wraps a handler: identity, admission, JSON errors for anything thrown.
     template <typename F>
-    httplib::Server::Handler guarded(Listener where, F handler) {
-        return [this, where, handler](const httplib::Request& req, httplib::Response& res) {
+    http::Handler guarded(Listener where, F handler) {
+        return [this, where, handler](const http::Request& req, http::Response& res) {
             auto caller = identify(req, where);
             if (!caller) {
                 send_error(res, caller.error());
@@ -525,8 +524,8 @@ struct ApiServer::Impl {
     }
 
     // The page, its assets and the two endpoints it reads: on the socket and the web listener.
-    void page_routes(httplib::Server& s, Listener where) {
-        s.Get("/", [this, where](const httplib::Request& req, httplib::Response& res) {
+    void page_routes(http::Router& s, Listener where) {
+        s.Get("/", [this, where](const http::Request& req, http::Response& res) {
             if (where == Listener::Web && options.web_needs_token && req.has_param("token")) {
                 // The token leaves the address bar (and the history) at once; a session cookie
                 // made from it, not the token, goes with this page's own requests from then on.
@@ -539,22 +538,22 @@ struct ApiServer::Impl {
                 res.set_redirect("/", 303);
                 return;
             }
-            guarded(where, [](const Caller&, const httplib::Request&, httplib::Response& r) {
+            guarded(where, [](const Caller&, const http::Request&, http::Response& r) {
                 send_asset(r, "/");
             })(req, res);
         });
         s.Get(R"(/(app\.js|style\.css))",
-              guarded(where, [](const Caller&, const httplib::Request& req,
-                                httplib::Response& res) { send_asset(res, req.path); }));
+              guarded(where, [](const Caller&, const http::Request& req,
+                                http::Response& res) { send_asset(res, req.path); }));
     }
 
-    void view_routes(httplib::Server& s, Listener where) {
-        s.Get("/v1/view", guarded(where, [this](const Caller& c, const httplib::Request&,
-                                                httplib::Response& res) {
+    void view_routes(http::Router& s, Listener where) {
+        s.Get("/v1/view", guarded(where, [this](const Caller& c, const http::Request&,
+                                                http::Response& res) {
                   send_result(res, service.view(c));
               }));
-        s.Get("/v1/timeline", guarded(where, [this](const Caller& c, const httplib::Request& req,
-                                                    httplib::Response& res) {
+        s.Get("/v1/timeline", guarded(where, [this](const Caller& c, const http::Request& req,
+                                                    http::Response& res) {
                   auto since = number_param("since", param(req, "since"), 0, 1e11, -1);
                   auto until = number_param("until", param(req, "until"), 0, 1e11, -1);
                   auto points = integer_param("points", param(req, "points"),
@@ -590,7 +589,9 @@ struct ApiServer::Impl {
         page_routes(s, Listener::Web);
         view_routes(s, Listener::Web);
         s.Get("/healthz",
-              [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+              [](const http::Request&, http::Response& res) {
+                  res.set_content("ok\n", "text/plain");
+              });
         error_handlers(s, true);
     }
 
@@ -601,20 +602,20 @@ struct ApiServer::Impl {
             page_routes(s, where);
         }
         view_routes(s, where);
-        s.Post("/v1/tasks", guarded(where, [this](const Caller& c, const httplib::Request& req,
-                                                httplib::Response& res) {
+        s.Post("/v1/tasks", guarded(where, [this](const Caller& c, const http::Request& req,
+                                                http::Response& res) {
                    if (auto body = json_body(req, res)) {
                        send_result(res, service.submit(c, *body), 201);
                    }
                }));
-        s.Post("/v1/estimate", guarded(where, [this](const Caller& c, const httplib::Request& req,
-                                                   httplib::Response& res) {
+        s.Post("/v1/estimate", guarded(where, [this](const Caller& c, const http::Request& req,
+                                                   http::Response& res) {
                    if (auto body = json_body(req, res)) {
                        send_result(res, service.estimate(c, *body));
                    }
                }));
-        s.Get("/v1/tasks", guarded(where, [this](const Caller& c, const httplib::Request& req,
-                                               httplib::Response& res) {
+        s.Get("/v1/tasks", guarded(where, [this](const Caller& c, const http::Request& req,
+                                               http::Response& res) {
                   auto all = flag_param("all", param(req, "all"));
                   if (!all) {
                       send_error(res, {400, all.error().message});
@@ -633,29 +634,29 @@ struct ApiServer::Impl {
                   res.set_content(*listed, "application/json");
               }));
         s.Get(R"(/v1/tasks/(-?\d+))",
-              guarded(where, [this](const Caller& c, const httplib::Request& req,
-                                  httplib::Response& res) {
+              guarded(where, [this](const Caller& c, const http::Request& req,
+                                  http::Response& res) {
                   with_task_id(req, res, [&](std::int64_t id) {
                       send_result(res, service.show_task(c, id));
                   });
               }));
         s.Delete(R"(/v1/tasks/(-?\d+))",
-                 guarded(where, [this](const Caller& c, const httplib::Request& req,
-                                     httplib::Response& res) {
+                 guarded(where, [this](const Caller& c, const http::Request& req,
+                                     http::Response& res) {
                      with_task_id(req, res, [&](std::int64_t id) {
                          send_result(res, service.cancel_task(c, id));
                      });
                  }));
         s.Post(R"(/v1/tasks/(-?\d+)/(hold|release))",
-               guarded(where, [this](const Caller& c, const httplib::Request& req,
-                                   httplib::Response& res) {
+               guarded(where, [this](const Caller& c, const http::Request& req,
+                                   http::Response& res) {
                    with_task_id(req, res, [&](std::int64_t id) {
                        send_result(res, service.hold_task(c, id, req.matches[2] == "hold"));
                    });
                }));
         s.Get(R"(/v1/tasks/(-?\d+)/logs)",
-              guarded(where, [this](const Caller& c, const httplib::Request& req,
-                                  httplib::Response& res) {
+              guarded(where, [this](const Caller& c, const http::Request& req,
+                                  http::Response& res) {
                   // attempt 0 (the default) is the latest attempt.
                   auto stream = word_param("stream", param(req, "stream"), {"stdout", "stderr"},
                                            "stdout");
@@ -685,30 +686,30 @@ struct ApiServer::Impl {
                       res.set_content(chunk->text, "text/plain; charset=utf-8");
                   });
               }));
-        s.Get("/v1/gpus", guarded(where, [this](const Caller& c, const httplib::Request&,
-                                              httplib::Response& res) {
+        s.Get("/v1/gpus", guarded(where, [this](const Caller& c, const http::Request&,
+                                              http::Response& res) {
                   send_result(res, service.gpus(c));
               }));
-        s.Get("/v1/nodes", guarded(where, [this](const Caller& c, const httplib::Request&,
-                                               httplib::Response& res) {
+        s.Get("/v1/nodes", guarded(where, [this](const Caller& c, const http::Request&,
+                                               http::Response& res) {
                   send_result(res, service.nodes(c));
               }));
         s.Post("/v1/nodes/drain", guarded(where, [this](const Caller& c,
-                                                      const httplib::Request& req,
-                                                      httplib::Response& res) {
+                                                      const http::Request& req,
+                                                      http::Response& res) {
                    if (auto body = json_body(req, res)) {
                        send_result(res, service.drain_nodes(c, *body));
                    }
                }));
         s.Post("/v1/nodes/lost", guarded(where, [this](const Caller& c,
-                                                     const httplib::Request& req,
-                                                     httplib::Response& res) {
+                                                     const http::Request& req,
+                                                     http::Response& res) {
                    if (auto body = json_body(req, res)) {
                        send_result(res, service.declare_node_lost(c, *body));
                    }
                }));
-        s.Get("/v1/events", guarded(where, [this](const Caller& c, const httplib::Request& req,
-                                                httplib::Response& res) {
+        s.Get("/v1/events", guarded(where, [this](const Caller& c, const http::Request& req,
+                                                http::Response& res) {
                   constexpr std::int64_t kMaxId = std::numeric_limits<std::int64_t>::max();
                   auto after = integer_param("after", param(req, "after"), 0, kMaxId, 0);
                   auto task = integer_param("task", param(req, "task"), 0, kMaxId, 0);
@@ -723,8 +724,8 @@ struct ApiServer::Impl {
                   }
                   send_result(res, service.events(c, *after, *task, static_cast<int>(*limit)));
               }));
-        s.Get("/v1/acct", guarded(where, [this](const Caller& c, const httplib::Request& req,
-                                              httplib::Response& res) {
+        s.Get("/v1/acct", guarded(where, [this](const Caller& c, const http::Request& req,
+                                              http::Response& res) {
                   auto user = text_param("user", param(req, "user"), 256);
                   auto states = list_param("state", param(req, "state"));
                   // Unix seconds; far enough ahead for any date a person writes.
@@ -749,22 +750,24 @@ struct ApiServer::Impl {
                   }
                   res.set_content(*listed, "application/json");
               }));
-        s.Get("/v1/status", guarded(where, [this](const Caller& c, const httplib::Request&,
-                                                httplib::Response& res) {
+        s.Get("/v1/status", guarded(where, [this](const Caller& c, const http::Request&,
+                                                http::Response& res) {
                   send_result(res, service.status(c));
               }));
-        s.Get("/metrics", guarded(where, [this](const Caller&, const httplib::Request&,
-                                              httplib::Response& res) {
+        s.Get("/metrics", guarded(where, [this](const Caller&, const http::Request&,
+                                              http::Response& res) {
                   res.set_content(service.metrics(), "text/plain; version=0.0.4");
               }));
         s.Get("/healthz",
-              [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+              [](const http::Request&, http::Response& res) {
+                  res.set_content("ok\n", "text/plain");
+              });
         error_handlers(s, false);
     }
 
     // `web`: only the web listener's routes exist there, so others are 404, not 405.
-    static void error_handlers(httplib::Server& s, bool web) {
-        s.set_error_handler([web](const httplib::Request& req, httplib::Response& res) {
+    static void error_handlers(http::Router& s, bool web) {
+        s.set_error_handler([web](const http::Request& req, http::Response& res) {
             if (!res.body.empty()) {
                 return;
             }
@@ -786,17 +789,18 @@ struct ApiServer::Impl {
             switch (res.status) {
                 case 404: message = fmt::format("no such endpoint: {} {}", req.method, req.path); break;
                 case 400:
-                    message = fmt::format("malformed request {} {}: check the request line and "
-                                          "the query (one '?', then name=value pairs joined by "
-                                          "'&', percent-encoded)",
-                                          req.method, req.path);
+                    message = fmt::format("malformed request {} {}: {}check the request line "
+                                          "and the query (one '?', then name=value pairs "
+                                          "joined by '&', percent-encoded)",
+                                          req.method, req.path,
+                                          req.parse_error.empty() ? "" : req.parse_error + "; ");
                     break;
                 case 413: message = "the request body is too large (the limit is 1 MiB)"; break;
                 default: message = fmt::format("request failed with HTTP {}", res.status); break;
             }
             res.set_content(nlohmann::json{{"error", message}}.dump(), "application/json");
         });
-        s.set_exception_handler([](const httplib::Request&, httplib::Response& res,
+        s.set_exception_handler([](const http::Request&, http::Response& res,
                                    std::exception_ptr ep) {
             std::string what = "unknown error";
             try {
@@ -829,10 +833,9 @@ Result<void> ApiServer::bind() {
     }
     ::unlink(path.c_str());
     impl_->routes(impl_->unix_server, Listener::Unix);
-    impl_->unix_server.set_address_family(AF_UNIX);
-    if (!impl_->unix_server.bind_to_port(path.c_str(), 80)) {
+    if (auto bound = impl_->unix_server.bind_unix(path); !bound) {
         return fail(ErrorCode::Io, fmt::format("cannot listen on socket {}: {}", path,
-                                               std::strerror(errno)));
+                                               bound.error().message));
     }
     // Everyone may connect; who may do what is decided per request from peer credentials.
     ::chmod(path.c_str(), 0666);
@@ -853,9 +856,10 @@ Result<void> ApiServer::bind() {
         }
         impl_->options.web_needs_token = !is_loopback_host(host);
         impl_->web_routes(impl_->web_server);
-        if (!impl_->web_server.bind_to_port(host.c_str(), impl_->options.web_port)) {
+        if (auto bound = impl_->web_server.bind_tcp(host, impl_->options.web_port); !bound) {
             return fail(ErrorCode::Io, fmt::format("cannot serve the web page on {}:{}: {}", host,
-                                                   impl_->options.web_port, std::strerror(errno)));
+                                                   impl_->options.web_port,
+                                                   bound.error().message));
         }
         impl_->web_bound = true;
     }
@@ -872,9 +876,10 @@ Result<void> ApiServer::bind() {
                         "listening on TCP needs a bearer token (--token-file)");
         }
         impl_->routes(impl_->tcp_server, Listener::Tcp);
-        if (!impl_->tcp_server.bind_to_port(host.c_str(), impl_->options.tcp_port)) {
+        if (auto bound = impl_->tcp_server.bind_tcp(host, impl_->options.tcp_port); !bound) {
             return fail(ErrorCode::Io, fmt::format("cannot listen on {}:{}: {}", host,
-                                                   impl_->options.tcp_port, std::strerror(errno)));
+                                                   impl_->options.tcp_port,
+                                                   bound.error().message));
         }
         impl_->tcp_bound = true;
     }

@@ -15,7 +15,6 @@
 #include <variant>
 
 #include <fmt/format.h>
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 
 #include "core/rate_limit.h"
@@ -33,7 +32,7 @@ using nlohmann::json;
 namespace {
 
 // The head the pre-routing check admitted, for the handler that runs next on the same thread
-// (cpp-httplib serves a connection's requests on one thread, one at a time).
+// (the listener serves a connection's requests on one thread, one at a time).
 thread_local std::optional<auth::RequestHead> t_admitted;
 
 // Runs argv without a shell; its stdout, or nullopt when it could not run, failed or took longer
@@ -701,13 +700,13 @@ Result<std::unique_ptr<Hub>> Hub::create(HubOptions options) {
 
 namespace {
 
-void send_error(httplib::Response& res, int status, const std::string& message) {
+void send_error(http::Response& res, int status, const std::string& message) {
     http::send_json(res, status, json{{"error", message}});
 }
 
-// What a refusal the listener or httplib made says, as JSON, whatever bytes the request held.
+// What a refusal the listener made says, as JSON, whatever bytes the request held.
 void agent_port_errors(http::Listener& server) {
-    server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    server.set_error_handler([](const http::Request& req, http::Response& res) {
         if (!res.body.empty()) {
             return;
         }
@@ -718,9 +717,12 @@ void agent_port_errors(http::Listener& server) {
                                                  req.method, req.path));
                 break;
             case 400:
-                send_error(res, 400, fmt::format("malformed request {} {}: check the request "
+                send_error(res, 400, fmt::format("malformed request {} {}: {}check the request "
                                                  "line and the headers",
-                                                 req.method, req.path));
+                                                 req.method, req.path,
+                                                 req.parse_error.empty()
+                                                     ? ""
+                                                     : req.parse_error + "; "));
                 break;
             default:
                 send_error(res, res.status,
@@ -728,7 +730,7 @@ void agent_port_errors(http::Listener& server) {
                 break;
         }
     });
-    server.set_exception_handler([](const httplib::Request&, httplib::Response& res,
+    server.set_exception_handler([](const http::Request&, http::Response& res,
                                     std::exception_ptr ep) {
         std::string what = "unknown error";
         try {
@@ -749,13 +751,13 @@ Result<void> Hub::listen() {
     http::Listener& server = *m.http;
     // Before the body is read: a sender without the node's credentials never gets to send one,
     // and a node over its report rate is answered without its report being read.
-    server.set_admission([this](const httplib::Request& req, httplib::Response& res,
+    server.set_admission([this](const http::Request& req, http::Response& res,
                                 http::Connection& conn) {
         t_admitted.reset();
         auto refuse = [&](int status, const std::string& message) {
             send_error(res, status, message);
             conn.close_after_answer();
-            return httplib::Server::HandlerResponse::Handled;
+            return http::HandlerResponse::Handled;
         };
         auto admitted = impl_->admit(req.get_header_value(std::string(auth::kAuthHeader).c_str()));
         if (auto* refused = std::get_if<Impl::Refusal>(&admitted)) {
@@ -779,9 +781,9 @@ Result<void> Hub::listen() {
                                            impl_->options.limits.max_authenticated_connections));
         }
         t_admitted = std::move(head);
-        return httplib::Server::HandlerResponse::Unhandled;
+        return http::HandlerResponse::Unhandled;
     });
-    server.Post("/agent/v1/report", [this](const httplib::Request& req, httplib::Response& res) {
+    server.Post("/agent/v1/report", [this](const http::Request& req, http::Response& res) {
         std::optional<auth::RequestHead> head = std::move(t_admitted);
         t_admitted.reset();
         const Impl::Reply r = head ? impl_->serve(*head, req.body)
@@ -793,19 +795,18 @@ Result<void> Hub::listen() {
         res.set_content(r.body, r.content_type);
     });
     agent_port_errors(server);
-    if (m.options.port == 0) {
-        const int port = server.bind_to_any_port(m.options.host);
-        if (port <= 0) {
-            return fail(ErrorCode::Io, fmt::format("cannot listen for agents on {}: no free port",
-                                                   m.options.host));
-        }
-        m.options.port = port;
-    } else if (!server.bind_to_port(m.options.host, m.options.port)) {
+    auto bound = server.bind_tcp(m.options.host, m.options.port);
+    if (!bound && m.options.port == 0) {
+        return fail(ErrorCode::Io, fmt::format("cannot listen for agents on {}: no free port",
+                                               m.options.host));
+    }
+    if (!bound) {
         return fail(ErrorCode::Io,
                     fmt::format("cannot listen for agents on {}:{}: the address is in use or not "
                                 "this machine's; pick another with --agents HOST:PORT",
                                 m.options.host, m.options.port));
     }
+    m.options.port = *bound;
     m.http_thread = std::thread([this] { impl_->http->listen_after_bind(); });
     m.monitor_thread = std::thread([this] { impl_->monitor(); });
     spdlog::info("listening for node agents on {}", address());

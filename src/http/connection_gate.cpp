@@ -111,4 +111,13 @@ std::size_t ConnectionGate::evicted() const {
     return evicted_ + authenticated_.evicted();
 }
 
+SlotPool& PeerSlots::of(std::int64_t key) {
+    std::lock_guard lock(mu_);
+    auto it = pools_.find(key);
+    if (it == pools_.end()) {
+        it = pools_.emplace(key, std::make_unique<SlotPool>(per_peer_, evict_)).first;
+    }
+    return *it->second;
+}
+
 }  // namespace carma::http

@@ -8,9 +8,10 @@
 // `carma` commands out.
 //
 // ConnectionGate: the TCP API, the web listener and the agents' port, whose callers prove who
-// they are in the request (a bearer token, the web page's session, an agent's credentials). Authentication comes before resources: a
-// connection starts unauthenticated, in a small pool of its own; once a request on it presents
-// valid credentials it moves to the authenticated SlotPool. When the unauthenticated pool is full,
+// they are in the request (a bearer token, the web page's session, an agent's credentials).
+// Authentication comes before resources: a connection starts unauthenticated, in a small pool of
+// its own; once a request on it presents valid credentials it moves to the authenticated
+// SlotPool. When the unauthenticated pool is full,
 // the connection that has waited longest in it is shut down to make room, so slow or idle
 // connections without credentials (which may never finish a request) cannot keep a viewer who
 // holds the token out. A client that finishes its request head takes milliseconds, so it is
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -54,6 +56,23 @@ private:
     std::uint64_t idle_clock_ = 0;
     std::size_t evicted_ = 0;
     std::size_t max_;
+    std::function<void(int)> evict_;
+};
+
+// Unix socket: a SlotPool per peer uid (the kernel's word for who connected), each of
+// `per_peer` slots, evicting with `evict` as SlotPool does.
+class PeerSlots {
+public:
+    PeerSlots(std::size_t per_peer, std::function<void(int fd)> evict)
+        : per_peer_(per_peer), evict_(std::move(evict)) {}
+
+    SlotPool& of(std::int64_t key);
+
+private:
+    std::mutex mu_;
+    // A pool per uid that ever connected: a machine has few.
+    std::map<std::int64_t, std::unique_ptr<SlotPool>> pools_;
+    std::size_t per_peer_;
     std::function<void(int)> evict_;
 };
 

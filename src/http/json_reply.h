@@ -5,8 +5,9 @@
 
 #include <string>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
+
+#include "http/message.h"
 
 namespace carma::http {
 
@@ -14,7 +15,7 @@ inline std::string json_text(const nlohmann::json& j) {
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-inline void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
+inline void send_json(Response& res, int status, const nlohmann::json& body) {
     res.status = status;
     res.set_content(json_text(body), "application/json");
 }

@@ -1,31 +1,38 @@
 #pragma once
-// An HTTP listener that a client without credentials cannot exhaust: cpp-httplib's Server with
-// its own connection loop (a thread per connection up to a cap, deadlines for a request's head
-// and body, a cap on the head and on the body, connection slots that put authentication before
-// resources) and an admission step that runs on every request once its head is in, before its
-// body is read. The API's listeners (api/server.h) and the agents' port (cluster/hub.h) use it.
+// An HTTP/1.1 server that a client without credentials cannot exhaust, on a Unix socket or TCP:
+// a thread per connection up to a cap, deadlines for a request's head and body, a cap on the
+// head and on the body, connection slots that put authentication before resources
+// (connection_gate.h), the peer's credentials on a Unix socket, and an admission step that runs
+// on every request once its head is in, before its body is read. The API's listeners
+// (api/server.h) and the agents' port (cluster/hub.h) use it.
 //
-// Routes are registered on it as on any httplib::Server (Get, Post, set_error_handler, ...);
-// admission replaces set_pre_routing_handler.
+// CARMA's own code end to end (no server library's internals): request_parser.h reads the
+// bytes, router.h picks the handler, response_writer.h writes the answer; this file owns the
+// sockets and the limits. Routes are registered on it as on a Router (Get, Post, ...,
+// set_error_handler, set_exception_handler).
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
-#include <httplib.h>
-
+#include "core/result.h"
 #include "http/connection_gate.h"
 #include "http/listener_limits.h"
+#include "http/message.h"
 #include "http/peer_credentials.h"
+#include "http/router.h"
 
 namespace carma::http {
 
-class ConnectionStream;
+class SocketReader;
+class ConnectionThreads;
 
-// The connection a handler's request came on. cpp-httplib runs a connection's handlers on the
-// thread that serves it and hands them only the Request, whose headers are the client's to
-// write: what the listener knows of the connection itself is here (current_connection()).
+// The connection a handler's request came on: what the listener knows of it that the request's
+// headers (the client's to write) cannot say (current_connection()).
 class Connection {
 public:
     // Unix socket: the peer's credentials, taken once when the connection was accepted, or
@@ -47,7 +54,6 @@ public:
 
 private:
     friend class Listener;
-    friend class ConnectionStream;
     void set_idle(bool idle) const;
 
     int fd_ = -1;
@@ -57,48 +63,62 @@ private:
     ConnectionGate::Ticket ticket_;
     SlotPool* pool_ = nullptr;  // Unix socket: its uid's pool
     std::uint64_t slot_ = 0;
-    ConnectionStream* stream_ = nullptr;
     bool close_after_ = false;
 };
 
 // The connection the calling thread serves; nullptr outside a Listener's handlers.
 Connection* current_connection();
 
-class Listener : public httplib::Server {
+class Listener : public Router {
 public:
     enum class Transport { Tcp, UnixSocket };
     Listener(Transport transport, ListenerLimits limits);
-    ~Listener() override;
+    ~Listener();
+    Listener(const Listener&) = delete;
+    Listener& operator=(const Listener&) = delete;
 
     // Decides on a request from its head alone, before its body is read: Handled with the
     // answer in the response (a refusal usually also calls close_after_answer()), or Unhandled
     // to go on to the body and the routes. Runs before the body limit is applied, so a client
     // without credentials learns only that it has none.
-    using Admission = std::function<httplib::Server::HandlerResponse(
-        const httplib::Request& head, httplib::Response& res, Connection& connection)>;
+    using Admission =
+        std::function<HandlerResponse(const Request& head, Response& res, Connection& conn)>;
     void set_admission(Admission admission);
 
     const ListenerLimits& limits() const { return limits_; }
 
-    // Stops listening, also when listen_after_bind() has not begun yet on its thread (where
-    // httplib's own stop() does nothing, and the listener would then run on for ever).
+    // TCP: listens on host:port, port 0 for any free one; the port it got. Errors say why
+    // (the caller names the address).
+    Result<int> bind_tcp(const std::string& host, int port);
+    // Unix socket: listens on `path` (which must not exist).
+    Result<void> bind_unix(const std::string& path);
+
+    // Serves until stop() (blocking; run it on its own thread); returns at once when nothing
+    // is bound or stop() came first. Connections in progress are finished before it returns.
+    void listen_after_bind();
+    // Stops listening, also when listen_after_bind() has not begun yet on its thread.
     void stop();
 
-    // Not for a Listener: admission takes its place (and the body limit comes after it).
-    httplib::Server& set_pre_routing_handler(HandlerWithResponse) = delete;
-    httplib::Server& set_payload_max_length(std::size_t) = delete;
+    // Requests served on one connection before it is closed.
+    static constexpr std::size_t kMaxRequestsPerConnection = 100;
 
 private:
-    bool process_and_close_socket(socket_t fd) override;
-    bool serve(int fd, Connection& connection);
-    bool next_request(int fd) const;
-    HandlerResponse admit(const httplib::Request& req, httplib::Response& res);
+    void serve_connection(int fd);
+    void serve(int fd, Connection& conn);
+    bool serve_one(SocketReader& in, Connection& conn, bool last);
+    bool next_request(SocketReader& in) const;
+    bool answer(int fd, const Request& req, Response& res, bool close) const;
 
     Transport transport_;
     ListenerLimits limits_;
     Admission admission_;
     struct Pools;
     std::unique_ptr<Pools> pools_;
+    std::unique_ptr<ConnectionThreads> threads_;
+    std::mutex mu_;  // listen_fd_ and serving_
+    int listen_fd_ = -1;
+    bool serving_ = false;
+    std::atomic<bool> stopping_{false};
 };
 
 // The text of a size for messages: "8 MiB", "512 KiB", "1000 bytes".

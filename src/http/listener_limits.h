@@ -1,6 +1,6 @@
 #pragma once
 // What one HTTP listener (http/listener.h) allows a client: kept apart from the listener so that
-// options structs can hold it without pulling in cpp-httplib.
+// options structs can hold it without pulling in the listener.
 
 #include <cstddef>
 
@@ -12,8 +12,8 @@ struct ListenerLimits {
     std::size_t max_body_bytes = 1 << 20;
     // Content-Length above the limit: true answers 413 at once and never reads the body (the
     // client's upload is cut off after the answer, so a client that writes its whole body
-    // before reading, as httplib's, sees a broken connection); false reads and drops the body
-    // within request_timeout_s first, as cpp-httplib does, so such a client gets the answer.
+    // before reading, as cpp-httplib's, sees a broken connection); false reads and drops the
+    // body within request_timeout_s first, so such a client gets the answer.
     bool refuse_long_body_unread = false;
     // Against slow or idle clients: each read or write waits at most read_timeout_s, a
     // request's head (request line and headers) must arrive within head_timeout_s and stay
