@@ -1,28 +1,21 @@
 #include "api/server.h"
 
 #include "api/query.h"
-#include "api/web_assets.h"
+#include "api/server_replies.h"
 #include "api/web_session.h"
 #include "core/text.h"
 #include "http/json_reply.h"
 #include "http/listener.h"
 
-#include <fcntl.h>
-#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <charconv>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <limits>
-#include <map>
 #include <optional>
-#include <regex>
 #include <thread>
 #include <vector>
 
@@ -30,38 +23,9 @@
 
 namespace carma::api {
 
+using namespace detail;
+
 namespace {
-
-std::string user_name(uid_t uid) {
-    struct passwd pw {};
-    struct passwd* found = nullptr;
-    char buf[4096];
-    if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found) {
-        return found->pw_name;
-    }
-    return std::to_string(uid);
-}
-
-// Replace rather than throw: an answer must go out even if some stored text is not UTF-8.
-using http::send_json;
-
-void send_error(http::Response& res, const ApiError& e) {
-    if (e.retry_after_s) {
-        // RFC 9110: whole seconds.
-        res.set_header("Retry-After",
-                       std::to_string(std::max<long>(1, std::lround(std::ceil(*e.retry_after_s)))));
-    }
-    send_json(res, e.status, nlohmann::json{{"error", e.message}});
-}
-
-template <typename T>
-void send_result(http::Response& res, const ApiResult<T>& r, int ok_status = 200) {
-    if (r) {
-        send_json(res, ok_status, *r);
-    } else {
-        send_error(res, r.error());
-    }
-}
 
 // A daemon already answering on the socket must not be unlinked from under it.
 bool socket_in_use(const std::string& path) {
@@ -77,235 +41,10 @@ bool socket_in_use(const std::string& path) {
     return in_use;
 }
 
-// Every endpoint and the methods it takes: a known path asked with another method gets 405 with
-// an Allow header, not 404 or a bare 400.
-struct Route {
-    std::regex path;
-    const char* methods;
-};
-
-const std::vector<Route>& routes() {
-    static const std::vector<Route> table = {
-        {std::regex("/v1/tasks"), "GET, POST"},
-        {std::regex("/v1/estimate"), "POST"},
-        {std::regex(R"(/v1/tasks/-?\d+)"), "GET, DELETE"},
-        {std::regex(R"(/v1/tasks/-?\d+/logs)"), "GET"},
-        {std::regex(R"(/v1/tasks/-?\d+/(hold|release))"), "POST"},
-        {std::regex("/v1/gpus"), "GET"},
-        {std::regex("/v1/events"), "GET"},
-        {std::regex("/v1/acct"), "GET"},
-        {std::regex("/v1/nodes"), "GET"},
-        {std::regex("/v1/nodes/drain"), "POST"},
-        {std::regex("/v1/status"), "GET"},
-        {std::regex("/metrics"), "GET"},
-        {std::regex("/healthz"), "GET"},
-        {std::regex("/v1/view"), "GET"},
-        {std::regex("/v1/timeline"), "GET"},
-        {std::regex("/"), "GET"},
-        {std::regex(R"(/(app\.js|style\.css))"), "GET"},
-    };
-    return table;
-}
-
 // Which listener a request came in on: who the caller is and what it may reach follow from it.
 enum class Listener { Unix, Tcp, Web };
 
-// The value of one cookie of the request (RFC 6265 "name=value; name2=value2").
-std::optional<std::string> cookie_value(const http::Request& req, std::string_view name) {
-    const std::string header = req.get_header_value("Cookie");
-    std::size_t pos = 0;
-    while (pos < header.size()) {
-        std::size_t end = header.find(';', pos);
-        if (end == std::string::npos) {
-            end = header.size();
-        }
-        std::string_view pair(header.data() + pos, end - pos);
-        while (!pair.empty() && pair.front() == ' ') {
-            pair.remove_prefix(1);
-        }
-        if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
-            return std::string(pair.substr(name.size() + 1));
-        }
-        pos = end + 1;
-    }
-    return std::nullopt;
-}
-
-// The page's files, compiled in (src/web/); they never change while the daemon runs, but a new
-// daemon may bring new ones, so the browser asks again each time the page loads.
-void send_asset(http::Response& res, const std::string& path) {
-    const std::optional<WebAsset> asset = web_asset(path);
-    if (!asset) {
-        send_json(res, 404, nlohmann::json{{"error", fmt::format("no such file: {}", path)}});
-        return;
-    }
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_header("Content-Security-Policy",
-                   "default-src 'self'; img-src 'self' data:; style-src 'self'; "
-                   "script-src 'self'; frame-ancestors 'none'");
-    res.set_content(std::string(asset->body), asset->content_type);
-}
-
-// Whether METHOD is one of a route's "GET, POST" list.
-bool method_listed(std::string_view methods, std::string_view method) {
-    std::size_t pos = 0;
-    while (pos < methods.size()) {
-        std::size_t end = methods.find(',', pos);
-        if (end == std::string_view::npos) {
-            end = methods.size();
-        }
-        std::string_view m = methods.substr(pos, end - pos);
-        while (!m.empty() && m.front() == ' ') {
-            m.remove_prefix(1);
-        }
-        if (m == method) {
-            return true;
-        }
-        pos = end + 1;
-    }
-    return false;
-}
-
-const char* allowed_methods(const std::string& path) {
-    for (const Route& r : routes()) {
-        if (std::regex_match(path, r.path)) {
-            return r.methods;
-        }
-    }
-    return nullptr;
-}
-
-std::optional<std::string> param(const http::Request& req, const char* name) {
-    if (!req.has_param(name)) {
-        return std::nullopt;
-    }
-    return req.get_param_value(name);
-}
-
-// A task id from the path; one too large for any task is none (a task id is a 64-bit integer).
-std::optional<std::int64_t> parse_id(const std::string& text) {
-    std::int64_t id = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
-    if (ec != std::errc() || end != text.data() + text.size()) {
-        return std::nullopt;
-    }
-    return id;
-}
-
-// A listing's page (`after`, `limit`), or the 400 naming the parameter.
-ApiResult<Page> page_params(const http::Request& req) {
-    constexpr std::int64_t kMaxId = std::numeric_limits<std::int64_t>::max();
-    auto after = integer_param("after", param(req, "after"), 0, kMaxId, 0);
-    if (!after) {
-        return api_fail(400, after.error().message);
-    }
-    auto limit = integer_param("limit", param(req, "limit"), 1,
-                               static_cast<std::int64_t>(kPageMax),
-                               static_cast<std::int64_t>(kPageDefault));
-    if (!limit) {
-        return api_fail(400, limit.error().message);
-    }
-    return Page{*after, static_cast<std::size_t>(*limit)};
-}
-
-// Runs `fn` with the path's task id, or answers 404 naming the id as written.
-template <typename F>
-void with_task_id(const http::Request& req, http::Response& res, F fn) {
-    const std::string text = req.matches[1];
-    if (const std::optional<std::int64_t> id = parse_id(text)) {
-        fn(*id);
-        return;
-    }
-    send_error(res, {404, fmt::format("no task with id {} (task ids are at most {}); `carma "
-                                      "queue --all` lists tasks",
-                                      text.substr(0, 40),
-                                      std::numeric_limits<std::int64_t>::max())});
-}
-
 }  // namespace
-
-Caller caller_from_credentials(const PeerCredentials& peer) {
-    Caller c;
-    c.uid = peer.uid;
-    c.gid = peer.gid;
-    c.pid = peer.pid;
-    c.user = user_name(peer.uid);
-    return c;
-}
-
-Result<Caller> caller_for_user(const std::string& name) {
-    struct passwd pw {};
-    struct passwd* found = nullptr;
-    char buf[4096];
-    if (getpwnam_r(name.c_str(), &pw, buf, sizeof buf, &found) != 0 || !found) {
-        return fail(ErrorCode::NotFound, fmt::format("there is no user named '{}'", name));
-    }
-    Caller c;
-    c.uid = found->pw_uid;
-    c.gid = found->pw_gid;
-    c.user = found->pw_name;
-    return c;
-}
-
-bool secrets_equal(std::string_view given, std::string_view expected) {
-    // Every byte of `expected` is looked at whatever the outcome so far; volatile keeps the
-    // compiler from stopping early once a difference is known.
-    volatile unsigned char diff = given.size() == expected.size() ? 0 : 1;
-    for (std::size_t i = 0; i < expected.size(); ++i) {
-        const auto g = static_cast<unsigned char>(i < given.size() ? given[i] : 0);
-        diff = static_cast<unsigned char>(diff | (g ^ static_cast<unsigned char>(expected[i])));
-    }
-    return diff == 0;
-}
-
-Result<std::string> read_token_file(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        return fail(ErrorCode::Io, fmt::format("cannot open token file {}: {}", path,
-                                               std::strerror(errno)));
-    }
-    // Checked on the open file, so the file read is the file checked.
-    struct stat st {};
-    const bool stat_ok = ::fstat(fd, &st) == 0;
-    std::string text;
-    if (stat_ok && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 077) == 0) {
-        char buf[4096];
-        ssize_t n = 0;
-        while ((n = ::read(fd, buf, sizeof buf)) > 0 && text.size() < (1 << 16)) {
-            text.append(buf, static_cast<std::size_t>(n));
-        }
-    }
-    ::close(fd);
-    if (!stat_ok || !S_ISREG(st.st_mode)) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("token file {} is not a regular file", path));
-    }
-    if (st.st_uid != ::geteuid()) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("token file {} belongs to {}, not to {} who runs the daemon; "
-                                "`chown {} {}` and `chmod 600 {}`",
-                                path, user_name(st.st_uid), user_name(::geteuid()),
-                                user_name(::geteuid()), path, path));
-    }
-    if ((st.st_mode & 077) != 0) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("token file {} may be read by other users (mode {:04o}); "
-                                "`chmod 600 {}`",
-                                path, st.st_mode & 07777, path));
-    }
-    std::string token = text.substr(0, text.find('\n'));
-    if (!token.empty() && token.back() == '\r') {
-        token.pop_back();
-    }
-    if (token.size() < 16) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("token file {} must hold a token of at least 16 characters on "
-                                "its first line",
-                                path));
-    }
-    return token;
-}
 
 struct ApiServer::Impl {
     Service& service;
@@ -455,8 +194,7 @@ struct ApiServer::Impl {
     // TCP and web listeners the caller proves who it is before the request takes anything more
     // than its head (connection_gate.h).
     http::HandlerResponse admit_request(Listener where, const http::Request& req,
-                                                   http::Response& res,
-                                                   http::Connection& conn) {
+                                        http::Response& res, http::Connection& conn) {
         auto refuse_request = [&](const ApiError& e) {
             send_error(res, e);
             conn.close_after_answer();
@@ -763,54 +501,6 @@ struct ApiServer::Impl {
                   res.set_content("ok\n", "text/plain");
               });
         error_handlers(s, false);
-    }
-
-    // `web`: only the web listener's routes exist there, so others are 404, not 405.
-    static void error_handlers(http::Router& s, bool web) {
-        s.set_error_handler([web](const http::Request& req, http::Response& res) {
-            if (!res.body.empty()) {
-                return;
-            }
-            if ((res.status == 404 || res.status == 400) && !web) {
-                const char* allowed = allowed_methods(req.path);
-                if (allowed && !method_listed(allowed, req.method)) {
-                    res.status = 405;
-                    res.set_header("Allow", allowed);
-                    res.set_content(
-                        nlohmann::json{{"error", fmt::format("method {} is not allowed on {}; it "
-                                                             "takes {}",
-                                                             req.method, req.path, allowed)}}
-                            .dump(),
-                        "application/json");
-                    return;
-                }
-            }
-            std::string message;
-            switch (res.status) {
-                case 404: message = fmt::format("no such endpoint: {} {}", req.method, req.path); break;
-                case 400:
-                    message = fmt::format("malformed request {} {}: {}check the request line "
-                                          "and the query (one '?', then name=value pairs "
-                                          "joined by '&', percent-encoded)",
-                                          req.method, req.path,
-                                          req.parse_error.empty() ? "" : req.parse_error + "; ");
-                    break;
-                case 413: message = "the request body is too large (the limit is 1 MiB)"; break;
-                default: message = fmt::format("request failed with HTTP {}", res.status); break;
-            }
-            res.set_content(nlohmann::json{{"error", message}}.dump(), "application/json");
-        });
-        s.set_exception_handler([](const http::Request&, http::Response& res,
-                                   std::exception_ptr ep) {
-            std::string what = "unknown error";
-            try {
-                std::rethrow_exception(ep);
-            } catch (const std::exception& e) {
-                what = e.what();
-            } catch (...) {
-            }
-            send_json(res, 500, nlohmann::json{{"error", "internal error: " + what}});
-        });
     }
 };
 
