@@ -12,12 +12,9 @@
 
 #include "core/result.h"
 #include "core/text.h"
+#include "exec/sys_fail.h"
 
 namespace carma::exec {
-
-inline tl::unexpected<Error> sys_fail(std::string_view what, int err) {
-    return fail(ErrorCode::Io, fmt::format("{}: {}", what, errno_text(err)));
-}
 
 inline std::string attempt_file(const std::string& dir, std::string_view name) {
     return dir + "/" + std::string(name);

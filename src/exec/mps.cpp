@@ -19,6 +19,7 @@
 
 #include "core/text.h"
 #include "exec/run_program.h"
+#include "exec/sys_fail.h"
 
 extern char** environ;
 
@@ -29,10 +30,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::size_t kMaxQuotedOutput = 2000;  // of the control program's output, in errors
-
-tl::unexpected<Error> sys_fail(std::string_view what, int err) {
-    return fail(ErrorCode::Io, fmt::format("{}: {}", what, errno_text(err)));
-}
 
 // --- finding the program ---------------------------------------------------------------------
 

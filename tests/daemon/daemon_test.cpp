@@ -41,6 +41,7 @@
 
 #include "http_support.h"
 #include "support.h"
+#include "users.h"
 #include "api/client.h"
 
 #ifndef CARMA_BIN
@@ -60,6 +61,8 @@ namespace {
 
 using test_support::eventually;
 using test_support::read_text;
+using test_support::ensure_user;
+using test_support::root_and_user;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -1665,31 +1668,13 @@ int as_user(const passwd& pw, const std::function<int()>& body) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
 }
 
-std::optional<passwd> ensure_user(const std::string& name) {
-    if (getpwnam(name.c_str()) == nullptr) {
-        const std::string cmd = "useradd --no-create-home --shell /bin/sh " + name + " 2>/dev/null";
-        if (std::system(cmd.c_str()) != 0) {
-            return std::nullopt;
-        }
-    }
-    passwd* pw = getpwnam(name.c_str());
-    if (!pw) {
-        return std::nullopt;
-    }
-    return *pw;
-}
-
 // This test verifies that a root daemon checks a submission's working directory and command with
 // the submitter's rights: inside a directory they cannot read, what exists and what does not get
 // the same answer, so submitting does not reveal the directory's contents.
 TEST_F(DaemonTest, PathsAreCheckedAsTheSubmitter) {
-    if (::geteuid() != 0) {
-        FAIL() << "needs root to create a user and check paths as them";
-    }
-    auto alice = ensure_user("carma-test-alice");
-    if (!alice) {
-        FAIL() << "useradd is not available";
-    }
+    std::optional<passwd> alice;
+    ASSERT_NO_FATAL_FAILURE(
+        root_and_user("carma-test-alice", alice, "to create a user and check paths as them"));
     const std::string hidden = dir_ + "/hidden";
     fs::create_directories(hidden + "/exists");
     std::ofstream(hidden + "/tool") << "#!/bin/sh\ntrue\n";
@@ -1741,13 +1726,9 @@ TEST_F(DaemonTest, PathsAreCheckedAsTheSubmitter) {
 // fake conda install in the conda layout), and a missing environment fails at submit; --venv runs
 // it in a real `python3 -m venv`.
 TEST_F(DaemonTest, SubmitterEnvironmentCondaAndVenv) {
-    if (::geteuid() != 0) {
-        FAIL() << "needs root to create a user and submit as them";
-    }
-    auto alice = ensure_user("carma-test-alice");
-    if (!alice) {
-        FAIL() << "useradd is not available";
-    }
+    std::optional<passwd> alice;
+    ASSERT_NO_FATAL_FAILURE(
+        root_and_user("carma-test-alice", alice, "to create a user and submit as them"));
     const std::string conda = dir_ + "/conda";
     fs::create_directories(conda + "/bin");
     fs::create_directories(conda + "/envs/tf/bin");
@@ -2173,13 +2154,9 @@ RawReply raw_on_fd(int fd, const std::string& method, const std::string& target,
 // root process and exits, a root process takes her pid, and requests on those connections
 // still act as alice: her submission is hers, and cancelling root's task is refused.
 TEST_F(DaemonTest, IdentityIsTakenAtConnect) {
-    if (::geteuid() != 0) {
-        FAIL() << "needs root to connect as another user and reuse a pid";
-    }
-    auto alice = ensure_user("carma-test-alice");
-    if (!alice) {
-        FAIL() << "useradd is not available";
-    }
+    std::optional<passwd> alice;
+    ASSERT_NO_FATAL_FAILURE(
+        root_and_user("carma-test-alice", alice, "to connect as another user and reuse a pid"));
     const uid_t alice_uid = alice->pw_uid;
     const gid_t alice_gid = alice->pw_gid;
     start("exclusive");
@@ -2250,13 +2227,9 @@ TEST_F(DaemonTest, IdentityIsTakenAtConnect) {
 
 // This test verifies that a root daemon runs TCP-submitted tasks as tcp_run_as, not as root.
 TEST_F(DaemonTest, TcpRunsAsConfiguredUser) {
-    if (::geteuid() != 0) {
-        FAIL() << "needs root to run tasks as another user";
-    }
-    auto alice = ensure_user("carma-test-alice");
-    if (!alice) {
-        FAIL() << "useradd is not available";
-    }
+    std::optional<passwd> alice;
+    ASSERT_NO_FATAL_FAILURE(
+        root_and_user("carma-test-alice", alice, "to run tasks as another user"));
     const uid_t alice_uid = alice->pw_uid;
     const int port = tcp_port();
     start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(port), "--token-file",
@@ -2368,11 +2341,8 @@ TEST_F(DaemonTest, SlowClientsDoNotStopService) {
 // with 413, a submission past the waiting limit or the rate with 429 and Retry-After, each
 // naming its limit; what was accepted before stays; another user is not held up by them.
 TEST_F(DaemonTest, PerUserLimits) {
-    if (::geteuid() != 0) {
-        FAIL() << "needs root to submit as a second user";
-    }
-    auto alice = ensure_user("carma-test-alice");
-    ASSERT_TRUE(alice) << "useradd could not create carma-test-alice";
+    std::optional<passwd> alice;
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-alice", alice, "to submit as a second user"));
     start("exclusive",
           {"--config", write_config(dir_, "limits:\n  max_waiting_per_user: 12\n"
                                           "  max_array_size: 8\n"
@@ -2522,11 +2492,9 @@ TEST_F(DaemonTest, ViewSummarisesALongQueue) {
 // This test verifies that a TCP client of a root daemon without tcp_run_as reads as nobody in
 // particular (no environment of any task), and one with tcp_run_as sees only that user's.
 TEST_F(DaemonTest, TcpReadersSeeOnlyWhatTheirUserMay) {
-    if (::geteuid() != 0) {
-        FAIL() << "needs root: the daemon must run as root for tcp_run_as";
-    }
-    auto alice = ensure_user("carma-test-alice");
-    ASSERT_TRUE(alice) << "useradd could not create carma-test-alice";
+    std::optional<passwd> alice;
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-alice", alice,
+                                          "(the daemon must run as root for tcp_run_as)"));
     const int port = tcp_port();
     start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(port), "--token-file",
                         write_token(dir_ + "/token")});

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support.h"
+#include "users.h"
 #include "api/client.h"
 
 #ifndef CARMA_FAKE_MPS_DIR
@@ -44,6 +45,7 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 using test_support::eventually;
 using test_support::read_text;
+using test_support::ensure_user;
 
 // A copy of a fake MPS program in `dir` that any user can run: the source tree may sit in a
 // directory only root can enter (a clone under /root, a 0700 temp dir), and the control daemon
@@ -82,18 +84,6 @@ int as_user(const passwd& pw, const std::function<int()>& body) {
     int status = 0;
     ::waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
-}
-
-std::optional<passwd> ensure_user(const std::string& name) {
-    if (::getpwnam(name.c_str()) == nullptr) {
-        const std::string cmd =
-            "useradd --no-create-home --shell /bin/sh " + name + " >/dev/null 2>&1";
-        if (std::system(cmd.c_str()) != 0) {
-            return std::nullopt;
-        }
-    }
-    const passwd* pw = ::getpwnam(name.c_str());
-    return pw != nullptr ? std::optional<passwd>(*pw) : std::nullopt;
 }
 
 class MpsDaemonTest : public ::testing::Test {

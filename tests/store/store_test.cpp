@@ -134,41 +134,39 @@ GpuSampleRow sample(double time, int gpu) {
                         1e6 + time};
 }
 
-using StoreTest = StoreFixture;
+class StoreTest : public StoreFixture {
+protected:
+    // `written` stored as a new task and read back: every field as it was (but the id the store
+    // gave it), into `read`.
+    void round_trip(TaskRow written, TaskRow& read) {
+        auto store = open_store();
+        ASSERT_NE(store, nullptr);
+        auto id = store->insert_task(written);
+        ASSERT_TRUE(id) << id.error().message;
+        written.id = *id;
+        auto back = store->task(*id);
+        ASSERT_TRUE(back) << back.error().message;
+        ASSERT_TRUE(back->has_value());
+        expect_same_task(**back, written);
+        read = **back;
+    }
+};
 
 // This test verifies that a task with every field set comes back exactly as it was written.
 TEST_F(StoreTest, RoundTripsATaskWithEveryField) {
-    auto store = open_store();
-    ASSERT_NE(store, nullptr);
-    TaskRow written = full_task();
-    auto id = store->insert_task(written);
-    ASSERT_TRUE(id) << id.error().message;
-    written.id = *id;
-
-    auto read = store->task(*id);
-    ASSERT_TRUE(read) << read.error().message;
-    ASSERT_TRUE(read->has_value());
-    expect_same_task(**read, written);
+    TaskRow read;
+    ASSERT_NO_FATAL_FAILURE(round_trip(full_task(), read));
 }
 
 // This test verifies that empty optionals, lists and strings stay empty rather than turning into
 // zeros or defaults.
 TEST_F(StoreTest, RoundTripsATaskWithOptionalsEmpty) {
-    auto store = open_store();
-    ASSERT_NE(store, nullptr);
-    TaskRow written = named_task("");
-    auto id = store->insert_task(written);
-    ASSERT_TRUE(id) << id.error().message;
-    written.id = *id;
-
-    auto read = store->task(*id);
-    ASSERT_TRUE(read) << read.error().message;
-    ASSERT_TRUE(read->has_value());
-    expect_same_task(**read, written);
-    const MemoryInfo& memory = (*read)->spec.memory;
+    TaskRow read;
+    ASSERT_NO_FATAL_FAILURE(round_trip(named_task(""), read));
+    const MemoryInfo& memory = read.spec.memory;
     EXPECT_FALSE(memory.declared_mib || memory.profiled_mib || memory.horus_mib ||
                  memory.faketensor_mib || memory.gpumemnet_mib || memory.model);
-    EXPECT_FALSE((*read)->finished_at);
+    EXPECT_FALSE(read.finished_at);
 }
 
 // This test verifies that an unknown id reads as "no such task", not as an error.
