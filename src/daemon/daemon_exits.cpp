@@ -12,6 +12,7 @@
 
 #include "core/controls.h"
 #include "core/exit_classify.h"
+#include "daemon/attempt_end.h"
 #include "exec/proc_tree.h"
 
 namespace carma::daemon {
@@ -176,20 +177,9 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         return {};
     }
     store::TaskRow task = **task_r;
-    AttemptEnd end;
-    if (record) {
-        end.started = record->started;
-        end.exit_code = record->exit_code;
-        end.signal = record->signal;
-        end.cancel_requested = record->cancel_requested || live.stop_requested;
-        // After a restart the flag is gone; an attempt stopped once it had run its limit was
-        // stopped for it.
-        end.time_limit_reached =
-            live.timed_out || (record->cancel_requested && live.time_limit_s &&
-                               record->ended_at - live.started_unix >= *live.time_limit_s);
-    } else {
-        end.record_missing = true;
-    }
+    const AttemptEnd end = attempt_end(
+        record, AttemptWatch{live.stop_requested, live.timed_out, live.time_limit_s,
+                             live.started_unix});
     if (end.record_missing && live.handle.node.empty()) {
         // The supervisor died without a record (e.g. SIGKILL); its task may still run unwatched.
         // (On a node, its agent does the same.)
@@ -229,52 +219,24 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         record_history(task, *ended, live);
     }
 
-    std::string how;
-    if (!end.started) {
-        how = record && !record->error.empty() ? record->error : "could not start";
-    } else if (end.exit_code) {
-        how = fmt::format("exit code {}", *end.exit_code);
-    } else if (end.signal) {
-        how = fmt::format("killed by signal {}", *end.signal);
-    } else {
-        how = "its supervisor vanished without an exit record";
-    }
-    const bool retryable =
-        outcome == AttemptOutcome::OutOfMemory ||
-        (outcome == AttemptOutcome::Failed && config_.retry_failures && end.started);
-    const bool relaunch = retryable && task.attempts < task.max_attempts;
+    std::string how = how_it_ended(end, record);
+    std::optional<std::string> lost_node;
     if (node_lost) {
-        // Not the task's doing: it goes back to the queue as it came, whatever its attempts.
-        how = fmt::format("lost with node {}{}", live.handle.node,
-                          hub_ && !hub_->slurm_job(live.handle.node).empty()
-                              ? " (Slurm job " + hub_->slurm_job(live.handle.node) + " ended)"
-                              : "");
-        task.state = store::TaskState::Queued;
-        task.message = fmt::format("attempt {} {}; queued again", live.number, how);
-    } else if (relaunch) {
+        const std::string job = hub_ ? hub_->slurm_job(live.handle.node) : std::string();
+        lost_node = fmt::format("node {}{}", live.handle.node,
+                                job.empty() ? "" : " (Slurm job " + job + " ended)");
+        how = "lost with " + *lost_node;
+    }
+    const TaskAfterAttempt after =
+        task_after_attempt(outcome, end, how, live.number, task.attempts, task.max_attempts,
+                           config_.retry_failures, lost_node, live.time_limit_s);
+    if (after.relaunch) {
         task.spec.learned = learn(task);  // an out-of-memory crash has just raised its lower bound
-        task.state = store::TaskState::Recovering;
-        task.message = fmt::format("attempt {} {} ({}); relaunching on idle GPUs",
-                                   live.number,
-                                   outcome == AttemptOutcome::OutOfMemory ? "ran out of GPU memory"
-                                                                         : "failed",
-                                   how);
-    } else {
-        switch (outcome) {
-            case AttemptOutcome::Succeeded: task.state = store::TaskState::Succeeded; break;
-            case AttemptOutcome::Cancelled: task.state = store::TaskState::Cancelled; break;
-            case AttemptOutcome::Lost: task.state = store::TaskState::Lost; break;
-            case AttemptOutcome::Timeout: task.state = store::TaskState::Timeout; break;
-            default: task.state = store::TaskState::Failed; break;
-        }
+    }
+    task.state = after.state;
+    task.message = after.message;
+    if (after.ended) {
         task.finished_at = unix_now();
-        if (outcome == AttemptOutcome::Timeout) {
-            how = "stopped at its time limit of " + format_time_limit(*live.time_limit_s);
-        }
-        task.message = outcome == AttemptOutcome::Succeeded
-                           ? "succeeded"
-                           : fmt::format("{} after {} attempt(s): {}", to_string(outcome),
-                                         task.attempts, how);
         dependencies_due_ = true;
     }
     // The attempt's end and the task's new state in one transaction: apart, a daemon killed
@@ -286,9 +248,9 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
                                                      live.number, stored.error().message));
     }
     scheduler_.task_exited(live.task);
-    if (node_lost) {
+    if (after.requeue) {
         scheduler_.enqueue(task.id, queued_spec(task));
-    } else if (relaunch) {
+    } else if (after.relaunch) {
         scheduler_.enqueue_recovery(task.id, queued_spec(task));
     }
     if (outcome == AttemptOutcome::OutOfMemory) {
@@ -298,7 +260,7 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
           node_lost                                ? "lost"
           : outcome == AttemptOutcome::OutOfMemory ? "oom"
                                                    : "exited",
-          fmt::format("attempt {}: {} ({})", live.number, to_string(outcome), how));
+          fmt::format("attempt {}: {} ({})", live.number, to_string(outcome), after.how));
     return {};
 }
 }  // namespace carma::daemon

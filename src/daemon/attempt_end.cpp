@@ -1,0 +1,88 @@
+#include "daemon/attempt_end.h"
+
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/controls.h"
+
+namespace carma::daemon {
+
+AttemptEnd attempt_end(const exec::ExitRecord* record, const AttemptWatch& watch) {
+    AttemptEnd end;
+    if (!record) {
+        end.record_missing = true;
+        return end;
+    }
+    end.started = record->started;
+    end.exit_code = record->exit_code;
+    end.signal = record->signal;
+    end.cancel_requested = record->cancel_requested || watch.stop_requested;
+    // After a restart the flag is gone; an attempt stopped once it had run its limit was
+    // stopped for it.
+    end.time_limit_reached =
+        watch.timed_out || (record->cancel_requested && watch.time_limit_s &&
+                            record->ended_at - watch.started_unix >= *watch.time_limit_s);
+    return end;
+}
+
+std::string how_it_ended(const AttemptEnd& end, const exec::ExitRecord* record) {
+    if (!end.started) {
+        return record && !record->error.empty() ? record->error : "could not start";
+    }
+    if (end.exit_code) {
+        return fmt::format("exit code {}", *end.exit_code);
+    }
+    if (end.signal) {
+        return fmt::format("killed by signal {}", *end.signal);
+    }
+    return "its supervisor vanished without an exit record";
+}
+
+TaskAfterAttempt task_after_attempt(AttemptOutcome outcome, const AttemptEnd& end,
+                                    std::string how, int number, int attempts, int max_attempts,
+                                    bool retry_failures,
+                                    const std::optional<std::string>& lost_node,
+                                    std::optional<double> time_limit_s) {
+    TaskAfterAttempt after;
+    const bool retryable = outcome == AttemptOutcome::OutOfMemory ||
+                           (outcome == AttemptOutcome::Failed && retry_failures && end.started);
+    if (lost_node) {
+        // Not the task's doing: it goes back to the queue as it came, whatever its attempts.
+        after.state = store::TaskState::Queued;
+        after.message = fmt::format("attempt {} lost with {}; queued again", number, *lost_node);
+        after.requeue = true;
+        after.how = std::move(how);
+        return after;
+    }
+    if (retryable && attempts < max_attempts) {
+        after.state = store::TaskState::Recovering;
+        after.message = fmt::format("attempt {} {} ({}); relaunching on idle GPUs", number,
+                                    outcome == AttemptOutcome::OutOfMemory
+                                        ? "ran out of GPU memory"
+                                        : "failed",
+                                    how);
+        after.relaunch = true;
+        after.how = std::move(how);
+        return after;
+    }
+    switch (outcome) {
+        case AttemptOutcome::Succeeded: after.state = store::TaskState::Succeeded; break;
+        case AttemptOutcome::Cancelled: after.state = store::TaskState::Cancelled; break;
+        case AttemptOutcome::Lost: after.state = store::TaskState::Lost; break;
+        case AttemptOutcome::Timeout: after.state = store::TaskState::Timeout; break;
+        default: after.state = store::TaskState::Failed; break;
+    }
+    if (outcome == AttemptOutcome::Timeout && time_limit_s) {
+        how = "stopped at its time limit of " + format_time_limit(*time_limit_s);
+    }
+    after.message = outcome == AttemptOutcome::Succeeded
+                        ? "succeeded"
+                        : fmt::format("{} after {} attempt(s): {}", to_string(outcome), attempts,
+                                      how);
+    after.ended = true;
+    after.how = std::move(how);
+    return after;
+}
+
+}  // namespace carma::daemon
