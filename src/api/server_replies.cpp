@@ -193,14 +193,8 @@ void error_handlers(http::Router& s, bool web) {
     });
     s.set_exception_handler([](const http::Request&, http::Response& res,
                                std::exception_ptr ep) {
-        std::string what = "unknown error";
-        try {
-            std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-            what = e.what();
-        } catch (...) {
-        }
-        send_json(res, 500, nlohmann::json{{"error", "internal error: " + what}});
+        send_json(res, 500,
+                  nlohmann::json{{"error", "internal error: " + http::exception_text(ep)}});
     });
 }
 

@@ -137,14 +137,7 @@ void agent_port_errors(http::Listener& server) {
     });
     server.set_exception_handler([](const http::Request&, http::Response& res,
                                     std::exception_ptr ep) {
-        std::string what = "unknown error";
-        try {
-            std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-            what = e.what();
-        } catch (...) {
-        }
-        send_error(res, 500, "internal error: " + what);
+        send_error(res, 500, "internal error: " + http::exception_text(ep));
     });
 }
 

@@ -4,44 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "http/client_bytes.h"
+
 namespace carma::http {
-
-namespace {
-
-int hex_digit(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
-// A size line as a message shows it: at most 40 bytes, control bytes escaped.
-std::string shown(std::string_view s) {
-    std::string out;
-    for (char c : s.substr(0, 40)) {
-        const auto u = static_cast<unsigned char>(c);
-        out += u < 0x20 || u == 0x7f ? fmt::format("\\x{:02x}", u) : std::string(1, c);
-    }
-    return s.size() > 40 ? out + "..." : out;
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
-
-}  // namespace
 
 ChunkedDecoder::State ChunkedDecoder::fail(std::string why) {
     error_ = std::move(why);
@@ -51,17 +16,17 @@ ChunkedDecoder::State ChunkedDecoder::fail(std::string why) {
 ChunkedDecoder::State ChunkedDecoder::size_line(std::string_view line) {
     std::size_t digits = 0;
     std::uint64_t size = 0;
-    while (digits < line.size() && hex_digit(line[digits]) >= 0) {
+    while (digits < line.size() && hex_value(line[digits]) >= 0) {
         if (digits == 16) {
             return fail(fmt::format("the chunk size '{}' has more than 16 hexadecimal digits",
-                                    shown(line)));
+                                    shown(line, 40)));
         }
-        size = size * 16 + static_cast<std::uint64_t>(hex_digit(line[digits]));
+        size = size * 16 + static_cast<std::uint64_t>(hex_value(line[digits]));
         ++digits;
     }
-    const std::string_view rest = trim(line.substr(digits));
+    const std::string_view rest = trim_ows(line.substr(digits));
     if (digits == 0 || (!rest.empty() && rest.front() != ';')) {
-        return fail(fmt::format("'{}' is not a chunk size (hexadecimal digits)", shown(line)));
+        return fail(fmt::format("'{}' is not a chunk size (hexadecimal digits)", shown(line, 40)));
     }
     if (size == 0) {
         step_ = Step::Trailer;

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "http/client_bytes.h"
+
 namespace carma::http {
 
 namespace {
@@ -30,49 +32,6 @@ bool is_token(std::string_view s) {
     return true;
 }
 
-bool control_char(char c) {
-    const auto u = static_cast<unsigned char>(c);
-    return u < 0x20 || u == 0x7f;
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
-// What a client's bytes look like in a message: at most 60 of them, control bytes escaped.
-std::string shown(std::string_view s) {
-    std::string out;
-    for (char c : s.substr(0, 60)) {
-        if (control_char(c)) {
-            out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-        } else {
-            out += c;
-        }
-    }
-    if (s.size() > 60) {
-        out += "...";
-    }
-    return out;
-}
 
 ParseFailure malformed(std::string reason) { return ParseFailure{400, std::move(reason)}; }
 
@@ -262,7 +221,7 @@ std::optional<ParseFailure> parse_head(std::string_view head, Request& req) {
         if (!is_token(name)) {
             return malformed(fmt::format("'{}' is not a header name", shown(name)));
         }
-        const std::string_view value = trim(line.substr(colon + 1));
+        const std::string_view value = trim_ows(line.substr(colon + 1));
         for (char c : value) {
             if (c == '\r' || c == '\0' || c == '\n') {
                 return malformed(fmt::format("the value of header {} holds a CR, LF or NUL byte",

@@ -56,13 +56,7 @@ void Router::route(Request& req, Response& res) const {
                     internal_error(res, "the exception handler failed");
                 }
             } else {
-                try {
-                    std::rethrow_exception(ep);
-                } catch (const std::exception& e) {
-                    internal_error(res, e.what());
-                } catch (...) {
-                    internal_error(res, "unknown error");
-                }
+                internal_error(res, exception_text(ep));
             }
         }
         return;
