@@ -20,7 +20,12 @@ CARMA=$BIN/carma
 TIME_SCALE=${TIME_SCALE:-60}
 WAIT_S=${WAIT_S:-60}
 
-WORK=$(mktemp -d /tmp/carma-slurm-test.XXXXXX)
+# The shell tests' library: the work folder $T (with the socket path its `api` reads), a free
+# port $PORT, `field`. Its cleanup trap is replaced by this test's own below (finish), which
+# also tears the Slurm lab down and counts checks instead of stopping at the first.
+# shellcheck source=../lib.sh
+source "$HERE/../lib.sh" slurm-test
+WORK=$T
 chmod 755 "$WORK"
 LAB=$WORK/lab
 SOCK=$WORK/carma.sock
@@ -141,10 +146,6 @@ mkdir -p "$HOME"
 unset CARMA_SOCKET
 
 # ---- the server --------------------------------------------------------------------------------
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-PORT=$(free_port)
 # Agents and server prove who they are through the lab's munged, as on a real Slurm cluster.
 "$CARMA" serve --state-dir "$WORK/state" --socket "$SOCK" --agents "127.0.0.1:$PORT" \
     --agent-auth munge --munge-socket "$LAB_MUNGE_SOCKET" --policy OR-MAGM --time-scale "$TIME_SCALE" \
@@ -161,8 +162,9 @@ for ((i = 0; i < 200; i++)); do
 done
 [ $up = 1 ] || { tail -n 20 "$WORK/serve.log"; fatal "carma serve --agents 127.0.0.1:$PORT did not answer GET /v1/nodes within 20 s"; }
 check "carma serve in cluster mode answers GET /v1/nodes" true
+nodes_auth() { api /v1/nodes | field 'd["auth"]'; }
 check "the server authenticates agents with MUNGE (GET /v1/nodes says auth munge)" \
-    sh -c "curl -sf --unix-socket '$SOCK' http://localhost/v1/nodes | grep -q '\"auth\":\"munge\"'"
+    [ "$(nodes_auth)" = munge ]
 
 # ---- carma slurm up ----------------------------------------------------------------------------
 out=$("$CARMA" slurm up --nodes 2 --gpus-per-node 4 --gpus emulated:4xA100-40GB --time 10 \
@@ -237,7 +239,7 @@ agent_pid() {  # the agent of node $1 in allocation $JOB
 }
 running_tasks() {
     "$CARMA" queue --json --socket "$SOCK" 2>/dev/null |
-        python3 -c 'import json,sys; print(sum(1 for t in json.load(sys.stdin)["tasks"] if t.get("state") == "running"))' 2>/dev/null || echo 0
+        field 'sum(1 for t in d["tasks"] if t.get("state") == "running")' || echo 0
 }
 for ((i = 0; i < WAIT_S * 2; i++)); do
     [ "$(running_tasks)" -ge 8 ] 2>/dev/null && break
@@ -289,7 +291,7 @@ DETAILS=$WORK/tasks.json
 {
     echo '['
     first=1
-    for id in $("$CARMA" queue --all --json --socket "$SOCK" | python3 -c 'import json,sys; print(" ".join(str(t["id"]) for t in json.load(sys.stdin)["tasks"]))'); do
+    for id in $("$CARMA" queue --all --json --socket "$SOCK" | field '" ".join(str(t["id"]) for t in d["tasks"])'); do
         [ $first = 1 ] || echo ','
         first=0
         "$CARMA" show "$id" --json --socket "$SOCK"
