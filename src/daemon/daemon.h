@@ -14,8 +14,8 @@
 //   attempts started without the lock, then completed under it   daemon_launch.cpp
 // Beside it: restore() at start (daemon_restore.cpp); the API's answers (daemon_api.cpp maps
 // them: daemon_submit, _tasks, _status, _nodes, _controls, _view, _acct.cpp); and the pure rules
-// they use (gpu_health.h, task_environment.h, attempt_end.h, foreign.h, task_json.h,
-// view_json.h).
+// they use (gpu_health.h, task_environment.h, attempt_end.h, live_attempt.h, foreign.h,
+// task_json.h, view_json.h).
 //
 // Threads: the API server's handler threads and the scheduler loop share one mutex around the
 // daemon's mutable state (scheduler queues, metric windows, live attempts); the store has its own.

@@ -64,24 +64,10 @@ Result<void> Daemon::restore() {
                     break;
                 }
                 store::AttemptRow& a = it->second;
-                LiveAttempt live;
-                live.task = t.id;
-                live.number = a.number;
-                live.gpus = a.gpus;
-                live.handle = exec::LaunchHandle{a.shim_pid, a.dir, a.node};
-                live.settled = true;  // it has been running for a while; no warm-up lock
-                live.peak_mib = a.peak_mib;
-                live.energy_j = a.energy_j;  // accounting goes on from what was stored
-                live.learned = t.spec.learned;
                 bind_correction(t);
-                live.sharing_known = false;
-                live.mps_user = mps_user_of(t, a.gpus, a.node);
-                live.started_clock = clock_of(a.started_at);
-                live.started_unix = a.started_at;
-                live.time_limit_s = t.spec.time_limit_s;
+                LiveAttempt live = reattached_attempt(t, a, clock_of(a.started_at),
+                                                      mps_user_of(t, a.gpus, a.node));
                 if (!a.node.empty()) {
-                    // On a node: its agent reports whether it runs, ended, or never started.
-                    live.launch_unconfirmed = a.shim_pid == 0;
                     if (hub_) {
                         hub_->expect(a.node, cluster::attempt_name_of(a.dir));
                     } else {

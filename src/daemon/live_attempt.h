@@ -11,6 +11,7 @@
 #include "daemon/foreign.h"
 #include "daemon/gpu_health.h"
 #include "exec/launch.h"
+#include "store/records.h"
 
 namespace carma::daemon {
 
@@ -68,5 +69,13 @@ struct GpuState : GpuHealth {
     std::vector<ForeignProcess> foreign;
     MiB foreign_reported_mib = 0;
 };
+
+// A running attempt as the store left it, taken up again after a restart: settled (it has run a
+// while, so no warm-up lock), its peak and energy going on from what was stored, its time before
+// unknown (no solo history, no speed factor from it), its time limit counting from the stored
+// start (`started_clock`: that start on the new daemon's clock). On a node, one recorded without
+// the launch's reply is unconfirmed: its agent may never have received it.
+LiveAttempt reattached_attempt(const store::TaskRow& task, const store::AttemptRow& attempt,
+                               double started_clock, std::string mps_user);
 
 }  // namespace carma::daemon
