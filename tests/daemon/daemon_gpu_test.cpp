@@ -133,6 +133,18 @@ protected:
         }
     }
 
+    // Cancels the running task and the queued one, ticks until the running one has stopped,
+    // and stops the daemon: a test goes on with another configuration.
+    void cancel_and_stop(std::int64_t running, std::int64_t queued) {
+        daemon_->cancel_task(caller(), running);
+        daemon_->cancel_task(caller(), queued);
+        eventually([&] {
+            daemon_->tick();
+            return task(running)["state"] != "running";
+        });
+        daemon_.reset();
+    }
+
     json gpus() {
         auto g = daemon_->gpus(caller());
         EXPECT_TRUE(g) << (g ? "" : g.error().message);
@@ -358,13 +370,7 @@ TEST_F(RealGpuDaemonTest, ExcludedAndMigGpusAreLeftOut) {
     ticks(1);
     EXPECT_EQ(task(a)["state"], "running");
     EXPECT_EQ(task(b)["state"], "queued");  // GPU 1 is idle but MIG
-    daemon_->cancel_task(caller(), a);
-    daemon_->cancel_task(caller(), b);
-    eventually([&] {
-        daemon_->tick();
-        return task(a)["state"] != "running";
-    });
-    daemon_.reset();
+    cancel_and_stop(a, b);
 
     ::unsetenv("FAKE_NVML_GPU1_MIG");
     config_.exclude_gpus = {"*A100-SXM4-40GB"};
@@ -525,13 +531,7 @@ TEST_F(RealGpuDaemonTest, LostGpuIsLeftOutAndTheOthersScheduled) {
     EXPECT_EQ(task(a)["state"], "running") << task(a).dump(2);
     EXPECT_EQ(task(a)["attempt_list"][0]["gpus"], json::array({1})) << task(a).dump(2);
     EXPECT_EQ(task(b)["state"], "queued");  // GPU 0 is never used
-    daemon_->cancel_task(caller(), a);
-    daemon_->cancel_task(caller(), b);
-    eventually([&] {
-        daemon_->tick();
-        return task(a)["state"] != "running";
-    });
-    daemon_.reset();
+    cancel_and_stop(a, b);
 
     ::unsetenv("FAKE_NVML_GPU0_HANDLE");
     ::setenv("FAKE_NVML_GPU1_UUID", "lost", 1);
