@@ -11,28 +11,13 @@
 #include <fmt/format.h>
 
 #include "core/json_number.h"
+#include "core/text.h"
 
 namespace carma::cluster {
 
 using nlohmann::json;
 
 namespace {
-
-// The text of an error message that quotes what a peer sent: printable ASCII, other bytes as
-// \xNN, so that the message is valid UTF-8 and can travel back as a JSON string.
-std::string printable(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    for (const char ch : text) {
-        const auto c = static_cast<unsigned char>(ch);
-        if (c >= 0x20 && c < 0x7f) {
-            out += ch;
-        } else {
-            out += fmt::format("\\x{:02x}", c);
-        }
-    }
-    return out;
-}
 
 // Whether `j` nests at most `max_depth` arrays and objects. It recurses at most max_depth
 // levels, so it is safe on a value of any depth (a reader given a value parsed without
@@ -479,7 +464,7 @@ Result<nlohmann::json> parse_wire_json(std::string_view text, std::size_t max_by
     } catch (const json::exception& e) {
         // e.what() quotes the bytes it stopped at, which may not be UTF-8.
         return fail(ErrorCode::InvalidArgument,
-                    "the message is not JSON: " + printable(e.what()));
+                    "the message is not JSON: " + escaped_bytes(e.what()));
     }
 }
 
@@ -623,7 +608,8 @@ Result<AgentReport> report_from_json(const json& j) {
         }
     }
     if (!r.error.empty()) {
-        return fail(ErrorCode::InvalidArgument, "malformed agent report: " + printable(r.error));
+        return fail(ErrorCode::InvalidArgument,
+                    "malformed agent report: " + escaped_bytes(r.error));
     }
     if (out.node.empty()) {
         return fail(ErrorCode::InvalidArgument,
@@ -687,7 +673,7 @@ Result<std::vector<Command>> commands_from_json(const json& j) {
     }
     if (!r.error.empty()) {
         return fail(ErrorCode::InvalidArgument,
-                    "malformed answer from the server: " + printable(r.error));
+                    "malformed answer from the server: " + escaped_bytes(r.error));
     }
     return out;
 }

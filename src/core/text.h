@@ -172,6 +172,29 @@ inline std::string printable(std::string_view s, bool keep_newlines = false) {
     return out;
 }
 
+// What a peer sent, quoted in an error message: printable ASCII as is, every other byte as \xNN
+// (so the message is valid UTF-8 and can travel back as a JSON string), at most `max` bytes of
+// it and "..." when it went on.
+inline std::string escaped_bytes(std::string_view s,
+                                 std::size_t max = std::string_view::npos) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (const char ch : s.substr(0, max)) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c >= 0x20 && c < 0x7f) {
+            out += ch;
+        } else {
+            out += "\\x";
+            out += kHex[c >> 4];
+            out += kHex[c & 0xf];
+        }
+    }
+    if (s.size() > max) {
+        out += "...";
+    }
+    return out;
+}
+
 // Shell quoting, for commands shown to a user or written into a script: plain words as they
 // are, anything else in single quotes, so that it can be pasted back into a terminal.
 inline std::string shell_quote(std::string_view word) {

@@ -50,9 +50,9 @@ TaskAfterAttempt task_after_attempt(AttemptOutcome outcome, const AttemptEnd& en
     if (lost_node) {
         // Not the task's doing: it goes back to the queue as it came, whatever its attempts.
         after.state = store::TaskState::Queued;
-        after.message = fmt::format("attempt {} lost with {}; queued again", number, *lost_node);
+        after.how = "lost with " + *lost_node;
+        after.message = fmt::format("attempt {} {}; queued again", number, after.how);
         after.requeue = true;
-        after.how = std::move(how);
         return after;
     }
     if (retryable && attempts < max_attempts) {

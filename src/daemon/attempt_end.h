@@ -39,8 +39,8 @@ struct TaskAfterAttempt {
 // What the task becomes after attempt `number` (of `attempts` made so far, at most
 // `max_attempts`) ended with `outcome`. An out-of-memory crash, and a failure when
 // `retry_failures`, relaunch while attempts are left. `lost_node`: the words naming the node
-// whose loss ended it ("node gpu-3 (Slurm job 417 ended)"); such a task is queued again whatever
-// its attempts, since its end was not its doing.
+// whose loss ended it ("node gpu-3 (Slurm job 417 ended)"), which then stand for `how`; such a
+// task is queued again whatever its attempts, since its end was not its doing.
 TaskAfterAttempt task_after_attempt(AttemptOutcome outcome, const AttemptEnd& end,
                                     std::string how, int number, int attempts, int max_attempts,
                                     bool retry_failures,

@@ -219,17 +219,15 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         record_history(task, *ended, live);
     }
 
-    std::string how = how_it_ended(end, record);
     std::optional<std::string> lost_node;
     if (node_lost) {
         const std::string job = hub_ ? hub_->slurm_job(live.handle.node) : std::string();
         lost_node = fmt::format("node {}{}", live.handle.node,
                                 job.empty() ? "" : " (Slurm job " + job + " ended)");
-        how = "lost with " + *lost_node;
     }
-    const TaskAfterAttempt after =
-        task_after_attempt(outcome, end, how, live.number, task.attempts, task.max_attempts,
-                           config_.retry_failures, lost_node, live.time_limit_s);
+    const TaskAfterAttempt after = task_after_attempt(
+        outcome, end, how_it_ended(end, record), live.number, task.attempts, task.max_attempts,
+        config_.retry_failures, lost_node, live.time_limit_s);
     if (after.relaunch) {
         task.spec.learned = learn(task);  // an out-of-memory crash has just raised its lower bound
     }

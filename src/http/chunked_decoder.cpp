@@ -4,9 +4,17 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
 #include "http/client_bytes.h"
 
 namespace carma::http {
+
+namespace {
+
+// A size line in a message: at most 40 bytes of it, escaped (core/text.h).
+std::string shown(std::string_view s) { return escaped_bytes(s, 40); }
+
+}  // namespace
 
 ChunkedDecoder::State ChunkedDecoder::fail(std::string why) {
     error_ = std::move(why);
@@ -19,14 +27,14 @@ ChunkedDecoder::State ChunkedDecoder::size_line(std::string_view line) {
     while (digits < line.size() && hex_value(line[digits]) >= 0) {
         if (digits == 16) {
             return fail(fmt::format("the chunk size '{}' has more than 16 hexadecimal digits",
-                                    shown(line, 40)));
+                                    shown(line)));
         }
         size = size * 16 + static_cast<std::uint64_t>(hex_value(line[digits]));
         ++digits;
     }
     const std::string_view rest = trim_ows(line.substr(digits));
     if (digits == 0 || (!rest.empty() && rest.front() != ';')) {
-        return fail(fmt::format("'{}' is not a chunk size (hexadecimal digits)", shown(line, 40)));
+        return fail(fmt::format("'{}' is not a chunk size (hexadecimal digits)", shown(line)));
     }
     if (size == 0) {
         step_ = Step::Trailer;

@@ -1,6 +1,6 @@
 #pragma once
 // A client's bytes in what the server says: white space trimmed, hexadecimal digits read, and a
-// piece of a request quoted in a message at a bounded length with its control bytes escaped.
+// piece of a request quoted in a message (core/text.h escaped_bytes).
 // For the parser of heads (request_parser.cpp) and of chunked bodies (chunked_decoder.cpp).
 
 #include <cstddef>
@@ -39,22 +39,6 @@ inline int hex_value(char c) {
         return c - 'A' + 10;
     }
     return -1;
-}
-
-// At most `max` bytes of `s`, control bytes as \xNN, and "..." when it went on.
-inline std::string shown(std::string_view s, std::size_t max = 60) {
-    std::string out;
-    for (char c : s.substr(0, max)) {
-        if (control_char(c)) {
-            out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-        } else {
-            out += c;
-        }
-    }
-    if (s.size() > max) {
-        out += "...";
-    }
-    return out;
 }
 
 }  // namespace carma::http

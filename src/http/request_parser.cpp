@@ -7,11 +7,15 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
 #include "http/client_bytes.h"
 
 namespace carma::http {
 
 namespace {
+
+// A client's bytes in a message: at most 60 of them, escaped (core/text.h).
+std::string shown(std::string_view s) { return escaped_bytes(s, 60); }
 
 // RFC 9110 5.6.2: the characters of a token (a method, a header name).
 bool token_char(char c) {

@@ -115,12 +115,13 @@ TEST(TaskAfterAttempt, EndsSaySoAndATimeoutNamesItsLimit) {
 
 TEST(TaskAfterAttempt, ALostNodeQueuesTheTaskAgainWhateverItsAttempts) {
     const TaskAfterAttempt lost = task_after_attempt(
-        AttemptOutcome::Lost, AttemptEnd{}, "lost with node gpu-3 (Slurm job 417 ended)", 3, 3,
+        AttemptOutcome::Lost, AttemptEnd{}, "its supervisor vanished without an exit record", 3, 3,
         3, false, std::string("node gpu-3 (Slurm job 417 ended)"), std::nullopt);
     EXPECT_EQ(lost.state, store::TaskState::Queued);
     EXPECT_TRUE(lost.requeue);
     EXPECT_FALSE(lost.ended);
     EXPECT_EQ(lost.message, "attempt 3 lost with node gpu-3 (Slurm job 417 ended); queued again");
+    EXPECT_EQ(lost.how, "lost with node gpu-3 (Slurm job 417 ended)");
 }
 
 }  // namespace
