@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -24,6 +25,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "support.h"
 #include "daemon/daemon.h"
@@ -274,6 +277,31 @@ TEST_F(RealGpuDaemonTest, SourcesAndRiskRuleFollowTheBackend) {
     g = gpus();
     EXPECT_EQ(g[0]["sources"]["smocc"], "nvml-gpm") << g.dump(2);
     EXPECT_EQ(g[0]["risk"]["rule"], "paper");
+}
+
+// This test verifies that a GPU with GPM logs the risk rule it really has, never the hint for
+// GPUs without SM activity counters that GPM's first sample (no activity yet: GPM's figures are a
+// difference of two of its samples) gave on an H200: "use a Hopper GPU for GPM" on a Hopper GPU.
+TEST_F(RealGpuDaemonTest, GpmGpuLogsItsOwnRuleNotTheFirstSamplesHint) {
+    auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(500);
+    spdlog::default_logger()->sinks().push_back(log);
+    ::setenv("FAKE_NVML_GPM", "1", 1);
+    create();
+    ticks(1);                            // within GPM's first period: no activity yet
+    std::this_thread::sleep_for(150ms);  // GPM needs a period between its two samples
+    ticks(2);
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), log), sinks.end());
+    std::string rules;
+    for (const std::string& line : log->last_formatted()) {
+        if (line.find("risk rule") != std::string::npos) {
+            rules += line;
+        }
+    }
+    EXPECT_NE(rules.find("GPU 0: SMACT nvml-gpm"), std::string::npos) << rules;
+    EXPECT_NE(rules.find("risk rule paper"), std::string::npos) << rules;
+    EXPECT_EQ(rules.find("proxy"), std::string::npos) << rules;
+    EXPECT_EQ(rules.find("use a Hopper GPU"), std::string::npos) << rules;
 }
 
 // This test verifies that with no activity metric at all (utilisation not supported) the risk
