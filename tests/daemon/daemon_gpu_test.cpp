@@ -304,6 +304,37 @@ TEST_F(RealGpuDaemonTest, GpmGpuLogsItsOwnRuleNotTheFirstSamplesHint) {
     EXPECT_EQ(rules.find("use a Hopper GPU"), std::string::npos) << rules;
 }
 
+// This test verifies that an attempt that dies of out-of-memory before any sample sees its memory
+// (on an H200 under MPS one was seen at 14 MiB while PyTorch's error said 4.03 GiB) takes what
+// its error says it held: the attempt's peak (not "unobserved"), and the relaunch plans with at
+// least that much.
+TEST_F(RealGpuDaemonTest, AnOomFasterThanTheSamplesIsLearnedFromItsError) {
+    config_.max_attempts = 2;
+    create();
+    ticks(2);
+    const std::string crash =
+        "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
+        "a total capacity of 40.00 GiB of which 10.00 MiB is free. Including non-PyTorch memory, "
+        "this process has 30.00 GiB memory in use. Of the allocated memory 29.00 GiB is "
+        "allocated by PyTorch' >&2; exit 1";
+    const std::int64_t id = submit({"/bin/sh", "-c", crash});
+    ASSERT_TRUE(eventually([&] {
+        daemon_->tick();
+        return task(id)["state"] == "failed";
+    })) << task(id).dump(2);
+    const json t = task(id);
+    const json& first = t["attempt_list"][0];
+    EXPECT_EQ(first["outcome"], "out-of-memory") << t.dump(2);
+    const std::string gpu = std::to_string(first["gpus"][0].get<int>());
+    EXPECT_EQ(first["peak_mib"][gpu], 30720) << t.dump(2);
+    EXPECT_TRUE(first["unobserved"].is_null()) << t.dump(2);
+    const json& learned = t["learned"];
+    EXPECT_GE(learned["lower_bound_mib"].get<MiB>(), 30720) << t.dump(2);
+    EXPECT_NE(learned["basis"].get<std::string>().find("crashed out of memory holding 30,720 MiB"),
+              std::string::npos)
+        << t.dump(2);
+}
+
 // This test verifies that with no activity metric at all (utilisation not supported) the risk
 // filter is not silently off: the rule is "blind" and a GPU in use takes no second task.
 TEST_F(RealGpuDaemonTest, NoActivityMetricMeansBlindRule) {
