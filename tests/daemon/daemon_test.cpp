@@ -101,7 +101,17 @@ protected:
         fs::remove_all(dir_, ec);
     }
 
-    bool mounted_ = false;  // the state directory is a small tmpfs (the disk-full test)
+    bool mounted_ = false;  // the state directory is a small tmpfs (the disk-full tests)
+
+    // Makes the state directory a 4 MiB tmpfs, which needs root. Its failures are fatal: call it
+    // inside ASSERT_NO_FATAL_FAILURE.
+    void mount_small_state() {
+        ASSERT_EQ(::geteuid(), 0u) << "needs root to mount a small tmpfs as the state directory";
+        fs::create_directories(dir_ + "/state");
+        ASSERT_EQ(std::system(("mount -t tmpfs -o size=4m tmpfs " + dir_ + "/state").c_str()), 0)
+            << "mount -t tmpfs failed";
+        mounted_ = true;
+    }
 
     void start(const std::string& policy, std::vector<std::string> extra = {}) {
         std::vector<std::string> args = {CARMA_BIN,     "serve",        "--gpus",
@@ -681,11 +691,7 @@ TEST_F(DaemonTest, SecondDaemonOnSameStateDirRefused) {
 // prepared keeps its place in the queue (not failed, not shown queued while the scheduler lost
 // it); once space returns every accepted task runs exactly once.
 TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
-    ASSERT_EQ(::geteuid(), 0u) << "needs root to mount a small tmpfs as the state directory";
-    fs::create_directories(dir_ + "/state");
-    ASSERT_EQ(std::system(("mount -t tmpfs -o size=4m tmpfs " + dir_ + "/state").c_str()), 0)
-        << "mount -t tmpfs failed";
-    mounted_ = true;
+    ASSERT_NO_FATAL_FAILURE(mount_small_state());
     // Submissions large enough to need new pages whatever slack the WAL has: above the default
     // per-task limit, which is not what this test is about.
     start("exclusive",
@@ -755,11 +761,7 @@ TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
 // started; the other's room is taken away, so it keeps the end and writes it once there is space,
 // and meanwhile the attempt stays running.
 TEST_F(DaemonTest, TaskEndingOnAFullDiskSucceeds) {
-    ASSERT_EQ(::geteuid(), 0u) << "needs root to mount a small tmpfs as the state directory";
-    fs::create_directories(dir_ + "/state");
-    ASSERT_EQ(std::system(("mount -t tmpfs -o size=4m tmpfs " + dir_ + "/state").c_str()), 0)
-        << "mount -t tmpfs failed";
-    mounted_ = true;
+    ASSERT_NO_FATAL_FAILURE(mount_small_state());
     start("exclusive");
     const std::string go = dir_ + "/go";
     const std::string marks = dir_ + "/marks";
