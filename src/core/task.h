@@ -7,11 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "core/task_id.h"
 #include "core/units.h"
 
 namespace carma {
-
-using TaskId = std::int64_t;
 
 // Enough of a network's shape for the Horus-style analytic estimate (spec §3.2).
 struct ModelDescriptor {
@@ -41,13 +40,6 @@ struct Learned {
     std::optional<double> duration_s;  // expected run time alone
     std::optional<double> activity;    // expected SM activity alone, 0..1
     std::string basis;                 // one line for people: where each figure comes from
-};
-
-// A task created by `--array`: every member shares the array's id (the id of its first member)
-// and has its own index (CARMA_ARRAY_INDEX in its environment).
-struct ArrayMember {
-    TaskId id = 0;
-    int index = 0;
 };
 
 struct TaskSpec {
