@@ -319,20 +319,21 @@ Result<nlohmann::json> ApiClient::list_tasks(bool all) {
     return all_pages(all ? "/v1/tasks?all=1" : "/v1/tasks");
 }
 
-Result<nlohmann::json> ApiClient::task(TaskId id) {
-    return exchange_json("GET", fmt::format("/v1/tasks/{}", id));
+Result<nlohmann::json> ApiClient::task(const TaskRef& ref) {
+    return exchange_json("GET", fmt::format("/v1/tasks/{}", format_task_ref(ref)));
 }
 
-Result<nlohmann::json> ApiClient::cancel(TaskId id) {
-    return exchange_json("DELETE", fmt::format("/v1/tasks/{}", id));
+Result<nlohmann::json> ApiClient::cancel(const TaskRef& ref) {
+    return exchange_json("DELETE", fmt::format("/v1/tasks/{}", format_task_ref(ref)));
 }
 
-Result<nlohmann::json> ApiClient::hold(TaskId id, bool hold) {
-    return exchange_json("POST", fmt::format("/v1/tasks/{}/{}", id, hold ? "hold" : "release"));
+Result<nlohmann::json> ApiClient::hold(const TaskRef& ref, bool hold) {
+    return exchange_json("POST", fmt::format("/v1/tasks/{}/{}", format_task_ref(ref),
+                                             hold ? "hold" : "release"));
 }
 
-Result<LogChunk> ApiClient::logs(TaskId id, const LogRequest& request) {
-    std::string target = fmt::format("/v1/tasks/{}/logs", id);
+Result<LogChunk> ApiClient::logs(const TaskRef& ref, const LogRequest& request) {
+    std::string target = fmt::format("/v1/tasks/{}/logs", format_task_ref(ref));
     add_query(target, "stream", stream_name(request.stream));
     if (request.attempt) {
         add_query(target, "attempt", std::to_string(*request.attempt));

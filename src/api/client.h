@@ -13,6 +13,7 @@
 #include "api/service.h"
 #include "core/result.h"
 #include "core/task.h"
+#include "core/task_ref.h"
 
 namespace carma::api {
 
@@ -63,10 +64,17 @@ public:
     Result<nlohmann::json> submit(const nlohmann::json& body);    // POST /v1/tasks -> task
     Result<nlohmann::json> estimate(const nlohmann::json& body);  // POST /v1/estimate
     Result<nlohmann::json> list_tasks(bool all);  // GET /v1/tasks, every page -> {"tasks"}
-    Result<nlohmann::json> task(TaskId id);                       // GET /v1/tasks/{id}
-    Result<nlohmann::json> cancel(TaskId id);                     // DELETE /v1/tasks/{id}
-    Result<nlohmann::json> hold(TaskId id, bool hold);  // POST /v1/tasks/{id}/hold|release
-    Result<LogChunk> logs(TaskId id, const LogRequest& request);  // GET /v1/tasks/{id}/logs
+    // A task by id or as an array member (12_3: Slurm's ARRAY_INDEX); not a whole array.
+    Result<nlohmann::json> task(const TaskRef& ref);                    // GET /v1/tasks/{id}
+    Result<nlohmann::json> cancel(const TaskRef& ref);                  // DELETE /v1/tasks/{id}
+    Result<nlohmann::json> hold(const TaskRef& ref, bool hold);  // POST .../{id}/hold|release
+    Result<LogChunk> logs(const TaskRef& ref, const LogRequest& request);  // GET .../{id}/logs
+    Result<nlohmann::json> task(TaskId id) { return task(TaskRef::of(id)); }
+    Result<nlohmann::json> cancel(TaskId id) { return cancel(TaskRef::of(id)); }
+    Result<nlohmann::json> hold(TaskId id, bool h) { return hold(TaskRef::of(id), h); }
+    Result<LogChunk> logs(TaskId id, const LogRequest& request) {
+        return logs(TaskRef::of(id), request);
+    }
     Result<nlohmann::json> gpus();                                // GET /v1/gpus
     Result<nlohmann::json> nodes();                               // GET /v1/nodes (cluster mode)
     // POST /v1/nodes/drain {"slurm_job": ID} or {"node": NAME} -> {"draining": [...]}

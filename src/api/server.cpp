@@ -371,28 +371,28 @@ struct ApiServer::Impl {
                   }
                   res.set_content(*listed, "application/json");
               }));
-        s.Get(R"(/v1/tasks/(-?\d+))",
+        s.Get(R"(/v1/tasks/(-?\d+(?:_\d+)?))",
               guarded(where, [this](const Caller& c, const http::Request& req,
                                   http::Response& res) {
-                  with_task_id(req, res, [&](std::int64_t id) {
+                  with_task_id(service, c, req, res, [&](std::int64_t id) {
                       send_result(res, service.show_task(c, id));
                   });
               }));
-        s.Delete(R"(/v1/tasks/(-?\d+))",
+        s.Delete(R"(/v1/tasks/(-?\d+(?:_\d+)?))",
                  guarded(where, [this](const Caller& c, const http::Request& req,
                                      http::Response& res) {
-                     with_task_id(req, res, [&](std::int64_t id) {
+                     with_task_id(service, c, req, res, [&](std::int64_t id) {
                          send_result(res, service.cancel_task(c, id));
                      });
                  }));
-        s.Post(R"(/v1/tasks/(-?\d+)/(hold|release))",
+        s.Post(R"(/v1/tasks/(-?\d+(?:_\d+)?)/(hold|release))",
                guarded(where, [this](const Caller& c, const http::Request& req,
                                    http::Response& res) {
-                   with_task_id(req, res, [&](std::int64_t id) {
+                   with_task_id(service, c, req, res, [&](std::int64_t id) {
                        send_result(res, service.hold_task(c, id, req.matches[2] == "hold"));
                    });
                }));
-        s.Get(R"(/v1/tasks/(-?\d+)/logs)",
+        s.Get(R"(/v1/tasks/(-?\d+(?:_\d+)?)/logs)",
               guarded(where, [this](const Caller& c, const http::Request& req,
                                   http::Response& res) {
                   // attempt 0 (the default) is the latest attempt.
@@ -410,7 +410,7 @@ struct ApiServer::Impl {
                       }
                   }
                   const bool err = *stream == "stderr";
-                  with_task_id(req, res, [&](std::int64_t id) {
+                  with_task_id(service, c, req, res, [&](std::int64_t id) {
                       auto chunk = service.task_logs(c, id, err, static_cast<int>(*attempt),
                                                      static_cast<std::uint64_t>(*offset));
                       if (!chunk) {

@@ -4,6 +4,7 @@
 #include "api/server_replies.h"
 
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <exception>
 #include <regex>
@@ -138,6 +139,26 @@ std::optional<std::int64_t> parse_id(const std::string& text) {
         return std::nullopt;
     }
     return id;
+}
+
+ApiResult<std::int64_t> path_task_id(Service& service, const Caller& caller,
+                                     const std::string& text) {
+    const std::size_t under = text.find('_');
+    const std::optional<std::int64_t> id = parse_id(text.substr(0, under));
+    std::optional<std::int64_t> index;
+    if (under != std::string::npos) {
+        index = parse_id(text.substr(under + 1));
+    }
+    if (!id || (under != std::string::npos && (!index || *index > INT_MAX))) {
+        return api_fail(404, fmt::format("no task with id {} (task ids are at most {}, array "
+                                         "indices at most {}); `carma queue --all` lists tasks",
+                                         text.substr(0, 40),
+                                         std::numeric_limits<std::int64_t>::max(), INT_MAX));
+    }
+    if (!index) {
+        return *id;
+    }
+    return service.array_member(caller, *id, static_cast<int>(*index));
 }
 
 // A listing's page (`after`, `limit`), or the 400 naming the parameter.

@@ -45,18 +45,21 @@ std::optional<std::int64_t> parse_id(const std::string& text);
 // A listing's page (`after`, `limit`), or the 400 naming the parameter.
 ApiResult<Page> page_params(const http::Request& req);
 
-// Runs `fn` with the path's task id, or answers 404 naming the id as written.
+// The path's task, "12" or an array member "12_3" (Slurm's ARRAY_INDEX, looked up through the
+// service); the 404 names it as written.
+ApiResult<std::int64_t> path_task_id(Service& service, const Caller& caller,
+                                     const std::string& text);
+
+// Runs `fn` with the path's task id, or answers 404 naming the task as written.
 template <typename F>
-void with_task_id(const http::Request& req, http::Response& res, F fn) {
-    const std::string text = req.matches[1];
-    if (const std::optional<std::int64_t> id = parse_id(text)) {
-        fn(*id);
+void with_task_id(Service& service, const Caller& caller, const http::Request& req,
+                  http::Response& res, F fn) {
+    auto id = path_task_id(service, caller, req.matches[1]);
+    if (!id) {
+        send_error(res, id.error());
         return;
     }
-    send_error(res, {404, fmt::format("no task with id {} (task ids are at most {}); `carma "
-                                      "queue --all` lists tasks",
-                                      text.substr(0, 40),
-                                      std::numeric_limits<std::int64_t>::max())});
+    fn(*id);
 }
 
 // `web`: only the web listener's routes exist there, so others are 404, not 405.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <tl/expected.hpp>
 
@@ -105,6 +106,13 @@ public:
     // request, which malloc keeps per handler thread.
     virtual ApiResult<std::string> list_tasks(const Caller& caller,
                                               const TaskListQuery& query) = 0;
+    // The id of the member of array `array_id` with index `index`: a path's "12_3" (Slurm's
+    // ARRAY_INDEX). The default knows no arrays.
+    virtual ApiResult<std::int64_t> array_member(const Caller& /*caller*/, std::int64_t array_id,
+                                                 int index) {
+        return api_fail(404, fmt::format("no task {}_{}: this service keeps no arrays", array_id,
+                                         index));
+    }
     virtual ApiResult<nlohmann::json> show_task(const Caller& caller, std::int64_t id) = 0;
     virtual ApiResult<nlohmann::json> cancel_task(const Caller& caller, std::int64_t id) = 0;
     // Keeps a queued task from starting (`hold`) or lets a held one queue again.

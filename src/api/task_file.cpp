@@ -132,14 +132,27 @@ nlohmann::json request_body(const SubmitRequest& r) {
     if (r.time_limit_s) {
         body["time_limit_s"] = *r.time_limit_s;
     }
-    if (!r.after.empty()) {
-        body["after"] = r.after;
+    for (const Dependency& d : r.dependencies) {
+        body["dependencies"].push_back(
+            {{"type", std::string(to_string(d.type))}, {"task", format_task_ref(d.on)}});
     }
     if (r.hold) {
         body["hold"] = true;
     }
     if (!r.array.empty()) {
         body["array"] = r.array;
+    }
+    if (!r.output.empty()) {
+        body["output"] = r.output;
+    }
+    if (!r.error.empty()) {
+        body["error"] = r.error;
+    }
+    if (!r.mail_type.empty()) {
+        body["mail_type"] = r.mail_type;
+    }
+    if (!r.mail_user.empty()) {
+        body["mail_user"] = r.mail_user;
     }
     return body;
 }

@@ -14,6 +14,9 @@
 //        workload: resnet3          # profile name, for fake jobs and the simulator
 //        conda: tf                  # a conda environment (name or path), or
 //        venv: .venv               #   a Python virtual environment (relative: to the file)
+//        time_limit: 2h             # or sbatch's forms: 120 (minutes), 2:00:00, 1-12
+//        after: [12, 13_2]          # afterok; or dependency: afterany:12,afternotok:14
+//        output: train-%j.out       # also written here, relative to the workdir; and error:
 //  - the paper's .rad files (carma-spec.md §1.4), read the way the original server reads them.
 // The parse functions are pure (text in, request out); load_task_file() is the thin I/O layer.
 
@@ -48,9 +51,13 @@ struct SubmitRequest {
     std::string venv;
     // Scheduling controls (docs/api.md): sent as given; the daemon checks them.
     std::optional<double> time_limit_s;
-    std::vector<TaskId> after;
+    std::vector<Dependency> dependencies;  // --after, --dependency
     bool hold = false;
     std::string array;  // "0-9", "1,3,8-12:2"
+    std::string output;  // sbatch's --output/--error patterns (core/output_pattern.h)
+    std::string error;
+    std::string mail_type;  // sbatch's --mail-type ("END,FAIL") and --mail-user, as given
+    std::string mail_user;
 };
 
 // The JSON body of POST /v1/tasks for a request.

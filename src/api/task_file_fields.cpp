@@ -16,6 +16,9 @@
 
 #include "api/task_file_internal.h"
 #include "core/controls.h"
+#include "core/dependency.h"
+#include "core/mail.h"
+#include "core/output_pattern.h"
 #include "core/text.h"
 #include "core/units.h"
 
@@ -267,7 +270,7 @@ Status parse_time_limit_field(const Field& f, SubmitRequest& r) {
     return {};
 }
 
-// `after: 12` or `after: [12, 13]`.
+// `after: 12` or `after: [12, 13_2, "14_*"]`: afterok on each.
 Status parse_after(const Field& f, SubmitRequest& r) {
     std::vector<YAML::Node> items;
     if (f.value.IsSequence()) {
@@ -279,12 +282,43 @@ Status parse_after(const Field& f, SubmitRequest& r) {
     }
     for (const YAML::Node& item : items) {
         const Field one{f.key, item, f.ctx};
-        auto id = integer(one, 1, std::numeric_limits<int>::max());
-        if (!id) {
-            return tl::unexpected(id.error());
+        auto text = scalar(one, item);
+        if (!text) {
+            return tl::unexpected(text.error());
         }
-        r.after.push_back(*id);
+        auto ref = parse_task_ref(trim(*text));
+        if (!ref) {
+            return one.error(ref.error().message);
+        }
+        r.dependencies.push_back({DependencyType::AfterOk, *ref});
     }
+    return {};
+}
+
+// `dependency: afterany:12:13,afternotok:14`, as sbatch's --dependency.
+Status parse_dependency(const Field& f, SubmitRequest& r) {
+    auto text = non_empty_scalar(f);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    auto deps = parse_dependency_spec(*text);
+    if (!deps) {
+        return f.error(deps.error().message);
+    }
+    r.dependencies.insert(r.dependencies.end(), deps->begin(), deps->end());
+    return {};
+}
+
+// `output: train-%j.out` and `error:`, as sbatch's --output/--error.
+Status parse_output_field(const Field& f, SubmitRequest& r) {
+    auto text = non_empty_scalar(f);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    if (auto ok = check_output_pattern(*text, "the file name"); !ok) {
+        return f.error(ok.error().message);
+    }
+    (f.key == "output" ? r.output : r.error) = *text;
     return {};
 }
 
@@ -313,13 +347,32 @@ Status parse_array(const Field& f, SubmitRequest& r) {
     return {};
 }
 
+// `mail_type: END,FAIL` and `mail_user: alice@lab`, as sbatch's --mail-type/--mail-user.
+Status parse_mail_field(const Field& f, SubmitRequest& r) {
+    auto text = non_empty_scalar(f);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    if (f.key == "mail_type") {
+        if (auto ok = parse_mail_types(*text); !ok) {
+            return f.error(ok.error().message);
+        }
+        r.mail_type = std::string(trim(*text));
+    } else if (!plausible_mail_address(trim(*text))) {
+        return f.error("must be a user name or an address user@host");
+    } else {
+        r.mail_user = std::string(trim(*text));
+    }
+    return {};
+}
+
 struct FieldParser {
     std::string_view name;
     Status (*parse)(const Field&, SubmitRequest&);
 };
 
 // The order here is the order the "known fields" hint lists them in.
-constexpr std::array<FieldParser, 16> kFields = {{
+constexpr std::array<FieldParser, 21> kFields = {{
     {"name", parse_name},
     {"command", parse_command},
     {"gpus", parse_gpus},
@@ -334,8 +387,13 @@ constexpr std::array<FieldParser, 16> kFields = {{
     {"venv", parse_venv},
     {"time_limit", parse_time_limit_field},
     {"after", parse_after},
+    {"dependency", parse_dependency},
     {"hold", parse_hold},
     {"array", parse_array},
+    {"output", parse_output_field},
+    {"error", parse_output_field},
+    {"mail_type", parse_mail_field},
+    {"mail_user", parse_mail_field},
 }};
 
 std::string unknown_field_message(std::string_view key) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dependency.h"
 #include "core/task_id.h"
 #include "core/units.h"
 
@@ -53,10 +54,18 @@ struct TaskSpec {
     // absolute prefix, at most one of the two; empty = none.
     std::string conda;  // a conda environment's prefix (the CLI resolves names)
     std::string venv;   // a virtual environment's directory
-    // Scheduling controls (like sbatch --time, --dependency=afterok, --array).
+    // Scheduling controls (like sbatch --time, --dependency, --array).
     std::optional<double> time_limit_s;  // stopped (SIGTERM, then SIGKILL) after this long
-    std::vector<TaskId> after;           // starts only once all of these succeeded
+    std::vector<Dependency> dependencies;  // starts only once all of them hold
     std::optional<ArrayMember> array;
+    // sbatch's --output/--error: files the task's stdout and stderr are also written to, by the
+    // shim as the task's user, beside CARMA's own copy (core/output_pattern.h); relative to the
+    // workdir; "" = none. With only `output`, stderr goes there too, as with sbatch.
+    std::string output;
+    std::string error;
+    // sbatch's --mail-type bits (core/mail.h) and --mail-user; 0 = no mail.
+    unsigned mail_types = 0;
+    std::string mail_user;
     // Under `carma serve --mps`: the user whose MPS server the task will join (its owner), set by
     // the daemon for a task on one GPU; empty: it will not be an MPS client (core/mps_share.h).
     std::string mps_user;

@@ -70,6 +70,7 @@ json acct_task_json(const store::FinishedTask& finished) {
         wait_s = std::max(0.0, *started_at - task.submitted_at);
     }
     return {{"id", task.id},
+            {"array", array_json(task.spec.array)},
             {"name", task.spec.name},
             {"user", task.user},
             {"state", std::string(store::to_string(task.state))},

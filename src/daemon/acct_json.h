@@ -16,7 +16,14 @@
 
 namespace carma::daemon {
 
-// {id, name, user, state, submitted_at, started_at, finished_at, wait_s, run_s, gpus, gpu_hours,
+// {"id", "index"} of an array member, null for a task outside arrays: the shape every task the
+// API lists carries, so that every view writes ids one way (core/task_ref.h format_task_id).
+inline nlohmann::json array_json(const std::optional<ArrayMember>& array) {
+    return array ? nlohmann::json{{"id", array->id}, {"index", array->index}}
+                 : nlohmann::json(nullptr);
+}
+
+// {id, array, name, user, state, submitted_at, started_at, finished_at, wait_s, run_s, gpus, gpu_hours,
 //  energy_j, peak_mib, attempts: [{number, outcome, gpus, started_at, ended_at, run_s,
 //  energy_j, peak_mib}]}; unknown figures are null. No environment, no command: anyone may see
 // it.

@@ -94,6 +94,8 @@ public:
                                           const nlohmann::json& body) override;
     api::ApiResult<std::string> list_tasks(const api::Caller& caller,
                                            const api::TaskListQuery& query) override;
+    api::ApiResult<std::int64_t> array_member(const api::Caller& caller, std::int64_t array_id,
+                                              int index) override;
     api::ApiResult<nlohmann::json> show_task(const api::Caller& caller, std::int64_t id) override;
     api::ApiResult<nlohmann::json> cancel_task(const api::Caller& caller, std::int64_t id) override;
     api::ApiResult<nlohmann::json> hold_task(const api::Caller& caller, std::int64_t id,
@@ -209,13 +211,22 @@ private:
                                           std::vector<std::string>& families);
     api::ApiResult<store::TaskRow> load_task(std::int64_t id);
     // Scheduling controls (daemon_controls.cpp).
-    // Every dependency must name an existing task; the error says which does not.
-    api::ApiResult<void> check_dependencies(const std::vector<TaskId>& after);
+    // Every dependency must name an existing task or array member; the error says which does
+    // not. Returns them with a plain array id made the whole array, as Slurm reads it.
+    api::ApiResult<std::vector<Dependency>> check_dependencies(std::vector<Dependency> deps);
+    // What the tasks a dependency names mean for it now; `never` says why when it can never
+    // hold. Nothing when the store cannot be read (looked at again later).
+    std::optional<DependencyJudgement> judge(const Dependency& dependency, std::string& never);
     // A queued task goes to the scheduler, or waits in blocked_ while a dependency is unmet.
     void admit_to_queue(const store::TaskRow& task);
-    // Blocked tasks whose dependencies all succeeded are queued; those with one that ended
-    // otherwise fail with the reason.
+    // Blocked tasks whose dependencies all hold are queued; those with one that can never hold
+    // fail with the reason.
     void resolve_dependencies();
+    // --mail-type (daemon_mail.cpp): refused without a local sendmail; the submitter by default.
+    api::ApiResult<void> check_mail(const api::Caller& caller, TaskSpec& spec) const;
+    enum class MailMoment { Began, Relaunched, Ended };
+    // Mails what happened to the task now, if its --mail-type asks for it.
+    void mail_about(const store::TaskRow& task, MailMoment moment);
     // Attempts past their task's time limit are asked to stop (SIGTERM, then SIGKILL).
     void enforce_time_limits();
     // The submission's task, with the checks that need this server (GPUs, paths as the

@@ -1,13 +1,16 @@
-// Scheduling controls: hold/release, dependencies (--after) and time limits (--time-limit).
+// Scheduling controls: hold/release, dependencies (--after, --dependency) and time limits
+// (--time-limit).
 // Held and blocked tasks are queued in the store's sense but kept from the scheduler, so no
 // policy needs to know about them.
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "core/controls.h"
+#include "core/dependency.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon_api.h"
 #include "daemon/task_json.h"
@@ -15,28 +18,119 @@
 namespace carma::daemon {
 
 
-api::ApiResult<void> Daemon::check_dependencies(const std::vector<TaskId>& after) {
-    for (TaskId dep : after) {
-        auto t = store_->task(dep);
-        if (!t) {
-            return tl::unexpected(store_error(t.error()));
+namespace {
+
+TargetEnd target_end(store::TaskState s) {
+    if (s == store::TaskState::Succeeded) {
+        return TargetEnd::Succeeded;
+    }
+    return store::is_final(s) ? TargetEnd::Unsuccessful : TargetEnd::NotYet;
+}
+
+// The label a never-satisfied dependency's message names: the task that decided it, as views
+// write ids ("12", "13_4").
+std::string decided_label(const Dependency& d, const std::vector<store::ArrayMemberRow>& members,
+                          std::size_t at) {
+    if (d.on.plain()) {
+        return fmt::format("task {}", d.on.id);
+    }
+    return fmt::format("task {}_{}", d.on.id, members[at].index);
+}
+
+}  // namespace
+
+api::ApiResult<std::vector<Dependency>> Daemon::check_dependencies(std::vector<Dependency> deps) {
+    for (Dependency& d : deps) {
+        const std::string label = format_task_ref(d.on);
+        if (d.on.plain()) {
+            auto t = store_->task(d.on.id);
+            if (!t) {
+                return tl::unexpected(store_error(t.error()));
+            }
+            if (!*t) {
+                return api::api_fail(400, fmt::format("dependency task {} does not exist; "
+                                                      "`carma queue --all` lists tasks",
+                                                      label));
+            }
+            // As Slurm reads afterok:ARRAY_ID: the array's id stands for every member.
+            const std::optional<ArrayMember>& array = (**t).spec.array;
+            d.on.whole_array = array && array->id == d.on.id;
+            continue;
         }
-        if (!*t) {
-            return api::api_fail(400, fmt::format("dependency task {} does not exist; "
-                                                  "`carma queue --all` lists tasks",
-                                                  dep));
+        auto members = store_->array_members(d.on.id);
+        if (!members) {
+            return tl::unexpected(store_error(members.error()));
+        }
+        const bool found =
+            d.on.whole_array ? !members->empty()
+                             : std::any_of(members->begin(), members->end(),
+                                           [&](const store::ArrayMemberRow& m) {
+                                               return m.index == *d.on.array_index;
+                                           });
+        if (!found) {
+            return api::api_fail(400, fmt::format("dependency {} does not exist: {}; `carma "
+                                                  "queue --all --array` lists arrays' members",
+                                                  label,
+                                                  members->empty()
+                                                      ? fmt::format("{} is not an array", d.on.id)
+                                                      : fmt::format("array {} has no index {}",
+                                                                    d.on.id, *d.on.array_index)));
         }
     }
-    return {};
+    return deps;
 }
 
 void Daemon::admit_to_queue(const store::TaskRow& task) {
-    if (task.spec.after.empty()) {
+    if (task.spec.dependencies.empty()) {
         scheduler_.enqueue(task.id, queued_spec(task), clock_of(task.submitted_at));
         return;
     }
     blocked_.insert(task.id);
     dependencies_due_ = true;
+}
+
+std::optional<DependencyJudgement> Daemon::judge(const Dependency& d, std::string& never) {
+    std::vector<TargetEnd> ends;
+    std::vector<store::ArrayMemberRow> members;
+    if (d.on.plain()) {
+        auto t = store_->task(d.on.id);
+        if (!t) {
+            return std::nullopt;  // unreadable now: looked at again later
+        }
+        if (!*t) {
+            never = fmt::format("dependency task {} no longer exists", d.on.id);
+            return DependencyJudgement{DependencyVerdict::Never, {}};
+        }
+        members.push_back({d.on.id, 0, (**t).state});
+    } else {
+        auto all = store_->array_members(d.on.id);
+        if (!all) {
+            return std::nullopt;
+        }
+        for (const store::ArrayMemberRow& m : *all) {
+            if (d.on.whole_array || m.index == d.on.array_index) {
+                members.push_back(m);
+            }
+        }
+        if (members.empty()) {
+            never = fmt::format("dependency {} no longer exists", format_task_ref(d.on));
+            return DependencyJudgement{DependencyVerdict::Never, {}};
+        }
+    }
+    for (const store::ArrayMemberRow& m : members) {
+        ends.push_back(target_end(m.state));
+    }
+    const DependencyJudgement j = judge_dependency(d.type, ends);
+    if (j.verdict == DependencyVerdict::Never) {
+        never = j.decided_by
+                    ? fmt::format("dependency {} ended {}", decided_label(d, members, *j.decided_by),
+                                  store::to_string(members[*j.decided_by].state))
+                    : fmt::format("dependency {} succeeded, and {} waits for one that did not",
+                                  d.on.plain() ? fmt::format("task {}", d.on.id)
+                                               : format_task_ref(d.on),
+                                  format_dependency(d));
+    }
+    return j;
 }
 
 void Daemon::resolve_dependencies() {
@@ -47,18 +141,8 @@ void Daemon::resolve_dependencies() {
     // A failure makes its own dependents fail: go round until nothing changes.
     for (bool changed = true; changed;) {
         changed = false;
-        std::map<TaskId, std::optional<store::TaskRow>> seen;
-        auto state_of = [&](TaskId id) -> const std::optional<store::TaskRow>* {
-            auto it = seen.find(id);
-            if (it == seen.end()) {
-                auto t = store_->task(id);
-                if (!t) {
-                    return nullptr;  // unreadable now: looked at again later
-                }
-                it = seen.emplace(id, *t).first;
-            }
-            return &it->second;
-        };
+        // Many tasks may wait for one array: each dependency is looked up once a round.
+        std::map<std::string, std::pair<std::optional<DependencyJudgement>, std::string>> seen;
         for (auto it = blocked_.begin(); it != blocked_.end();) {
             auto self = store_->task(*it);
             if (!self || !*self || (*self)->state != store::TaskState::Queued) {
@@ -68,28 +152,29 @@ void Daemon::resolve_dependencies() {
             store::TaskRow task = **self;
             bool ready = true;
             std::string never;
-            for (TaskId dep : task.spec.after) {
-                const std::optional<store::TaskRow>* d = state_of(dep);
-                if (d == nullptr) {
+            for (const Dependency& dep : task.spec.dependencies) {
+                const std::string key = format_dependency(dep);
+                auto found = seen.find(key);
+                if (found == seen.end()) {
+                    std::string why;
+                    auto j = judge(dep, why);
+                    found = seen.emplace(key, std::pair{j, why}).first;
+                }
+                const std::optional<DependencyJudgement>& j = found->second.first;
+                never = found->second.second;
+                if (!j) {
                     ready = false;
                     dependencies_due_ = true;
                     break;
                 }
-                if (!*d) {
-                    never = fmt::format("dependency task {} no longer exists", dep);
+                if (j->verdict == DependencyVerdict::Never) {
                     break;
                 }
-                const store::TaskState s = (**d).state;
-                if (s == store::TaskState::Succeeded) {
-                    continue;
-                }
-                ready = false;
-                if (store::is_final(s)) {
-                    never = fmt::format("dependency task {} ended {}", dep, store::to_string(s));
-                    break;
-                }
+                ready = ready && j->verdict == DependencyVerdict::Satisfied;
             }
             if (!never.empty()) {
+                // As CARMA ends a task whose dependency failed: Slurm's DependencyNeverSatisfied,
+                // but ended with the reason instead of left pending for someone to notice.
                 task.state = store::TaskState::Failed;
                 task.finished_at = unix_now();
                 task.message = never + "; this task never started";
@@ -101,13 +186,17 @@ void Daemon::resolve_dependencies() {
                     continue;
                 }
                 event(task.id, "failed", task.message);
+                mail_about(task, MailMoment::Ended);
                 it = blocked_.erase(it);
                 changed = true;
                 continue;
             }
             if (ready) {
-                task.message = fmt::format("dependencies {} succeeded; queued",
-                                           fmt::join(task.spec.after, ", "));
+                std::vector<std::string> names;
+                for (const Dependency& dep : task.spec.dependencies) {
+                    names.push_back(format_dependency(dep));
+                }
+                task.message = fmt::format("dependencies {} hold; queued", fmt::join(names, ", "));
                 if (auto r = store_->update_task(task); !r) {
                     spdlog::debug("task={}: cannot record its message: {}", task.id,
                                   r.error().message);

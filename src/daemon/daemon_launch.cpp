@@ -157,6 +157,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     task.attempts += 1;
     LiveAttempt& live = l.live;
     live.task = task.id;
+    live.array = task.spec.array;
     live.number = task.attempts;
     live.gpus = p.gpus;
     live.learned = task.spec.learned;

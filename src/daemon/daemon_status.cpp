@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/task_ref.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon_api.h"
 
@@ -112,12 +113,15 @@ nlohmann::json Daemon::gpus_json() {
                       {"reason", high ? describe_risk(w, config_.risk) : std::string()}};
         gj["locked"] = scheduler_.warmup().locked(g.index, t);
         nlohmann::json tasks = nlohmann::json::array();
+        nlohmann::json labels = nlohmann::json::array();
         for (const auto& [id, live] : live_) {
             if (std::find(live.gpus.begin(), live.gpus.end(), g.index) != live.gpus.end()) {
                 tasks.push_back(id);
+                labels.push_back(format_task_id(id, live.array));
             }
         }
         gj["tasks"] = tasks;
+        gj["task_labels"] = labels;
         list.push_back(gj);
     }
     return list;

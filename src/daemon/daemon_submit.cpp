@@ -156,14 +156,15 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
             return tl::unexpected(limit_error(*refused));
         }
     }
-    if (auto deps = check_dependencies(task->spec.after); !deps) {
+    auto deps = check_dependencies(std::move(task->spec.dependencies));
+    if (!deps) {
         return tl::unexpected(deps.error());
     }
+    task->spec.dependencies = std::move(*deps);
     if (task->state == store::TaskState::Held) {
         task->message = "held at submission; `carma release` lets it run";
-    } else if (!task->spec.after.empty()) {
-        task->message = fmt::format("waits for task(s) {} to succeed",
-                                    fmt::join(task->spec.after, ", "));
+    } else if (!task->spec.dependencies.empty()) {
+        task->message = describe_waiting(task->spec.dependencies);
     }
     std::vector<TaskId> ids;
     if (indices->empty()) {

@@ -69,6 +69,26 @@ api::ApiResult<std::string> Daemon::list_tasks(const api::Caller& caller,
     return out;
 }
 
+api::ApiResult<std::int64_t> Daemon::array_member(const api::Caller&, std::int64_t array_id,
+                                                   int index) {
+    auto members = store_->array_members(array_id);
+    if (!members) {
+        return tl::unexpected(store_error(members.error()));
+    }
+    for (const store::ArrayMemberRow& m : *members) {
+        if (m.index == index) {
+            return m.id;
+        }
+    }
+    return api::api_fail(404, members->empty()
+                                  ? fmt::format("no task {}_{}: {} is not an array's id; `carma "
+                                                "queue --all --array` lists arrays' members",
+                                                array_id, index, array_id)
+                                  : fmt::format("no task {}_{}: array {} has no index {}; `carma "
+                                                "queue --all --array` lists its members",
+                                                array_id, index, array_id, index));
+}
+
 api::ApiResult<nlohmann::json> Daemon::show_task(const api::Caller& caller, std::int64_t id) {
     auto task = load_task(id);
     if (!task) {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "daemon/acct_json.h"
 #include "daemon/daemon.h"
 #include "daemon/task_json.h"
 #include "daemon/view_json.h"
@@ -111,6 +112,7 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
         }
         const store::TaskRow& t = *found->second;
         queue.push_back({{"id", t.id},
+                         {"array", array_json(t.spec.array)},
                          {"user", t.user},
                          {"name", t.spec.name},
                          {"state", std::string(store::to_string(t.state))},
@@ -138,6 +140,7 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
             const auto held = live.held_now.find(static_cast<int>(idx));
             const store::TaskRow* row = by_id.contains(id) ? by_id[id] : nullptr;
             on_gpu.push_back({{"id", id},
+                              {"array", array_json(live.array)},
                               {"user", row ? row->user : std::string()},
                               {"name", row ? row->spec.name : std::string()},
                               {"used_mib", held != live.held_now.end() ? json(held->second)
@@ -157,7 +160,7 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
         }
         g["risk"].erase("rule_text");
         for (const char* secretish : {"processes", "error", "uuid", "mig", "available_mib",
-                                      "energy_j"}) {
+                                      "energy_j", "task_labels"}) {
             g.erase(secretish);
         }
     }
@@ -170,6 +173,7 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
             memory = memory.value_or(0) + mib;
         }
         running.push_back({{"id", id},
+                           {"array", array_json(live.array)},
                            {"user", row ? row->user : std::string()},
                            {"name", row ? row->spec.name : std::string()},
                            {"gpus", live.gpus},

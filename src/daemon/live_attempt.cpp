@@ -8,6 +8,7 @@ LiveAttempt reattached_attempt(const store::TaskRow& task, const store::AttemptR
                                double started_clock, std::string mps_user) {
     LiveAttempt live;
     live.task = task.id;
+    live.array = task.spec.array;
     live.number = attempt.number;
     live.gpus = attempt.gpus;
     live.handle = exec::LaunchHandle{attempt.shim_pid, attempt.dir, attempt.node};

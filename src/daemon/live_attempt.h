@@ -17,6 +17,7 @@ namespace carma::daemon {
 
 struct LiveAttempt {
     TaskId task = 0;
+    std::optional<ArrayMember> array;  // how views name it (core/task_ref.h)
     int number = 0;
     std::vector<int> gpus;
     exec::LaunchHandle handle;

@@ -7,7 +7,11 @@
 #include <fmt/format.h>
 
 #include "core/controls.h"
+#include "daemon/acct_json.h"
 #include "core/knowledge.h"
+#include "core/mail.h"
+#include "core/output_pattern.h"
+#include "store/dependency_json.h"
 #include "store/peak_json.h"
 
 namespace carma::daemon {
@@ -67,6 +71,56 @@ nlohmann::json optional_number(const std::optional<double>& v) {
     return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+// `after` (afterok: [12, "12_3", "12_*"]) and `dependencies` ([{"type", "task"}]), in that
+// order; the daemon checks that the tasks exist.
+api::ApiResult<std::vector<Dependency>> dependencies_from_submission(const nlohmann::json& body) {
+    constexpr std::size_t kMaxDependencies = 1000;
+    std::vector<Dependency> out;
+    if (body.contains("after") && !body["after"].is_null()) {
+        const nlohmann::json& v = body["after"];
+        if (!v.is_array() || v.size() > kMaxDependencies) {
+            return api::api_fail(400, "'after' must be a list of at most 1000 task ids");
+        }
+        for (const nlohmann::json& id : v) {
+            std::optional<TaskRef> ref;
+            if (id.is_number_integer() && id.get<std::int64_t>() >= 1) {
+                ref = TaskRef::of(id.get<std::int64_t>());
+            } else if (id.is_string()) {
+                auto parsed = parse_task_ref(id.get<std::string>());
+                if (parsed) {
+                    ref = *parsed;
+                }
+            }
+            if (!ref) {
+                return api::api_fail(400, fmt::format("every element of 'after' must be a task: "
+                                                      "an id (12), an array member (\"12_3\") "
+                                                      "or a whole array (\"12_*\"); got {}",
+                                                      id.dump()));
+            }
+            out.push_back({DependencyType::AfterOk, *ref});
+        }
+    }
+    if (body.contains("dependencies") && !body["dependencies"].is_null()) {
+        const nlohmann::json& v = body["dependencies"];
+        if (!v.is_array() || v.size() + out.size() > kMaxDependencies) {
+            return api::api_fail(400, "'dependencies' must be a list of at most 1000 "
+                                      "{\"type\", \"task\"} objects, with 'after' together");
+        }
+        for (const nlohmann::json& d : v) {
+            const std::optional<Dependency> dep = store::dependency_from_json(d);
+            if (!dep) {
+                return api::api_fail(400, fmt::format("every element of 'dependencies' must be "
+                                                      "{{\"type\": \"afterok\"|\"afterany\"|"
+                                                      "\"afternotok\", \"task\": \"12\"|"
+                                                      "\"12_3\"|\"12_*\"}}; got {}",
+                                                      d.dump()));
+            }
+            out.push_back(*dep);
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 nlohmann::json learned_to_json(const Learned& l) {
@@ -104,10 +158,14 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
             {"venv", t.spec.venv.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.venv)},
             {"learned", learned_to_json(t.spec.learned)},
             {"time_limit_s", optional_number(t.spec.time_limit_s)},
-            {"after", t.spec.after},
-            {"array", t.spec.array ? nlohmann::json{{"id", t.spec.array->id},
-                                                   {"index", t.spec.array->index}}
-                                   : nlohmann::json(nullptr)},
+            {"dependencies", store::dependencies_to_json(t.spec.dependencies)},
+            {"array", array_json(t.spec.array)},
+            {"output", t.spec.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.output)},
+            {"error", t.spec.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.error)},
+            {"mail_type", t.spec.mail_types == 0 ? nlohmann::json(nullptr)
+                                                  : nlohmann::json(format_mail_types(t.spec.mail_types))},
+            {"mail_user", t.spec.mail_types == 0 ? nlohmann::json(nullptr)
+                                                  : nlohmann::json(t.spec.mail_user)},
             {"env", env},
             {"attempts", t.attempts},
             {"max_attempts", t.max_attempts},
@@ -148,8 +206,10 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         return api::api_fail(400, "the request body must be a JSON object describing the task");
     }
     static const std::set<std::string> known = {
-        "name",     "command", "gpus", "memory_mib",   "memory", "workdir", "env",
-        "max_attempts", "workload", "conda", "venv", "time_limit_s", "after", "hold", "array"};
+        "name",         "command",      "gpus",  "memory_mib",   "memory", "workdir",
+        "env",          "max_attempts", "workload", "conda",     "venv",   "time_limit_s",
+        "after",        "dependencies", "hold",  "array",        "output", "error",
+        "mail_type",    "mail_user"};
     for (const auto& [key, value] : body.items()) {
         if (!known.contains(key)) {
             return api::api_fail(400, fmt::format("unknown field '{}'; known fields: {}", key,
@@ -314,19 +374,41 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         }
         t.spec.time_limit_s = v.get<double>();
     }
-    if (body.contains("after") && !body["after"].is_null()) {
-        const nlohmann::json& v = body["after"];
-        constexpr std::size_t kMaxDependencies = 1000;
-        if (!v.is_array() || v.size() > kMaxDependencies) {
-            return api::api_fail(400, "'after' must be a list of at most 1000 task ids");
+    auto dependencies = dependencies_from_submission(body);
+    if (!dependencies) {
+        return tl::unexpected(dependencies.error());
+    }
+    t.spec.dependencies = std::move(*dependencies);
+    for (auto [key, slot] : {std::pair{"output", &t.spec.output}, std::pair{"error", &t.spec.error}}) {
+        if (!body.contains(key) || body[key].is_null()) {
+            continue;
         }
-        for (const nlohmann::json& id : v) {
-            if (!id.is_number_integer() || id.get<std::int64_t>() < 1) {
-                return api::api_fail(400, "every element of 'after' must be a task id (a whole "
-                                          "number >= 1)");
-            }
-            t.spec.after.push_back(id.get<std::int64_t>());
+        auto pattern = c_string(body, key, "a file name (sbatch's %j, %A, %a, %x, %u, %% codes)");
+        if (!pattern) {
+            return tl::unexpected(pattern.error());
         }
+        if (auto ok = check_output_pattern(*pattern, fmt::format("'{}'", key)); !ok) {
+            return api::api_fail(400, ok.error().message);
+        }
+        *slot = std::move(*pattern);
+    }
+    if (body.contains("mail_type") && !body["mail_type"].is_null()) {
+        if (!body["mail_type"].is_string()) {
+            return api::api_fail(400, "'mail_type' must be a string like \"END,FAIL\"");
+        }
+        auto types = parse_mail_types(body["mail_type"].get<std::string>());
+        if (!types) {
+            return api::api_fail(400, types.error().message);
+        }
+        t.spec.mail_types = *types;
+    }
+    if (body.contains("mail_user") && !body["mail_user"].is_null()) {
+        const nlohmann::json& v = body["mail_user"];
+        if (!v.is_string() || !plausible_mail_address(v.get<std::string>())) {
+            return api::api_fail(400, "'mail_user' must be a user name or an address user@host, "
+                                      "without spaces, quotes or commas");
+        }
+        t.spec.mail_user = v.get<std::string>();
     }
     if (body.contains("hold") && !body["hold"].is_null()) {
         if (!body["hold"].is_boolean()) {

@@ -79,6 +79,7 @@ json timeline_task_json(const store::FinishedTask& task) {
                             {"outcome", live ? std::string("running") : a.outcome}});
     }
     return {{"id", task.task.id},
+            {"array", array_json(task.task.spec.array)},
             {"user", task.task.user},
             {"name", task.task.spec.name},
             {"gpus", task.task.spec.gpus},
@@ -97,6 +98,7 @@ json recent_task_json(const store::FinishedTask& task) {
                                         return a.outcome == "out-of-memory";
                                     });
     return {{"id", task.task.id},
+            {"array", acct["array"]},
             {"user", task.task.user},
             {"name", task.task.spec.name},
             {"state", acct["state"]},

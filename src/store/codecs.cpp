@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "core/mail.h"
 #include "store/columns.h"
+#include "store/dependency_json.h"
 #include "store/peak_json.h"
 
 namespace carma::store::detail {
@@ -50,20 +52,11 @@ Result<void> check_finite(const TaskSpec& spec) {
     return {};
 }
 
-// A row the store cannot decode is corruption or a bug; the message names the task so the row
-// can be found with sqlite3.
-TaskState decode_state(TaskId id, const std::string& text) {
-    if (auto state = parse_task_state(text)) {
-        return *state;
-    }
-    throw std::runtime_error(fmt::format("task {} has unknown state '{}'", id, text));
-}
-
 template <typename Decode>
 auto decode_json(TaskId id, const char* column, const std::string& text, Decode decode) {
     try {
         return decode(json::parse(text));
-    } catch (const json::exception& e) {
+    } catch (const std::exception& e) {  // json's own, and what a decoder refuses
         throw std::runtime_error(fmt::format("task {}: bad {}: {}", id, column, e.what()));
     }
 }
@@ -82,6 +75,15 @@ std::string states_sql(bool (*included)(TaskState)) {
 }
 
 }  // namespace
+
+// A row the store cannot decode is corruption or a bug; the message names the task so the row
+// can be found with sqlite3.
+TaskState decode_state(TaskId id, const std::string& text) {
+    if (auto state = parse_task_state(text)) {
+        return *state;
+    }
+    throw std::runtime_error(fmt::format("task {} has unknown state '{}'", id, text));
+}
 
 // ---- JSON columns -----------------------------------------------------------------------------
 
@@ -155,11 +157,21 @@ json spec_to_json(const TaskSpec& s) {
     }
     j["learned"] = learned_to_json(s.learned);
     put_optional(j, "time_limit_s", s.time_limit_s);
-    if (!s.after.empty()) {
-        j["after"] = s.after;
+    if (!s.dependencies.empty()) {
+        j["dependencies"] = dependencies_to_json(s.dependencies);
     }
     if (s.array) {
         j["array"] = {{"id", s.array->id}, {"index", s.array->index}};
+    }
+    if (!s.output.empty()) {
+        j["output"] = s.output;
+    }
+    if (!s.error.empty()) {
+        j["error"] = s.error;
+    }
+    if (s.mail_types != 0) {
+        j["mail_type"] = format_mail_types(s.mail_types);
+        j["mail_user"] = s.mail_user;
     }
     return j;
 }
@@ -177,9 +189,31 @@ TaskSpec spec_from_json(const json& j) {
         s.learned = learned_from_json(*it);
     }
     get_optional(j, "time_limit_s", s.time_limit_s);
-    s.after = j.value("after", std::vector<TaskId>{});
+    for (TaskId id : j.value("after", std::vector<TaskId>{})) {
+        s.dependencies.push_back({DependencyType::AfterOk, TaskRef::of(id)});
+    }
+    if (auto it = j.find("dependencies"); it != j.end() && it->is_array()) {
+        for (const json& d : *it) {
+            auto dep = dependency_from_json(d);
+            if (!dep) {
+                // Dropped, it would let the task start before what it waits for.
+                throw std::runtime_error("a dependency is not {type, task}: " + d.dump());
+            }
+            s.dependencies.push_back(*dep);
+        }
+    }
     if (auto it = j.find("array"); it != j.end() && it->is_object()) {
         s.array = ArrayMember{it->at("id").get<TaskId>(), it->at("index").get<int>()};
+    }
+    s.output = j.value("output", "");
+    s.error = j.value("error", "");
+    if (auto it = j.find("mail_type"); it != j.end() && it->is_string()) {
+        auto types = parse_mail_types(it->get<std::string>());
+        if (!types) {
+            throw std::runtime_error(types.error().message);
+        }
+        s.mail_types = *types;
+        s.mail_user = j.value("mail_user", "");
     }
     return s;
 }

@@ -39,6 +39,9 @@ Result<EncodedTask> encode_task(const TaskRow& task);
 
 // ---- tasks ------------------------------------------------------------------------------------
 
+// A state column; throws naming the task when it is none CARMA knows.
+TaskState decode_state(TaskId id, const std::string& text);
+
 inline constexpr const char* kTaskColumns =
     "id, name, spec_json, uid, gid, user, workdir, env_json, state, attempts, max_attempts, "
     "submitted_at, finished_at, message";

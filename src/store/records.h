@@ -54,6 +54,13 @@ struct TaskRow {
     std::string message;         // last human-readable status ("waits for 1 idle GPU", exit text)
 };
 
+// One member of an array as dependencies and `12_3` look it up.
+struct ArrayMemberRow {
+    TaskId id = 0;
+    int index = 0;
+    TaskState state = TaskState::Queued;
+};
+
 struct AttemptRow {
     TaskId task = 0;
     int number = 0;              // 1-based

@@ -51,6 +51,9 @@ public:
                                        std::size_t limit = 0);
     // These tasks (those that exist), in id order, without their environments.
     Result<std::vector<TaskRow>> tasks_by_id(std::span<const TaskId> ids);
+    // The members of the array whose id is `array_id`, in index order; empty when there is no
+    // such array (also when `array_id` is a task outside any array).
+    Result<std::vector<ArrayMemberRow>> array_members(TaskId array_id);
     // The first `limit` ids of tasks in this state (0: all).
     Result<std::vector<TaskId>> ids_in_state(TaskState state, std::size_t limit);
     // How many tasks of this user wait (queued, recovering, held): the per-user limit.

@@ -13,6 +13,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <fmt/format.h>
 
+#include "core/controls.h"
 #include "store/codecs.h"
 #include "store/peak_json.h"
 #include "store/store.h"
@@ -191,6 +192,29 @@ Result<std::vector<TaskRow>> Store::tasks_by_id(std::span<const TaskId> ids) {
                                              task_columns_without_env(), id_list_sql(ids)));
         return read_tasks(st);
     });
+}
+
+Result<std::vector<ArrayMemberRow>> Store::array_members(TaskId array_id) {
+    return impl_->locked(
+        fmt::format("read the members of array {}", array_id),
+        [&](SQLite::Database& db) -> Result<std::vector<ArrayMemberRow>> {
+            // insert_array stores an array in one transaction, so its members hold the ids from
+            // its own up: a range of the primary key, never a scan of every task.
+            SQLite::Statement st(db,
+                                 "SELECT id, json_extract(spec_json, '$.array.index'), state FROM "
+                                 "tasks WHERE id >= ?1 AND id <= ?1 + ?2 AND "
+                                 "json_extract(spec_json, '$.array.id') = ?1 "
+                                 "ORDER BY json_extract(spec_json, '$.array.index')");
+            st.bind(1, static_cast<std::int64_t>(array_id));
+            st.bind(2, static_cast<std::int64_t>(kMaxArrayMembers));
+            std::vector<ArrayMemberRow> out;
+            while (st.executeStep()) {
+                const TaskId id = st.getColumn(0).getInt64();
+                out.push_back({id, st.getColumn(1).getInt(),
+                               decode_state(id, st.getColumn(2).getString())});
+            }
+            return out;
+        });
 }
 
 Result<std::vector<TaskId>> Store::ids_in_state(TaskState state, std::size_t limit) {

@@ -50,6 +50,12 @@ function taskColour(id) {
   return PALETTE[n % PALETTE.length];
 }
 
+// As every CARMA view writes ids (core/task_ref.h): 12, or 138_2 for a member of array 138.
+function taskId(t) {
+  const a = t && t.array;
+  return a && num(a.id) !== null && num(a.index) !== null ? `${a.id}_${a.index}` : String(t.id);
+}
+
 // As the CLI's tables: 13,236 MiB.
 function fmtMib(v) {
   const n = num(v);
@@ -129,7 +135,7 @@ function memoryBar(gpu) {
     x += w;
   };
   for (const t of gpu.tasks || []) {
-    if (num(t.used_mib)) segment(t.used_mib, taskColour(t.id), `task ${t.id} (${t.user}): ${fmtMib(t.used_mib)}`);
+    if (num(t.used_mib)) segment(t.used_mib, taskColour(t.id), `task ${taskId(t)} (${t.user}): ${fmtMib(t.used_mib)}`);
   }
   // Processes CARMA did not start: taken (red), with who holds them.
   for (const f of gpu.foreign || []) {
@@ -212,7 +218,7 @@ function gpuCard(gpu, view) {
     const swatch = el("span", { class: "swatch" });
     swatch.style.background = taskColour(t.id);
     list.append(el("li", { "data-task": t.id, "data-user": t.user },
-                   swatch, `#${t.id} ${t.user} · ${t.name} · ${fmtMib(t.used_mib)} · since ${fmtClock(t.since)}`));
+                   swatch, `#${taskId(t)} ${t.user} · ${t.name} · ${fmtMib(t.used_mib)} · since ${fmtClock(t.since)}`));
   }
   for (const f of gpu.foreign || []) {
     list.append(el("li", { class: "foreign", "data-pid": f.pid, "data-user": f.user || "" },
@@ -234,7 +240,7 @@ function logLink(task, view) {
 function drawTables(view) {
   const running = (view.running || []).map((t) => ({ data: t, attrs: { "data-task": t.id, "data-user": t.user } }));
   document.getElementById("running").replaceChildren(table([
-    { title: "ID", cls: "num", cell: (t) => t.id },
+    { title: "ID", cls: "num", cell: (t) => taskId(t) },
     { title: "USER", cell: (t) => t.user },
     { title: "NAME", cell: (t) => t.name },
     { title: "GPUS", cell: (t) => fmtGpus(t.gpus) },
@@ -246,7 +252,7 @@ function drawTables(view) {
 
   const queue = (view.queue || []).map((t) => ({ data: t, attrs: { "data-task": t.id, "data-user": t.user } }));
   document.getElementById("queue").replaceChildren(table([
-    { title: "ID", cls: "num", cell: (t) => t.id },
+    { title: "ID", cls: "num", cell: (t) => taskId(t) },
     { title: "USER", cell: (t) => t.user },
     { title: "NAME", cell: (t) => t.name },
     { title: "STATE", cls: "hide-narrow", cell: (t) => t.state },
@@ -275,7 +281,7 @@ function drawTables(view) {
 
   const recent = (view.recent || []).map((t) => ({ data: t, attrs: { "data-task": t.id, "data-user": t.user } }));
   document.getElementById("recent").replaceChildren(table([
-    { title: "ID", cls: "num", cell: (t) => t.id },
+    { title: "ID", cls: "num", cell: (t) => taskId(t) },
     { title: "USER", cell: (t) => t.user },
     { title: "NAME", cell: (t) => t.name },
     { title: "STATE", cell: (t) => t.state, cellClass: (t) => `state-${t.state}` },
@@ -400,9 +406,9 @@ function timelineChart(gpu, tl, range, width) {
     const g = svg("g", { "data-task": s.task.id, "data-outcome": s.attempt.outcome });
     g.append(svg("rect", { x, y, width: w, height: laneH - 3, rx: 2, fill: taskColour(s.task.id),
                            "fill-opacity": oom ? 0.45 : 0.85, stroke: oom ? "var(--bad)" : "none" },
-                 svg("title", {}, `task ${s.task.id} ${s.task.name} (${s.task.user}), attempt ${s.attempt.number}: ` +
+                 svg("title", {}, `task ${taskId(s.task)} ${s.task.name} (${s.task.user}), attempt ${s.attempt.number}: ` +
                                   `${s.attempt.outcome}, ${fmtClock(s.start)}–${s.attempt.ended_at ? fmtClock(s.end) : "now"}`)));
-    const label = `#${s.task.id} ${s.task.name}`;
+    const label = `#${taskId(s.task)} ${s.task.name}`;
     if (w > label.length * 6.2 + 6) {
       g.append(svg("text", { x: x + 3, y: y + laneH - 6, "font-size": 10, class: "span-label" }, label));
     }
@@ -416,7 +422,7 @@ function timelineChart(gpu, tl, range, width) {
                      svg("text", x + 30 > width - right ?
                                  { x: x - 3, y: lanesTop - 2, "font-size": 10, fill: "var(--bad)", "text-anchor": "end" } :
                                  { x: x + 3, y: lanesTop - 2, "font-size": 10, fill: "var(--bad)" }, "OOM"),
-                     svg("title", {}, `task ${o.task.id} ran out of memory at ${fmtClock(o.t)}`)));
+                     svg("title", {}, `task ${taskId(o.task)} ran out of memory at ${fmtClock(o.t)}`)));
   }
   for (const tick of timeTicks(since, until, plotW, left)) {
     chart.append(svg("text", { x: tick.x, y: height - 3, "font-size": 10, "text-anchor": "middle", class: "axis" },

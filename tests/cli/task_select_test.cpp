@@ -17,28 +17,38 @@ json listed() {
     ])");
 }
 
-std::vector<TaskId> pick(std::vector<std::string> words, std::vector<std::string> users = {},
-                         std::vector<std::string> states = {}) {
+// What is sent to the daemon, as written.
+std::vector<std::string> pick(std::vector<std::string> words,
+                              std::vector<std::string> users = {},
+                              std::vector<std::string> states = {}) {
     TaskFilter f;
     for (const std::string& w : words) {
         f.refs.push_back(*parse_task_ref(w));
     }
     f.users = std::move(users);
     f.states = std::move(states);
-    return select_tasks(listed(), f);
+    std::vector<std::string> out;
+    for (const TaskRef& r : select_tasks(listed(), f)) {
+        out.push_back(format_task_ref(r));
+    }
+    return out;
 }
+
+using Words = std::vector<std::string>;
 
 // This test verifies how ids, array members, whole arrays, users and states select tasks.
 TEST(TaskSelectTest, Selects) {
-    EXPECT_EQ(pick({"3", "7"}), (std::vector<TaskId>{3, 7}));
-    EXPECT_EQ(pick({"4_*"}), (std::vector<TaskId>{4, 5, 6}));
-    EXPECT_EQ(pick({"4_1"}), (std::vector<TaskId>{5}));
-    EXPECT_EQ(pick({}, {"ana"}), (std::vector<TaskId>{3, 4, 5}));
-    EXPECT_EQ(pick({}, {}, {"queued"}), (std::vector<TaskId>{4, 5, 7}));
-    EXPECT_EQ(pick({"4_*"}, {"bo"}), (std::vector<TaskId>{6}));
-    EXPECT_EQ(pick({}, {"bo"}, {"held", "queued"}), (std::vector<TaskId>{6, 7}));
-    // A finished task is not listed: its id goes to the daemon, which answers for it.
-    EXPECT_EQ(pick({"1", "3"}), (std::vector<TaskId>{1, 3}));
+    EXPECT_EQ(pick({"3", "7"}), (Words{"3", "7"}));
+    EXPECT_EQ(pick({"4_*"}), (Words{"4", "5", "6"}));
+    EXPECT_EQ(pick({"4_1"}), (Words{"5"}));
+    EXPECT_EQ(pick({}, {"ana"}), (Words{"3", "4", "5"}));
+    EXPECT_EQ(pick({}, {}, {"queued"}), (Words{"4", "5", "7"}));
+    EXPECT_EQ(pick({"4_*"}, {"bo"}), (Words{"6"}));
+    EXPECT_EQ(pick({"4_1"}, {"bo"}), (Words{}));
+    EXPECT_EQ(pick({}, {"bo"}, {"held", "queued"}), (Words{"6", "7"}));
+    // A finished task or member is not listed: it goes to the daemon as written, which answers
+    // for it.
+    EXPECT_EQ(pick({"1", "3", "9_2"}), (Words{"3", "1", "9_2"}));
     EXPECT_TRUE(pick({"9_*"}).empty());
 }
 
@@ -55,6 +65,8 @@ TEST(TaskSelectTest, Refuses) {
     EXPECT_NE(none.error().message.find("--user"), std::string::npos);
     EXPECT_TRUE(needs_task_list(TaskFilter{{*parse_task_ref("4_*")}, {}, {}}));
     EXPECT_FALSE(needs_task_list(TaskFilter{{*parse_task_ref("4")}, {}, {}}));
+    // A member goes to the daemon, which knows 4_1 (GET /v1/tasks/4_1).
+    EXPECT_FALSE(needs_task_list(TaskFilter{{*parse_task_ref("4_1")}, {}, {}}));
 }
 
 }  // namespace

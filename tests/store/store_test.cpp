@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <fmt/format.h>
 
 #include "store/store_fixture.h"
 
@@ -361,7 +362,12 @@ TEST_F(StoreTest, InsertsAnArrayWithItsControls) {
     ASSERT_TRUE(store->insert_task(named_task("before")));
     TaskRow proto = named_task("sweep");
     proto.spec.time_limit_s = 5400;
-    proto.spec.after = {1};
+    proto.spec.dependencies = {{DependencyType::AfterOk, TaskRef::of(1)},
+                               {DependencyType::AfterNotOk, TaskRef{1, 3, false}}};
+    proto.spec.output = "out-%A_%a.log";
+    proto.spec.error = "err-%j.log";
+    proto.spec.mail_types = 5;
+    proto.spec.mail_user = "alice@lab";
     const std::vector<int> indices = {0, 5, 10};
     auto ids = store->insert_array(proto, indices);
     ASSERT_TRUE(ids) << ids.error().message;
@@ -374,14 +380,72 @@ TEST_F(StoreTest, InsertsAnArrayWithItsControls) {
         EXPECT_EQ(spec.array->id, ids->front());
         EXPECT_EQ(spec.array->index, indices[i]);
         EXPECT_EQ(spec.time_limit_s, 5400);
-        EXPECT_EQ(spec.after, std::vector<TaskId>{1});
+        EXPECT_EQ(spec.dependencies, proto.spec.dependencies);
+        EXPECT_EQ(spec.output, proto.spec.output);
+        EXPECT_EQ(spec.error, proto.spec.error);
+        EXPECT_EQ(spec.mail_types, 5u);
+        EXPECT_EQ(spec.mail_user, "alice@lab");
     }
     auto plain = store->task(1);
     ASSERT_TRUE(plain && *plain);
     EXPECT_FALSE((**plain).spec.array);
     EXPECT_FALSE((**plain).spec.time_limit_s);
-    EXPECT_TRUE((**plain).spec.after.empty());
+    EXPECT_TRUE((**plain).spec.dependencies.empty());
     EXPECT_FALSE(store->insert_array(proto, {}));
+
+    // The members as `12_3` and `--after 12` look them up: index order, with their states; a
+    // task outside any array has none, nor has a member that is not the array's first.
+    auto members = store->array_members(ids->front());
+    ASSERT_TRUE(members) << members.error().message;
+    ASSERT_EQ(members->size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ((*members)[i].id, (*ids)[i]);
+        EXPECT_EQ((*members)[i].index, indices[i]);
+        EXPECT_EQ((*members)[i].state, TaskState::Queued);
+    }
+    EXPECT_TRUE(store->array_members(1)->empty());
+    EXPECT_TRUE(store->array_members((*ids)[1])->empty());
+}
+
+// This test verifies that a row written before dependencies had types ("after": [ids]) reads
+// as afterok on each id, and that a dependency the store cannot read is an error naming the
+// task, not a dependency silently dropped (the task would start too early).
+TEST_F(StoreTest, ReadsDependenciesOfOlderRows) {
+    TaskId id = 0;
+    {
+        auto store = open_store();
+        ASSERT_NE(store, nullptr);
+        auto inserted = store->insert_task(named_task("old"));
+        ASSERT_TRUE(inserted);
+        id = *inserted;
+    }
+    {
+        SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
+        raw.exec(fmt::format("UPDATE tasks SET spec_json = json_set(spec_json, '$.after', "
+                             "json('[4, 5]')) WHERE id = {}",
+                             id));
+    }
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    auto t = store->task(id);
+    ASSERT_TRUE(t && *t);
+    EXPECT_EQ((**t).spec.dependencies,
+              (std::vector<Dependency>{{DependencyType::AfterOk, TaskRef::of(4)},
+                                       {DependencyType::AfterOk, TaskRef::of(5)}}));
+    store.reset();
+    {
+        SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
+        raw.exec(fmt::format("UPDATE tasks SET spec_json = json_set(spec_json, '$.dependencies', "
+                             "json('[{{\"type\": \"afterwhen\", \"task\": \"4\"}}]')) "
+                             "WHERE id = {}",
+                             id));
+    }
+    store = open_store();
+    ASSERT_NE(store, nullptr);
+    auto bad = store->task(id);
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find(fmt::format("task {}", id)), std::string::npos)
+        << bad.error().message;
 }
 
 // This test verifies that tasks(false) leaves out every final state and keeps id order.

@@ -73,7 +73,7 @@ void report_action(TaskAction action, const json& task) {
 int run_task_action(TaskAction action, const SelectOptions& o) {
     const TaskFilter filter = build_filter(o);
     api::ApiClient client = connect(o.socket);
-    std::vector<TaskId> ids;
+    std::vector<TaskRef> ids = filter.refs;
     if (needs_task_list(filter)) {
         const json listed = or_die(client.list_tasks(false));
         ids = select_tasks(array_of(listed, "tasks"), filter);
@@ -81,21 +81,17 @@ int run_task_action(TaskAction action, const SelectOptions& o) {
             fmt::print(stderr, "carma: no unfinished task matches\n");
             return 1;
         }
-    } else {
-        for (const TaskRef& r : filter.refs) {
-            ids.push_back(r.id);
-        }
     }
     json answers = json::array();
     int failures = 0;
-    for (TaskId id : ids) {
+    for (const TaskRef& id : ids) {
         auto task = action == TaskAction::Cancel ? client.cancel(id)
                                                  : client.hold(id, action == TaskAction::Hold);
         if (!task && ids.size() == 1) {
             die(task.error().message);  // one task: its error is the command's
         }
         if (!task) {
-            print_line(stderr, "carma: task {}: {}", id, task.error().message);
+            print_line(stderr, "carma: task {}: {}", format_task_ref(id), task.error().message);
             ++failures;
             continue;
         }

@@ -29,7 +29,7 @@ std::string or_dash(const std::string& text) {
 
 std::string task_label(const json& task) {
     const std::string name = text_of(task, "name", "");
-    const std::string id = text_of(task, "id", "?");
+    const std::string id = task_id_text(task);
     return name.empty() ? fmt::format("task {}", id) : fmt::format("task {} ({})", id, name);
 }
 

@@ -56,10 +56,13 @@ std::string verdict_cell(const json& gpu) {
     return truncate(reason.empty() ? "high" : "high: " + reason, kReasonWidth);
 }
 
+// As every view writes ids (the daemon's task_labels: 12, 138_2); a daemon without them gives
+// the plain ids.
 std::string tasks_cell(const json& gpu) {
     std::vector<std::string> ids;
-    for (const json& id : array_of(gpu, "tasks")) {
-        ids.push_back(id.dump());
+    const json& labels = array_of(gpu, "task_labels");
+    for (const json& id : labels.empty() ? array_of(gpu, "tasks") : labels) {
+        ids.push_back(id.is_string() ? id.get<std::string>() : id.dump());
     }
     return ids.empty() ? "-" : fmt::format("{}", fmt::join(ids, ","));
 }

@@ -18,6 +18,7 @@
 
 #include "api/client.h"
 #include "cli/commands/client_common.h"
+#include "cli/commands/task_select.h"
 #include "cli/common/die.h"
 #include "cli/common/json_read.h"
 #include "core/task.h"
@@ -32,7 +33,8 @@ constexpr auto kLogPollInterval = std::chrono::milliseconds(500);
 
 struct LogsOptions {
     std::string socket;
-    TaskId id = 0;
+    std::string word;  // as typed: 12 or 12_3
+    TaskRef id;
     bool stderr_stream = false;
     int attempt = 0;  // 0: the latest
     bool follow = false;
@@ -93,7 +95,7 @@ int report_end(api::ApiClient& client, const LogsOptions& o, const json& task, i
                 const std::size_t keep = std::min<std::size_t>(lines.size(), 10);
                 fmt::print(stderr, "carma: the last {} line(s) of its stderr (`carma logs {} "
                                    "--stderr` has all):\n",
-                           keep, o.id);
+                           keep, o.word);
                 for (std::size_t i = lines.size() - keep; i < lines.size(); ++i) {
                     fmt::print(stderr, "  {}\n", lines[i]);  // the log itself, as write_out
                 }
@@ -168,12 +170,15 @@ int run_logs(const LogsOptions& o) {
 Action add_logs_command(CLI::App& app) {
     auto o = std::make_shared<LogsOptions>();
     CLI::App* cmd = app.add_subcommand("logs", "Print a task's output");
-    cmd->add_option("id", o->id, "Task ID")->required();
+    cmd->add_option("id", o->word, "Task: an id (12) or an array member (12_3)")->required();
     cmd->add_flag("--stderr", o->stderr_stream, "The standard error log instead of stdout");
     cmd->add_option("--attempt", o->attempt, "Attempt number (default: the latest)");
     cmd->add_flag("-f,--follow", o->follow, "Keep printing until the task has finished");
     add_socket_option(cmd, o->socket);
-    return [o] { return run_logs(*o); };
+    return [o] {
+        o->id = or_die(parse_one_task(o->word));
+        return run_logs(*o);
+    };
 }
 
 }  // namespace carma::cli

@@ -14,6 +14,7 @@
 
 #include "api/client.h"
 #include "cli/commands/client_common.h"
+#include "cli/commands/task_select.h"
 #include "cli/common/die.h"
 #include "cli/common/json_read.h"
 #include "cli/common/local_time.h"
@@ -74,6 +75,15 @@ std::string env_summary(const json& task) {
         }
     }
     return pairs.empty() ? "-" : fmt::format("{}", fmt::join(pairs, " "));
+}
+
+// "afterok:12:13_2,afterany:14" as sbatch's --dependency writes it; "" when none.
+std::string dependencies_text(const json& task) {
+    std::vector<std::string> parts;
+    for (const json& d : array_of(task, "dependencies")) {
+        parts.push_back(fmt::format("{}:{}", text_of(d, "type"), text_of(d, "task")));
+    }
+    return fmt::format("{}", fmt::join(parts, ","));
 }
 
 std::string attempt_exit(const json& attempt) {
@@ -159,13 +169,13 @@ void print_task(const json& t, double now) {
     if (const std::optional<double> limit = number_of(t, "time_limit_s")) {
         print_line(stdout, "  time limit  {}", format_duration(*limit));
     }
-    if (const json* after = member(t, "after"); after != nullptr && after->is_array() &&
-                                                !after->empty()) {
-        std::vector<std::string> ids;
-        for (const json& id : *after) {
-            ids.push_back(id.dump());
+    if (const std::string deps = dependencies_text(t); !deps.empty()) {
+        print_line(stdout, "  dependency  {}", deps);
+    }
+    for (const char* field : {"output", "error", "mail_type", "mail_user"}) {
+        if (const std::string value = text_of(t, field, ""); !value.empty()) {
+            print_line(stdout, "  {:<11} {}", field, value);
         }
-        print_line(stdout, "  after       {} (starts once they succeeded)", fmt::join(ids, ", "));
     }
     if (const json* array = member(t, "array"); array != nullptr && array->is_object()) {
         print_line(stdout, "  array       {}_{} (CARMA_ARRAY_INDEX={})", text_of(*array, "id"),
@@ -181,13 +191,14 @@ void print_task(const json& t, double now) {
 
 struct ShowOptions {
     std::string socket;
-    TaskId id = 0;
+    std::string id;
     bool json = false;
 };
 
 int run_show(const ShowOptions& o) {
+    const TaskRef ref = or_die(parse_one_task(o.id));
     api::ApiClient client = connect(o.socket);
-    const json task = or_die(client.task(o.id));
+    const json task = or_die(client.task(ref));
     if (o.json) {
         print_json(task);
     } else {
@@ -201,7 +212,7 @@ int run_show(const ShowOptions& o) {
 Action add_show_command(CLI::App& app) {
     auto o = std::make_shared<ShowOptions>();
     CLI::App* cmd = app.add_subcommand("show", "Show one task with its attempts");
-    cmd->add_option("id", o->id, "Task ID")->required();
+    cmd->add_option("id", o->id, "Task: an id (12) or an array member (12_3)")->required();
     cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
     add_socket_option(cmd, o->socket);
     return [o] { return run_show(*o); };

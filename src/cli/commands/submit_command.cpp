@@ -16,9 +16,9 @@
 #include "api/task_file.h"
 #include "cli/commands/client_common.h"
 #include "cli/commands/task_flags.h"
-#include "cli/commands/task_select.h"
 #include "cli/common/die.h"
 #include "core/controls.h"
+#include "core/dependency.h"
 #include "core/text.h"
 
 namespace carma::cli {
@@ -95,19 +95,8 @@ void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest
         r.time_limit_s = or_die(parse_time_limit(o.time_limit));
     }
     for (const std::string& list : o.after) {
-        // sbatch writes afterok:12:13; commas are accepted too.
-        for (const std::string& word : split_list(list, list.find(':') != std::string::npos ? ':' : ',')) {
-            if (word.empty()) {
-                continue;
-            }
-            const TaskRef ref = or_die(parse_task_ref(word));
-            if (!ref.plain()) {
-                die(fmt::format("--after {}: give task ids (12:13); an array's members are "
-                                "its own ids, listed by `carma queue --wide`",
-                                word));
-            }
-            r.after.push_back(ref.id);
-        }
+        const std::vector<Dependency> deps = or_die(parse_after_list(list));
+        r.dependencies.insert(r.dependencies.end(), deps.begin(), deps.end());
     }
     if (o.hold) {
         r.hold = true;
@@ -193,8 +182,11 @@ Action add_submit_command(CLI::App& app) {
     cmd->add_option("-t,--time-limit", o->time_limit,
                     "Stop the task after this long: 45s, 90m, 2h, 1h30m, 2d or HH:MM:SS "
                     "(SIGTERM, then SIGKILL after the grace period; state timeout)");
+    // Repeatable, one value each: `--after 12 python x` must not swallow the command.
     cmd->add_option("--after", o->after,
-                    "Start only after these tasks succeeded: ID[:ID...] (fails if one does not)");
+                    "Start only after these tasks succeeded: ID[:ID...], an array member ID_N, "
+                    "an array's id for all its members (fails if one does not)")
+        ->allow_extra_args(false);
     cmd->add_flag("-H,--hold", o->hold, "Submit held: it waits for `carma release`");
     cmd->add_option("--array", o->array,
                     "One task per index: 0-9, 0-20:5, 1,3,8-12 (CARMA_ARRAY_INDEX tells each "

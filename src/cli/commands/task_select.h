@@ -12,17 +12,13 @@
 
 #include "core/result.h"
 #include "core/task.h"
+#include "core/task_ref.h"
 
 namespace carma::cli {
 
-struct TaskRef {
-    TaskId id = 0;                   // a task, or the array whose id this is
-    std::optional<int> array_index;  // "12_3": the member of array 12 with index 3
-    bool whole_array = false;        // "12_*"
-    bool plain() const { return !array_index && !whole_array; }
-};
-
-Result<TaskRef> parse_task_ref(std::string_view word);
+// One task, for `carma show` and `logs`: an id or an array member (12, 12_3); a whole array is
+// refused, naming how to see its members.
+Result<TaskRef> parse_one_task(std::string_view word);
 
 struct TaskFilter {
     std::vector<TaskRef> refs;         // empty: every task the filters let through
@@ -33,11 +29,12 @@ struct TaskFilter {
 // That something was named.
 Result<void> check_filter(const TaskFilter& filter);
 
-// Whether the list is needed at all: plain ids without filters are sent as they are.
+// Whether the list is needed at all: ids and array members (12, 12_3) without filters are sent
+// as they are, and the daemon answers for each.
 bool needs_task_list(const TaskFilter& filter);
 
-// The ids in `tasks` (the "tasks" array of GET /v1/tasks) that the filter selects, in id order;
-// a plain id that is not in the list is kept (the daemon answers for it).
-std::vector<TaskId> select_tasks(const nlohmann::json& tasks, const TaskFilter& filter);
+// The tasks in `tasks` (the "tasks" array of GET /v1/tasks) that the filter selects, in id
+// order; an id or member that is not in the list is kept (the daemon answers for it).
+std::vector<TaskRef> select_tasks(const nlohmann::json& tasks, const TaskFilter& filter);
 
 }  // namespace carma::cli

@@ -58,7 +58,7 @@ struct Field {
 
 const std::vector<Field>& fields() {
     static const std::vector<Field> table = {
-        {"id", "ID", false, [](const json& r, const TimeText&) { return text_of(r, "id"); }},
+        {"id", "ID", false, [](const json& r, const TimeText&) { return task_id_text(r, "-"); }},
         {"name", "NAME", false, [](const json& r, const TimeText&) { return text_of(r, "name"); }},
         {"user", "USER", false, [](const json& r, const TimeText&) { return text_of(r, "user"); }},
         {"state", "STATE", false,

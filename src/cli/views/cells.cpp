@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/task_ref.h"
+
 namespace carma::cli {
 
 namespace {
@@ -12,6 +14,31 @@ namespace {
 constexpr double kLongestTime = 1e11;  // seconds; ~3,000 years: beyond it a time is garbage
 
 }  // namespace
+
+std::optional<ArrayMember> array_of_task(const nlohmann::json& task) {
+    if (!task.is_object()) {
+        return std::nullopt;
+    }
+    const auto a = task.find("array");
+    if (a == task.end() || !a->is_object()) {
+        return std::nullopt;
+    }
+    const auto id = a->find("id");
+    const auto index = a->find("index");
+    if (id == a->end() || index == a->end() || !id->is_number_integer() ||
+        !index->is_number_integer()) {
+        return std::nullopt;
+    }
+    return ArrayMember{id->get<TaskId>(), index->get<int>()};
+}
+
+std::string task_id_text(const nlohmann::json& task, const std::string& missing) {
+    if (!task.is_object() || !task.contains("id") || !task["id"].is_number_integer()) {
+        return missing;
+    }
+    const auto id = task.find("id");
+    return format_task_id(id->get<TaskId>(), array_of_task(task));
+}
 
 std::size_t display_width(std::string_view s) {
     std::size_t n = 0;

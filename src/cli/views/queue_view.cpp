@@ -9,6 +9,7 @@
 
 #include "cli/common/json_read.h"
 #include "cli/views/cells.h"
+#include "core/task_ref.h"
 #include "core/text.h"
 #include "core/units.h"
 
@@ -88,25 +89,6 @@ std::string field_codes() {
     return fmt::format("{}", fmt::join(codes, ", "));
 }
 
-struct ArrayPlace {
-    std::int64_t id = 0;
-    std::int64_t index = 0;
-};
-
-// "array": {"id": <id of its first task>, "index": N}; absent or null for a lone task.
-std::optional<ArrayPlace> array_place(const json& task) {
-    const json* a = member(task, "array");
-    if (a == nullptr) {
-        return std::nullopt;
-    }
-    const std::optional<std::int64_t> id = integer_of(*a, "id");
-    const std::optional<std::int64_t> index = integer_of(*a, "index");
-    if (!id || !index) {
-        return std::nullopt;
-    }
-    return ArrayPlace{*id, *index};
-}
-
 // ---- one line ------------------------------------------------------------------------------
 
 struct Line {
@@ -131,10 +113,7 @@ std::string mem_cell(const json& task) {
 
 Line task_line(const json& task, double now) {
     Line l;
-    l.id = text_of(task, "id");
-    if (const std::optional<ArrayPlace> a = array_place(task)) {
-        l.id = fmt::format("{}_{}", a->id, a->index);
-    }
+    l.id = task_id_text(task, "-");
     l.user = text_of(task, "user");
     l.name = text_of(task, "name");
     l.state = text_of(task, "state");
@@ -153,21 +132,6 @@ Line task_line(const json& task, double now) {
     return l;
 }
 
-// "0-3,5,7-9" from sorted indices.
-std::string index_ranges(const std::vector<std::int64_t>& sorted) {
-    std::vector<std::string> parts;
-    for (std::size_t i = 0; i < sorted.size();) {
-        std::size_t j = i;
-        while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) {
-            ++j;
-        }
-        parts.push_back(j == i ? fmt::format("{}", sorted[i])
-                               : fmt::format("{}-{}", sorted[i], sorted[j]));
-        i = j + 1;
-    }
-    return fmt::format("{}", fmt::join(parts, ","));
-}
-
 std::optional<double> longest(std::optional<double> a, std::optional<double> b) {
     if (!a) {
         return b;
@@ -181,13 +145,13 @@ Line array_line(std::int64_t array_id, const std::vector<const json*>& members, 
     std::vector<std::int64_t> indices;
     for (const json* t : members) {
         lines.push_back(task_line(*t, now));
-        indices.push_back(array_place(*t)->index);
+        indices.push_back(array_of_task(*t)->index);
     }
     if (lines.size() == 1) {
         return lines.front();
     }
     Line out = lines.front();
-    out.id = fmt::format("{}_[{}]", array_id, index_ranges(indices));
+    out.id = format_array_ids(array_id, indices);
     std::map<std::string, int> counts;
     for (const Line& l : lines) {
         ++counts[l.state];
@@ -243,7 +207,7 @@ std::vector<Line> gather(const json& tasks, bool expand_arrays, double now) {
     std::vector<Item> items;
     std::map<std::int64_t, std::size_t> array_item;
     for (const json& t : tasks) {
-        const std::optional<ArrayPlace> a = array_place(t);
+        const std::optional<ArrayMember> a = array_of_task(t);
         if (!a || expand_arrays) {
             items.push_back({&t, std::nullopt, {}});
             continue;
@@ -262,7 +226,7 @@ std::vector<Line> gather(const json& tasks, bool expand_arrays, double now) {
         }
         std::stable_sort(item.members.begin(), item.members.end(),
                          [](const json* a, const json* b) {
-                             return array_place(*a)->index < array_place(*b)->index;
+                             return array_of_task(*a)->index < array_of_task(*b)->index;
                          });
         lines.push_back(array_line(*item.array, item.members, now));
     }

@@ -250,7 +250,7 @@ std::vector<Line> memory_lines(const json& gpu, std::size_t width) {
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         const json& t = tasks[i];
         legend.push_back({kTaskFills[i % kTaskFills.size()], kTaskColours[i % kTaskColours.size()],
-                          fmt::format("{} {} {} {}", text_of(t, "id", "?"), text_of(t, "user", "?"),
+                          fmt::format("{} {} {} {}", task_id_text(t), text_of(t, "user", "?"),
                                       text_of(t, "name", "-"),
                                       mib_or(integer_of(t, "used_mib"), "? MiB"))});
     }
@@ -450,7 +450,7 @@ Section running_section(const json& view, std::size_t width) {
     std::vector<Row> rows;
     for (const json& t : running) {
         const std::string user = text_of(t, "user", "?");
-        rows.push_back({{text_of(t, "id", "?"), user, text_of(t, "name", "-"), gpu_list(t),
+        rows.push_back({{task_id_text(t), user, text_of(t, "name", "-"), gpu_list(t),
                          duration_or_dash(t, "run_s", "started_at", now),
                          mib_or(integer_of(t, "memory_mib"), "-")},
                         !viewer.empty() && user == viewer});
@@ -473,7 +473,7 @@ Section queue_section(const json& view, std::size_t width) {
     std::vector<Row> rows;
     for (const json& t : queue) {
         const std::string user = text_of(t, "user", "?");
-        rows.push_back({{text_of(t, "id", "?"), user, text_of(t, "name", "-"),
+        rows.push_back({{task_id_text(t), user, text_of(t, "name", "-"),
                          text_of(t, "state", "?"), text_of(t, "gpus", "?"),
                          mib_or(integer_of(t, "need_mib"), "?"),
                          duration_or_dash(t, "wait_s", "submitted_at", now),
