@@ -26,15 +26,17 @@ std::optional<long long> whole_number(std::string_view s) {
 
 tl::unexpected<Error> bad_limit(std::string_view text, std::string_view why) {
     return fail(ErrorCode::InvalidArgument,
-                fmt::format("time limit '{}' {}; write it like 45s, 90m, 2h, 1h30m, 2d or "
-                            "HH:MM:SS",
+                fmt::format("time limit '{}' {}; write it like 45s, 90m, 2h, 1h30m, 2d, or as "
+                            "sbatch does: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
                             text, why));
 }
 
-// "D-HH:MM:SS", "HH:MM:SS", "MM:SS".
+// sbatch's forms: "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS".
 std::optional<double> clock_form(std::string_view s) {
     long long days = 0;
-    if (const auto dash = s.find('-'); dash != std::string_view::npos) {
+    const bool has_days = s.find('-') != std::string_view::npos;
+    if (has_days) {
+        const auto dash = s.find('-');
         const auto d = whole_number(s.substr(0, dash));
         if (!d) {
             return std::nullopt;
@@ -43,6 +45,13 @@ std::optional<double> clock_form(std::string_view s) {
         s.remove_prefix(dash + 1);
     }
     const std::vector<std::string> parts = split_list(s, ':');
+    if (parts.size() == 1 && has_days) {  // D-HH
+        const auto hours = whole_number(parts.front());
+        if (!hours || *hours >= 24) {
+            return std::nullopt;
+        }
+        return static_cast<double>(days) * 86400 + static_cast<double>(*hours) * 3600;
+    }
     if (parts.size() < 2 || parts.size() > 3) {
         return std::nullopt;
     }
@@ -54,7 +63,7 @@ std::optional<double> clock_form(std::string_view s) {
         }
         total = total * 60 + static_cast<double>(*v);
     }
-    if (parts.size() == 2 && days == 0) {
+    if (parts.size() == 2 && !has_days) {
         return total;  // MM:SS
     }
     if (parts.size() == 2) {
@@ -82,7 +91,11 @@ Result<double> parse_time_limit(std::string_view text) {
         return bad_limit(text, "is empty");
     }
     double total = 0;
-    if (s.find(':') != std::string_view::npos) {
+    if (const auto minutes = whole_number(s)) {
+        // sbatch reads a bare number as minutes; people coming from Slurm type `-t 100`.
+        total = static_cast<double>(*minutes) * 60;
+    } else if (s.find(':') != std::string_view::npos || (s.find('-') != std::string_view::npos &&
+                                                         s.front() != '-')) {
         const auto v = clock_form(s);
         if (!v) {
             return bad_limit(text, "is not a valid clock time");
@@ -93,7 +106,9 @@ Result<double> parse_time_limit(std::string_view text) {
         auto d = parse_duration(to_lower(s));  // sbatch users write 2H as often as 2h
         if (!d) {
             return fail(ErrorCode::InvalidArgument,
-                        fmt::format("time limit: {}; or HH:MM:SS", d.error().message));
+                        fmt::format("time limit: {}; or as sbatch writes it: MINUTES, HH:MM:SS "
+                                    "or D-HH:MM:SS",
+                                    d.error().message));
         }
         total = *d;
     }

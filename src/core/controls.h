@@ -17,9 +17,9 @@ inline constexpr int kMaxArrayIndex = 1'000'000;
 // A year: beyond any training run, and far from overflowing anything that adds to it.
 inline constexpr double kMaxTimeLimitS = 366.0 * 24 * 3600;
 
-// Seconds from a duration ("45s", "90m", "2h", "1h30m", "2d": core/time_text.h) or sbatch's clock
-// forms "MM:SS", "HH:MM:SS", "D-HH:MM:SS". A bare number is refused: minutes for sbatch, seconds
-// elsewhere.
+// Seconds from a duration ("45s", "90m", "2h", "1h30m", "2d": core/time_text.h) or sbatch's
+// forms: "MINUTES" (a bare whole number is minutes, as sbatch reads it), "MM:SS", "HH:MM:SS",
+// "D-HH", "D-HH:MM", "D-HH:MM:SS".
 Result<double> parse_time_limit(std::string_view text);
 // A time limit as parse_time_limit reads it, in its largest whole unit: "2h", "90m", "45s".
 std::string format_time_limit(double seconds);

@@ -352,25 +352,47 @@ namespace {
 
 // This test verifies the scheduling controls of a YAML task file and that they reach the body.
 TEST(TaskFileTest, YamlSchedulingControls) {
-    auto r = parse_yaml_task("command: python train.py\ntime_limit: 1h30m\nafter: [3, 4]\n"
-                             "hold: yes\narray: 0-9:3\n",
+    auto r = parse_yaml_task("command: python train.py\ntime_limit: 1h30m\nafter: [3, 4_2]\n"
+                             "hold: yes\narray: 0-9:3\ndependency: afterany:5,afternotok:6_*\n"
+                             "output: o-%A_%a.log\nerror: e-%j.log\nmail_type: END\n"
+                             "mail_user: alice@lab\n",
                              TaskFileContext{"t.yaml", "t", "/w", "/w"});
     ASSERT_TRUE(r) << r.error().message;
     EXPECT_EQ(r->time_limit_s, 5400);
-    EXPECT_EQ(r->after, (std::vector<TaskId>{3, 4}));
+    EXPECT_EQ(r->dependencies,
+              (std::vector<Dependency>{{DependencyType::AfterOk, TaskRef::of(3)},
+                                       {DependencyType::AfterOk, *parse_task_ref("4_2")},
+                                       {DependencyType::AfterAny, TaskRef::of(5)},
+                                       {DependencyType::AfterNotOk, *parse_task_ref("6_*")}}));
+    EXPECT_EQ(r->output, "o-%A_%a.log");
+    EXPECT_EQ(r->error, "e-%j.log");
+    EXPECT_EQ(r->mail_type, "END");
+    EXPECT_EQ(r->mail_user, "alice@lab");
     EXPECT_TRUE(r->hold);
     EXPECT_EQ(r->array, "0-9:3");
     const nlohmann::json body = request_body(*r);
     EXPECT_EQ(body["time_limit_s"], 5400);
-    EXPECT_EQ(body["after"], nlohmann::json({3, 4}));
+    EXPECT_EQ(body["dependencies"][1], (nlohmann::json{{"type", "afterok"}, {"task", "4_2"}}));
+    EXPECT_EQ(body["dependencies"].size(), 4u);
+    EXPECT_EQ(body["output"], "o-%A_%a.log");
+    EXPECT_EQ(body["mail_type"], "END");
     EXPECT_EQ(body["hold"], true);
     EXPECT_EQ(body["array"], "0-9:3");
     auto single = parse_yaml_task("command: x\nafter: 7\n", TaskFileContext{"t.yaml", "t", "/w", "/w"});
     ASSERT_TRUE(single);
-    EXPECT_EQ(single->after, std::vector<TaskId>{7});
+    EXPECT_EQ(single->dependencies,
+              (std::vector<Dependency>{{DependencyType::AfterOk, TaskRef::of(7)}}));
+    auto minutes = parse_yaml_task("command: x\ntime_limit: 90\n",
+                                   TaskFileContext{"t.yaml", "t", "/w", "/w"});
+    ASSERT_TRUE(minutes) << minutes.error().message;
+    EXPECT_EQ(minutes->time_limit_s, 5400) << "a bare number is minutes, as sbatch reads it";
     for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
-             {"command: x\ntime_limit: 90\n", "needs a unit"},
+             {"command: x\ntime_limit: 1.5\n", "MINUTES"},
              {"command: x\nafter: [0]\n", "after"},
+             {"command: x\ndependency: singleton\n", "singleton"},
+             {"command: x\noutput: o-%N\n", "%N"},
+             {"command: x\nmail_type: OFTEN\n", "OFTEN"},
+             {"command: x\nmail_user: a b\n", "mail_user"},
              {"command: x\nhold: maybe\n", "true or false"},
              {"command: x\narray: 9-1\n", "ends before it starts"}}) {
         auto bad = parse_yaml_task(text, TaskFileContext{"t.yaml", "t", "/w", "/w"});

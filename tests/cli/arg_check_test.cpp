@@ -35,6 +35,33 @@ TEST_F(ArgCheckTest, UnknownOptionWithTheNearestOne) {
               "`carma queue --help` lists them");
 }
 
+// This test verifies that sbatch's options `carma submit` lacks are named with what CARMA has
+// instead, not with the nearest spelling (`--nice` suggested '--name' before), and that the ones
+// CARMA takes under sbatch's spelling pass.
+TEST_F(ArgCheckTest, SlurmOptionsNameCarmasEquivalent) {
+    const std::string nice = check({"submit", "--nice=10", "--", "python", "t.py"});
+    EXPECT_EQ(nice.find("did you mean"), std::string::npos) << nice;
+    EXPECT_NE(nice.find("not yet"), std::string::npos) << nice;
+    EXPECT_NE(check({"submit", "--gres=gpu:2", "x.yaml"}).find("`-g N`"), std::string::npos);
+    EXPECT_NE(check({"submit", "--mem-per-gpu", "12G", "x.yaml"}).find("--mem SIZE"),
+              std::string::npos);
+    EXPECT_NE(check({"submit", "--partition", "gpu", "x.yaml"}).find("without partitions"),
+              std::string::npos);
+    const std::string p = check({"submit", "-p", "gpu", "x.yaml"});
+    EXPECT_NE(p.find("sbatch's -p"), std::string::npos) << p;
+    EXPECT_NE(p.find("after `--`"), std::string::npos) << p;
+    EXPECT_NE(check({"submit", "--ntasks=4", "x.yaml"}).find("torchrun"), std::string::npos);
+    EXPECT_NE(check({"submit", "--qos=high", "x.yaml"}).find("limits:"), std::string::npos);
+    // Other commands keep the plain message.
+    EXPECT_NE(check({"queue", "--partition", "x"}).find("`carma queue --help`"),
+              std::string::npos);
+    EXPECT_EQ(check({"submit", "-J", "n", "-t", "100", "-o", "o-%j", "-e", "e-%j", "-d",
+                     "afterok:3", "-a", "0-3", "-D", "/tmp", "--job-name=x", "--time=1-2",
+                     "--dependency=afterany:4", "--chdir=/tmp", "--mail-type=END",
+                     "--mail-user=me", "--", "python", "-p", "--nice"}),
+              "");
+}
+
 TEST_F(ArgCheckTest, ValidLinesAndTheTasksOwnArgumentsPass) {
     EXPECT_EQ(check({"submit", "--gpus", "2", "--mem=12GiB", "-g", "1", "--", "python",
                      "--not-ours"}),

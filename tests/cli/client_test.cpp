@@ -273,6 +273,51 @@ TEST(ClientCommandsTest, SubmitSendsFlags) {
     EXPECT_EQ(json::parse(daemon.seen()[0].body), expected);
 }
 
+// This test verifies sbatch's spellings on `carma submit`: -J, -t MINUTES, --dependency with its
+// three types, --after with array members and arrays, -o/-e with their codes, -D, -a, and the
+// mail options, each reaching the body as the daemon takes it.
+TEST(ClientCommandsTest, SubmitTakesSbatchSpellings) {
+    FakeDaemon daemon;
+    FakePath path;
+    daemon.respond(
+        [](const httplib::Request&, httplib::Response& res) { answer_json(res, 201, kTask); });
+    (void)run_command(cli::add_submit_command,
+                      {"submit", "--socket", daemon.socket(), "-J", "sweep", "-t", "100",
+                       "--after", "106_5:107", "--dependency=afterany:108,afternotok:109_*",
+                       "-o", "out-%A_%a.log", "-e", "err-%j.log", "-D", "/data", "-a", "0-3",
+                       "--mail-type", "END,FAIL", "--mail-user", "alice@lab", "--export",
+                       "NONE", "--", "python", "t.py"});
+    ASSERT_EQ(daemon.seen().size(), 1u);
+    const json body = json::parse(daemon.seen()[0].body);
+    EXPECT_EQ(body["name"], "sweep");
+    EXPECT_EQ(body["time_limit_s"], 6000) << "a bare -t is minutes, as sbatch reads it";
+    EXPECT_EQ(body["dependencies"], json::parse(R"([
+        {"type": "afterok", "task": "106_5"}, {"type": "afterok", "task": "107"},
+        {"type": "afterany", "task": "108"}, {"type": "afternotok", "task": "109_*"}])"));
+    EXPECT_EQ(body["output"], "out-%A_%a.log");
+    EXPECT_EQ(body["error"], "err-%j.log");
+    EXPECT_EQ(body["workdir"], "/data");
+    EXPECT_EQ(body["array"], "0-3");
+    EXPECT_EQ(body["mail_type"], "END,FAIL");
+    EXPECT_EQ(body["mail_user"], "alice@lab");
+    EXPECT_FALSE(body.contains("after"));
+
+    const std::string s = "/tmp/carma-no-such-dir/carma.sock";
+    EXPECT_THAT(command_error(cli::add_submit_command,
+                              {"submit", "--socket", s, "--dependency", "singleton", "x"}),
+                HasSubstr("singleton"));
+    EXPECT_THAT(command_error(cli::add_submit_command,
+                              {"submit", "--socket", s, "--after", "12_x", "x"}),
+                HasSubstr("'12_x' is not a task"));
+    EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s, "-o", "%N", "x"}),
+                HasSubstr("--output '%N' has the code %N"));
+    EXPECT_THAT(command_error(cli::add_submit_command,
+                              {"submit", "--socket", s, "--mail-type", "SOMETIMES", "x"}),
+                HasSubstr("'SOMETIMES'"));
+    EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s, "-t", "1.5", "x"}),
+                HasSubstr("MINUTES"));
+}
+
 // This test verifies --export: the submitter's environment goes with the task by default (as
 // with sbatch), without what would change where it runs; NONE and a list narrow it.
 TEST(ClientCommandsTest, SubmitExportsTheEnvironment) {
@@ -478,6 +523,43 @@ TEST(ClientCommandsTest, ShowPrintsFieldsAndAttempts) {
     EXPECT_THAT(out, ::testing::ContainsRegex("1 +0 +.* 1m39s +out-of-memory +1 +no"));
     EXPECT_THAT(out, ::testing::ContainsRegex("2 +2 +.* - .* running +- +yes"));
     EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks/12");
+}
+
+// This test verifies Slurm's ID_INDEX on `carma show`, `logs`, `cancel`, `hold` and `release`:
+// the member goes to the daemon as written (GET /v1/tasks/106_5), is named the way views name
+// it, and a whole array is refused by show and logs with how to name one task. Before,
+// `carma show 106_5` printed CLI11's "Could not convert: id = 106_5".
+TEST(ClientCommandsTest, ArrayMembersByIdIndex) {
+    FakeDaemon daemon;
+    json member = kTask;
+    member["id"] = 111;
+    member["array"] = {{"id", 106}, {"index", 5}};
+    member["state"] = "queued";
+    member["dependencies"] = json::parse(R"([{"type": "afterany", "task": "99_*"}])");
+    member["output"] = "out-%A_%a.log";
+    daemon.respond([&](const httplib::Request&, httplib::Response& res) {
+        answer_json(res, 200, member);
+    });
+    const std::string shown =
+        run_command(cli::add_show_command, {"show", "106_5", "--socket", daemon.socket()});
+    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks/106_5");
+    EXPECT_THAT(shown, HasSubstr("task 106_5 (resnet3)\n"));
+    EXPECT_THAT(shown, HasSubstr("dependency  afterany:99_*\n"));
+    EXPECT_THAT(shown, HasSubstr("output      out-%A_%a.log"));
+    EXPECT_EQ(run_command(cli::add_cancel_command, {"cancel", "106_5", "--socket", daemon.socket()}),
+              "stopping task 106_5 (resnet3); it stays queued until its processes have exited\n");
+    EXPECT_EQ(daemon.targets().back(), "DELETE /v1/tasks/106_5");
+    EXPECT_EQ(run_command(cli::add_hold_command, {"hold", "106_5", "--socket", daemon.socket()}),
+              "held task 106_5 (resnet3)\n");
+    EXPECT_EQ(daemon.targets().back(), "POST /v1/tasks/106_5/hold");
+    (void)run_command(cli::add_release_command, {"release", "106_5", "--socket", daemon.socket()});
+    EXPECT_EQ(daemon.targets().back(), "POST /v1/tasks/106_5/release");
+    (void)run_command(cli::add_logs_command, {"logs", "106_5", "--socket", daemon.socket()});
+    EXPECT_THAT(daemon.targets().back(), HasSubstr("GET /v1/tasks/106_5/logs"));
+    EXPECT_THAT(command_error(cli::add_show_command, {"show", "106_*", "--socket", daemon.socket()}),
+                HasSubstr("'106_*' is a whole array; name one task"));
+    EXPECT_THAT(command_error(cli::add_logs_command, {"logs", "106_x", "--socket", daemon.socket()}),
+                HasSubstr("an array member (12_3)"));
 }
 
 // This test verifies that cancel says whether the task is gone or still stopping, and that an

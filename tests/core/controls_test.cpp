@@ -18,7 +18,6 @@ TEST(ControlsTest, TimeLimits) {
         EXPECT_DOUBLE_EQ(*v, seconds) << text;
     }
     for (const auto& [text, why] : std::vector<std::pair<const char*, const char*>>{
-             {"90", "needs a unit"},
              {"", "empty"},
              {"2x", "needs a unit"},
              {"h", "not a duration"},
@@ -30,6 +29,34 @@ TEST(ControlsTest, TimeLimits) {
         ASSERT_FALSE(v) << text;
         EXPECT_NE(v.error().message.find(why), std::string::npos) << v.error().message;
         EXPECT_NE(v.error().message.find("HH:MM:SS"), std::string::npos) << v.error().message;
+    }
+}
+
+// This test verifies every time format sbatch's --time takes, read as sbatch reads it: a bare
+// number is minutes (`-t 100` was refused before), "days-hours" is days and hours.
+TEST(ControlsTest, TimeLimitsAsSbatchWritesThem) {
+    const std::vector<std::pair<const char*, double>> good = {
+        {"100", 6000},                 // minutes
+        {"90:30", 5430},               // minutes:seconds
+        {"2:00:00", 7200},             // hours:minutes:seconds
+        {"2-12", 216000},              // days-hours
+        {"1-2:30", 95400},             // days-hours:minutes
+        {"1-02:30:15", 95415},         // days-hours:minutes:seconds
+    };
+    for (const auto& [text, seconds] : good) {
+        auto v = parse_time_limit(text);
+        ASSERT_TRUE(v) << text << ": " << v.error().message;
+        EXPECT_DOUBLE_EQ(*v, seconds) << text;
+    }
+    for (const auto& [text, why] : std::vector<std::pair<const char*, const char*>>{
+             {"0", "is zero"},
+             {"1.5", "MINUTES"},
+             {"2-25", "not a valid clock time"},
+             {"x-2", "not a valid clock time"},
+             {"600000", "longer than a year"}}) {
+        auto v = parse_time_limit(text);
+        ASSERT_FALSE(v) << text;
+        EXPECT_NE(v.error().message.find(why), std::string::npos) << v.error().message;
     }
 }
 

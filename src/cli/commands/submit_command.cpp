@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,6 +20,8 @@
 #include "cli/common/die.h"
 #include "core/controls.h"
 #include "core/dependency.h"
+#include "core/mail.h"
+#include "core/output_pattern.h"
 #include "core/text.h"
 
 namespace carma::cli {
@@ -47,8 +50,13 @@ struct SubmitOptions {
     std::string venv;
     std::string time_limit;
     std::vector<std::string> after;
+    std::vector<std::string> dependency;
     bool hold = false;
     std::string array;
+    std::string output;
+    std::string error;
+    std::string mail_type;
+    std::string mail_user;
     std::vector<std::string> args;  // the command, or one task file
 };
 
@@ -97,6 +105,28 @@ void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest
     for (const std::string& list : o.after) {
         const std::vector<Dependency> deps = or_die(parse_after_list(list));
         r.dependencies.insert(r.dependencies.end(), deps.begin(), deps.end());
+    }
+    for (const std::string& spec : o.dependency) {
+        const std::vector<Dependency> deps = or_die(parse_dependency_spec(spec));
+        r.dependencies.insert(r.dependencies.end(), deps.begin(), deps.end());
+    }
+    for (auto [flag, pattern, slot] : {std::tuple{"--output", &o.output, &r.output},
+                                       std::tuple{"--error", &o.error, &r.error}}) {
+        if (!pattern->empty()) {
+            or_die(check_output_pattern(*pattern, flag));
+            *slot = *pattern;
+        }
+    }
+    if (!o.mail_type.empty()) {
+        or_die(parse_mail_types(o.mail_type));
+        r.mail_type = o.mail_type;
+    }
+    if (!o.mail_user.empty()) {
+        if (!plausible_mail_address(o.mail_user)) {
+            die(fmt::format("--mail-user '{}' must be a user name or an address user@host",
+                            o.mail_user));
+        }
+        r.mail_user = o.mail_user;
     }
     if (o.hold) {
         r.hold = true;
@@ -165,8 +195,10 @@ Action add_submit_command(CLI::App& app) {
         "(.yaml, .rad)");
     o->gpus_option = cmd->add_option("-g,--gpus", o->gpus, "Number of GPUs (default 1)");
     cmd->add_option("--mem", o->memory, "Memory the task needs per GPU, e.g. 12GiB or 12000MiB");
-    cmd->add_option("--name", o->name, "Task name (default: the daemon derives one)");
-    cmd->add_option("--workdir", o->workdir, "Directory to run in (default: the current one)");
+    cmd->add_option("-J,--name,--job-name", o->name,
+                    "Task name (default: the daemon derives one)");
+    cmd->add_option("-D,--workdir,--chdir", o->workdir,
+                    "Directory to run in (default: the current one)");
     cmd->add_option("--env", o->env, "Environment variable NAME=VALUE for the task (repeatable)")
         ->allow_extra_args(false);  // `--env A=1 python x` must not swallow the command
     o->max_attempts_option = cmd->add_option("--max-attempts", o->max_attempts,
@@ -179,18 +211,33 @@ Action add_submit_command(CLI::App& app) {
                     "Run in this conda environment (name or path); a .rad file's `conda "
                     "activate NAME` line does the same");
     cmd->add_option("--venv", o->venv, "Run in this Python virtual environment (path)");
-    cmd->add_option("-t,--time-limit", o->time_limit,
-                    "Stop the task after this long: 45s, 90m, 2h, 1h30m, 2d or HH:MM:SS "
-                    "(SIGTERM, then SIGKILL after the grace period; state timeout)");
+    cmd->add_option("-t,--time-limit,--time", o->time_limit,
+                    "Stop the task after this long: 45s, 90m, 2h, 1h30m, 2d, or as sbatch: "
+                    "MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS (SIGTERM, then SIGKILL after the "
+                    "grace period; state timeout)");
     // Repeatable, one value each: `--after 12 python x` must not swallow the command.
     cmd->add_option("--after", o->after,
                     "Start only after these tasks succeeded: ID[:ID...], an array member ID_N, "
                     "an array's id for all its members (fails if one does not)")
         ->allow_extra_args(false);
+    cmd->add_option("-d,--dependency", o->dependency,
+                    "As sbatch: afterok|afterany|afternotok:ID[:ID...][,...] (ends without "
+                    "starting when it can never hold)")
+        ->allow_extra_args(false);
     cmd->add_flag("-H,--hold", o->hold, "Submit held: it waits for `carma release`");
-    cmd->add_option("--array", o->array,
+    cmd->add_option("-a,--array", o->array,
                     "One task per index: 0-9, 0-20:5, 1,3,8-12 (CARMA_ARRAY_INDEX tells each "
                     "which)");
+    cmd->add_option("-o,--output", o->output,
+                    "Also write the task's stdout (and stderr, without --error) to this file, as "
+                    "you, relative to the workdir; %j id, %A array id, %a index, %x name, %u "
+                    "user, %% a '%'");
+    cmd->add_option("-e,--error", o->error, "Also write the task's stderr to this file (as -o)");
+    cmd->add_option("--mail-type", o->mail_type,
+                    "Mail when it BEGINs, ENDs, FAILs, is REQUEUEd (after running out of "
+                    "memory), hits its TIME_LIMIT, or ALL; ARRAY_TASKS: each array member. "
+                    "Needs the server's sendmail");
+    cmd->add_option("--mail-user", o->mail_user, "Whom to mail (default: you)");
     cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
     add_socket_option(cmd, o->socket);
     cmd->add_option("args", o->args, "The command and its arguments (after --), or a task file");

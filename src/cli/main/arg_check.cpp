@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/main/slurm_options.h"
 #include "core/text.h"
 
 namespace carma::cli {
@@ -28,6 +29,17 @@ std::vector<std::string> long_options(const CLI::App& app) {
         }
     }
     return names;
+}
+
+bool has_short_option(const CLI::App& app, const std::string& dash_letter) {
+    for (const CLI::Option* o : app.get_options()) {
+        for (const std::string& n : o->get_snames()) {
+            if ("-" + n == dash_letter) {
+                return true;
+            }
+        }
+    }
+    return false;
 }
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
@@ -54,13 +66,26 @@ std::string unknown_argument_message(const CLI::App& app, const std::vector<std:
                 }
             }
             if (std::find(known.begin(), known.end(), name) == known.end()) {
+                if (const auto hint = slurm_option_hint(path, name)) {
+                    return fmt::format("unknown option '{}' for `{}`: {}", name, path, *hint);
+                }
                 return fmt::format("unknown option '{}' for `{}`{}; `{} --help` lists them", name,
                                    path, did_you_mean(name, known), path);
             }
             continue;
         }
         if (arg.starts_with("-")) {
-            continue;  // short options, and negative numbers given as values
+            // Short options, and negative numbers given as values: only sbatch's short options
+            // that the command does not have are named here; CLI11 tells the rest.
+            const std::string name = arg.substr(0, 2);
+            if (!has_short_option(*current, name)) {
+                if (const auto hint = slurm_option_hint(path, name)) {
+                    return fmt::format("unknown option '{}' for `{}`: {} (a command's own "
+                                       "options go after `--`: {} [options] -- COMMAND ARGS...)",
+                                       name, path, *hint, path);
+                }
+            }
+            continue;
         }
         const std::vector<std::string> subs = subcommand_names(*current);
         if (std::find(subs.begin(), subs.end(), arg) != subs.end()) {

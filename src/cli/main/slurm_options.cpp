@@ -1,0 +1,71 @@
+#include "cli/main/slurm_options.h"
+
+#include <array>
+
+#include <fmt/format.h>
+
+namespace carma::cli {
+
+namespace {
+
+struct SlurmOption {
+    std::string_view names;  // the long name and, after a space, the short one
+    std::string_view instead;
+};
+
+constexpr std::string_view kOneTask =
+    "a CARMA task is one command on whole GPUs (`-g N`); it starts its own processes (torchrun, "
+    "mpirun)";
+constexpr std::string_view kGpus = "CARMA's is `-g N` (GPUs per task)";
+constexpr std::string_view kPlacement = "CARMA chooses the GPUs itself; `carma gpus` shows them";
+
+constexpr std::array<SlurmOption, 24> kSlurmOptions = {{
+    {"--gres", "Slurm's --gres=gpu:N is CARMA's `-g N` (GPUs per task)"},
+    {"--gpus-per-task", kGpus},
+    {"--gpus-per-node", kGpus},
+    {"--mem-per-gpu", "CARMA's `--mem SIZE` is per GPU already (e.g. --mem 12GiB)"},
+    {"--mem-per-cpu", "CARMA plans GPU memory: `--mem SIZE` per GPU"},
+    {"--nice", "not yet: CARMA has no per-task priorities (fair share between users is planned)"},
+    {"--priority", "not yet: CARMA has no per-task priorities (fair share between users is "
+                   "planned)"},
+    {"--partition -p", "CARMA schedules one pool of GPUs, without partitions: leave it out"},
+    {"--qos -q", "CARMA has no QOS; what one user may ask for is the daemon's `limits:`"},
+    {"--account -A", "CARMA has no accounts; `carma acct --user U` reports by user"},
+    {"--ntasks -n", kOneTask},
+    {"--ntasks-per-node", kOneTask},
+    {"--cpus-per-task -c", kOneTask},
+    {"--nodes -N", "a task runs on one node; `carma slurm up` runs CARMA over Slurm's nodes"},
+    {"--exclusive", "the daemon's `exclusive` policy gives each task its GPUs alone (carma serve "
+                    "--policy exclusive)"},
+    {"--constraint -C", kPlacement},
+    {"--nodelist -w", kPlacement},
+    {"--exclude -x", kPlacement},
+    {"--wrap", "write the command after `--`: carma submit -- sh -c '...'"},
+    {"--begin", "not supported; `-H` holds a task until `carma release`"},
+    {"--requeue", "CARMA runs a task again only after it ran out of memory (--max-attempts)"},
+    {"--open-mode", "--output and --error files are truncated by the first attempt and appended "
+                    "to by later ones"},
+    {"--signal", "at its time limit (-t) a task gets SIGTERM, then SIGKILL after the daemon's "
+                 "--kill-grace"},
+    {"--test-only", "`carma estimate` says what CARMA would plan with, without submitting"},
+}};
+
+}  // namespace
+
+std::optional<std::string> slurm_option_hint(std::string_view command, std::string_view option) {
+    if (command != "carma submit") {
+        return std::nullopt;
+    }
+    for (const SlurmOption& o : kSlurmOptions) {
+        const std::size_t space = o.names.find(' ');
+        const std::string_view long_name = o.names.substr(0, space);
+        const std::string_view short_name =
+            space == std::string_view::npos ? std::string_view() : o.names.substr(space + 1);
+        if (option == long_name || (!short_name.empty() && option == short_name)) {
+            return fmt::format("sbatch's {} is not one of CARMA's options: {}", option, o.instead);
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace carma::cli
