@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/controls.h"
+#include "core/output_pattern.h"
 #include "core/python_env.h"
 #include "daemon/task_environment.h"
 #include "exec/as_user.h"
@@ -209,6 +210,13 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     for (const device::TaskFile& f : backend_->task_files()) {
         req.files.push_back(exec::TaskFile{f.path, f.env});
     }
+    const OutputFiles copies =
+        output_files(task.spec.output, task.spec.error,
+                     OutputNames{task.id, task.spec.array, task.spec.name, task.user},
+                     task.workdir);
+    req.stdout_copy = copies.stdout_path;
+    req.stderr_copy = copies.stderr_path;
+    req.append_copies = live.number > 1;  // later attempts add to what the first one wrote
     return l;
 }
 

@@ -76,6 +76,14 @@ Result<void> validate_strings(const LaunchRequest& r) {
     if (r.attempt_dir.empty() || has_nul(r.attempt_dir)) {
         return fail(ErrorCode::InvalidArgument, "the attempt directory is empty or contains NUL");
     }
+    for (const std::string* copy : {&r.stdout_copy, &r.stderr_copy}) {
+        // The shim runs in "/": the daemon makes them absolute against the workdir.
+        if (!copy->empty() && ((*copy)[0] != '/' || has_nul(*copy))) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("output file '{}' must be an absolute path without NUL",
+                                    *copy));
+        }
+    }
     for (const TaskFile& f : r.files) {
         // The shim runs in "/": a relative path would name another file there.
         if (f.path.empty() || f.path[0] != '/' || has_nul(f.path)) {

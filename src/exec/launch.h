@@ -9,6 +9,8 @@
 //   - opens the request's task files read-write before switching user and leaves them open in
 //     the task (not close-on-exec), each descriptor number announced in its environment variable:
 //     a file the daemon keeps closed to others (mode 0600) reaches only the tasks it launches;
+//   - with --output/--error, copies the task's stdout and stderr from pipes into those files of
+//     the user's as well as into the attempt's logs (shim_output.cpp);
 //   - on SIGTERM sends SIGTERM to the task's process group and SIGKILL after the grace period;
 //   - writes the attempt's end into `<attempt_dir>/exit.json` atomically (write + rename), so a
 //     daemon that was away finds it on restart.
@@ -50,6 +52,13 @@ struct LaunchRequest {
     std::string attempt_dir;    // created by launch(); must not exist yet
     double kill_grace_s = 10;
     std::vector<TaskFile> files;  // opened by the shim for the task (see TaskFile)
+    // sbatch's --output/--error: files in the user's directories that the shim also writes the
+    // task's stdout and stderr to, beside stdout.log and stderr.log (shim_output.cpp). Absolute;
+    // "" = none; the same path for both is one file. Opened with the task's user's rights,
+    // never following a link at the end; one that cannot be opened fails the attempt.
+    std::string stdout_copy;
+    std::string stderr_copy;
+    bool append_copies = false;  // false: truncated (the first attempt); true: appended to
 };
 
 struct LaunchHandle {

@@ -67,6 +67,11 @@ Result<std::string> request_to_json(const LaunchRequest& r) {
         files.push_back({{"path", f.path}, {"env", f.env}});
     }
     j["files"] = std::move(files);
+    if (!r.stdout_copy.empty() || !r.stderr_copy.empty()) {
+        j["stdout_copy"] = r.stdout_copy;
+        j["stderr_copy"] = r.stderr_copy;
+        j["append_copies"] = r.append_copies;
+    }
     try {
         return j.dump(2) + "\n";
     } catch (const json::exception& e) {
@@ -105,6 +110,10 @@ Result<LaunchRequest> request_from_json(std::string_view text) {
                                            f.at("env").get<std::string>()});
             }
         }
+        // Optional: only a task with --output or --error has them.
+        r.stdout_copy = j->value("stdout_copy", "");
+        r.stderr_copy = j->value("stderr_copy", "");
+        r.append_copies = j->value("append_copies", false);
         return r;
     } catch (const std::exception& e) {  // json::exception and the range checks above
         return fail(ErrorCode::InvalidArgument,

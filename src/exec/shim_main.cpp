@@ -118,7 +118,8 @@ int run(const std::string& request_path) {
                  "may outlive it",
                  errno_text(errno));
     }
-    Started started = start_task(*request, dir);
+    OutputCopier copier;
+    Started started = start_task(*request, dir, copier);
     if (started.pid < 0) {
         shim_log("task not started: {}", started.error);
         return record_exit(dir, not_started(started.error), signal_fd);
@@ -130,7 +131,7 @@ int run(const std::string& request_path) {
         finish_task(started.pid, false);
         return record_exit(dir, not_started(ok.error().message), signal_fd);
     }
-    return supervise(started.pid, signal_fd, request->kill_grace_s, dir);
+    return supervise(started.pid, signal_fd, request->kill_grace_s, dir, copier);
 }
 
 }  // namespace

@@ -32,6 +32,8 @@ namespace carma::exec::shim {
 
 namespace {
 
+constexpr double kDrainS = 10;
+
 bool sigterm_pending() {
     sigset_t pending;
     sigemptyset(&pending);
@@ -78,8 +80,9 @@ void reap_orphans(pid_t leader) {
 
 class Supervisor {
 public:
-    Supervisor(pid_t pid, int signal_fd, int timer_fd, double grace_s)
-        : pid_(pid), signal_fd_(signal_fd), timer_fd_(timer_fd), grace_s_(grace_s) {}
+    Supervisor(pid_t pid, int signal_fd, int timer_fd, double grace_s, OutputCopier& copier)
+        : pid_(pid), signal_fd_(signal_fd), timer_fd_(timer_fd), grace_s_(grace_s),
+          copier_(copier) {}
 
     // Returns once the task (the group leader) has exited; it is not reaped yet.
     bool wait_for_exit() {
@@ -87,8 +90,9 @@ public:
             if (failed_) {
                 return false;
             }
-            pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {timer_fd_, POLLIN, 0}};
-            if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
+            std::vector<pollfd> fds = {{signal_fd_, POLLIN, 0}, {timer_fd_, POLLIN, 0}};
+            copier_.add_poll_fds(fds);
+            if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) {
                 shim_log("poll: {}", errno_text(errno));
                 return false;
             }
@@ -98,6 +102,8 @@ public:
             if ((fds[1].revents & POLLIN) != 0) {
                 on_grace_expired();
             }
+            // The task blocks once a pipe is full: copied as soon as there is something.
+            copier_.pump();
         }
         return true;
     }
@@ -171,6 +177,7 @@ private:
     double grace_s_;
     bool cancel_requested_ = false;
     bool failed_ = false;
+    OutputCopier& copier_;
 };
 
 }  // namespace
@@ -240,15 +247,19 @@ ExitRecord not_started(std::string error) {
     return record;
 }
 
-int supervise(pid_t pid, int signal_fd, double grace_s, const std::string& dir) {
+int supervise(pid_t pid, int signal_fd, double grace_s, const std::string& dir,
+              OutputCopier& copier) {
     int timer_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (timer_fd < 0) {
         shim_log("cannot create a timerfd: {}; a stop will kill at once", errno_text(errno));
         grace_s = 0;
     }
-    Supervisor supervisor(pid, signal_fd, timer_fd, grace_s);
+    Supervisor supervisor(pid, signal_fd, timer_fd, grace_s, copier);
     bool exited = supervisor.wait_for_exit();
     ExitRecord record = finish_task(pid, supervisor.cancel_requested());
+    // Every process of the task is gone: what it wrote is copied before the end is recorded,
+    // so the daemon reads whole logs when it classifies the end.
+    copier.drain(kDrainS);
     if (!exited && record.error.empty()) {
         record.error = "the shim lost track of the task and killed it";
     }

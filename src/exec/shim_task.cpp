@@ -133,13 +133,24 @@ void switch_user(int err_fd, const LaunchRequest& r) {
     }
 }
 
-[[noreturn]] void run_task_child(int err_fd, const LaunchRequest& r, TaskExec& x) {
+// A copied stream (--output/--error) goes into the shim's pipe, the others into their logs.
+void redirect_stream(int err_fd, int pipe_fd, const std::string& log, int target) {
+    if (pipe_fd < 0) {
+        redirect_output(err_fd, log, target);
+    } else if (::dup2(pipe_fd, target) < 0) {
+        child_fail(err_fd, fmt::format("cannot redirect descriptor {} to the shim's pipe: {}",
+                                       target, errno_text(errno)));
+    }
+}
+
+[[noreturn]] void run_task_child(int err_fd, const LaunchRequest& r, TaskExec& x,
+                                 const OutputCopier& copier) {
     if (::setsid() < 0) {  // its own session and process group: pgid = its pid
         child_fail(err_fd, fmt::format("setsid: {}", errno_text(errno)));
     }
     reset_signals_for_task();
-    redirect_output(err_fd, x.stdout_path, 1);
-    redirect_output(err_fd, x.stderr_path, 2);
+    redirect_stream(err_fd, copier.task_fd(1), x.stdout_path, 1);
+    redirect_stream(err_fd, copier.task_fd(2), x.stderr_path, 2);
     open_task_files(err_fd, r, x);
     if (r.switch_user) {
         switch_user(err_fd, r);
@@ -174,7 +185,10 @@ std::string read_child_error(int fd) {
 
 }  // namespace
 
-Started start_task(LaunchRequest& request, const std::string& dir) {
+Started start_task(LaunchRequest& request, const std::string& dir, OutputCopier& copier) {
+    if (std::string why = copier.open(request, dir); !why.empty()) {
+        return {-1, why};
+    }
     TaskExec x = prepare_exec(request, dir);
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) {
@@ -189,9 +203,10 @@ Started start_task(LaunchRequest& request, const std::string& dir) {
     }
     if (pid == 0) {
         ::close(fds[0]);
-        run_task_child(fds[1], request, x);
+        run_task_child(fds[1], request, x, copier);
     }
     ::close(fds[1]);
+    copier.after_fork();
     std::string error = read_child_error(fds[0]);
     ::close(fds[0]);
     if (error.empty()) {

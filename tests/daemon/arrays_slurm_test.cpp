@@ -203,5 +203,86 @@ TEST_F(ArraysSlurmTest, DependencyTypes) {
     EXPECT_NE(text2.find("singleton"), std::string::npos) << text2;
 }
 
+// This test verifies -o/-e as a user who is not root: the shim writes the task's stdout and
+// stderr into the user's files, created by and owned by the user, beside CARMA's own logs; %j,
+// %A and %a are filled; a later attempt appends. A path the user may not write (though root may)
+// fails the attempt with the reason and leaves nothing there, and a link the user planted at the
+// path towards a file of root's is refused rather than followed.
+TEST_F(ArraysSlurmTest, OutputFilesAreWrittenAsTheUser) {
+    std::optional<passwd> alice;
+    ASSERT_NO_FATAL_FAILURE(
+        root_and_user("carma-test-alice", alice, "to write --output files as another user"));
+    const std::string home = dir_ + "/alice";
+    fs::create_directories(home);
+    ASSERT_EQ(::chown(home.c_str(), alice->pw_uid, alice->pw_gid), 0);
+    const std::string root_only = dir_ + "/root-only";
+    fs::create_directories(root_only);
+    fs::permissions(root_only, fs::perms::owner_all | fs::perms::group_read |
+                                   fs::perms::group_exec | fs::perms::others_read |
+                                   fs::perms::others_exec);
+    const std::string secret = dir_ + "/root-secret";
+    std::ofstream(secret) << "root's\n";
+    start("exclusive");
+    const std::string submit = reachable_copy(CARMA_BIN) + " submit --socket " + socket_ +
+                               " --json --export=NONE ";
+    const std::string echo = " -- /bin/sh -c 'echo out-line; echo err-line >&2'";
+    const int rc = as_user(*alice, [&] {
+        if (::chdir(home.c_str()) != 0) {
+            return 1;
+        }
+        ::symlink(secret.c_str(), (home + "/link.out").c_str());
+        const std::vector<std::string> cmds = {
+            submit + "-o 'both-%j.log'" + echo + " >both.json",
+            submit + "-o 'sep-%A_%a.out' -e 'sep-%A_%a.err' --array 0-1" + echo + " >sep.json",
+            submit + "-o " + root_only + "/x.out" + echo + " >denied.json",
+            submit + "-o link.out" + echo + " >link.json",
+        };
+        int failures = 0;
+        for (const std::string& c : cmds) {
+            failures += std::system(c.c_str()) != 0 ? 1 : 0;
+        }
+        return failures;
+    });
+    ASSERT_EQ(rc, 0);
+    auto id_of = [&](const char* file) {
+        return json::parse(read_text(home + "/" + file))["id"].get<TaskId>();
+    };
+    const TaskId both = id_of("both.json");
+    EXPECT_EQ(wait_final(both)["state"], "succeeded");
+    const std::string both_file = home + fmt::format("/both-{}.log", both);
+    const std::string both_text = read_text(both_file);
+    EXPECT_NE(both_text.find("out-line\n"), std::string::npos) << both_text;
+    EXPECT_NE(both_text.find("err-line\n"), std::string::npos) << "-o alone takes stderr too";
+    struct stat st {};
+    ASSERT_EQ(::stat(both_file.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, alice->pw_uid) << "created as the user, not as root";
+    // CARMA's own copies are there as before.
+    EXPECT_EQ(client().logs(both, {})->text, "out-line\n");
+    EXPECT_EQ(client().logs(both, api::LogRequest{api::LogStream::Stderr, std::nullopt, 0})->text,
+              "err-line\n");
+
+    const json sep = json::parse(read_text(home + "/sep.json"));
+    const TaskId a = sep["id"];
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(wait_final(sep["array_tasks"][i].get<TaskId>())["state"], "succeeded");
+        EXPECT_EQ(read_text(home + fmt::format("/sep-{}_{}.out", a, i)), "out-line\n");
+        EXPECT_EQ(read_text(home + fmt::format("/sep-{}_{}.err", a, i)), "err-line\n");
+    }
+
+    const json denied = wait_final(id_of("denied.json"));
+    EXPECT_NE(denied["state"], "succeeded");
+    EXPECT_NE(denied["message"].get<std::string>().find("Permission denied"), std::string::npos)
+        << denied.dump(2);
+    EXPECT_NE(denied["message"].get<std::string>().find(root_only + "/x.out"), std::string::npos)
+        << denied.dump(2);
+    EXPECT_FALSE(fs::exists(root_only + "/x.out"));
+
+    const json linked = wait_final(id_of("link.json"));
+    EXPECT_NE(linked["state"], "succeeded");
+    EXPECT_NE(linked["message"].get<std::string>().find("symbolic link"), std::string::npos)
+        << linked.dump(2);
+    EXPECT_EQ(read_text(secret), "root's\n");
+}
+
 }  // namespace
 }  // namespace carma

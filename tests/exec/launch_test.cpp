@@ -185,6 +185,70 @@ TEST_F(LaunchTest, OutputLandsInLogFiles) {
     EXPECT_EQ(read_file(attempt_file(kStderrFile)), "err\n");
 }
 
+// This test verifies sbatch's --output/--error in the shim: the task's stdout and stderr are
+// written to the files named as well as to the attempt's logs, whole (more than a pipe holds),
+// and a child left running is ended with the task as without copies; one file for both streams
+// takes them both; the first attempt truncates, a later one appends.
+TEST_F(LaunchTest, OutputIsAlsoCopiedToTheNamedFiles) {
+    const fs::path out = root_ / "user.out";
+    const fs::path err = root_ / "user.err";
+    write_file(out, "from an older run\n");
+    LaunchRequest r = request({"sh", "-c",
+                               "head -c 200000 /dev/zero | tr '\\0' x; echo; echo err >&2; "
+                               "(sleep 0.3; echo late) & echo out"});
+    r.stdout_copy = out.string();
+    r.stderr_copy = err.string();
+    auto record = run(r);
+    ASSERT_TRUE(record);
+    ASSERT_TRUE(record->started) << record->error;
+    EXPECT_EQ(record->exit_code, 0);
+    const std::string log = read_file(attempt_file(kStdoutFile));
+    EXPECT_EQ(log.size(), 200000u + 1 + 4) << "the background child was killed with the task";
+    EXPECT_EQ(read_file(out), log) << "truncated, then the same bytes as CARMA's log";
+    EXPECT_EQ(read_file(err), "err\n");
+    EXPECT_EQ(read_file(attempt_file(kStderrFile)), "err\n");
+
+    fs::remove_all(root_ / "attempt");
+    LaunchRequest again = request({"sh", "-c", "echo second; echo oops >&2"});
+    again.stdout_copy = out.string();
+    again.stderr_copy = out.string();
+    again.append_copies = true;
+    record = run(again);
+    ASSERT_TRUE(record);
+    const std::string both = read_file(out);
+    EXPECT_EQ(both.substr(0, log.size()), log) << "a later attempt appends";
+    const std::string added = both.substr(log.size());
+    EXPECT_TRUE(added == "second\noops\n" || added == "oops\nsecond\n") << added;
+}
+
+// This test verifies that a copy the shim cannot open fails the attempt before the task starts,
+// with the option, the path and why: a directory that does not exist, and a symbolic link at
+// the path (never followed, so a link cannot point the shim at another file).
+TEST_F(LaunchTest, OutputFileThatCannotBeOpenedIsNotStarted) {
+    LaunchRequest r = request({"sh", "-c", "echo ran > " + (root_ / "ran").string()});
+    r.stdout_copy = (root_ / "no-such-dir" / "x.out").string();
+    auto record = run(r);
+    ASSERT_TRUE(record);
+    EXPECT_FALSE(record->started);
+    EXPECT_NE(record->error.find("cannot open --output " + r.stdout_copy), std::string::npos)
+        << record->error;
+    EXPECT_NE(record->error.find("No such file or directory"), std::string::npos) << record->error;
+
+    fs::remove_all(root_ / "attempt");
+    const fs::path target = root_ / "target";
+    write_file(target, "keep\n");
+    fs::create_symlink(target, root_ / "link.err");
+    r.stdout_copy.clear();
+    r.stderr_copy = (root_ / "link.err").string();
+    record = run(r);
+    ASSERT_TRUE(record);
+    EXPECT_FALSE(record->started);
+    EXPECT_NE(record->error.find("cannot open --error"), std::string::npos) << record->error;
+    EXPECT_NE(record->error.find("symbolic link"), std::string::npos) << record->error;
+    EXPECT_EQ(read_file(target), "keep\n");
+    EXPECT_FALSE(fs::exists(root_ / "ran")) << "the task must not have run";
+}
+
 // This test verifies that the task's environment is exactly the given one: nothing of the
 // test's (or the shim's) environment leaks in, and order and empty values are kept.
 TEST_F(LaunchTest, EnvironmentIsExactlyTheGivenOne) {
@@ -805,6 +869,39 @@ TEST_F(RunAsUserTest, WorkdirTheUserCannotEnterFails) {
     EXPECT_EQ(record->error, "cannot enter working directory " + private_dir.string() + " as uid " +
                                  std::to_string(uid_) + ": Permission denied");
     EXPECT_EQ(read_file(attempt_file(kStdoutFile)), "");
+}
+
+// This test verifies that a root shim opens --output files with the user's rights: a file in a
+// directory of the user's is created owned by the user; in a directory only root may write, the
+// attempt fails with "Permission denied" though root could have written there, and nothing is
+// created.
+TEST_F(RunAsUserTest, OutputFilesAreOpenedAsTheUser) {
+    ASSERT_EQ(::chmod(root_.c_str(), 0755), 0);
+    const fs::path home = root_ / "home";
+    fs::create_directory(home);
+    ASSERT_EQ(::chown(home.c_str(), uid_, gid_), 0);
+    LaunchRequest r = as_user({"sh", "-c", "echo out; echo err >&2"});
+    r.stdout_copy = (home / "job.out").string();
+    r.stderr_copy = r.stdout_copy;
+    auto record = run(r);
+    ASSERT_TRUE(record);
+    ASSERT_TRUE(record->started) << record->error;
+    const std::string text = read_file(home / "job.out");
+    EXPECT_TRUE(text == "out\nerr\n" || text == "err\nout\n") << text;
+    struct stat st {};
+    ASSERT_EQ(::stat((home / "job.out").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, uid_);
+    EXPECT_EQ(st.st_gid, gid_);
+
+    fs::remove_all(root_ / "attempt");
+    r.stdout_copy = (root_ / "roots.out").string();  // root_ is root's, 0755
+    r.stderr_copy.clear();
+    record = run(r);
+    ASSERT_TRUE(record);
+    EXPECT_FALSE(record->started);
+    EXPECT_EQ(record->error, "cannot open --output " + r.stdout_copy + " as uid " +
+                                 std::to_string(uid_) + ": Permission denied");
+    EXPECT_FALSE(fs::exists(root_ / "roots.out"));
 }
 
 // Task files for another user: the test fails (does not skip) where it cannot run as root.
