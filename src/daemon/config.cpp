@@ -133,7 +133,7 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
         "policy",  "risk",     "window",       "warmup_s",       "memory_margin",
         "no_info_min_free", "estimator", "gpus", "sharing", "state_dir", "socket",
         "max_attempts", "retry_failures", "time_scale", "kill_grace_s", "tcp", "token_file", "web",
-        "tcp_run_as", "shim_path", "dcgm_host", "exclude_gpus", "mps", "mps_control", "retention_days",
+        "tcp_run_as", "shim_path", "sendmail", "dcgm_host", "exclude_gpus", "mps", "mps_control", "retention_days",
         "agents", "agent_auth", "agent_token_file", "munge_socket", "agent_uid", "node_timeout_s", "web_token_file", "allowed_hosts",
         "limits", "world", "world_bias", "world_noise"};
     for (const auto& kv : root) {
@@ -221,6 +221,8 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             r = set_str(c.tcp_run_as);
         } else if (key == "shim_path") {
             r = set_str(c.shim_path);
+        } else if (key == "sendmail") {
+            r = set_str(c.sendmail);
         } else if (key == "dcgm_host") {
             r = set_str(c.dcgm_host);
         } else if (key == "mps_control") {

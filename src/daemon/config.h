@@ -56,6 +56,9 @@ struct DaemonConfig {
     // clients of a root daemon may look but not act (never act as root).
     std::string tcp_run_as;
     std::string shim_path;           // default: carma-shim next to the carma executable
+    // The local mail transfer agent's sendmail, which --mail-type needs; a submission that asks
+    // for mail is refused when it is not there.
+    std::string sendmail = "/usr/sbin/sendmail";
     // Scheduling over several nodes: "HOST:PORT" the node agents (`carma agent`) report to. The
     // daemon then has no GPUs of its own; its GPUs are the agents'. Empty = one server.
     std::string agents;

@@ -265,6 +265,9 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
     if (outcome == AttemptOutcome::OutOfMemory) {
         ++oom_total_;
     }
+    if (after.ended || after.relaunch) {
+        mail_about(task, after.ended ? MailMoment::Ended : MailMoment::Relaunched);
+    }
     event(task.id,
           node_lost                                ? "lost"
           : outcome == AttemptOutcome::OutOfMemory ? "oom"

@@ -267,6 +267,7 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
         scheduler_.task_exited(task.id);
         dependencies_due_ = true;
         event(task.id, std::string(store::to_string(task.state)), task.message);
+        mail_about(task, MailMoment::Ended);
         return;
     }
     live.handle = *handle;
@@ -285,6 +286,9 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
     }
     live_[task.id] = live;
     ++attempts_total_;
+    if (live.number == 1) {
+        mail_about(task, MailMoment::Began);
+    }
     event(task.id, "placed",
           fmt::format("attempt {} on GPU {}{}{}{}", live.number, fmt::join(p.gpus, ","),
                       attempt.node.empty() ? "" : " of node " + attempt.node,

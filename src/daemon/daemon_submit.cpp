@@ -156,6 +156,11 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
             return tl::unexpected(limit_error(*refused));
         }
     }
+    if (task->spec.mail_types != 0) {
+        if (auto ok = check_mail(caller, task->spec); !ok) {
+            return tl::unexpected(ok.error());
+        }
+    }
     auto deps = check_dependencies(std::move(task->spec.dependencies));
     if (!deps) {
         return tl::unexpected(deps.error());

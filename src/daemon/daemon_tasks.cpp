@@ -155,6 +155,7 @@ api::ApiResult<nlohmann::json> Daemon::cancel_task(const api::Caller& caller, st
         return tl::unexpected(store_error(r.error()));
     }
     event(id, "cancelled", task->message);
+    mail_about(*task, MailMoment::Ended);
     return task_to_json(*task);
 }
 

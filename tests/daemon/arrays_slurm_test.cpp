@@ -284,5 +284,73 @@ TEST_F(ArraysSlurmTest, OutputFilesAreWrittenAsTheUser) {
     EXPECT_EQ(read_text(secret), "root's\n");
 }
 
+// This test verifies --mail-type: refused at submit with the reason when the server has no
+// sendmail; with one (a fake that keeps what it is given), a task is mailed when it begins and
+// ends, and an array without ARRAY_TASKS once, when its last member ends.
+TEST_F(ArraysSlurmTest, MailThroughSendmail) {
+    start("exclusive", {"--sendmail", dir_ + "/no-such-sendmail"});
+    auto refused = client().submit(
+        {{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"mail_type", "END"}});
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("needs a local sendmail"), std::string::npos)
+        << refused.error().message;
+    stop(SIGTERM);
+
+    const std::string mails = dir_ + "/mails";
+    fs::create_directories(mails);
+    const std::string sendmail = dir_ + "/sendmail";
+    std::ofstream(sendmail) << "#!/bin/sh\n"
+                               "f=" << mails << "/$(date +%s%N).$$\n"
+                               "echo \"$@\" > $f.args\ncat > $f.mail\n";
+    fs::permissions(sendmail, fs::perms::owner_all);
+    start("exclusive", {"--sendmail", sendmail});
+    const TaskId one = submit({{"name", "train"},
+                               {"command", {"/bin/sh", "-c", "exit 2"}},
+                               {"workdir", "/tmp"},
+                               {"mail_type", "BEGIN,FAIL"},
+                               {"mail_user", "alice@lab"}});
+    EXPECT_EQ(task(one)["mail_user"], "alice@lab");
+    EXPECT_EQ(wait_final(one)["state"], "failed");
+    auto arr = client().submit({{"name", "sweep"},
+                                {"command", {"/bin/true"}},
+                                {"workdir", "/tmp"},
+                                {"array", "0-2"},
+                                {"mail_type", "END"}});
+    ASSERT_TRUE(arr);
+    for (const json& id : (*arr)["array_tasks"]) {
+        wait_final(id.get<TaskId>());
+    }
+    auto mail_texts = [&] {
+        std::vector<std::string> out;
+        for (const auto& e : fs::directory_iterator(mails)) {
+            if (e.path().extension() == ".mail") {
+                out.push_back(read_text(e.path()));
+            }
+        }
+        return out;
+    };
+    ASSERT_TRUE(eventually([&] { return mail_texts().size() >= 3; }, 30s))
+        << mail_texts().size();
+    std::this_thread::sleep_for(500ms);  // a mail too many would come now
+    const std::vector<std::string> texts = mail_texts();
+    EXPECT_EQ(texts.size(), 3u);
+    int began = 0, failed = 0, array_ended = 0;
+    for (const std::string& t : texts) {
+        began += t.find(fmt::format("Subject: CARMA task {} (train) began", one)) !=
+                 std::string::npos;
+        failed += t.find(fmt::format("Subject: CARMA task {} (train) ended failed", one)) !=
+                  std::string::npos;
+        array_ended += t.find(fmt::format("Subject: CARMA array {} (sweep) ended",
+                                          (*arr)["id"].get<TaskId>())) != std::string::npos &&
+                       t.find("3 member(s): 3 succeeded") != std::string::npos;
+        if (t.find("(train)") != std::string::npos) {
+            EXPECT_NE(t.find("To: alice@lab\n"), std::string::npos) << t;
+        }
+    }
+    EXPECT_EQ(began, 1);
+    EXPECT_EQ(failed, 1);
+    EXPECT_EQ(array_ended, 1);
+}
+
 }  // namespace
 }  // namespace carma

@@ -112,6 +112,7 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     if (given("--mps")) config.mps = v.mps;
     if (given("--retention-days")) config.retention_days = v.retention_days;
     if (given("--mps-control")) config.mps_control = v.mps_control;
+    if (given("--sendmail")) config.sendmail = v.sendmail;
     if (given("--risk-smact")) config.risk.smact = f.smact;
     if (given("--risk-smocc")) config.risk.smocc = f.smocc;
     if (given("--risk-drama")) config.risk.drama = f.drama;
@@ -267,6 +268,9 @@ Action add_serve_command(CLI::App& app) {
                     "Unprivileged user that TCP-submitted tasks of a root daemon run as (without "
                     "it, TCP clients of a root daemon may only look)");
     cmd->add_option("--shim", v.shim_path, "Path of carma-shim (default: next to carma)");
+    cmd->add_option("--sendmail", v.sendmail,
+                    "The mail transfer agent's sendmail, for --mail-type (default "
+                    "/usr/sbin/sendmail)");
     cmd->add_option("--agents", v.agents,
                     "Schedule over nodes: listen on HOST:PORT for `carma agent`s (one per node, "
                     "e.g. under `carma slurm up`); the daemon then uses their GPUs, not its own");
