@@ -264,6 +264,12 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
     }
     if (outcome == AttemptOutcome::OutOfMemory) {
         ++oom_total_;
+        for (int g : live.gpus) {
+            ++oom_by_gpu_[g];
+        }
+    }
+    if (ended) {
+        run_seconds_.observe(*ended->ended_at - ended->started_at);
     }
     if (after.ended || after.relaunch) {
         mail_about(task, after.ended ? MailMoment::Ended : MailMoment::Relaunched);

@@ -160,6 +160,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     live.task = task.id;
     live.array = task.spec.array;
     live.number = task.attempts;
+    live.user = task.user;
     live.gpus = p.gpus;
     live.learned = task.spec.learned;
     live.mps_user = mps_user_of(task, p.gpus, std::string());
@@ -287,6 +288,7 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
     live_[task.id] = live;
     ++attempts_total_;
     if (live.number == 1) {
+        wait_seconds_.observe(attempt.started_at - task.submitted_at);
         mail_about(task, MailMoment::Began);
     }
     event(task.id, "placed",

@@ -10,6 +10,7 @@ LiveAttempt reattached_attempt(const store::TaskRow& task, const store::AttemptR
     live.task = task.id;
     live.array = task.spec.array;
     live.number = attempt.number;
+    live.user = task.user;
     live.gpus = attempt.gpus;
     live.handle = exec::LaunchHandle{attempt.shim_pid, attempt.dir, attempt.node};
     live.settled = true;

@@ -19,6 +19,7 @@ struct LiveAttempt {
     TaskId task = 0;
     std::optional<ArrayMember> array;  // how views name it (core/task_ref.h)
     int number = 0;
+    std::string user;  // its task's owner
     std::vector<int> gpus;
     exec::LaunchHandle handle;
     std::set<int> seen_on;          // GPUs the task's processes have shown up on

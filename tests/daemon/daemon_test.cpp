@@ -215,6 +215,70 @@ TEST_F(DaemonTest, HoldAndRelease) {
     EXPECT_EQ(wait_final(waiting)["state"], "failed");  // the sleeper was cancelled
 }
 
+// This test verifies that /metrics adds up and is valid Prometheus text (issue 22, item 4): a
+// series for every state, summing to every task the daemon holds (held and timed-out ones
+// included), the queues' lengths, the GPUs each user holds, wait and run times as histograms,
+// SMOCC and DRAMA per GPU; and that Prometheus' own checker, promtool, accepts it.
+TEST_F(DaemonTest, MetricsAddUpAndPassPromtool) {
+    start("exclusive");
+    const TaskId done = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"}});
+    ASSERT_EQ(wait_final(done)["state"], "succeeded");
+    const TaskId late = submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"},
+                                {"time_limit_s", 1}});
+    ASSERT_EQ(wait_final(late)["state"], "timeout");
+    const auto sleepers = one_per_gpu({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
+    const TaskId waiting = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"}});
+    ASSERT_EQ(state(waiting), "queued");
+    const TaskId held = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"hold", true}});
+    ASSERT_EQ(state(held), "held");
+    // A task shows running as soon as its attempt is recorded; it counts once it has started.
+    RawReply m;
+    ASSERT_TRUE(eventually([&] {
+        m = socket_request(socket_, "GET", "/metrics");
+        return m.status == 200 &&
+               m.body.find(fmt::format("\ncarma_attempts_total {}\n", 2 + sleepers.size())) !=
+                   std::string::npos;
+    })) << m.body;
+    auto value = [&](const std::string& series) -> std::optional<double> {
+        const std::size_t at = m.body.find("\n" + series + " ");
+        if (at == std::string::npos) {
+            return std::nullopt;
+        }
+        return std::stod(m.body.substr(at + series.size() + 2));
+    };
+    double tasks = 0;
+    for (const char* s : {"queued", "recovering", "running", "succeeded", "failed", "cancelled",
+                          "lost", "rejected", "held", "timeout"}) {
+        const auto n = value(fmt::format("carma_tasks{{state=\"{}\"}}", s));
+        ASSERT_TRUE(n) << "no carma_tasks series for state " << s << "\n" << m.body;
+        tasks += *n;
+    }
+    EXPECT_EQ(tasks, static_cast<double>(held)) << "every task, ids 1.." << held;
+    EXPECT_EQ(value("carma_tasks{state=\"held\"}"), 1);
+    EXPECT_EQ(value("carma_tasks{state=\"timeout\"}"), 1);
+    EXPECT_EQ(value("carma_queue_length{queue=\"main\"}"), 1) << m.body;
+    EXPECT_EQ(value("carma_queue_length{queue=\"recovery\"}"), 0);
+    EXPECT_EQ(value(fmt::format("carma_user_running_gpus{{user=\"{}\"}}", task(done)["user"]
+                                                                              .get<std::string>())),
+              static_cast<double>(sleepers.size()))
+        << m.body;
+    EXPECT_EQ(value("carma_task_wait_seconds_count"), 2 + static_cast<double>(sleepers.size()));
+    EXPECT_EQ(value("carma_attempt_run_seconds_count"), 2);
+    EXPECT_EQ(value("carma_attempt_run_seconds_bucket{le=\"+Inf\"}"), 2);
+    EXPECT_TRUE(value("carma_gpu_smocc{gpu=\"0\"}")) << m.body;
+    EXPECT_TRUE(value("carma_gpu_drama{gpu=\"0\"}")) << m.body;
+
+    const std::string file = dir_ + "/metrics.txt";
+    std::ofstream(file) << m.body;
+    const int rc = std::system(("command -v promtool >/dev/null 2>&1 || exit 127; promtool check "
+                                "metrics < " + file + " > " + dir_ + "/promtool.out 2>&1")
+                                   .c_str());
+    ASSERT_NE(WEXITSTATUS(rc), 127)
+        << "promtool is not installed (Debian's prometheus package; scripts/setup installs it)";
+    EXPECT_EQ(rc, 0) << "promtool check metrics: " << test_support::read_text(dir_ + "/promtool.out")
+                     << "\n" << m.body;
+}
+
 // This test verifies --array through the CLI: one member per index, each told its index, all
 // recorded with the array's id; `carma cancel ID_*` cancels the rest of an array, and
 // `carma cancel --me --state queued` every queued task of the caller's, leaving running ones.
