@@ -74,6 +74,7 @@ json acct_task_json(const store::FinishedTask& finished) {
             {"name", task.spec.name},
             {"user", task.user},
             {"state", std::string(store::to_string(task.state))},
+            {"message", task.message},
             {"submitted_at", task.submitted_at},
             {"started_at", optional_number(started_at)},
             {"finished_at", optional_number(task.finished_at)},

@@ -13,6 +13,7 @@
 
 #include "core/controls.h"
 #include "core/exit_classify.h"
+#include "core/failure_reason.h"
 #include "core/oom_report.h"
 #include "daemon/attempt_end.h"
 #include "exec/proc_tree.h"
@@ -236,8 +237,18 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         lost_node = fmt::format("node {}{}", live.handle.node,
                                 job.empty() ? "" : " (Slurm job " + job + " ended)");
     }
+    std::string how = how_it_ended(end, record);
+    // The task's own words for why it failed ("ModuleNotFoundError: ..."), so that the queue,
+    // `show`, `acct`, `top` and the page say it; before, they said "exit code 2" and the reason
+    // was only in `carma logs --stderr`.
+    if (end.started &&
+        (outcome == AttemptOutcome::Failed || outcome == AttemptOutcome::OutOfMemory)) {
+        if (const std::string why = last_meaningful_line(stderr_tail); !why.empty()) {
+            how += ": " + why;
+        }
+    }
     const TaskAfterAttempt after = task_after_attempt(
-        outcome, end, how_it_ended(end, record), live.number, task.attempts, task.max_attempts,
+        outcome, end, std::move(how), live.number, task.attempts, task.max_attempts,
         config_.retry_failures, lost_node, live.time_limit_s);
     if (after.relaunch) {
         task.spec.learned = learn(task);  // an out-of-memory crash has just raised its lower bound

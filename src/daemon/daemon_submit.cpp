@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/fingerprint.h"
+#include "core/python_command.h"
 #include "core/text.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon_api.h"
@@ -85,9 +86,15 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
     // does not reveal what exists inside directories they may not read.
     const exec::UserIdentity who{caller.uid, caller.gid,
                                  exec::supplementary_groups(caller.user, caller.gid)};
+    // A Python command's script, as the submitter may read it: a missing one would otherwise be
+    // queued, wait for a GPU and fail at once with "can't open file".
+    std::string script;
+    if (const std::optional<std::string> s = python_script(t.spec.command); s && !s->empty()) {
+        script = s->front() == '/' ? *s : t.workdir + "/" + *s;
+    }
     auto found = exec::check_paths_as(who, t.workdir,
                                       command_candidates(t.spec.command.front(), path, t.workdir),
-                                      env_bin);
+                                      env_bin, script);
     if (!found) {
         return api::api_fail(500, found.error().message);
     }
@@ -111,6 +118,13 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
                                               t.spec.command.front().find('/') != std::string::npos
                                                   ? "that path"
                                                   : path));
+    }
+    if (!found->script_ok) {
+        return api::api_fail(400, fmt::format("python script {} does not exist, is not a file, or "
+                                              "you may not read it; the task would fail at once "
+                                              "with \"can't open file\" (a relative script is "
+                                              "relative to the working directory {})",
+                                              script, t.workdir));
     }
     return t;
 }

@@ -11,6 +11,7 @@
 #include "core/knowledge.h"
 #include "core/mail.h"
 #include "core/output_pattern.h"
+#include "core/python_command.h"
 #include "store/dependency_json.h"
 #include "store/peak_json.h"
 
@@ -254,6 +255,11 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
                                       "without NUL characters");
         }
         t.spec.name = std::move(*name);
+    }
+    if (const std::optional<std::string> script = python_script(t.spec.command);
+        t.spec.name.empty() && script) {
+        // `python3 train.py` is "train", as the file a person wrote, not the interpreter.
+        t.spec.name = utf8_prefix(script_stem(*script), kMaxNameBytes);
     }
     if (t.spec.name.empty()) {
         // The program's file name, held to the limit a given name has.

@@ -107,7 +107,8 @@ json recent_task_json(const store::FinishedTask& task) {
             {"finished_at", acct["finished_at"]},
             {"wait_s", acct["wait_s"]},
             {"run_s", acct["run_s"]},
-            {"energy_j", acct["energy_j"]}};
+            {"energy_j", acct["energy_j"]},
+            {"message", acct["message"]}};
 }
 
 std::optional<MiB> planned_need_mib(const TaskSpec& spec) {

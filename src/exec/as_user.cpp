@@ -23,11 +23,16 @@ bool enterable(const char* dir) {
     return ::stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && ::access(dir, X_OK) == 0;
 }
 
-int look(const char* workdir, const std::vector<const char*>& candidates, const char* env_bin) {
+int look(const char* workdir, const std::vector<const char*>& candidates, const char* env_bin,
+         const char* script) {
     int bits = 0;
     struct stat st {};
     if (enterable(workdir)) {
         bits |= 1;
+    }
+    if (script[0] == '\0' ||
+        (::stat(script, &st) == 0 && S_ISREG(st.st_mode) && ::access(script, R_OK) == 0)) {
+        bits |= 8;
     }
     if (env_bin[0] == '\0' || enterable(env_bin)) {
         bits |= 4;
@@ -42,7 +47,7 @@ int look(const char* workdir, const std::vector<const char*>& candidates, const 
 }
 
 PathCheck from_bits(int bits) {
-    return PathCheck{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
+    return PathCheck{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0};
 }
 
 }  // namespace
@@ -60,7 +65,7 @@ std::vector<gid_t> supplementary_groups(const std::string& user, gid_t gid) {
 
 Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& workdir,
                                  const std::vector<std::string>& command_candidates,
-                                 const std::string& env_bin) {
+                                 const std::string& env_bin, const std::string& script) {
     // Everything the child touches is prepared here: no allocation after fork.
     std::vector<const char*> candidates;
     candidates.reserve(command_candidates.size());
@@ -68,7 +73,7 @@ Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& wor
         candidates.push_back(c.c_str());
     }
     if (::geteuid() == who.uid) {
-        return from_bits(look(workdir.c_str(), candidates, env_bin.c_str()));
+        return from_bits(look(workdir.c_str(), candidates, env_bin.c_str(), script.c_str()));
     }
     const pid_t pid = ::fork();
     if (pid < 0) {
@@ -81,7 +86,7 @@ Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& wor
             ::setuid(who.uid) != 0) {
             ::_exit(kCannotBecomeUser);
         }
-        ::_exit(look(workdir.c_str(), candidates, env_bin.c_str()));
+        ::_exit(look(workdir.c_str(), candidates, env_bin.c_str(), script.c_str()));
     }
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0) {

@@ -26,14 +26,17 @@ struct PathCheck {
     bool workdir_ok = false;  // a directory the user may enter
     bool command_ok = false;  // one of the candidates is a regular file the user may execute
     bool env_bin_ok = false;  // the Python environment's bin directory may be entered (or none)
+    bool script_ok = false;   // the script is a regular file the user may read (or none)
 };
 
-// Checks `workdir` and the `command_candidates` (absolute paths, tried in order) as `who`: in a
+// Checks `workdir`, the `command_candidates` (absolute paths, tried in order) and a Python
+// command's `script` (absolute; "" = none) as `who`: in a
 // short-lived child process that takes the user's groups, gid and uid before it looks. When the
 // daemon already runs as that uid, it looks itself. Fails only when the child cannot be made or
 // cannot become the user.
 Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& workdir,
                                  const std::vector<std::string>& command_candidates,
-                                 const std::string& env_bin = "");
+                                 const std::string& env_bin = "",
+                                 const std::string& script = "");
 
 }  // namespace carma::exec

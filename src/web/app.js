@@ -290,6 +290,8 @@ function drawTables(view) {
     { title: "RUN", cls: "num", cell: (t) => fmtDuration(t.run_s) },
     { title: "ENERGY", cls: "num hide-narrow", cell: (t) => fmtEnergy(t.energy_j) },
     { title: "ENDED", cls: "num hide-narrow", cell: (t) => fmtClock(t.finished_at) },
+    // Why it ended, in the task's own words where it failed (its last stderr line).
+    { title: "REASON", cls: "reason-cell", cell: (t) => (t.state === "succeeded" ? "-" : t.message || "-") },
   ], recent, "nothing finished yet"));
 }
 

@@ -115,6 +115,24 @@ TEST(AcctCliTest, TableAndTotals) {
               "no finished task matches\n");
 }
 
+// This test verifies REASON: why a task that did not succeed ended, in its own words, cut to fit
+// (`carma show` has it whole); a success has none.
+TEST(AcctCliTest, ReasonColumn) {
+    json answer = kAnswer;
+    for (json& row : answer["tasks"]) {
+        row["message"] = row["state"] == "succeeded"
+                             ? std::string("succeeded")
+                             : "failed after 1 attempt(s): exit code 1: ModuleNotFoundError: No "
+                               "module named 'torch' " + std::string(40, 'x');
+    }
+    const std::string out = cli::format_acct(answer, {"id", "state", "reason"}, fixed_time);
+    EXPECT_THAT(out, HasSubstr("7   succeeded  -\n"));
+    EXPECT_THAT(out, HasSubstr("9   cancelled  failed after 1 attempt(s): exit code 1: "
+                               "ModuleNotFoundError: No mod"));
+    EXPECT_THAT(out, Not(HasSubstr("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")));
+    EXPECT_EQ(cli::acct_default_fields().back(), "reason");
+}
+
 // This test verifies how energy is written: joules, then kJ, then MJ.
 TEST(AcctCliTest, EnergyUnits) {
     EXPECT_EQ(cli::format_energy(0), "0 J");

@@ -1617,6 +1617,8 @@ TEST_F(DaemonTest, SubmitterEnvironmentCondaAndVenv) {
         }
         ::setenv("CONDA_EXE", (conda + "/bin/conda").c_str(), 1);
         ::setenv("MY_VAR", "from-alice", 1);
+        // The .rad file's script: submit checks that it is there (the fake python only echoes).
+        std::ofstream("train.py") << "\n";
         const std::string echo = " -- /bin/sh -c 'echo MY_VAR=$MY_VAR'";
         const std::vector<std::string> cmds = {
             submit + echo + " >a.json",

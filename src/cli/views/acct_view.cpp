@@ -56,6 +56,9 @@ struct Field {
     std::string (*cell)(const json& row, const TimeText& time_text);
 };
 
+// A reason past this many columns is cut; `carma show ID` has all of it.
+constexpr std::size_t kReasonWidth = 72;
+
 const std::vector<Field>& fields() {
     static const std::vector<Field> table = {
         {"id", "ID", false, [](const json& r, const TimeText&) { return task_id_text(r, "-"); }},
@@ -92,6 +95,15 @@ const std::vector<Field>& fields() {
          }},
         {"energy", "ENERGY", true,
          [](const json& r, const TimeText&) { return energy_cell(number_of(r, "energy_j")); }},
+        // Why it ended, in its own words where it failed ("failed after 1 attempt(s): exit
+        // code 1: ModuleNotFoundError: ..."); a success needs none.
+        {"reason", "REASON", false,
+         [](const json& r, const TimeText&) {
+             const std::string message = text_of(r, "message", "");
+             return message.empty() || text_of(r, "state") == "succeeded"
+                        ? std::string("-")
+                        : truncate(message, kReasonWidth);
+         }},
     };
     return table;
 }
@@ -176,7 +188,7 @@ const std::vector<std::string>& acct_field_names() {
 const std::vector<std::string>& acct_default_fields() {
     static const std::vector<std::string> names = {
         "id",   "name",     "user", "state",     "submitted", "end",   "wait",
-        "run",  "outcomes", "gpus", "gpu_hours", "peak",      "energy"};
+        "run",  "outcomes", "gpus", "gpu_hours", "peak",      "energy", "reason"};
     return names;
 }
 
