@@ -154,6 +154,9 @@ nlohmann::json request_body(const SubmitRequest& r) {
     if (!r.mail_user.empty()) {
         body["mail_user"] = r.mail_user;
     }
+    if (!r.warnings.empty()) {
+        body["warnings"] = r.warnings;
+    }
     return body;
 }
 

@@ -58,6 +58,10 @@ struct SubmitRequest {
     std::string error;
     std::string mail_type;  // sbatch's --mail-type ("END,FAIL") and --mail-user, as given
     std::string mail_user;
+    // What the reader noticed and did not read ("gpt2_xl.rad:13: ..."): printed at submit and
+    // kept in the task's events, so a file that says more than CARMA reads does not lose it
+    // silently.
+    std::vector<std::string> warnings;
 };
 
 // The JSON body of POST /v1/tasks for a request.

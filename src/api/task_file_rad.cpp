@@ -30,6 +30,7 @@ constexpr std::size_t kRadOracle = 8;
 constexpr std::size_t kRadHorus = 9;
 constexpr std::size_t kRadFakeTensor = 10;
 constexpr std::size_t kRadGpuMemNet = 11;
+constexpr std::size_t kRadLines = 12;
 
 std::vector<std::string_view> split_lines(std::string_view text) {
     std::vector<std::string_view> lines;
@@ -108,6 +109,48 @@ Result<void> rad_memory(const std::vector<std::string_view>& lines, const TaskFi
     return {};
 }
 
+// 1-based line text for warnings: "gpt2_xl.rad:13: ...".
+std::string at_line(const TaskFileContext& ctx, std::size_t zero_based) {
+    return fmt::format("{}:{}", ctx.source, zero_based + 1);
+}
+
+// What the reader does not read, said rather than dropped: lines past the format's twelve (a
+// second block pasted after the first, whose figures would otherwise be lost without a word)
+// and memory figures the file does not give.
+std::vector<std::string> rad_warnings(const std::vector<std::string_view>& lines,
+                                      const MemoryInfo& memory, const TaskFileContext& ctx) {
+    std::vector<std::string> out;
+    std::optional<std::size_t> first_extra;
+    std::optional<std::size_t> extra_command;
+    for (std::size_t i = kRadLines; i < lines.size(); ++i) {
+        if (trim(lines[i]).empty()) {
+            continue;
+        }
+        first_extra = first_extra.value_or(i);
+        if (!extra_command && lines[i].find("python") != std::string_view::npos) {
+            extra_command = i;
+        }
+    }
+    if (extra_command) {
+        out.push_back(fmt::format("{}: a second block (its command on line {}) after the 12 "
+                                  "lines of a .rad file is not read; put each task in its own "
+                                  ".rad file",
+                                  at_line(ctx, *first_extra), *extra_command + 1));
+    } else if (first_extra) {
+        out.push_back(fmt::format("{}: lines after the 12 of a .rad file are not read",
+                                  at_line(ctx, *first_extra)));
+    }
+    const bool none = !memory.profiled_mib && !memory.horus_mib && !memory.faketensor_mib &&
+                      !memory.gpumemnet_mib;
+    if (none) {
+        out.push_back(fmt::format("{}: no memory figures (lines 9-12: oracle, Horus, FakeTensor, "
+                                  "GPUMemNet); CARMA plans the task from its history, or declare "
+                                  "its need with --mem",
+                                  ctx.source));
+    }
+    return out;
+}
+
 }  // namespace
 
 Result<SubmitRequest> parse_rad_task(std::string_view text, const TaskFileContext& ctx) {
@@ -150,6 +193,7 @@ Result<SubmitRequest> parse_rad_task(std::string_view text, const TaskFileContex
     }
     r.name = ctx.default_name;
     r.workdir = ctx.default_workdir.lexically_normal().string();
+    r.warnings = rad_warnings(lines, r.memory, ctx);
     return r;
 }
 

@@ -149,6 +149,10 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
     if (!indices) {
         return tl::unexpected(indices.error());
     }
+    auto warnings = warnings_from_submission(body);
+    if (!warnings) {
+        return tl::unexpected(warnings.error());
+    }
     const SubmissionSize size{std::max<std::size_t>(1, indices->size()),
                               submission_bytes(*parsed), !indices->empty()};
     if (auto refused = check_submission_size(config_.limits, size)) {
@@ -232,6 +236,12 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
                                           member.spec.array->index)
                             : std::string())});
         if (i == 0) {
+            // What the task file's reader noticed (a .rad file's lines it does not read), kept
+            // with the task after the submit's terminal has closed; an array's with its first
+            // member (its id), not 10,000 times over.
+            for (const std::string& w : *warnings) {
+                submitted.push_back(store::EventRow{0, unix_now(), member.id, "warning", w});
+            }
             answer = task_to_json(member);
         }
     }

@@ -210,7 +210,7 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         "name",         "command",      "gpus",  "memory_mib",   "memory", "workdir",
         "env",          "max_attempts", "workload", "conda",     "venv",   "time_limit_s",
         "after",        "dependencies", "hold",  "array",        "output", "error",
-        "mail_type",    "mail_user"};
+        "mail_type",    "mail_user",    "warnings"};
     for (const auto& [key, value] : body.items()) {
         if (!known.contains(key)) {
             return api::api_fail(400, fmt::format("unknown field '{}'; known fields: {}", key,
@@ -425,6 +425,27 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         }
     }
     return t;
+}
+
+api::ApiResult<std::vector<std::string>> warnings_from_submission(const nlohmann::json& body) {
+    constexpr std::size_t kMaxWarnings = 20;
+    constexpr std::size_t kMaxWarningBytes = 500;
+    std::vector<std::string> out;
+    if (!body.contains("warnings") || body["warnings"].is_null()) {
+        return out;
+    }
+    const nlohmann::json& v = body["warnings"];
+    if (!v.is_array() || v.size() > kMaxWarnings) {
+        return api::api_fail(400, "'warnings' must be a list of at most 20 strings");
+    }
+    for (const nlohmann::json& w : v) {
+        if (!w.is_string() || w.get<std::string>().size() > kMaxWarningBytes) {
+            return api::api_fail(400, "every element of 'warnings' must be a string of at most "
+                                      "500 bytes");
+        }
+        out.push_back(w.get<std::string>());
+    }
+    return out;
 }
 
 api::ApiResult<std::vector<int>> array_from_submission(const nlohmann::json& body) {

@@ -20,6 +20,9 @@ nlohmann::json attempt_to_json(const store::AttemptRow& attempt);
 api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body);
 // The indices of a submission's `array` ("0-9" or [0, 1, ...]); empty when it has none.
 api::ApiResult<std::vector<int>> array_from_submission(const nlohmann::json& body);
+// `warnings`: what the submitter's side noticed in the task file (a .rad file's lines it does
+// not read), kept in the task's events; at most 20 strings of at most 500 bytes.
+api::ApiResult<std::vector<std::string>> warnings_from_submission(const nlohmann::json& body);
 
 // Whether a page of `count` rows is a listing's last: one that came out short (api::Page).
 inline bool is_last_page(std::size_t count, const api::Page& page) {

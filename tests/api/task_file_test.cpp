@@ -225,6 +225,32 @@ TEST(TaskFileTest, RadShortFileAndShellLine) {
     EXPECT_EQ(shell->gpus, 2);
 }
 
+// This test verifies what a .rad file says that CARMA does not read: a second block pasted after
+// the twelve lines, other lines past them, and missing memory figures; a whole file has none.
+TEST(TaskFileTest, RadWarnings) {
+    auto whole = parse_rad_task(kResnet3Rad, rad_context("resnet3"));
+    ASSERT_TRUE(whole);
+    EXPECT_TRUE(whole->warnings.empty());
+    auto twice = parse_rad_task(std::string(kResnet3Rad) + "\n" + kResnet3Rad, rad_context("x"));
+    ASSERT_TRUE(twice) << twice.error().message;
+    ASSERT_EQ(twice->warnings.size(), 1u);
+    EXPECT_EQ(twice->warnings[0], "x.rad:14: a second block (its command on line 16) after the "
+                                  "12 lines of a .rad file is not read; put each task in its own "
+                                  ".rad file");
+    EXPECT_EQ(twice->memory.profiled_mib, 13236) << "the first block is read as before";
+    auto extra = parse_rad_task(std::string(kResnet3Rad) + "note\n", rad_context("x"));
+    ASSERT_TRUE(extra);
+    EXPECT_THAT(extra->warnings, ElementsAre("x.rad:13: lines after the 12 of a .rad file are "
+                                             "not read"));
+    auto short_file =
+        parse_rad_task("#\nconda activate tf\npython g.py\nm\nd\n2\nexclusive\n1\n",
+                       rad_context("gpt2_xl"));
+    ASSERT_TRUE(short_file);
+    ASSERT_EQ(short_file->warnings.size(), 1u);
+    EXPECT_THAT(short_file->warnings[0], HasSubstr("gpt2_xl.rad: no memory figures"));
+    EXPECT_EQ(request_body(*short_file)["warnings"], nlohmann::json(short_file->warnings));
+}
+
 // This test verifies the .rad error messages: each names the file and, where there is one, the
 // 1-based line.
 TEST(TaskFileTest, RadErrors) {

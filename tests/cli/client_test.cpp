@@ -525,6 +525,16 @@ TEST(ClientCommandsTest, ShowPrintsFieldsAndAttempts) {
     EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks/12");
 }
 
+// This test verifies that several task files in one submit are refused with what to do, not
+// read as a command ("command 'a.rad' not found or not executable"), before the daemon is asked.
+TEST(ClientCommandsTest, OneTaskFilePerSubmit) {
+    const std::string s = "/tmp/carma-no-such-dir/carma.sock";
+    const std::string error =
+        command_error(cli::add_submit_command, {"submit", "--socket", s, "a.rad", "b.yaml"});
+    EXPECT_THAT(error, HasSubstr("one task file per submit: got a.rad, b.yaml"));
+    EXPECT_THAT(error, HasSubstr("for f in a.rad b.yaml; do carma submit"));
+}
+
 // This test verifies Slurm's ID_INDEX on `carma show`, `logs`, `cancel`, `hold` and `release`:
 // the member goes to the daemon as written (GET /v1/tasks/106_5), is named the way views name
 // it, and a whole array is refused by show and logs with how to name one task. Before,
@@ -897,6 +907,18 @@ TEST(ClientCommandsTest, TheAuthorsRadFilesRunInTheirCondaEnvironment) {
                                           0, col(i, "script_args").find(' ')))
             << name;
         EXPECT_EQ(body["gpus"], std::stoi(col(i, "gpus"))) << name;
+        // A file without memory figures (gpt2_xl) says so, at submit and in the task's events.
+        bool figures = false;
+        for (const char* c : {"oracle_mib", "horus_mib", "faketensor_mib", "gpumemnet_mib"}) {
+            figures = figures || !col(i, c).empty();
+        }
+        if (figures) {
+            EXPECT_FALSE(body.contains("warnings")) << name << ": " << body.dump();
+        } else {
+            EXPECT_THAT(body["warnings"][0].get<std::string>(),
+                        HasSubstr(name + ".rad: no memory figures"))
+                << name;
+        }
         ::setenv("CONDA_EXE", "/nonexistent/bin/conda", 1);
         EXPECT_THAT(command_error(cli::add_submit_command,
                                   {"submit", "--socket", daemon.socket(), file.string()}),

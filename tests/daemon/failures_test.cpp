@@ -1,6 +1,7 @@
 // Issue 22, item 3, end to end: failures say why. The last meaningful line of a failed task's
 // stderr is its message wherever the task is shown; a Python command's script is checked at
-// submit as the submitter; the default name is the script's stem.
+// submit as the submitter; the default name is the script's stem; a task file's warnings are
+// kept in the task's events.
 
 #include <fstream>
 #include <string>
@@ -72,6 +73,27 @@ TEST_F(FailuresTest, AMissingPythonScriptIsRefusedAtSubmit) {
     // Modules and code run no file: nothing to check.
     const TaskId module = submit({{"command", {"python3", "-c", "print(1)"}}, {"workdir", work}});
     EXPECT_EQ(wait_final(module)["state"], "succeeded");
+}
+
+// This test verifies that what a task file's reader noticed (sent as `warnings`) is kept in the
+// task's events.
+TEST_F(FailuresTest, TaskFileWarningsAreKeptInTheEvents) {
+    start("exclusive");
+    const std::string warning = "gpt2_xl.rad:13: a second block (its command on line 15) after "
+                                "the 12 lines of a .rad file is not read";
+    const TaskId id = submit(
+        {{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"warnings", json::array({warning})}});
+    auto events = client().events(api::EventQuery{std::nullopt, id, 100});
+    ASSERT_TRUE(events);
+    bool kept = false;
+    for (const json& e : (*events)["events"]) {
+        kept = kept || (e["kind"] == "warning" && e["message"] == warning);
+    }
+    EXPECT_TRUE(kept) << events->dump();
+    auto bad = client().submit(
+        {{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"warnings", "not a list"}});
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("'warnings'"), std::string::npos);
 }
 
 }  // namespace

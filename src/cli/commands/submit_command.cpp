@@ -160,10 +160,27 @@ api::SubmitRequest build_submit_request(const SubmitOptions& o) {
         die("nothing to submit; write `carma submit [options] -- COMMAND ARGS...` or "
             "`carma submit task.yaml`");
     }
+    if (o.args.size() > 1 && api::is_task_file_name(o.args.front())) {
+        std::vector<std::string> files;
+        for (const std::string& a : o.args) {
+            if (api::is_task_file_name(a)) {
+                files.push_back(shell_quote(a));
+            }
+        }
+        if (files.size() > 1) {
+            // Before, the first file was taken for a command: "command 'a.rad' not found".
+            die(fmt::format("one task file per submit: got {}; submit each on its own, e.g. "
+                            "`for f in {}; do carma submit \"$f\"; done`",
+                            fmt::join(files, ", "), fmt::join(files, " ")));
+        }
+    }
     const fs::path cwd = fs::current_path();
     api::SubmitRequest r;
     if (o.args.size() == 1 && api::is_task_file_name(o.args.front())) {
         r = or_die(api::load_task_file(o.args.front(), cwd));
+        for (const std::string& w : r.warnings) {
+            print_line(stderr, "carma: warning: {}", w);  // also kept in the task's events
+        }
     } else {
         r.command = o.args;
         r.workdir = cwd.string();
