@@ -38,13 +38,14 @@ protected:
                         (rc != 0 ? read_text(dir_ + "/cli.err") : std::string())};
     }
 
-    // An array 0..n-1 whose member INDEX sleeps INDEX seconds and then leaves a mark done.INDEX
+    // An array 0..n-1 whose member INDEX sleeps 4 x INDEX seconds (the last one runs long
+    // enough to be seen running however slowly the test goes) and then leaves a mark done.INDEX
     // in `marks`; its answer (the first member, with array_tasks).
     json marking_array(const std::string& marks, int n) {
         fs::create_directories(marks);
         auto r = client().submit(
             {{"command",
-              {"/bin/sh", "-c", "sleep $CARMA_ARRAY_INDEX; touch done.$CARMA_ARRAY_INDEX"}},
+              {"/bin/sh", "-c", "sleep $((CARMA_ARRAY_INDEX * 4)); touch done.$CARMA_ARRAY_INDEX"}},
              {"workdir", marks},
              {"array", fmt::format("0-{}", n - 1)}});
         EXPECT_TRUE(r) << (r ? "" : r.error().message);
@@ -102,24 +103,31 @@ TEST_F(ArraysSlurmTest, IdIndexEverywhereAndAfterTheWholeArray) {
     EXPECT_NE(bad_after.error().message.find("has no index 9"), std::string::npos)
         << bad_after.error().message;
 
-    // While member 3 runs, every view names it ID_INDEX.
+    // While member 3 runs, every view names it ID_INDEX. (Its state turns running before its
+    // launch completes and the daemon lists it on its GPU: looked at until it is there.)
     ASSERT_TRUE(eventually([&] { return state(member3) == "running"; }));
-    auto gpus = client().gpus();
-    ASSERT_TRUE(gpus);
-    bool labelled = false;
-    for (const json& g : (*gpus)["gpus"]) {
-        for (const json& l : g["task_labels"]) {
-            labelled = labelled || l == fmt::format("{}_3", a);
+    const auto labelled = [&] {
+        auto gpus = client().gpus();
+        for (const json& g : gpus ? (*gpus)["gpus"] : json::array()) {
+            for (const json& l : g["task_labels"]) {
+                if (l == fmt::format("{}_3", a)) {
+                    return true;
+                }
+            }
         }
-    }
-    EXPECT_TRUE(labelled) << gpus->dump();
-    auto view = client().view();
-    ASSERT_TRUE(view);
-    bool in_view = false;
-    for (const json& t : (*view)["running"]) {
-        in_view = in_view || (t["id"] == member3 && t["array"]["index"] == 3);
-    }
-    EXPECT_TRUE(in_view) << (*view)["running"].dump();
+        return false;
+    };
+    EXPECT_TRUE(eventually(labelled)) << client().gpus()->dump();
+    const auto in_view = [&] {
+        auto view = client().view();
+        for (const json& t : view ? (*view)["running"] : json::array()) {
+            if (t["id"] == member3 && t["array"]["index"] == 3) {
+                return true;
+            }
+        }
+        return false;
+    };
+    EXPECT_TRUE(eventually(in_view)) << client().view()->dump();
 
     EXPECT_EQ(wait_final(after_one)["state"], "succeeded");
     const json done = wait_final(after_all);
