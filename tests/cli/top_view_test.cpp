@@ -20,6 +20,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr double kNow = 1764600000.5;
 
@@ -282,6 +283,24 @@ TEST(TopViewTest, RunningAndQueueTables) {
     EXPECT_THAT(held, HasSubstr("2h01m"));
     EXPECT_THAT(held, HasSubstr("held by carol"));
     EXPECT_LT(text.find("9   bob"), text.find("12  carol")) << "the queue keeps its order";
+}
+
+// This test verifies that tasks that ended lately without succeeding are listed with why, in
+// their own words (the last line of their stderr, in the daemon's message), and that successes
+// and an empty list add no section.
+TEST(TopViewTest, RecentFailuresSayWhy) {
+    const json recent = json::parse(R"([
+        {"id": 21, "array": {"id": 20, "index": 1}, "user": "bob", "name": "sweep",
+         "state": "failed", "message": "failed after 1 attempt(s): exit code 1: ModuleNotFoundError: No module named 'torch'"},
+        {"id": 19, "array": null, "user": "alice", "name": "ok", "state": "succeeded",
+         "message": "succeeded"}])");
+    const auto lines = top_lines(view({{"recent", recent}}), screen());
+    EXPECT_THAT(joined(lines), HasSubstr("ENDED WITHOUT SUCCESS 1"));
+    const std::string row = line_with(lines, "20_1  bob");
+    EXPECT_THAT(row, HasSubstr("failed"));
+    EXPECT_THAT(row, HasSubstr("ModuleNotFoundError: No module named 'torch'"));
+    EXPECT_EQ(line_with(lines, "19  alice"), "");
+    EXPECT_THAT(joined(top_lines(view(), screen())), Not(HasSubstr("ENDED WITHOUT SUCCESS")));
 }
 
 // This test verifies that without a wait or run time from the daemon, it is counted from the

@@ -498,6 +498,32 @@ Section queue_section(const json& view, std::size_t width) {
                          rows, width, "queued task", "queued tasks");
 }
 
+// Tasks that ended lately without succeeding, with why in their own words (the daemon's message
+// carries the last line of their stderr): a failure shows where people are looking, not only in
+// `carma logs`. Newest first, as the view lists them; none, no section.
+Section failed_section(const json& view, std::size_t width, bool& any) {
+    const std::string viewer = text_of(view, "viewer", "");
+    std::vector<Row> rows;
+    for (const json& t : array_of(view, "recent")) {
+        const std::string state = text_of(t, "state", "?");
+        if (state == "succeeded") {
+            continue;
+        }
+        const std::string user = text_of(t, "user", "?");
+        rows.push_back({{task_id_text(t), user, text_of(t, "name", "-"), state,
+                         text_of(t, "message", "-")},
+                        !viewer.empty() && user == viewer});
+    }
+    any = !rows.empty();
+    return table_section(fmt::format("ENDED WITHOUT SUCCESS {}", rows.size()),
+                         {{"ID", false, 0},
+                          {"USER", false, 8},
+                          {"NAME", false, 8},
+                          {"STATE", false, 0},
+                          {"REASON", false, 10}},
+                         rows, width, "ended task", "ended tasks");
+}
+
 Section gpu_section(const json& view, std::size_t width) {
     Section s;
     s.one = "GPU";
@@ -540,6 +566,11 @@ std::vector<std::string> top_lines(const json& view, const TopScreen& s) {
         std::vector<Section> sections = {gpu_section(view, s.width),
                                          running_section(view, s.width),
                                          queue_section(view, s.width)};
+        bool failures = false;
+        Section failed = failed_section(view, s.width, failures);
+        if (failures) {
+            sections.push_back(std::move(failed));
+        }
         const std::size_t room = s.height - lines.size();
         std::size_t wanted = 0;
         for (const Section& sec : sections) {
