@@ -132,12 +132,13 @@ void Scheduler::push(TaskId id, TaskSpec spec, std::optional<double> queued_at, 
         unstamped_.push_back(id);
     }
     auto it = q.insert(front ? q.begin() : q.end(), std::move(t));
-    where_[id] = Where{it, recovery};
+    Where& w = where_[id];
+    w = Where{it, recovery};
     if (!recovery && (front || aged_upto_ == main_.end())) {
         aged_upto_ = front ? main_.begin() : it;  // not yet known to have aged
     }
     if (!recovery && config_.policy.long_first) {
-        by_length_.insert(OrderKey{it->order_key, it->seq, id, it});
+        w.ranked = by_length_.insert(OrderKey{it->order_key, it->seq, id, it}).first;
         ages_.insert(it->queued_at + config_.carma.max_wait_s);
     }
     ++queue_version_;
@@ -150,7 +151,7 @@ void Scheduler::remove(TaskId id) {
     }
     const Queue::iterator it = w->second.it;
     if (!w->second.recovery && config_.policy.long_first) {
-        by_length_.erase(OrderKey{it->order_key, it->seq, id, it});
+        by_length_.erase(w->second.ranked);
         ages_.erase(ages_.find(it->queued_at + config_.carma.max_wait_s));
     }
     ++queue_version_;
@@ -190,30 +191,59 @@ bool Scheduler::relearn(TaskId id, const Learned& learned) {
     if (w == where_.end()) {
         return false;
     }
-    QueuedTask& t = *w->second.it;
+    RelearnHint hint;
+    relearn_one(w->second, learned, hint);
+    return true;
+}
+
+void Scheduler::relearn(std::span<const TaskId> ids, const Learned& learned) {
+    RelearnHint hint;
+    for (const TaskId id : ids) {
+        if (auto w = where_.find(id); w != where_.end()) {
+            relearn_one(w->second, learned, hint);
+        }
+    }
+}
+
+void Scheduler::relearn_one(Where& w, const Learned& learned, RelearnHint& hint) {
+    QueuedTask& t = *w.it;
     t.spec.learned = learned;
     // A backlog relearns every waiting task of a family whenever one of them ends, and most
     // come out as they were: only a changed run time moves a task in the order, and only a
     // changed decision key changes its class.
     const double key = order_key(t.spec);
     if (std::bit_cast<std::uint64_t>(key) != std::bit_cast<std::uint64_t>(t.order_key)) {
-        const bool indexed = !w->second.recovery && config_.policy.long_first;
+        const bool indexed = !w.recovery && config_.policy.long_first;
         if (indexed) {
-            by_length_.erase(OrderKey{t.order_key, t.seq, id, w->second.it});
+            by_length_.erase(w.ranked);
         }
         t.order_key = key;
         if (indexed) {
-            by_length_.insert(OrderKey{t.order_key, t.seq, id, w->second.it});
+            // Tasks of a group come in arrival order with one key: each goes right after the
+            // one moved before it, which the hint tries first (the set is the same whatever
+            // the hint; that task stays where it went, so the hint is valid).
+            const OrderKey entry{t.order_key, t.seq, t.id, w.it};
+            w.ranked = hint.moved ? by_length_.insert(std::next(*hint.moved), entry)
+                                  : by_length_.insert(entry).first;
+            hint.moved = w.ranked;
         }
         ++queue_version_;
     }
-    if (config_.policy.carma && config_.policy.backfill &&
-        decision_key(t.spec) != class_keys_[t.decision_class]) {
-        release_class(t.decision_class);
-        t.decision_class = acquire_class(t.spec);
-        ++queue_version_;
+    if (config_.policy.carma && config_.policy.backfill) {
+        const DecisionKey dk = decision_key(t.spec);
+        if (dk != class_keys_[t.decision_class]) {
+            release_class(t.decision_class);
+            if (hint.key == dk && class_refs_[hint.decision_class] > 0) {
+                ++class_refs_[hint.decision_class];  // the class the task before went to
+                t.decision_class = hint.decision_class;
+            } else {
+                t.decision_class = acquire_class(t.spec);
+            }
+            hint.key = dk;
+            hint.decision_class = t.decision_class;
+            ++queue_version_;
+        }
     }
-    return true;
 }
 
 Scheduler::DecisionKey Scheduler::decision_key(const TaskSpec& spec) {

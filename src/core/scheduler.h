@@ -127,6 +127,10 @@ public:
     // A waiting task's knowledge changed (an earlier run of the same command finished); false if
     // it is not waiting.
     bool relearn(TaskId id, const Learned& learned);
+    // The same for several waiting tasks that learned the same figures (the simulator's tasks of
+    // one command, which learn from one history): tasks not waiting are passed over. Their order
+    // and class change together, which costs less than one at a time.
+    void relearn(std::span<const TaskId> ids, const Learned& learned);
     // Puts a task that was placed but could not be launched (disk full, a fork that failed) back
     // at the front of its queue and releases its warm-up lock: it keeps its turn.
     void return_to_front(TaskId id, TaskSpec spec, bool recovery);
@@ -162,16 +166,19 @@ public:
 
 private:
     using Queue = std::list<QueuedTask>;
-    struct Where {
-        Queue::iterator it;
-        bool recovery = false;
-    };
     struct OrderKey {
         double key = 0;
         std::int64_t seq = 0;
         TaskId id = 0;
         Queue::iterator it;  // not part of the order
         bool operator<(const OrderKey& o) const { return key != o.key ? key < o.key : seq < o.seq; }
+    };
+    struct Where {
+        Queue::iterator it;
+        bool recovery = false;
+        // Its entry in by_length_ (a main-queue task of a long-first policy): erased where it
+        // is, not looked up, when the task leaves or moves (a backlog's relearning moves many).
+        std::set<OrderKey>::iterator ranked{};
     };
 
     void push(TaskId id, TaskSpec spec, std::optional<double> queued_at, bool recovery,
@@ -201,6 +208,15 @@ private:
         std::size_t operator()(const DecisionKey& k) const;
     };
     static DecisionKey decision_key(const TaskSpec& spec);
+    // What relearning one task of a group found, handed to the next: the class of the last
+    // decision key, and the last task moved in by_length_ (the next of the group, later in
+    // arrival, goes right after it).
+    struct RelearnHint {
+        std::optional<DecisionKey> key;
+        std::uint32_t decision_class = 0;
+        std::optional<std::set<OrderKey>::iterator> moved;
+    };
+    void relearn_one(Where& w, const Learned& learned, RelearnHint& hint);
     std::uint32_t acquire_class(const TaskSpec& spec);
     void release_class(std::uint32_t id);
 

@@ -98,12 +98,14 @@ void Simulation::remember(std::size_t i, const RunFacts& facts) {
         if (same_learned(before, tasks_[first].spec.learned)) {
             continue;
         }
+        relearned_.clear();
         for (std::size_t j : members) {
             if (j != first) {
                 tasks_[j].spec.learned = tasks_[first].spec.learned;
             }
-            scheduler_.relearn(static_cast<TaskId>(j), tasks_[j].spec.learned);
+            relearned_.push_back(static_cast<TaskId>(j));
         }
+        scheduler_.relearn(relearned_, tasks_[first].spec.learned);
     }
 }
 
