@@ -244,10 +244,18 @@ private:
     // whose GPUs match (the usual case) reuses the summary instead of counting nodes again.
     const CapacitySummary& capacity();
     CapacitySummary capacity_;
+    std::uint64_t capacity_generation_ = 1;  // changes with capacity_; never 0
     std::vector<std::pair<std::string, MiB>> capacity_of_;
     std::vector<char> open_, allowed_; // carma, per GPU position; reused
-    std::vector<MiB> available_;       // carma backfill: planned_available_mib per GPU position
-    std::vector<GpuPredictions> predictions_;  // carma, per GPU position, for one round
+    // carma, per GPU position, kept up to date through the round's placements (refresh_room):
+    // planned_available_mib, and idle (what the exclusive path takes).
+    std::vector<MiB> available_;
+    std::vector<char> idle_;
+    void refresh_room(std::size_t i);
+    // carma, per GPU position; kept over rounds while the predictor's version stays.
+    std::vector<GpuPredictions> predictions_;
+    std::optional<std::uint64_t> predictions_version_;
+    std::vector<HeadReadinessCache> readiness_;  // carma, per GPU position, kept over rounds
     // carma backfilling: the tasks examined behind the head, kept from round to round while
     // the queue, the head and the set of aged tasks stay the same (most rounds of a backlog
     // change none of them, and walking hundreds of scattered list nodes is a round's main cost).
@@ -256,6 +264,11 @@ private:
         std::uint32_t decision_class = 0;
     };
     std::vector<Candidate> candidates_;
+    // Per candidate, the position of the next candidate whose class none before it has; with
+    // the scratch of the pass that finds them (per class id).
+    std::vector<std::size_t> next_class_at_;
+    std::vector<char> class_seen_;
+    void index_first_of_class();
     std::uint64_t queue_version_ = 0;  // changes whenever carma_order's answer may
     std::uint64_t candidates_version_ = std::numeric_limits<std::uint64_t>::max();
     double candidates_now_ = 0;
@@ -269,6 +282,8 @@ private:
     std::vector<std::uint32_t> class_refs_;
     std::vector<std::uint32_t> free_classes_;
     std::vector<std::uint64_t> class_waited_;
+    // Per class id, the capacity_generation_ in which its tasks were found feasible (0: not yet).
+    std::vector<std::uint64_t> class_feasible_;
     std::uint64_t epoch_ = 0;  // changes with every round and every placement in it
 };
 

@@ -83,9 +83,13 @@ SchedulerConfig Simulation::scheduler_config(const SimConfig& config,
     sc.placement.memory_limits = config.memory_limits;
     if (!sc.placement.predict_speeds) {
         sc.placement.predict_speeds = model::speed_predictor(config.sharing);
+        // The device model answers the same input the same way always; the correction changes
+        // its answers when it learns, and says so.
+        sc.placement.predictor_version = [] { return std::uint64_t{0}; };
         if (config.speed_correction && config.scheduler.policy.carma) {
             sc.placement.predict_speeds =
                 corrected_predictor(std::move(sc.placement.predict_speeds), correction);
+            sc.placement.predictor_version = corrected_predictor_version(correction);
         }
     }
     return sc;
