@@ -80,6 +80,10 @@ struct SimTask {
 
 struct SimGpu {
     std::vector<std::size_t> residents;  // tasks starting or active here, launch order
+    // carma's view of the residents (GpuView::residents) must be built again: they changed.
+    // Kept otherwise: a backlog's ticks outnumber its changes, and reading every resident's
+    // task each tick was a tenth of a run on 64 GPUs.
+    bool residents_changed = true;
     MetricWindow window;
     long sampled_through = -1;           // last whole second sampled
     MetricSample last_pushed;

@@ -172,8 +172,9 @@ void Simulation::tick(double t) {
             v.has_processes = v.has_processes || tasks_[i].phase == Phase::Active;
         }
         v.stats = gpu.stats;
-        if (learning_) {
-            // What carma plans with: each resident's own learned figures.
+        if (learning_ && gpu.residents_changed) {
+            // What carma plans with: each resident's own learned figures (fixed while it runs).
+            gpu.residents_changed = false;
             v.residents.clear();
             for (std::size_t i : gpu.residents) {
                 const SimTask& r = tasks_[i];
