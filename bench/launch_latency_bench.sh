@@ -50,6 +50,7 @@ raw=$build/bench-results/launch_latency.txt
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/carma-launch-bench.XXXXXX")
 pid=0
 log() { echo "launch_latency_bench: $*" >&2; }
+source "$root/bench/no_limits.sh"
 
 cleanup() {
   if [ "$pid" != 0 ] && kill -0 "$pid" 2>/dev/null; then

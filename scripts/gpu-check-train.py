@@ -3,10 +3,12 @@
 
     gpu-check-train.py [--mem-gib G] [--seconds S] [--epochs N] [--hidden H] [--batch B]
 
-Holds about G GiB of GPU memory (the model, its optimizer state and a ballast tensor standing in
-for a larger model's activations), trains for about S seconds split into N epochs, prints one
-line per epoch with its step rate (which drops when another task shares the GPU) and exits 0.
-Exits 2 when PyTorch or a CUDA GPU is missing.
+Holds about G GiB of GPU memory (the model, its optimizer state and ballast standing in for a
+larger model's activations, taken 256 MiB at a time as activations grow, so a memory limit stops
+it where the limit is and PyTorch's out-of-memory error says how much it held), trains for about
+S seconds split into N epochs, prints one line per epoch with its step rate (which drops when
+another task shares the GPU) and exits 0. Exits 2 when PyTorch or a CUDA GPU is missing; an
+out-of-memory error ends it with PyTorch's traceback (exit 1).
 """
 
 import argparse
@@ -53,9 +55,13 @@ def main():
     optimizer.step()
     torch.cuda.synchronize()
     target = int(args.mem_gib * 2**30)
-    ballast_bytes = max(0, target - torch.cuda.memory_reserved())
-    ballast = torch.empty(ballast_bytes, dtype=torch.uint8, device=device)
-    ballast.fill_(1)  # touched, so the memory is really backed
+    chunk = 256 * 2**20
+    ballast = []
+    while torch.cuda.memory_reserved() < target:
+        piece = torch.empty(min(chunk, target - torch.cuda.memory_reserved()), dtype=torch.uint8,
+                            device=device)
+        piece.fill_(1)  # touched, so the memory is really backed
+        ballast.append(piece)
     name = torch.cuda.get_device_name(device)
     print(f"gpu-check-train: {name}: holding {torch.cuda.memory_reserved() / 2**30:.2f} GiB, "
           f"training for {args.seconds:.0f} s in {args.epochs} epochs", flush=True)

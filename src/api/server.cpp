@@ -285,7 +285,13 @@ struct ApiServer::Impl {
                                 http::Response& res) { send_asset(res, req.path); }));
     }
 
+    // What every listener serves, the read-only web listener too (a Prometheus server scrapes
+    // /metrics there with the page's token).
     void view_routes(http::Router& s, Listener where) {
+        s.Get("/metrics", guarded(where, [this](const Caller&, const http::Request&,
+                                              http::Response& res) {
+                  res.set_content(service.metrics(), "text/plain; version=0.0.4");
+              }));
         s.Get("/v1/view", guarded(where, [this](const Caller& c, const http::Request&,
                                                 http::Response& res) {
                   send_result(res, service.view(c));
@@ -491,10 +497,6 @@ struct ApiServer::Impl {
         s.Get("/v1/status", guarded(where, [this](const Caller& c, const http::Request&,
                                                 http::Response& res) {
                   send_result(res, service.status(c));
-              }));
-        s.Get("/metrics", guarded(where, [this](const Caller&, const http::Request&,
-                                              http::Response& res) {
-                  res.set_content(service.metrics(), "text/plain; version=0.0.4");
               }));
         s.Get("/healthz",
               [](const http::Request&, http::Response& res) {

@@ -114,14 +114,16 @@ std::string_view unobserved_why(Observation o) {
         case Observation::Seen: return "its processes were seen on its GPUs";
         case Observation::NotSeen:
             return "its processes were never seen on its GPUs, so it teaches no memory need and "
-                   "no activity; this happens when the task runs in a container or PID namespace "
-                   "of its own (docker run inside the task, a containerised CARMA without the "
-                   "host's PID namespace), whose pids the driver lists but CARMA cannot match, "
-                   "or when it ended before it used a GPU; declare its memory to plan with";
+                   "no activity; this happens when its GPU work runs in processes outside its "
+                   "own process tree (docker run inside the task: the container runtime starts "
+                   "them), when CARMA runs in a container without the host's PID namespace, or "
+                   "when it ended before a sample saw it on a GPU; declare its memory to plan "
+                   "with";
         case Observation::NoMemory:
-            return "its processes were seen on its GPUs but never with any memory: the driver "
-                   "does not report per-process memory (usedGpuMemory), so it teaches no memory "
-                   "need and no activity; declare its memory to plan with";
+            return "its processes were seen on its GPUs but never with any memory, so it teaches "
+                   "no memory need and no activity; this happens when it ended before a sample "
+                   "saw its memory, or when the driver does not report per-process memory "
+                   "(usedGpuMemory); declare its memory to plan with";
     }
     return "?";
 }

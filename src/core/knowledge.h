@@ -37,9 +37,12 @@ struct RunFacts {
 };
 
 // Whether CARMA saw an attempt on its GPUs. It finds a task's processes by pid in the driver's
-// process list; a task in a PID namespace of its own (a container, `docker run` inside the task,
-// a containerised daemon without the host's PID namespace) has pids there that CARMA cannot
-// match, and some drivers list processes without their memory (usedGpuMemory unavailable).
+// process list, which gives pids as the daemon's PID namespace sees them (on an H200, a task
+// under `unshare --pid` was listed by its pid there, and seen). It cannot match GPU work done by
+// processes outside the task's process tree (`docker run` inside the task: the container runtime
+// starts them), nor any task when the daemon runs in a container without the host's PID
+// namespace; some drivers list processes without their memory (usedGpuMemory unavailable); and
+// a run may end between two samples.
 enum class Observation {
     Seen,      // its processes showed up holding memory on at least one of its GPUs
     NotSeen,   // no process of it was ever listed on its GPUs

@@ -38,6 +38,7 @@
 #include "api/service.h"
 #include "cluster/hub.h"
 #include "core/fingerprint.h"
+#include "core/histogram.h"
 #include "core/knowledge.h"
 #include "core/metric_window.h"
 #include "core/python_env.h"
@@ -273,8 +274,13 @@ private:
     double last_relearn_ = -1e18;  // steady_now() of the last relearn_waiting
     bool dependencies_due_ = false;  // a task ended since blocked_ was last looked at
     std::uint64_t ticks_ = 0;
+    // Since the daemon started, for /metrics: attempts started, out-of-memory ends (all and per
+    // GPU index), each task's wait from submission to its first attempt, each attempt's run.
     std::uint64_t oom_total_ = 0;
-    std::uint64_t attempts_total_ = 0;  // attempts started since the daemon started
+    std::map<int, std::uint64_t> oom_by_gpu_;
+    std::uint64_t attempts_total_ = 0;
+    Histogram wait_seconds_{duration_buckets_s()};
+    Histogram run_seconds_{duration_buckets_s()};
     double started_steady_ = 0;
     int lock_fd_ = -1;  // holds the state directory's lock for the daemon's lifetime
     // --mps: each GPU's MPS control daemon, by GPU index; and a pipe directory where none runs,

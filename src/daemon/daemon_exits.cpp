@@ -6,12 +6,14 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "core/controls.h"
 #include "core/exit_classify.h"
+#include "core/oom_report.h"
 #include "daemon/attempt_end.h"
 #include "exec/proc_tree.h"
 
@@ -195,6 +197,15 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
     }
     const AttemptOutcome outcome =
         node_lost ? AttemptOutcome::Lost : classify_attempt(end, stderr_tail);
+    // A run that dies of out-of-memory within a second or two may never be sampled holding its
+    // memory (on an H200 under MPS one was seen at 14 MiB; its error said 4.03 GiB): what its
+    // framework's error says it held counts too, so it is not "unobserved" and its relaunch
+    // plans from the real figure.
+    std::map<int, MiB> peak_mib = live.peak_mib;
+    if (outcome == AttemptOutcome::OutOfMemory) {
+        peak_mib = raise_by_reported(std::move(peak_mib), live.gpus,
+                                     reported_oom_usage(stderr_tail));
+    }
 
     auto attempts = store_->attempts(task.id);
     if (!attempts) {
@@ -206,7 +217,7 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         if (a.number == live.number) {
             ended = a;
             ended->ended_at = record && record->ended_at > 0 ? record->ended_at : unix_now();
-            ended->peak_mib = live.peak_mib;
+            ended->peak_mib = peak_mib;
             ended->energy_j = live.energy_j;
             ended->outcome = std::string(to_string(outcome));
             ended->exit_code = end.exit_code;
@@ -253,6 +264,12 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
     }
     if (outcome == AttemptOutcome::OutOfMemory) {
         ++oom_total_;
+        for (int g : live.gpus) {
+            ++oom_by_gpu_[g];
+        }
+    }
+    if (ended) {
+        run_seconds_.observe(*ended->ended_at - ended->started_at);
     }
     event(task.id,
           node_lost                                ? "lost"

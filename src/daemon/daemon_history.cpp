@@ -217,12 +217,13 @@ void Daemon::record_history(const store::TaskRow& task, const store::AttemptRow&
     row.family = fp.family;
     row.uid = task.uid;
     row.gpus = task.spec.gpus;
-    row.peak_per_gpu = live.peak_mib;
-    for (const auto& [gpu, mib] : live.peak_mib) {
+    // The attempt's peaks: what was sampled, and for an out-of-memory end what its error said.
+    row.peak_per_gpu = attempt.peak_mib;
+    for (const auto& [gpu, mib] : attempt.peak_mib) {
         row.peak_mib = std::max(row.peak_mib, mib);
     }
     // Never seen holding memory: a peak of 0 is what CARMA saw, not what the task needed.
-    const Observation seen = observation_of(live.peak_mib);
+    const Observation seen = observation_of(attempt.peak_mib);
     if (seen != Observation::Seen) {
         row.unobserved = std::string(to_string(seen));
         spdlog::info("task={}: attempt {} was unobserved ({}): {}", task.id, attempt.number,

@@ -158,6 +158,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     LiveAttempt& live = l.live;
     live.task = task.id;
     live.number = task.attempts;
+    live.user = task.user;
     live.gpus = p.gpus;
     live.learned = task.spec.learned;
     live.mps_user = mps_user_of(task, p.gpus, std::string());
@@ -276,6 +277,9 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
     }
     live_[task.id] = live;
     ++attempts_total_;
+    if (live.number == 1) {
+        wait_seconds_.observe(attempt.started_at - task.submitted_at);
+    }
     event(task.id, "placed",
           fmt::format("attempt {} on GPU {}{}{}{}", live.number, fmt::join(p.gpus, ","),
                       attempt.node.empty() ? "" : " of node " + attempt.node,

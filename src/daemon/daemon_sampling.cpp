@@ -55,7 +55,14 @@ void Daemon::apply_samples(Result<std::vector<device::GpuSample>> samples) {
         windows_[idx].push(m);
         // Which rule the risk filter applies follows from the metrics this GPU really gives;
         // say so whenever it changes (at start, and when e.g. profiling becomes unavailable).
-        std::string rule = describe_rule(windows_[idx].stats(), config_.risk);
+        // Not from a GPU's first sample alone: GPM's activity is a difference of two of its
+        // samples, so the first one has none, and on an H200 that logged "no SM activity
+        // counters ... use a Hopper GPU" half a second before the rule the GPU really has.
+        const MetricWindow& window = windows_[idx];
+        if (window.size() < std::min<std::size_t>(2, window.capacity())) {
+            continue;
+        }
+        std::string rule = describe_rule(window.stats(), config_.risk);
         if (rule != state.rule_text) {
             spdlog::info("GPU {}: {}; risk rule {}", s.index, device::describe_sources(s), rule);
             state.rule_text = std::move(rule);

@@ -2,9 +2,13 @@
 // GET /v1/events, GET /v1/status and the Prometheus text of /metrics.
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -153,33 +157,107 @@ api::ApiResult<nlohmann::json> Daemon::status(const api::Caller&) {
                           {"pending_reason", pending_reason_}};
 }
 
+namespace {
+
+// Prometheus' text format for a number: integers as integers, +Inf spelled as it wants.
+std::string prometheus_number(double v) {
+    if (std::isinf(v)) {
+        return v > 0 ? "+Inf" : "-Inf";
+    }
+    return fmt::format("{}", v);
+}
+
+void add_help(std::string& out, std::string_view name, std::string_view type,
+              std::string_view help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+void add_histogram(std::string& out, std::string_view name, std::string_view help,
+                   const Histogram& h) {
+    add_help(out, name, "histogram", help);
+    const std::vector<std::uint64_t> counts = h.cumulative();
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+        out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, prometheus_number(h.bounds()[i]),
+                           counts[i]);
+    }
+    out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n", name, h.count());
+    out += fmt::format("{}_sum {}\n{}_count {}\n", name, prometheus_number(h.sum()), name,
+                       h.count());
+}
+
+// A label value as the format requires: backslash, double quote and newline escaped.
+std::string label_value(std::string_view v) {
+    std::string out;
+    for (char c : v) {
+        if (c == '\\' || c == '"') {
+            out += '\\';
+            out += c;
+        } else if (c == '\n') {
+            out += "\\n";
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
 std::string Daemon::metrics() {
     // Counted by the store, not by reading every task: /metrics is scraped every few seconds.
-    std::map<std::string, std::size_t> by_state;
+    std::map<store::TaskState, std::size_t> by_state;
     if (auto counts = store_->state_counts(); counts) {
         for (const auto& [state, n] : *counts) {
-            by_state[std::string(store::to_string(state))] = n;
+            by_state[state] = n;
         }
     }
     std::lock_guard lock(mu_);
     std::string out;
-    out += "# HELP carma_tasks Tasks known to the daemon by state.\n# TYPE carma_tasks gauge\n";
-    for (const char* s : {"queued", "recovering", "running", "succeeded", "failed", "cancelled",
-                          "lost", "rejected"}) {
-        out += fmt::format("carma_tasks{{state=\"{}\"}} {}\n", s, by_state[s]);
+    // Every state, so the series add up to every task the daemon holds.
+    add_help(out, "carma_tasks", "gauge", "Tasks known to the daemon by state.");
+    for (store::TaskState s : store::all_task_states()) {
+        out += fmt::format("carma_tasks{{state=\"{}\"}} {}\n", store::to_string(s), by_state[s]);
     }
-    out += "# HELP carma_oom_crashes_total Attempts that ended out of GPU memory since start.\n"
-           "# TYPE carma_oom_crashes_total counter\n";
+    add_help(out, "carma_queue_length", "gauge",
+             "Tasks waiting in the scheduler's queues (main; recovery: relaunches after "
+             "out-of-memory), held and blocked tasks not included.");
+    out += fmt::format("carma_queue_length{{queue=\"main\"}} {}\n",
+                       scheduler_.main_queue().size());
+    out += fmt::format("carma_queue_length{{queue=\"recovery\"}} {}\n",
+                       scheduler_.recovery_queue().size());
+    add_help(out, "carma_oom_crashes_total", "counter",
+             "Attempts that ended out of GPU memory since start.");
     out += fmt::format("carma_oom_crashes_total {}\n", oom_total_);
-    out += "# HELP carma_attempts_total Attempts started since start.\n"
-           "# TYPE carma_attempts_total counter\n";
+    add_help(out, "carma_gpu_oom_crashes_total", "counter",
+             "Attempts that ended out of GPU memory since start, by GPU they ran on.");
+    for (const auto& [gpu, n] : oom_by_gpu_) {
+        out += fmt::format("carma_gpu_oom_crashes_total{{gpu=\"{}\"}} {}\n", gpu, n);
+    }
+    add_help(out, "carma_attempts_total", "counter", "Attempts started since start.");
     out += fmt::format("carma_attempts_total {}\n", attempts_total_);
+    add_histogram(out, "carma_task_wait_seconds",
+                  "Time from a task's submission to its first attempt's start, for tasks "
+                  "started since the daemon started.",
+                  wait_seconds_);
+    add_histogram(out, "carma_attempt_run_seconds",
+                  "Time from an attempt's start to its end, for attempts ended since the daemon "
+                  "started, whatever their outcome.",
+                  run_seconds_);
+    std::map<std::string, std::size_t> gpus_by_user;
+    for (const auto& [id, live] : live_) {
+        gpus_by_user[live.user] += live.gpus.size();
+    }
+    add_help(out, "carma_user_running_gpus", "gauge",
+             "GPUs held by each user's running attempts (a shared GPU counts for each).");
+    for (const auto& [user, n] : gpus_by_user) {
+        out += fmt::format("carma_user_running_gpus{{user=\"{}\"}} {}\n", label_value(user), n);
+    }
     // An unknown value is left out rather than exported as 0.
     auto gauge = [&](const char* name, const char* help, auto value) {
-        out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
+        add_help(out, name, "gauge", help);
         for (const device::GpuSample& s : last_samples_) {
             if (const std::optional<double> v = value(s)) {
-                out += fmt::format("{}{{gpu=\"{}\"}} {}\n", name, s.index, *v);
+                out += fmt::format("{}{{gpu=\"{}\"}} {}\n", name, s.index, prometheus_number(*v));
             }
         }
     };
@@ -189,14 +267,18 @@ std::string Daemon::metrics() {
           });
     gauge("carma_gpu_smact", "SM active ratio (last sample).",
           [](const device::GpuSample& s) { return s.smact; });
+    gauge("carma_gpu_smocc", "SM occupancy (last sample).",
+          [](const device::GpuSample& s) { return s.smocc; });
+    gauge("carma_gpu_drama", "DRAM active ratio (last sample).",
+          [](const device::GpuSample& s) { return s.drama; });
     gauge("carma_gpu_power_watts", "Board power (last sample).",
           [](const device::GpuSample& s) { return s.power_w; });
-    out += "# HELP carma_gpu_energy_joules_total Energy since the backend started counting.\n"
-           "# TYPE carma_gpu_energy_joules_total counter\n";
+    add_help(out, "carma_gpu_energy_joules_total", "counter",
+             "Energy since the backend started counting.");
     for (const device::GpuSample& s : last_samples_) {
         if (s.energy_j) {
             out += fmt::format("carma_gpu_energy_joules_total{{gpu=\"{}\"}} {}\n", s.index,
-                               *s.energy_j);
+                               prometheus_number(*s.energy_j));
         }
     }
     return out;

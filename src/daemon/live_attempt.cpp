@@ -9,6 +9,7 @@ LiveAttempt reattached_attempt(const store::TaskRow& task, const store::AttemptR
     LiveAttempt live;
     live.task = task.id;
     live.number = attempt.number;
+    live.user = task.user;
     live.gpus = attempt.gpus;
     live.handle = exec::LaunchHandle{attempt.shim_pid, attempt.dir, attempt.node};
     live.settled = true;

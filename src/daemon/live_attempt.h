@@ -18,6 +18,7 @@ namespace carma::daemon {
 struct LiveAttempt {
     TaskId task = 0;
     int number = 0;
+    std::string user;  // its task's owner
     std::vector<int> gpus;
     exec::LaunchHandle handle;
     std::set<int> seen_on;          // GPUs the task's processes have shown up on

@@ -83,7 +83,7 @@ class JobHandle {
     // 0..1, for whoever inspects the emulator.
     Result<void> set_progress(double fraction);
     // A hidden job holds memory and slows its co-runners as any other, but the backend lists no
-    // process for it (tests: a task CARMA cannot see, as in a container's PID namespace).
+    // process for it (tests: a task CARMA cannot see, as a daemon in a container sees none).
     Result<void> set_hidden(bool hidden);
     // Frees its slot and memory; safe to call twice.
     void detach();

@@ -61,7 +61,8 @@ struct Slot {
     std::int32_t pid;  // 0: free
     Phase phase;
     // Non-zero: its memory counts on its GPUs but it is left out of their process lists, as a
-    // process in another PID namespace is to CARMA. In what was padding, so the layout holds.
+    // process CARMA cannot match is (started outside the task's process tree, or seen from a
+    // daemon in a container). In what was padding, so the layout holds.
     std::uint32_t hidden;
     std::uint64_t serial;       // unique per attach, so a handle notices a recycled slot
     std::uint64_t start_ticks;  // /proc/<pid>/stat starttime: tells a reused pid from the job

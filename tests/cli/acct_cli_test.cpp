@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -28,7 +27,6 @@
 namespace carma {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;

@@ -27,7 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
-using ::testing::Not;
 
 std::string read_file(const fs::path& p) {
     std::ifstream in(p);

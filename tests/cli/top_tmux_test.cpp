@@ -27,6 +27,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/canned_view.h"
 #include "cli/fake_daemon.h"
 
 namespace carma::test_support {
@@ -71,23 +72,6 @@ std::string quote(const std::string& s) {
 // bob's vgg waiting. `dave_done`: bert has finished and erin's gpt waits too.
 json canned_view(bool dave_done) {
     const double now = 1764600000.5;
-    auto gpu = [&](int index, json tasks) {
-        return json{{"index", index},
-                    {"name", "A100-40GB"},
-                    {"total_mib", 40960},
-                    {"used_mib", 13000},
-                    {"free_mib", 27960},
-                    {"smact", 0.42},
-                    {"smocc", 0.3},
-                    {"drama", 0.2},
-                    {"sources", {{"smact", "emulated"}, {"smocc", "emulated"},
-                                 {"drama", "emulated"}, {"memory", "emulated"}}},
-                    {"health", {{"state", "ok"}, {"reason", ""}}},
-                    {"risk", {{"high", false}, {"rule", "paper"}, {"reason", ""}}},
-                    {"locked", false},
-                    {"tasks", std::move(tasks)},
-                    {"other_mib", 1000}};
-    };
     json running = {{{"id", 7}, {"user", "alice"}, {"name", "resnet"}, {"gpus", {0}},
                      {"run_s", 1000.5}, {"memory_mib", 12000}}};
     json queue = {{{"id", 9}, {"user", "bob"}, {"name", "vgg"}, {"state", "queued"}, {"gpus", 1},
@@ -107,9 +91,9 @@ json canned_view(bool dave_done) {
             {"time_scale", 1},
             {"viewer", "alice"},
             {"risk_thresholds", {{"smact", 0.6}, {"smocc", 0.5}, {"drama", 0.5}}},
-            {"gpus", {gpu(0, {{{"id", 7}, {"user", "alice"}, {"name", "resnet"},
-                               {"used_mib", 12000}}}),
-                      gpu(1, gpu1_tasks)}},
+            {"gpus", {canned_gpu(0, {{{"id", 7}, {"user", "alice"}, {"name", "resnet"},
+                                      {"used_mib", 12000}}}),
+                      canned_gpu(1, gpu1_tasks)}},
             {"queue", queue},
             {"running", running},
             {"recent", json::array()}};
@@ -170,6 +154,14 @@ public:
     }
 
     const Ran& started() const { return started_; }
+
+    // tmux started, and `carma top` in it drew its first screen (alice's task on it). Its
+    // failures are fatal: call it inside ASSERT_NO_FATAL_FAILURE.
+    void assert_first_screen() const {
+        ASSERT_EQ(started_.status, 0) << started_.output;
+        const std::string screen = wait_for_text("alice");
+        ASSERT_THAT(screen, HasSubstr("alice"));
+    }
 
     Ran tmux(const std::string& args) const {
         return run(fmt::format("env -u TMUX tmux -S {} -f /dev/null {}", quote(server_), args));
@@ -299,11 +291,9 @@ TEST(TopTmuxTest, CtrlCGivesTheTerminalBack) {
     ASSERT_NO_FATAL_FAILURE(require_tmux());
     ViewDaemon daemon;
     TopInTmux top(daemon.socket());
-    ASSERT_EQ(top.started().status, 0) << top.started().output;
-    std::string screen = top.wait_for_text("alice");
-    ASSERT_THAT(screen, HasSubstr("alice"));
+    ASSERT_NO_FATAL_FAILURE(top.assert_first_screen());
     ASSERT_EQ(top.tmux("send-keys -t top C-c").status, 0);
-    screen = top.wait_for_text("carma-exited");
+    std::string screen = top.wait_for_text("carma-exited");
     EXPECT_THAT(screen, HasSubstr("carma-exited rc=130")) << screen;
     top.expect_terminal_given_back(screen);
 }
@@ -313,13 +303,11 @@ TEST(TopTmuxTest, SigtermGivesTheTerminalBack) {
     ASSERT_NO_FATAL_FAILURE(require_tmux());
     ViewDaemon daemon;
     TopInTmux top(daemon.socket());
-    ASSERT_EQ(top.started().status, 0) << top.started().output;
-    std::string screen = top.wait_for_text("alice");
-    ASSERT_THAT(screen, HasSubstr("alice"));
+    ASSERT_NO_FATAL_FAILURE(top.assert_first_screen());
     const pid_t pid = top.carma_pid();
     ASSERT_GT(pid, 0) << "no carma process under the pane's shell";
     ASSERT_EQ(::kill(pid, SIGTERM), 0);
-    screen = top.wait_for_text("carma-exited");
+    std::string screen = top.wait_for_text("carma-exited");
     EXPECT_THAT(screen, HasSubstr("carma-exited rc=143")) << screen;
     top.expect_terminal_given_back(screen);
 }
@@ -331,12 +319,10 @@ TEST(TopTmuxTest, DaemonGoneIsShownUntilQ) {
     auto daemon = std::make_unique<ViewDaemon>();
     const std::string socket = daemon->socket();
     TopInTmux top(socket);
-    ASSERT_EQ(top.started().status, 0) << top.started().output;
-    std::string screen = top.wait_for_text("alice");
-    ASSERT_THAT(screen, HasSubstr("alice"));
+    ASSERT_NO_FATAL_FAILURE(top.assert_first_screen());
 
     daemon.reset();
-    screen = top.wait_for_text("cannot reach");
+    std::string screen = top.wait_for_text("cannot reach");
     EXPECT_THAT(screen, HasSubstr("carma: cannot reach the CARMA daemon")) << screen;
     EXPECT_THAT(screen, HasSubstr("the last answer"));
     EXPECT_EQ(top.terminal_modes(), "1 0\n") << "still running on the alternate screen";

@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/canned_view.h"
+
 namespace carma::cli {
 namespace {
 
@@ -21,33 +23,20 @@ using ::testing::HasSubstr;
 
 constexpr double kNow = 1764600000.5;
 
+// The shared canned GPU with alice's resnet on it, and what only the screen reads besides:
+// utilisation, power, their sources and energy's, SM activity's window; `fields` replace its own.
 json gpu(int index, const json& fields = json::object()) {
-    json g = {{"index", index},
-              {"name", "A100-40GB"},
-              {"total_mib", 40960},
-              {"used_mib", 13000},
-              {"free_mib", 27960},
-              {"smact", 0.42},
-              {"smocc", 0.3},
-              {"drama", 0.2},
-              {"util", 0.9},
-              {"power_w", 250.0},
-              {"sources",
-               {{"smact", "emulated"},
-                {"smocc", "emulated"},
-                {"drama", "emulated"},
-                {"memory", "emulated"},
-                {"util", "emulated"},
-                {"power", "emulated"},
-                {"energy", "emulated"}}},
-              {"health", {{"state", "ok"}, {"reason", ""}}},
-              {"risk", {{"high", false}, {"rule", "paper"}, {"reason", ""}}},
-              {"locked", false},
-              {"window", {{"smact", {0.4, nullptr, 0.41}}}},
-              {"tasks",
-               {{{"id", 7}, {"user", "alice"}, {"name", "resnet"}, {"used_mib", 12000},
-                 {"since", kNow - 1000}}}},
-              {"other_mib", 1000}};
+    json g = test_support::canned_gpu(index, {{{"id", 7},
+                                               {"user", "alice"},
+                                               {"name", "resnet"},
+                                               {"used_mib", 12000},
+                                               {"since", kNow - 1000}}});
+    g["util"] = 0.9;
+    g["power_w"] = 250.0;
+    g["sources"]["util"] = "emulated";
+    g["sources"]["power"] = "emulated";
+    g["sources"]["energy"] = "emulated";
+    g["window"] = {{"smact", {0.4, nullptr, 0.41}}};
     for (const auto& [k, v] : fields.items()) {
         g[k] = v;
     }

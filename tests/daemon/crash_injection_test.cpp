@@ -37,13 +37,7 @@
 
 #include "support.h"
 #include "api/client.h"
-
-#ifndef CARMA_BIN
-#error "CARMA_BIN must name the carma executable"
-#endif
-#ifndef CARMA_FAKEJOB_PATH
-#error "CARMA_FAKEJOB_PATH must name the carma-fakejob executable"
-#endif
+#include "daemon/daemon_programs.h"
 
 extern char** environ;
 

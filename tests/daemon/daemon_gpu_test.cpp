@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -24,6 +25,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "support.h"
 #include "daemon/daemon.h"
@@ -274,6 +277,62 @@ TEST_F(RealGpuDaemonTest, SourcesAndRiskRuleFollowTheBackend) {
     g = gpus();
     EXPECT_EQ(g[0]["sources"]["smocc"], "nvml-gpm") << g.dump(2);
     EXPECT_EQ(g[0]["risk"]["rule"], "paper");
+}
+
+// This test verifies that a GPU with GPM logs the risk rule it really has, never the hint for
+// GPUs without SM activity counters that GPM's first sample (no activity yet: GPM's figures are a
+// difference of two of its samples) gave on an H200: "use a Hopper GPU for GPM" on a Hopper GPU.
+TEST_F(RealGpuDaemonTest, GpmGpuLogsItsOwnRuleNotTheFirstSamplesHint) {
+    auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(500);
+    spdlog::default_logger()->sinks().push_back(log);
+    ::setenv("FAKE_NVML_GPM", "1", 1);
+    create();
+    ticks(1);                            // within GPM's first period: no activity yet
+    std::this_thread::sleep_for(150ms);  // GPM needs a period between its two samples
+    ticks(2);
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), log), sinks.end());
+    std::string rules;
+    for (const std::string& line : log->last_formatted()) {
+        if (line.find("risk rule") != std::string::npos) {
+            rules += line;
+        }
+    }
+    EXPECT_NE(rules.find("GPU 0: SMACT nvml-gpm"), std::string::npos) << rules;
+    EXPECT_NE(rules.find("risk rule paper"), std::string::npos) << rules;
+    EXPECT_EQ(rules.find("proxy"), std::string::npos) << rules;
+    EXPECT_EQ(rules.find("use a Hopper GPU"), std::string::npos) << rules;
+}
+
+// This test verifies that an attempt that dies of out-of-memory before any sample sees its memory
+// (on an H200 under MPS one was seen at 14 MiB while PyTorch's error said 4.03 GiB) takes what
+// its error says it held: the attempt's peak (not "unobserved"), and the relaunch plans with at
+// least that much.
+TEST_F(RealGpuDaemonTest, AnOomFasterThanTheSamplesIsLearnedFromItsError) {
+    config_.max_attempts = 2;
+    create();
+    ticks(2);
+    const std::string crash =
+        "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
+        "a total capacity of 40.00 GiB of which 10.00 MiB is free. Including non-PyTorch memory, "
+        "this process has 30.00 GiB memory in use. Of the allocated memory 29.00 GiB is "
+        "allocated by PyTorch' >&2; exit 1";
+    const std::int64_t id = submit({"/bin/sh", "-c", crash});
+    ASSERT_TRUE(eventually([&] {
+        daemon_->tick();
+        return task(id)["state"] == "failed";
+    })) << task(id).dump(2);
+    const json t = task(id);
+    const json& first = t["attempt_list"][0];
+    EXPECT_EQ(first["outcome"], "out-of-memory") << t.dump(2);
+    const std::string gpu = std::to_string(first["gpus"][0].get<int>());
+    EXPECT_EQ(first["peak_mib"][gpu], 30720) << t.dump(2);
+    EXPECT_TRUE(first["unobserved"].is_null()) << t.dump(2);
+    const json& learned = t["learned"];
+    EXPECT_GE(learned["lower_bound_mib"].get<MiB>(), 30720) << t.dump(2);
+    EXPECT_NE(learned["basis"].get<std::string>().find("crashed out of memory holding 30,720 MiB"),
+              std::string::npos)
+        << t.dump(2);
 }
 
 // This test verifies that with no activity metric at all (utilisation not supported) the risk

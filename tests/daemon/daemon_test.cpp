@@ -43,15 +43,10 @@
 #include "support.h"
 #include "users.h"
 #include "api/client.h"
+#include "daemon/daemon_programs.h"
 
-#ifndef CARMA_BIN
-#error "CARMA_BIN must name the carma executable"
-#endif
 #ifndef CARMA_FAKE_MPS_CONTROL
 #error "CARMA_FAKE_MPS_CONTROL must name the fake nvidia-cuda-mps-control"
-#endif
-#ifndef CARMA_FAKEJOB_PATH
-#error "CARMA_FAKEJOB_PATH must name the carma-fakejob executable"
 #endif
 
 extern char** environ;
@@ -106,7 +101,17 @@ protected:
         fs::remove_all(dir_, ec);
     }
 
-    bool mounted_ = false;  // the state directory is a small tmpfs (the disk-full test)
+    bool mounted_ = false;  // the state directory is a small tmpfs (the disk-full tests)
+
+    // Makes the state directory a 4 MiB tmpfs, which needs root. Its failures are fatal: call it
+    // inside ASSERT_NO_FATAL_FAILURE.
+    void mount_small_state() {
+        ASSERT_EQ(::geteuid(), 0u) << "needs root to mount a small tmpfs as the state directory";
+        fs::create_directories(dir_ + "/state");
+        ASSERT_EQ(std::system(("mount -t tmpfs -o size=4m tmpfs " + dir_ + "/state").c_str()), 0)
+            << "mount -t tmpfs failed";
+        mounted_ = true;
+    }
 
     void start(const std::string& policy, std::vector<std::string> extra = {}) {
         std::vector<std::string> args = {CARMA_BIN,     "serve",        "--gpus",
@@ -175,6 +180,19 @@ protected:
         return copy.string();
     }
 
+    // `carma estimate -- <body's command>`: its exit status and what it printed (standard output
+    // and error together).
+    std::pair<int, std::string> cli_estimate(const json& body) const {
+        const std::string out = dir_ + "/estimate.out";
+        std::string cmd = std::string(CARMA_BIN) + " estimate --socket " + socket_ + " --";
+        for (const json& arg : body["command"]) {
+            cmd += ' ';
+            cmd += arg.get<std::string>();
+        }
+        const int rc = std::system((cmd + " >" + out + " 2>&1").c_str());
+        return {rc, read_text(out)};
+    }
+
     static json fake_job(const std::string& profile, double duration_s,
                          std::optional<MiB> declared = std::nullopt) {
         json body = {{"name", profile},
@@ -192,6 +210,15 @@ protected:
         auto r = client().submit(body);
         EXPECT_TRUE(r) << (r ? "" : r.error().message);
         return r ? (*r)["id"].get<TaskId>() : 0;
+    }
+
+    // Submits `body` four times, once for each of the four emulated GPUs; the ids, in order.
+    std::vector<TaskId> one_per_gpu(const json& body) {
+        std::vector<TaskId> ids;
+        for (int i = 0; i < 4; ++i) {
+            ids.push_back(submit(body));
+        }
+        return ids;
     }
 
     json task(TaskId id) {
@@ -240,10 +267,7 @@ TEST_F(DaemonTest, SubmitQueueShowLogsCancel) {
     EXPECT_EQ(err->text, "err-line\n");
 
     // Four long tasks take the four GPUs; a fifth waits and is cancelled before it starts.
-    std::vector<TaskId> sleepers;
-    for (int i = 0; i < 4; ++i) {
-        sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
-    }
+    const auto sleepers = one_per_gpu({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
     ASSERT_TRUE(eventually([&] { return all_running(sleepers); }));
     const TaskId waiting = submit({{"command", {"/bin/sleep", "1"}}, {"workdir", "/tmp"}});
     std::this_thread::sleep_for(300ms);  // several scheduler rounds (time scale 60)
@@ -369,6 +393,70 @@ TEST_F(DaemonTest, HoldAndRelease) {
     EXPECT_EQ(wait_final(waiting)["state"], "failed");  // the sleeper was cancelled
 }
 
+// This test verifies that /metrics adds up and is valid Prometheus text (issue 22, item 4): a
+// series for every state, summing to every task the daemon holds (held and timed-out ones
+// included), the queues' lengths, the GPUs each user holds, wait and run times as histograms,
+// SMOCC and DRAMA per GPU; and that Prometheus' own checker, promtool, accepts it.
+TEST_F(DaemonTest, MetricsAddUpAndPassPromtool) {
+    start("exclusive");
+    const TaskId done = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"}});
+    ASSERT_EQ(wait_final(done)["state"], "succeeded");
+    const TaskId late = submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"},
+                                {"time_limit_s", 1}});
+    ASSERT_EQ(wait_final(late)["state"], "timeout");
+    const auto sleepers = one_per_gpu({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
+    const TaskId waiting = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"}});
+    ASSERT_EQ(state(waiting), "queued");
+    const TaskId held = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"hold", true}});
+    ASSERT_EQ(state(held), "held");
+    // A task shows running as soon as its attempt is recorded; it counts once it has started.
+    RawReply m;
+    ASSERT_TRUE(eventually([&] {
+        m = socket_request(socket_, "GET", "/metrics");
+        return m.status == 200 &&
+               m.body.find(fmt::format("\ncarma_attempts_total {}\n", 2 + sleepers.size())) !=
+                   std::string::npos;
+    })) << m.body;
+    auto value = [&](const std::string& series) -> std::optional<double> {
+        const std::size_t at = m.body.find("\n" + series + " ");
+        if (at == std::string::npos) {
+            return std::nullopt;
+        }
+        return std::stod(m.body.substr(at + series.size() + 2));
+    };
+    double tasks = 0;
+    for (const char* s : {"queued", "recovering", "running", "succeeded", "failed", "cancelled",
+                          "lost", "rejected", "held", "timeout"}) {
+        const auto n = value(fmt::format("carma_tasks{{state=\"{}\"}}", s));
+        ASSERT_TRUE(n) << "no carma_tasks series for state " << s << "\n" << m.body;
+        tasks += *n;
+    }
+    EXPECT_EQ(tasks, static_cast<double>(held)) << "every task, ids 1.." << held;
+    EXPECT_EQ(value("carma_tasks{state=\"held\"}"), 1);
+    EXPECT_EQ(value("carma_tasks{state=\"timeout\"}"), 1);
+    EXPECT_EQ(value("carma_queue_length{queue=\"main\"}"), 1) << m.body;
+    EXPECT_EQ(value("carma_queue_length{queue=\"recovery\"}"), 0);
+    EXPECT_EQ(value(fmt::format("carma_user_running_gpus{{user=\"{}\"}}", task(done)["user"]
+                                                                              .get<std::string>())),
+              static_cast<double>(sleepers.size()))
+        << m.body;
+    EXPECT_EQ(value("carma_task_wait_seconds_count"), 2 + static_cast<double>(sleepers.size()));
+    EXPECT_EQ(value("carma_attempt_run_seconds_count"), 2);
+    EXPECT_EQ(value("carma_attempt_run_seconds_bucket{le=\"+Inf\"}"), 2);
+    EXPECT_TRUE(value("carma_gpu_smocc{gpu=\"0\"}")) << m.body;
+    EXPECT_TRUE(value("carma_gpu_drama{gpu=\"0\"}")) << m.body;
+
+    const std::string file = dir_ + "/metrics.txt";
+    std::ofstream(file) << m.body;
+    const int rc = std::system(("command -v promtool >/dev/null 2>&1 || exit 127; promtool check "
+                                "metrics < " + file + " > " + dir_ + "/promtool.out 2>&1")
+                                   .c_str());
+    ASSERT_NE(WEXITSTATUS(rc), 127)
+        << "promtool is not installed (Debian's prometheus package; scripts/setup installs it)";
+    EXPECT_EQ(rc, 0) << "promtool check metrics: " << test_support::read_text(dir_ + "/promtool.out")
+                     << "\n" << m.body;
+}
+
 // This test verifies --array through the CLI: one member per index, each told its index, all
 // recorded with the array's id; `carma cancel ID_*` cancels the rest of an array, and
 // `carma cancel --me --state queued` every queued task of the caller's, leaving running ones.
@@ -400,10 +488,7 @@ TEST_F(DaemonTest, ArraysAndCancellingMany) {
         EXPECT_EQ(read_text(out + "/idx." + std::to_string(i)), std::to_string(array_id) + "\n");
     }
 
-    std::vector<TaskId> sleepers;
-    for (int i = 0; i < 4; ++i) {
-        sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
-    }
+    const auto sleepers = one_per_gpu({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
     ASSERT_TRUE(eventually([&] { return all_running(sleepers); }));
     auto [rc2, text2] = carma("submit", "--json --array 0-2 -- /bin/true");
     ASSERT_EQ(rc2, 0) << text2;
@@ -670,19 +755,13 @@ TEST_F(DaemonTest, SecondDaemonOnSameStateDirRefused) {
 // prepared keeps its place in the queue (not failed, not shown queued while the scheduler lost
 // it); once space returns every accepted task runs exactly once.
 TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
-    ASSERT_EQ(::geteuid(), 0u) << "needs root to mount a small tmpfs as the state directory";
-    fs::create_directories(dir_ + "/state");
-    ASSERT_EQ(std::system(("mount -t tmpfs -o size=4m tmpfs " + dir_ + "/state").c_str()), 0)
-        << "mount -t tmpfs failed";
-    mounted_ = true;
+    ASSERT_NO_FATAL_FAILURE(mount_small_state());
     // Submissions large enough to need new pages whatever slack the WAL has: above the default
     // per-task limit, which is not what this test is about.
     start("exclusive",
           {"--config", write_config(dir_, "limits:\n  max_submit_bytes_per_task: 0\n")});
-    std::vector<TaskId> sleepers;
-    for (int i = 0; i < 4; ++i) {  // one per GPU: what comes next waits
-        sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
-    }
+    // One per GPU: what comes next waits.
+    const auto sleepers = one_per_gpu({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
     // Started, not only recorded as running: each attempt is recorded before it starts.
     ASSERT_TRUE(eventually([&] {
         int placed = 0;
@@ -746,11 +825,7 @@ TEST_F(DaemonTest, FullDiskLosesNothingAccepted) {
 // started; the other's room is taken away, so it keeps the end and writes it once there is space,
 // and meanwhile the attempt stays running.
 TEST_F(DaemonTest, TaskEndingOnAFullDiskSucceeds) {
-    ASSERT_EQ(::geteuid(), 0u) << "needs root to mount a small tmpfs as the state directory";
-    fs::create_directories(dir_ + "/state");
-    ASSERT_EQ(std::system(("mount -t tmpfs -o size=4m tmpfs " + dir_ + "/state").c_str()), 0)
-        << "mount -t tmpfs failed";
-    mounted_ = true;
+    ASSERT_NO_FATAL_FAILURE(mount_small_state());
     start("exclusive");
     const std::string go = dir_ + "/go";
     const std::string marks = dir_ + "/marks";
@@ -1194,10 +1269,8 @@ TEST_F(DaemonTest, MpsLimitsFailTheTaskAloneAndRecoveryRunsWithout) {
 // queue and succeeds when relaunched alone.
 TEST_F(DaemonTest, OutOfMemoryIsRecovered) {
     start("OR-MAGM");
-    std::vector<TaskId> fillers;
-    for (int i = 0; i < 4; ++i) {
-        fillers.push_back(submit(fake_job("resnet3", 600)));  // 13,236 MiB each, 10 s wall
-    }
+    // 13,236 MiB each, 10 s wall.
+    const std::vector<TaskId> fillers = one_per_gpu(fake_job("resnet3", 600));
     ASSERT_TRUE(eventually([&] { return all_running(fillers); }));
     const TaskId big = submit(fake_job("maskrcnn", 60));  // 28,606 MiB: does not fit beside one
     json t = wait_final(big, 180s);
@@ -1271,10 +1344,7 @@ TEST_F(DaemonTest, CarmaPolicySharesOnlyWhatItHasLearned) {
 // `carma`, long-first (the time limit is the run time it plans with), not arrival order.
 TEST_F(DaemonTest, ViewListsTheQueueInThePolicysOrder) {
     start("carma");
-    std::vector<TaskId> busy;
-    for (int i = 0; i < 4; ++i) {
-        busy.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
-    }
+    const auto busy = one_per_gpu({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
     ASSERT_TRUE(eventually([&] { return all_running(busy); }));
     auto waiting = [&](double limit_s) {
         return submit({{"command", {"/bin/sleep", "1"}}, {"workdir", "/tmp"},
@@ -1369,14 +1439,8 @@ TEST_F(DaemonTest, SecondRunIsPlannedFromTheFirst) {
     ASSERT_EQ(second_done["state"], "succeeded");
     const MiB most = std::max(used, attempt_peak(second_done["attempt_list"][0]));
 
-    const std::string out = dir_ + "/estimate.out";
-    std::string cmd = std::string(CARMA_BIN) + " estimate --socket " + socket_ + " --";
-    for (const json& arg : body["command"]) {
-        cmd += ' ';
-        cmd += arg.get<std::string>();
-    }
-    ASSERT_EQ(std::system((cmd + " >" + out + " 2>&1").c_str()), 0) << read_text(out);
-    const std::string table = read_text(out);
+    const auto [rc, table] = cli_estimate(body);
+    ASSERT_EQ(rc, 0) << table;
     EXPECT_NE(table.find("history     " + format_mib(most) + "  2 run(s): 2 succeeded"),
               std::string::npos)
         << table;
@@ -1443,14 +1507,8 @@ TEST_F(DaemonTest, AnUnseenRunTeachesNoMemoryNeed) {
     EXPECT_EQ((*estimate)["history"]["unobserved"], 1) << estimate->dump(2);
     EXPECT_TRUE((*estimate)["history"]["peak_mib"].is_null()) << estimate->dump(2);
 
-    const std::string out = dir_ + "/estimate.out";
-    std::string cmd = std::string(CARMA_BIN) + " estimate --socket " + socket_ + " --";
-    for (const json& arg : body["command"]) {
-        cmd += ' ';
-        cmd += arg.get<std::string>();
-    }
-    ASSERT_EQ(std::system((cmd + " >" + out + " 2>&1").c_str()), 0) << read_text(out);
-    const std::string table = read_text(out);
+    const auto [rc, table] = cli_estimate(body);
+    ASSERT_EQ(rc, 0) << table;
     EXPECT_NE(table.find("unobserved"), std::string::npos) << table;
     EXPECT_NE(table.find("PID namespace"), std::string::npos) << table;
 
@@ -1539,14 +1597,8 @@ TEST_F(DaemonTest, CollocatedRunsTeachTheSpeedCorrection) {
     EXPECT_EQ(learned["observations"], 4) << learned.dump(2);
     EXPECT_GT(learned["k"].get<double>(), 1.1) << learned.dump(2) << daemon_log();
 
-    const std::string out = dir_ + "/estimate.out";
-    std::string cmd = std::string(CARMA_BIN) + " estimate --socket " + socket_ + " --";
-    for (const json& arg : body["command"]) {
-        cmd += ' ';
-        cmd += arg.get<std::string>();
-    }
-    ASSERT_EQ(std::system((cmd + " >" + out + " 2>&1").c_str()), 0) << read_text(out);
-    const std::string table = read_text(out);
+    const auto [rc, table] = cli_estimate(body);
+    ASSERT_EQ(rc, 0) << table;
     EXPECT_NE(table.find(fmt::format("correction  K {:.2f} {} (family, 4 observation(s))",
                                      learned["k"].get<double>(),
                                      learned["sharing_class"].get<std::string>())),
@@ -1566,10 +1618,8 @@ TEST_F(DaemonTest, CollocatedRunsTeachTheSpeedCorrection) {
 // memory it held at the crash as a lower bound.
 TEST_F(DaemonTest, OutOfMemoryRaisesTheLowerBound) {
     start("OR-MAGM");
-    std::vector<TaskId> fillers;
-    for (int i = 0; i < 4; ++i) {
-        fillers.push_back(submit(fake_job("resnet3", 600)));  // 13,236 MiB each, 10 s wall
-    }
+    // 13,236 MiB each, 10 s wall.
+    const std::vector<TaskId> fillers = one_per_gpu(fake_job("resnet3", 600));
     ASSERT_TRUE(eventually([&] { return all_running(fillers); }));
     const TaskId big = submit(fake_job("maskrcnn", 60));  // 28,606 MiB: does not fit beside one
     const json t = wait_final(big, 180s);
@@ -2071,37 +2121,40 @@ TEST_F(DaemonTest, BadInputIsRefusedAndQueueSurvives) {
     }
 }
 
-// Sends `fd` over the Unix socket `via` (SCM_RIGHTS).
-bool send_fd(int via, int fd) {
+// A message of one byte with room for one descriptor (SCM_RIGHTS), for send_fd and receive_fd.
+struct FdMessage {
     char byte = 'f';
     iovec iov{&byte, 1};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+
+    FdMessage() {
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+    }
+    FdMessage(const FdMessage&) = delete;  // msg points into this object
+    FdMessage& operator=(const FdMessage&) = delete;
+};
+
+// Sends `fd` over the Unix socket `via` (SCM_RIGHTS).
+bool send_fd(int via, int fd) {
+    FdMessage m;
+    cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    return ::sendmsg(via, &msg, 0) == 1;
+    return ::sendmsg(via, &m.msg, 0) == 1;
 }
 
 int receive_fd(int via) {
-    char byte = 0;
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    if (::recvmsg(via, &msg, 0) != 1) {
+    FdMessage m;
+    if (::recvmsg(via, &m.msg, 0) != 1) {
         return -1;
     }
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
     if (!c || c->cmsg_type != SCM_RIGHTS) {
         return -1;
     }
@@ -2350,10 +2403,8 @@ TEST_F(DaemonTest, PerUserLimits) {
                                           "  max_submit_bytes_per_request: 20000\n"
                                           "  submit_rate_per_user: 0.01\n"
                                           "  submit_burst_per_user: 9\n")});
-    std::vector<TaskId> sleepers;
-    for (int i = 0; i < 4; ++i) {  // one per GPU: what comes next waits
-        sleepers.push_back(submit({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}}));
-    }
+    // One per GPU: what comes next waits.
+    const auto sleepers = one_per_gpu({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
     ASSERT_TRUE(eventually([&] { return all_running(sleepers); }));
     const json sleeper = {{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}};
     json array = sleeper;

@@ -51,19 +51,13 @@ protected:
         FakeNvmlTest::TearDown();
     }
 
-    std::unique_ptr<GpuBackend> open_fake() {
+    std::unique_ptr<GpuBackend> open_fake() override {
         auto backend = open_dcgm(options_);
         if (!backend) {
             ADD_FAILURE() << backend.error().message;
             return nullptr;
         }
         return std::move(*backend);
-    }
-
-    // One sample of a freshly opened backend; empty (the test has failed) when it cannot open.
-    std::vector<GpuSample> first_sample() {
-        auto backend = open_fake();
-        return backend ? sample(*backend) : std::vector<GpuSample>{};
     }
 
     // Makes the fake write down the calls it gets; returns what it wrote so far with recorded().
@@ -442,12 +436,8 @@ TEST_F(DcgmTest, NvmlErrorsStayWithTheirGpu) {
 // This test verifies that energy counts from opening (not the driver's lifetime total, which is
 // far larger in the fake) and never goes back.
 TEST_F(DcgmTest, EnergyCountsFromOpen) {
-    auto backend = open_fake();
-    ASSERT_NE(backend, nullptr);
-    const auto first = sample(*backend);
-    const auto second = sample(*backend);
-    ASSERT_EQ(first.size(), 2U);
-    ASSERT_EQ(second.size(), 2U);
+    std::vector<GpuSample> first, second;
+    ASSERT_NO_FATAL_FAILURE(two_samples(first, second));
     for (int g = 0; g < 2; ++g) {
         ASSERT_TRUE(first[g].energy_j.has_value()) << "GPU " << g;
         EXPECT_GT(*first[g].energy_j, 0.0) << "GPU " << g;
@@ -501,17 +491,9 @@ TEST_F(DcgmTest, ForeignGpusAreRefused) {
 // This test verifies that backends can be opened and closed again, two at once (their DCGM
 // groups need distinct names).
 TEST_F(DcgmTest, OpensTwiceAndAgain) {
-    for (int i = 0; i < 3; ++i) {
-        auto a = open_fake();
-        auto b = open_fake();
-        ASSERT_NE(a, nullptr);
-        ASSERT_NE(b, nullptr);
-        a.reset();
-        const auto samples = sample(*b);
-        ASSERT_EQ(samples.size(), 2U);
-        EXPECT_EQ(samples[0].error, "");
+    ASSERT_NO_FATAL_FAILURE(open_two_close_one([](const std::vector<GpuSample>& samples) {
         EXPECT_EQ(samples[0].sources.smact, MetricSource::Dcgm);
-    }
+    }));
 }
 
 }  // namespace

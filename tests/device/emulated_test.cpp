@@ -281,8 +281,8 @@ TEST_F(EmulatedTest, SampleComputesMetricsAndPowerFromTheModel) {
 }
 
 // This test verifies a hidden job (carma-fakejob --invisible): its memory and activity count on
-// its GPU, which lists no process for it, as the driver lists a task in another PID namespace
-// under a pid CARMA cannot match; a visible job beside it is listed with its own memory only.
+// its GPU, which lists no process for it CARMA can match (as for a daemon in a container without
+// the host's PID namespace); a visible job beside it is listed with its own memory only.
 TEST_F(EmulatedTest, HiddenJobCountsButIsNotListed) {
     auto backend = open();
     JobHandle hidden = attach("0", kHeavy);

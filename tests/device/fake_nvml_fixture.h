@@ -1,8 +1,11 @@
 #pragma once
 // What the NVML backend's tests share: a fixture that points the backend at the fake NVML
-// (tests/fake_nvml/fake_nvml.c) and clears the fake's knobs before and after every test.
+// (tests/fake_nvml/fake_nvml.c) and clears the fake's knobs before and after every test. The
+// DCGM backend's tests derive from it too (over the fake DCGM), and share its checks through
+// open_fake().
 
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,7 +54,9 @@ protected:
         ::unsetenv(kNvmlLibraryEnv);
     }
 
-    static std::unique_ptr<GpuBackend> open_fake() {
+    // The backend under test on the fakes (here NVML); nullptr, the test failed, when it does
+    // not open.
+    virtual std::unique_ptr<GpuBackend> open_fake() {
         auto backend = open_nvml();
         if (!backend) {
             ADD_FAILURE() << backend.error().message;
@@ -71,9 +76,40 @@ protected:
     }
 
     // One sample of a freshly opened backend; empty (the test has failed) when it cannot open.
-    static std::vector<GpuSample> first_sample() {
+    std::vector<GpuSample> first_sample() {
         auto backend = open_fake();
         return backend ? sample(*backend) : std::vector<GpuSample>{};
+    }
+
+    // Two samples of one freshly opened backend, one after the other, each of both GPUs. Its
+    // failures are fatal: call it inside ASSERT_NO_FATAL_FAILURE.
+    void two_samples(std::vector<GpuSample>& first, std::vector<GpuSample>& second) {
+        auto backend = open_fake();
+        ASSERT_NE(backend, nullptr);
+        first = sample(*backend);
+        second = sample(*backend);
+        ASSERT_EQ(first.size(), 2U);
+        ASSERT_EQ(second.size(), 2U);
+    }
+
+    // Three times over: two backends open at once, the first closed again, the second sampled;
+    // the sample lists both GPUs, GPU 0 without an error, and passes the backend's own `check`.
+    // Its failures are fatal: call it inside ASSERT_NO_FATAL_FAILURE.
+    void open_two_close_one(
+        const std::function<void(const std::vector<GpuSample>&)>& check = nullptr) {
+        for (int i = 0; i < 3; ++i) {
+            auto a = open_fake();
+            auto b = open_fake();
+            ASSERT_NE(a, nullptr);
+            ASSERT_NE(b, nullptr);
+            a.reset();
+            const auto samples = sample(*b);
+            ASSERT_EQ(samples.size(), 2U);
+            EXPECT_EQ(samples[0].error, "");
+            if (check) {
+                check(samples);
+            }
+        }
     }
 };
 

@@ -417,12 +417,8 @@ TEST_F(NvmlTest, MigNotSupportedIsOff) {
 // This test verifies that energy counts from opening (not the driver's lifetime total, which is
 // far larger in the fake) and never goes back.
 TEST_F(NvmlTest, EnergyCountsFromOpen) {
-    auto backend = open_fake();
-    ASSERT_NE(backend, nullptr);
-    const auto first = sample(*backend);
-    const auto second = sample(*backend);
-    ASSERT_EQ(first.size(), 2U);
-    ASSERT_EQ(second.size(), 2U);
+    std::vector<GpuSample> first, second;
+    ASSERT_NO_FATAL_FAILURE(two_samples(first, second));
     for (int g = 0; g < 2; ++g) {
         ASSERT_TRUE(first[g].energy_j.has_value()) << "GPU " << g;
         ASSERT_TRUE(second[g].energy_j.has_value()) << "GPU " << g;
@@ -536,16 +532,7 @@ TEST_F(NvmlTest, InitFailureIsAnError) {
 // This test verifies that backends can be opened and closed again (NVML is reference counted,
 // the library reloaded) and that two can be open at once.
 TEST_F(NvmlTest, OpensAndClosesRepeatedly) {
-    for (int i = 0; i < 3; ++i) {
-        auto a = open_fake();
-        auto b = open_fake();
-        ASSERT_NE(a, nullptr);
-        ASSERT_NE(b, nullptr);
-        a.reset();
-        const auto samples = sample(*b);
-        ASSERT_EQ(samples.size(), 2U);
-        EXPECT_EQ(samples[0].error, "");
-    }
+    ASSERT_NO_FATAL_FAILURE(open_two_close_one());
 }
 
 // --- health: failing GPUs ---------------------------------------------------------------------

@@ -106,6 +106,7 @@ SMI
             "--- ok: mps: two users do not wait behind each other's MPS server" \
             "--- ok: mps: the memory limit by device ordinal stops an allocation beyond it" \
             "on CUDA GPU(s)" \
+            "attempt 1 was seen, peak" \
             "torch.OutOfMemoryError: CUDA out of memory" \
             " 0 failed,"; do
             grep -q -F -- "$want" "$tmp/run.out" || fail "the run's output lacks '$want'"

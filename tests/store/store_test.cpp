@@ -150,6 +150,20 @@ protected:
         expect_same_task(**back, written);
         read = **back;
     }
+
+    // What an older CARMA left before a migration test downgrades it: one running task, "old",
+    // with its first attempt (that attempt's per-GPU peak `peak_mib`), the store closed again;
+    // the task's id into `id`. Its failures are fatal: call it inside ASSERT_NO_FATAL_FAILURE.
+    void write_old_attempt(TaskId& id, const std::map<int, MiB>& peak_mib = {}) {
+        auto store = open_store();
+        ASSERT_NE(store, nullptr);
+        auto inserted = store->insert_task(named_task("old", TaskState::Running));
+        ASSERT_TRUE(inserted);
+        id = *inserted;
+        AttemptRow a = attempt(id, 1);
+        a.peak_mib = peak_mib;
+        ASSERT_TRUE(store->insert_attempt(a));
+    }
 };
 
 // This test verifies that a task with every field set comes back exactly as it was written.
@@ -877,16 +891,7 @@ TEST_F(StoreTest, AttemptEnergyPersists) {
 // its attempts read back with unknown energy, and energy can be recorded in it.
 TEST_F(StoreTest, MigratesASchemaThreeDatabase) {
     TaskId id = 0;
-    {
-        auto store = open_store();
-        ASSERT_NE(store, nullptr);
-        auto inserted = store->insert_task(named_task("old", TaskState::Running));
-        ASSERT_TRUE(inserted);
-        id = *inserted;
-        AttemptRow a = attempt(id, 1);
-        a.peak_mib = {{1, 4096}};
-        ASSERT_TRUE(store->insert_attempt(a));
-    }
+    ASSERT_NO_FATAL_FAILURE(write_old_attempt(id, {{1, 4096}}));
     // Make it what schema 3 wrote: attempts without energy.
     downgrade_to(3);
     auto store = open_store();
@@ -907,14 +912,7 @@ TEST_F(StoreTest, MigratesASchemaThreeDatabase) {
 // the attempts it had), and that both round-trip.
 TEST_F(StoreTest, AttemptsRecordTheirNodeAndSlurmJob) {
     TaskId id = 0;
-    {
-        auto store = open_store();
-        ASSERT_NE(store, nullptr);
-        auto inserted = store->insert_task(named_task("old", TaskState::Running));
-        ASSERT_TRUE(inserted);
-        id = *inserted;
-        ASSERT_TRUE(store->insert_attempt(attempt(id, 1)));
-    }
+    ASSERT_NO_FATAL_FAILURE(write_old_attempt(id));
     downgrade_to(4);
     auto store = open_store();
     ASSERT_NE(store, nullptr);

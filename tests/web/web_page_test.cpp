@@ -312,7 +312,10 @@ TEST_F(WebTest, WebListenerIsReadOnlyAndGuardedOffLoopback) {
     EXPECT_EQ(tcp_request(port_, "GET", "/v1/tasks").status, 404);
     EXPECT_EQ(tcp_request(port_, "GET", "/v1/tasks/1/logs").status, 404);
     EXPECT_EQ(tcp_request(port_, "DELETE", "/v1/tasks/1").status, 404);
-    EXPECT_EQ(tcp_request(port_, "GET", "/metrics").status, 404);
+    const Reply metrics = tcp_request(port_, "GET", "/metrics");
+    EXPECT_EQ(metrics.status, 200) << "a Prometheus server scrapes the web listener too";
+    EXPECT_NE(metrics.body.find("carma_tasks{state=\"queued\"}"), std::string::npos)
+        << metrics.body;
     const Reply bad_points = tcp_request(port_, "GET", "/v1/timeline?points=3");
     EXPECT_EQ(bad_points.status, 400);
     EXPECT_NE(bad_points.body.find("points"), std::string::npos) << bad_points.body;
@@ -348,6 +351,10 @@ TEST_F(WebTest, WebListenerIsReadOnlyAndGuardedOffLoopback) {
     EXPECT_EQ(tcp_request(port_, "GET", "/v1/view", {{"Cookie", pair}}).status, 200);
     EXPECT_EQ(tcp_request(port_, "GET", "/v1/view", {{"Authorization", "Bearer " + token}}).status,
               200);
+    EXPECT_EQ(tcp_request(port_, "GET", "/metrics").status, 401);
+    EXPECT_EQ(tcp_request(port_, "GET", "/metrics", {{"Authorization", "Bearer " + token}}).status,
+              200)
+        << "a Prometheus server scrapes with the page's token";
     EXPECT_EQ(tcp_request(port_, "GET", "/v1/view", {{"Cookie", "carma_token=" + token}}).status,
               401)
         << "the raw token is no cookie";
