@@ -37,6 +37,13 @@ cases=(
   "--trace gen:2000"
   "--trace gen:2000 --history warm"
 )
+# The world of issue 19's goal table: measured pair speeds, biased and noisy, so the speed
+# correction learns (and the predictions it corrects change) during the run.
+world="--world measured --world-bias 0.25 --world-noise 0.1"
+for trace in t1 t2 mix-90 heavy-60; do
+  cases+=("--trace $trace $world" "--trace $trace $world --history warm")
+done
+cases+=("--trace gen:400,gap=60 --seed 1 $world" "--trace gen:2000 $world")
 if [[ $full == --full ]]; then
   cases+=("--trace gen:4000,gap=2 --gpus 16x4xA100-40GB" "--trace gen:20000")
 fi

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -14,46 +15,23 @@ namespace carma {
 
 namespace {
 
-// The learned activities of a GPU's tasks, with room for one more. A GPU whose caller lists no
-// residents but shows processes counts as one task as busy as its measured SM activity.
-class Activities {
-public:
-    explicit Activities(const GpuView& gpu) {
-        if (gpu.residents.empty()) {
-            if (gpu.has_processes) {
-                push(gpu.stats.smact.known > 0 ? gpu.stats.smact.mean : gpu.stats.util.mean);
-            }
-            return;
+// The learned activities of a GPU's tasks, in order, each handed to `take`. A GPU whose caller
+// lists no residents but shows processes counts as one task as busy as its measured SM activity.
+template <typename Take>
+void for_each_activity(const GpuView& gpu, Take take) {
+    if (gpu.residents.empty()) {
+        if (gpu.has_processes) {
+            take(gpu.stats.smact.known > 0 ? gpu.stats.smact.mean : gpu.stats.util.mean);
         }
-        for (const ResidentView& r : gpu.residents) {
-            push(r.activity);
-        }
-        if (gpu.foreign_activity) {
-            push(*gpu.foreign_activity);  // processes CARMA did not start compete too
-        }
+        return;
     }
-    void push(double a) {
-        if (size_ < fixed_.size()) {
-            fixed_[size_] = a;
-        } else {
-            if (spill_.empty()) {
-                spill_.assign(fixed_.begin(), fixed_.end());
-            }
-            spill_.push_back(a);
-        }
-        ++size_;
+    for (const ResidentView& r : gpu.residents) {
+        take(r.activity);
     }
-    std::span<const double> values() const {
-        return spill_.empty() ? std::span<const double>(fixed_.data(), size_)
-                              : std::span<const double>(spill_.data(), size_);
+    if (gpu.foreign_activity) {
+        take(*gpu.foreign_activity);  // processes CARMA did not start compete too
     }
-    std::size_t size() const { return size_; }
-
-private:
-    std::array<double, 16> fixed_;  // not zeroed: only the first size_ are read
-    std::vector<double> spill_;
-    std::size_t size_ = 0;
-};
+}
 
 // Bit-for-bit equality: the cache must answer exactly what the predictor would.
 bool same_bits(double a, double b) {
@@ -125,20 +103,74 @@ void GpuPredictions::clear() {
     base_known_ = false;
     entries_.clear();
     after_.clear();
+    std::fill(slots_.begin(), slots_.end(), 0);
+}
+
+namespace {
+
+std::size_t slot_of(std::uint64_t bits, std::size_t slots) {
+    // Fibonacci hashing: the top bits of the product, as many as the table has.
+    const auto shift = static_cast<unsigned>(64 - std::countr_zero(slots));
+    return static_cast<std::size_t>((bits * 0x9E3779B97F4A7C15ULL) >> shift);
+}
+
+}  // namespace
+
+const GpuPredictions::Entry* GpuPredictions::find(std::uint64_t activity) const {
+    if (slots_.empty()) {
+        return nullptr;
+    }
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t s = slot_of(activity, slots_.size());; s = (s + 1) & mask) {
+        if (slots_[s] == 0) {
+            return nullptr;
+        }
+        const Entry& e = entries_[slots_[s] - 1];
+        if (e.activity == activity) {
+            return &e;
+        }
+    }
+}
+
+void GpuPredictions::index(std::size_t entry) {
+    auto place = [this](std::size_t k) {
+        const std::size_t mask = slots_.size() - 1;
+        std::size_t s = slot_of(entries_[k].activity, slots_.size());
+        while (slots_[s] != 0) {
+            s = (s + 1) & mask;
+        }
+        slots_[s] = static_cast<std::uint32_t>(k + 1);
+    };
+    if (2 * entries_.size() > slots_.size()) {
+        slots_.assign(std::max<std::size_t>(16, 2 * slots_.size()), 0);
+        for (std::size_t k = 0; k < entry; ++k) {
+            place(k);
+        }
+    }
+    place(entry);
 }
 
 GpuPredictions::Joined GpuPredictions::joined(const GpuView& gpu, double activity,
                                               const SpeedPredictor& predict) {
-    Activities acts(gpu);
-    const std::span<const double> current = acts.values();
-    const std::size_t n = current.size();
     // Checked, not trusted: a GPU whose tasks changed since the cache was filled starts afresh.
-    if (base_known_ && !std::equal(current.begin(), current.end(), activities_.begin(),
-                                   activities_.end(), same_bits)) {
-        clear();
+    // (Compared in place: this runs for every task examined on every GPU.)
+    if (base_known_) {
+        std::size_t k = 0;
+        bool same = true;
+        for_each_activity(gpu, [&](double a) {
+            same = same && k < activities_.size() && same_bits(a, activities_[k]);
+            ++k;
+        });
+        if (!same || k != activities_.size()) {
+            clear();
+        }
     }
     if (!base_known_) {
-        activities_.assign(current.begin(), current.end());
+        activities_.clear();
+        for_each_activity(gpu, [&](double a) { activities_.push_back(a); });
+    }
+    const std::size_t n = activities_.size();
+    if (!base_known_) {
         before_.assign(n, 1.0);
         before_slowdown_ = 0;
         before_speed_ = 0;
@@ -151,13 +183,12 @@ GpuPredictions::Joined GpuPredictions::joined(const GpuView& gpu, double activit
         }
         base_known_ = true;
     }
-    for (const Entry& e : entries_) {
-        if (same_bits(e.activity, activity)) {
-            return {e.sharing, before_, std::span<const double>(after_).subspan(e.at, n + 1)};
-        }
+    const auto bits = std::bit_cast<std::uint64_t>(activity);
+    if (const Entry* e = find(bits)) {
+        return {e->sharing, before_, std::span<const double>(after_).subspan(e->at, n + 1)};
     }
     Entry e;
-    e.activity = activity;
+    e.activity = bits;
     e.at = after_.size();
     after_.resize(after_.size() + n + 1, 1.0);
     const std::span<double> after = std::span<double>(after_).subspan(e.at, n + 1);
@@ -174,6 +205,7 @@ GpuPredictions::Joined GpuPredictions::joined(const GpuView& gpu, double activit
         e.sharing = {slowdown - before_slowdown_ - 1.0, speed - before_speed_};
     }
     entries_.push_back(e);
+    index(entries_.size() - 1);
     return {e.sharing, before_, after};
 }
 
@@ -182,8 +214,11 @@ SharingPrediction predict_sharing(const GpuView& gpu, double activity,
     if (!predict) {
         return {};
     }
+    if (cache) {
+        return cache->joined(gpu, activity, predict).sharing;
+    }
     GpuPredictions local;
-    return (cache ? *cache : local).joined(gpu, activity, predict).sharing;
+    return local.joined(gpu, activity, predict).sharing;
 }
 
 FilterOutcome carma_gpu_open(const PolicySpec& policy, const GpuView& gpu,
@@ -351,18 +386,62 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
 
 namespace {
 
-// When the head could start on this GPU (step 4), by its residents' expected ends.
-double ready_at(const GpuView& g, bool risky, const CarmaNeed& need, double now, double settle_s,
-                std::vector<const ResidentView*>& order) {
-    if (!g.schedulable) {
-        return kNeverS;
+// The moment a GPU of this readiness could take the head: "now" is its earliest (after the
+// warm-up at most, while warming up).
+double ready_at(const HeadReadiness& r, bool locked, double now, double settle_s) {
+    const double earliest = locked ? now + settle_s : now;
+    switch (r.when) {
+        case HeadReadiness::When::Never: return kNeverS;
+        case HeadReadiness::When::Now: return earliest;
+        case HeadReadiness::When::AfterEnd: return std::max(earliest, std::max(now, r.end));
     }
-    const double earliest = g.locked ? now + settle_s : now;
+    return kNeverS;
+}
+
+bool same_resident_ends(const ResidentView& a, const ResidentView& b) {
+    auto bits = [](const std::optional<double>& v) {
+        return v ? std::bit_cast<std::uint64_t>(*v) : std::uint64_t{0};
+    };
+    return a.task == b.task && a.need_mib == b.need_mib &&
+           a.expected_end.has_value() == b.expected_end.has_value() &&
+           bits(a.expected_end) == bits(b.expected_end);
+}
+
+}  // namespace
+
+HeadReadiness head_readiness(const GpuView& g, bool risky, const CarmaNeed& need) {
+    using When = HeadReadiness::When;
+    HeadReadiness out;
+    if (!g.schedulable) {
+        out.unknown = std::numeric_limits<std::size_t>::max();
+    } else if (g.residents.empty() && g.has_processes) {
+        out.unknown = std::numeric_limits<std::size_t>::max() - 1;
+    }
+    for (const ResidentView& res : g.residents) {
+        out.unknown += res.expected_end ? 0 : 1;
+        out.committed += res.need_mib ? *res.need_mib : g.total_mib;
+    }
+    if (!g.schedulable) {
+        return out;
+    }
     if (g.residents.empty()) {
         // Processes nobody listed: when they end is unknown.
-        return g.has_processes ? kNeverS : earliest;
+        out.when = g.has_processes ? When::Never : When::Now;
+        return out;
     }
-    order.clear();
+    const MiB usable = usable_mib(g);
+    const bool idle_only = need.idle_only || need.min_available_mib > usable;
+    MiB committed = out.committed;
+    // A GPU that passes memory but not the risk filter needs a resident to end first.
+    if (!idle_only && !risky && usable - committed >= need.min_available_mib &&
+        g.stats.available_mib >= need.min_available_mib) {
+        out.when = When::Now;
+        return out;
+    }
+    // The residents in the order they free their memory: by expected end (unknown last), then
+    // task.
+    std::vector<const ResidentView*> order;
+    order.reserve(g.residents.size());
     for (const ResidentView& r : g.residents) {
         order.push_back(&r);
     }
@@ -371,41 +450,56 @@ double ready_at(const GpuView& g, bool risky, const CarmaNeed& need, double now,
         const double eb = b->expected_end.value_or(kNeverS);
         return ea != eb ? ea < eb : a->task < b->task;
     });
-    const MiB usable = usable_mib(g);
-    const bool idle_only = need.idle_only || need.min_available_mib > usable;
-    MiB committed = 0;
-    for (const ResidentView* r : order) {
-        committed += r->need_mib ? *r->need_mib : g.total_mib;
-    }
-    // A GPU that passes memory but not the risk filter needs a resident to end first.
-    if (!idle_only && !risky && usable - committed >= need.min_available_mib &&
-        g.stats.available_mib >= need.min_available_mib) {
-        return earliest;
-    }
     for (std::size_t k = 0; k < order.size(); ++k) {
         const ResidentView* r = order[k];
         if (!r->expected_end) {
-            return kNeverS;
+            return out;  // Never
         }
         committed -= r->need_mib ? *r->need_mib : g.total_mib;
         const bool last = k + 1 == order.size();
         if (last || (!idle_only && usable - committed >= need.min_available_mib)) {
-            return std::max(earliest, std::max(now, *r->expected_end));
+            out.when = When::AfterEnd;
+            out.end = *r->expected_end;
+            return out;
         }
     }
-    return kNeverS;
+    return out;
 }
 
-}  // namespace
+const HeadReadiness& HeadReadinessCache::get(const GpuView& g, bool risky,
+                                             const CarmaNeed& need) {
+    const bool same =
+        known_ && schedulable_ == g.schedulable && has_processes_ == g.has_processes &&
+        risky_ == risky && idle_only_ == need.idle_only && total_mib_ == g.total_mib &&
+        foreign_mib_ == g.foreign_mib && available_mib_ == g.stats.available_mib &&
+        min_available_mib_ == need.min_available_mib &&
+        std::equal(residents_.begin(), residents_.end(), g.residents.begin(), g.residents.end(),
+                   same_resident_ends);
+    if (!same) {
+        known_ = true;
+        schedulable_ = g.schedulable;
+        has_processes_ = g.has_processes;
+        risky_ = risky;
+        idle_only_ = need.idle_only;
+        total_mib_ = g.total_mib;
+        foreign_mib_ = g.foreign_mib;
+        available_mib_ = g.stats.available_mib;
+        min_available_mib_ = need.min_available_mib;
+        residents_.assign(g.residents.begin(), g.residents.end());
+        value_ = head_readiness(g, risky, need);
+    }
+    return value_;
+}
 
 HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const GpuView> gpus,
-                   std::span<const char> open, double now, double settle_s) {
+                   std::span<const char> open, double now, double settle_s,
+                   std::span<HeadReadinessCache> readiness) {
     HeadPlan plan;
     plan.shadow.assign(gpus.size(), 0);
     const auto wanted = static_cast<std::size_t>(std::max(head.gpus, 1));
     struct Rank {
         double ready = kNeverS;
-        std::size_t unknown = 0;  // residents with no expected end (all count when unlisted)
+        std::size_t unknown = 0;
         MiB committed = 0;
         std::size_t pos = 0;
         bool operator<(const Rank& o) const {
@@ -418,25 +512,22 @@ HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const 
             return committed != o.committed ? committed < o.committed : pos < o.pos;
         }
     };
-    std::vector<const ResidentView*> order;
     std::vector<Rank> ranks;
     ranks.reserve(gpus.size());
     for (std::size_t i = 0; i < gpus.size(); ++i) {
         const GpuView& g = gpus[i];
         const bool risky = g.schedulable && !g.locked && open[i] == 0;
-        Rank r;
-        r.ready = ready_at(g, risky, need, now, settle_s, order);
-        r.pos = i;
-        if (!g.schedulable) {
-            r.unknown = std::numeric_limits<std::size_t>::max();
-        } else if (g.residents.empty() && g.has_processes) {
-            r.unknown = std::numeric_limits<std::size_t>::max() - 1;
-        }
-        for (const ResidentView& res : g.residents) {
-            r.unknown += res.expected_end ? 0 : 1;
-            r.committed += res.need_mib ? *res.need_mib : g.total_mib;
-        }
-        ranks.push_back(r);
+        const HeadReadiness r =
+            readiness.empty() ? head_readiness(g, risky, need) : readiness[i].get(g, risky, need);
+        ranks.push_back(Rank{ready_at(r, g.locked, now, settle_s), r.unknown, r.committed, i});
+    }
+    if (wanted == 1 && !ranks.empty()) {
+        // The first in the order is all a one-GPU head takes: the least rank, no sort (the
+        // order is total: positions differ).
+        const Rank& first = *std::min_element(ranks.begin(), ranks.end());
+        plan.shadow[first.pos] = 1;
+        plan.start = first.ready;
+        return plan;
     }
     std::sort(ranks.begin(), ranks.end());
     // Even when the start cannot be predicted, the head reserves only the n GPUs likeliest to
@@ -483,9 +574,9 @@ bool may_pass_head(const TaskSpec& task, const GpuView& gpu, const HeadPlan& pla
     if (plan.start == kNeverS) {
         return leaves_room;  // no predicted start that its slowdown could delay
     }
-    GpuPredictions local;
+    std::optional<GpuPredictions> local;  // built only without a cache: this runs per candidate
     const GpuPredictions::Joined joined =
-        (cache ? *cache : local).joined(gpu, activity_of(task), predict);
+        (cache ? *cache : local.emplace()).joined(gpu, activity_of(task), predict);
     const std::span<const double> before = joined.before;
     const std::span<const double> after = joined.after;
     const std::size_t n = before.size();

@@ -41,6 +41,7 @@
 // holes stay for large tasks), then GPU index.
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <span>
 #include <string>
@@ -91,15 +92,15 @@ struct SharingPrediction {
     double gain = 1;            // increase of the GPU's summed progress rate (sum of speeds)
 };
 
-// The predictions of one round for one GPU, per learned activity of a task that would join it.
-// A busy round examines hundreds of waiting tasks on every GPU, and most share a few activities
-// (activity is learned per command and family), so predicting once per (GPU, activity) instead of
-// per (GPU, task) saves most of the predictor's calls without changing a single result.
-// Valid only while the GPU's tasks stay as they were when it was filled: the scheduler keeps one
-// per GPU for one round and clears it when it places a task there. It assumes what a round
-// assumes anyway, that the predictor answers the same inputs the same way within the round
-// (whatever it learns between rounds); its key is the predictor's whole input, the GPU's
-// activities and the newcomer's.
+// The predictions for one GPU, per learned activity of a task that would join it. A busy round
+// examines hundreds of waiting tasks on every GPU, and most share a few activities (activity is
+// learned per command and family), so predicting once per (GPU, activity) instead of per
+// (GPU, task) saves most of the predictor's calls without changing a single result; and a backlog
+// runs many rounds over the same GPUs, so the scheduler keeps them from round to round while the
+// predictor's answers stay the same (PlacementConfig::predictor_version).
+// Its key is the predictor's whole input: the GPU's activities, compared on every use (a GPU
+// whose tasks changed starts afresh), and the newcomer's. Valid while the predictor answers the
+// same input the same way: the caller clears it when that may have changed.
 class GpuPredictions {
 public:
     struct Joined {
@@ -114,16 +115,21 @@ public:
 
 private:
     struct Entry {
-        double activity = 0;
+        std::uint64_t activity = 0;  // its bits
         SharingPrediction sharing;
         std::size_t at = 0;  // its speeds in after_
     };
+    // The entry of a newcomer's activity, or null. Open addressing over slots_ (entry + 1; 0:
+    // empty): a GPU kept over many rounds collects the activities of hundreds of tasks.
+    const Entry* find(std::uint64_t activity) const;
+    void index(std::size_t entry);
     bool base_known_ = false;
     std::vector<double> activities_;  // the GPU's, with room for the newcomer
     std::vector<double> before_;
     double before_slowdown_ = 0;
     double before_speed_ = 0;
     std::vector<Entry> entries_;
+    std::vector<std::uint32_t> slots_;  // a power of two long, at most half full
     std::vector<double> after_;  // each entry's n + 1 speeds
 };
 
@@ -153,9 +159,39 @@ struct HeadPlan {
     std::vector<char> shadow;   // per position in `gpus`: the n GPUs reserved for the head
 };
 
-// Step 4. `settle_s`: how long a warming-up GPU stays closed at most.
+// Step 4 on one GPU without the clock: what must happen before the head could start there, and
+// what ranks the GPU among the others. It reads the GPU's residents (in the order of their
+// expected ends), memory, health and risk and the head's need, never the time.
+struct HeadReadiness {
+    enum class When { Never, Now, AfterEnd };
+    When when = When::Never;
+    double end = 0;           // AfterEnd: the expected end of the resident it waits for
+    std::size_t unknown = 0;  // residents with no expected end (all count when unlisted)
+    MiB committed = 0;        // the residents' learned needs (unknown: the whole GPU)
+};
+// `risky`: the GPU is schedulable and not warming up but turned down by the risk filter.
+HeadReadiness head_readiness(const GpuView& gpu, bool risky, const CarmaNeed& need);
+
+// head_readiness of one GPU, kept while its whole input stays the same, compared on every use as
+// GpuPredictions are: a backlog plans the same head on the same GPUs round after round, and
+// sorting every GPU's residents for it was most of a round on 64 GPUs.
+class HeadReadinessCache {
+public:
+    const HeadReadiness& get(const GpuView& gpu, bool risky, const CarmaNeed& need);
+
+private:
+    bool known_ = false;
+    bool schedulable_ = false, has_processes_ = false, risky_ = false, idle_only_ = false;
+    MiB total_mib_ = 0, foreign_mib_ = 0, available_mib_ = 0, min_available_mib_ = 0;
+    std::vector<ResidentView> residents_;  // what it reads of them: task, need, expected end
+    HeadReadiness value_;
+};
+
+// Step 4. `settle_s`: how long a warming-up GPU stays closed at most. `readiness`, when not
+// empty, one cache per GPU position.
 HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const GpuView> gpus,
-                   std::span<const char> open, double now, double settle_s);
+                   std::span<const char> open, double now, double settle_s,
+                   std::span<HeadReadinessCache> readiness = {});
 
 // Step 5 for a shadow GPU: whether `task` may start there now without delaying the head. It may
 // if (a) it is predicted to end before the head's start, or (b) its own need + margin leaves room

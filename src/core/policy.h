@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <span>
@@ -85,6 +86,11 @@ struct ResidentView {
 using SpeedPredictor =
     std::function<void(std::span<const double> activities, std::span<double> speeds)>;
 
+// Says when a SpeedPredictor's answers change: a number that changes whenever the same input may
+// get another answer (a correction that learned). A predictor whose answers never change has a
+// constant one.
+using PredictorVersion = std::function<std::uint64_t()>;
+
 // Everything the collocation path may know about one GPU at decision time.
 struct GpuView {
     // Unique among the GPUs of one step, across nodes: placements and warm-up locks name GPUs by
@@ -126,6 +132,10 @@ struct PlacementConfig {
     bool memory_limits = false;
     // For `carma`'s slowdown score and backfill predictions; empty: no interference predicted.
     SpeedPredictor predict_speeds;
+    // The version of predict_speeds' answers. Set, `carma` keeps its predictions from round to
+    // round while it stays the same; empty, only within a round (every predictor is taken to
+    // answer the same input the same way for one round). Set it with predict_speeds.
+    PredictorVersion predictor_version;
 };
 
 enum class FilterOutcome { Pass, Unschedulable, WarmingUp, NotEnoughMemory, HighRisk };

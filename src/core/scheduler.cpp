@@ -132,12 +132,13 @@ void Scheduler::push(TaskId id, TaskSpec spec, std::optional<double> queued_at, 
         unstamped_.push_back(id);
     }
     auto it = q.insert(front ? q.begin() : q.end(), std::move(t));
-    where_[id] = Where{it, recovery};
+    Where& w = where_[id];
+    w = Where{it, recovery};
     if (!recovery && (front || aged_upto_ == main_.end())) {
         aged_upto_ = front ? main_.begin() : it;  // not yet known to have aged
     }
     if (!recovery && config_.policy.long_first) {
-        by_length_.insert(OrderKey{it->order_key, it->seq, id, it});
+        w.ranked = by_length_.insert(OrderKey{it->order_key, it->seq, id, it}).first;
         ages_.insert(it->queued_at + config_.carma.max_wait_s);
     }
     ++queue_version_;
@@ -150,7 +151,7 @@ void Scheduler::remove(TaskId id) {
     }
     const Queue::iterator it = w->second.it;
     if (!w->second.recovery && config_.policy.long_first) {
-        by_length_.erase(OrderKey{it->order_key, it->seq, id, it});
+        by_length_.erase(w->second.ranked);
         ages_.erase(ages_.find(it->queued_at + config_.carma.max_wait_s));
     }
     ++queue_version_;
@@ -190,30 +191,59 @@ bool Scheduler::relearn(TaskId id, const Learned& learned) {
     if (w == where_.end()) {
         return false;
     }
-    QueuedTask& t = *w->second.it;
+    RelearnHint hint;
+    relearn_one(w->second, learned, hint);
+    return true;
+}
+
+void Scheduler::relearn(std::span<const TaskId> ids, const Learned& learned) {
+    RelearnHint hint;
+    for (const TaskId id : ids) {
+        if (auto w = where_.find(id); w != where_.end()) {
+            relearn_one(w->second, learned, hint);
+        }
+    }
+}
+
+void Scheduler::relearn_one(Where& w, const Learned& learned, RelearnHint& hint) {
+    QueuedTask& t = *w.it;
     t.spec.learned = learned;
     // A backlog relearns every waiting task of a family whenever one of them ends, and most
     // come out as they were: only a changed run time moves a task in the order, and only a
     // changed decision key changes its class.
     const double key = order_key(t.spec);
     if (std::bit_cast<std::uint64_t>(key) != std::bit_cast<std::uint64_t>(t.order_key)) {
-        const bool indexed = !w->second.recovery && config_.policy.long_first;
+        const bool indexed = !w.recovery && config_.policy.long_first;
         if (indexed) {
-            by_length_.erase(OrderKey{t.order_key, t.seq, id, w->second.it});
+            by_length_.erase(w.ranked);
         }
         t.order_key = key;
         if (indexed) {
-            by_length_.insert(OrderKey{t.order_key, t.seq, id, w->second.it});
+            // Tasks of a group come in arrival order with one key: each goes right after the
+            // one moved before it, which the hint tries first (the set is the same whatever
+            // the hint; that task stays where it went, so the hint is valid).
+            const OrderKey entry{t.order_key, t.seq, t.id, w.it};
+            w.ranked = hint.moved ? by_length_.insert(std::next(*hint.moved), entry)
+                                  : by_length_.insert(entry).first;
+            hint.moved = w.ranked;
         }
         ++queue_version_;
     }
-    if (config_.policy.carma && config_.policy.backfill &&
-        decision_key(t.spec) != class_keys_[t.decision_class]) {
-        release_class(t.decision_class);
-        t.decision_class = acquire_class(t.spec);
-        ++queue_version_;
+    if (config_.policy.carma && config_.policy.backfill) {
+        const DecisionKey dk = decision_key(t.spec);
+        if (dk != class_keys_[t.decision_class]) {
+            release_class(t.decision_class);
+            if (hint.key == dk && class_refs_[hint.decision_class] > 0) {
+                ++class_refs_[hint.decision_class];  // the class the task before went to
+                t.decision_class = hint.decision_class;
+            } else {
+                t.decision_class = acquire_class(t.spec);
+            }
+            hint.key = dk;
+            hint.decision_class = t.decision_class;
+            ++queue_version_;
+        }
     }
-    return true;
 }
 
 Scheduler::DecisionKey Scheduler::decision_key(const TaskSpec& spec) {
@@ -257,11 +287,13 @@ std::uint32_t Scheduler::acquire_class(const TaskSpec& spec) {
             class_keys_.push_back(key);
             class_refs_.push_back(0);
             class_waited_.push_back(0);
+            class_feasible_.push_back(0);
         } else {
             it->second = free_classes_.back();
             free_classes_.pop_back();
             class_keys_[it->second] = key;
             class_waited_[it->second] = 0;
+            class_feasible_[it->second] = 0;
         }
     }
     ++class_refs_[it->second];
@@ -312,6 +344,7 @@ const CapacitySummary& Scheduler::capacity() {
             capacity_of_.emplace_back(g.node, g.total_mib);
         }
         capacity_ = summarize_capacity(std::span<const GpuView>(scratch_));
+        ++capacity_generation_;
     }
     return capacity_;
 }
@@ -331,8 +364,15 @@ void Scheduler::commit(const QueuedTask& task, const std::vector<int>& gpus, dou
                 l.duration_s ? std::optional<double>(now + *l.duration_s) : std::nullopt});
             open_[i] = 0;
             predictions_[i].clear();
+            refresh_room(i);
         }
     }
+}
+
+void Scheduler::refresh_room(std::size_t i) {
+    const GpuView& g = scratch_[i];
+    available_[i] = planned_available_mib(g);
+    idle_[i] = g.schedulable && !g.locked && !g.has_processes && g.residents.empty();
 }
 
 StepResult Scheduler::step_paper(double now, const CapacitySummary& capacity) {
@@ -482,19 +522,51 @@ bool Scheduler::candidates_fresh(double now, TaskId head) const {
     return next == ages_.end() || *next > hi;
 }
 
+void Scheduler::index_first_of_class() {
+    const std::size_t count = candidates_.size();
+    // First pass: 1 where a candidate's class came before it; second, from the back: where the
+    // next first candidate of a class is.
+    next_class_at_.assign(count, 0);
+    class_seen_.assign(class_refs_.size(), 0);
+    for (std::size_t k = 0; k < count; ++k) {
+        char& seen = class_seen_[candidates_[k].decision_class];
+        next_class_at_[k] = seen;
+        seen = 1;
+    }
+    std::size_t next = count;
+    for (std::size_t k = count; k-- > 0;) {
+        const bool first = next_class_at_[k] == 0;
+        next_class_at_[k] = next;
+        if (first) {
+            next = k;
+        }
+    }
+}
+
 StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
     StepResult result;
     const PlacementConfig& pc = config_.placement;
     const std::size_t n = scratch_.size();
     open_.assign(n, 0);
     allowed_.assign(n, 1);
-    predictions_.resize(n);  // kept, not reassigned: their buffers serve the next round
-    for (GpuPredictions& p : predictions_) {
-        p.clear();
+    // Predictions stay from round to round while the predictor's answers do (each GPU's also
+    // checks that GPU's tasks on every use); without a version, for this round only.
+    predictions_.resize(n);
+    readiness_.resize(n);
+    const std::optional<std::uint64_t> version =
+        pc.predictor_version ? std::optional<std::uint64_t>(pc.predictor_version()) : std::nullopt;
+    if (!version || version != predictions_version_) {
+        for (GpuPredictions& p : predictions_) {
+            p.clear();
+        }
     }
+    predictions_version_ = version;
     ++epoch_;
+    available_.resize(n);
+    idle_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
         open_[i] = carma_gpu_open(config_.policy, scratch_[i], pc.risk) == FilterOutcome::Pass;
+        refresh_room(i);
     }
 
     const QueuedTask* head = nullptr;
@@ -523,7 +595,7 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         head_need = carma_need(head->spec, head_recovered, pc);
         Selection sel =
             carma_select(config_.policy, head->spec, head_need, scratch_, open_, allowed_, pc,
-                         config_.carma, predictions_);
+                         config_.carma, predictions_, available_);
         if (sel.gpus.empty()) {
             result.pending_task = head->id;
             result.pending_reason = std::move(sel.pending_reason);
@@ -546,18 +618,16 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
 
     // Backfilling around the waiting head.
     const HeadPlan plan =
-        plan_head(head->spec, head_need, scratch_, open_, now, config_.warmup.settle_s);
-    // What each GPU could take now (planned available memory, per GPU and the most; idle), kept
-    // up to date as tasks are placed: most candidates of a busy round are turned down on it alone.
+        plan_head(head->spec, head_need, scratch_, open_, now, config_.warmup.settle_s,
+                  readiness_);
+    // What the GPUs could take now (the most planned available memory of an open one; whether
+    // one is idle), after each placement: most candidates of a busy round are turned down on it
+    // alone. (available_ and idle_ per GPU are kept up to date by commit.)
     auto roomiest = [&](bool& idle_open) {
         MiB most = -1;
         idle_open = false;
-        available_.resize(n);
         for (std::size_t i = 0; i < n; ++i) {
-            const GpuView& g = scratch_[i];
-            const bool idle = g.schedulable && !g.locked && !g.has_processes && g.residents.empty();
-            idle_open = idle_open || idle;
-            available_[i] = planned_available_mib(g);
+            idle_open = idle_open || idle_[i] != 0;
             if (open_[i] != 0) {
                 most = std::max(most, available_[i]);
             }
@@ -579,6 +649,7 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
                 return candidates_.size() >= config_.carma.backfill_depth;
             });
         }
+        index_first_of_class();
         candidates_version_ = queue_version_;
         candidates_now_ = now;
         candidates_head_ = head->id;
@@ -588,7 +659,17 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         : plan.start == kNeverS ? fmt::format("start of {} not predictable", head->spec.name)
                                 : fmt::format("predicted start of {} in {}", head->spec.name,
                                               format_duration(plan.start - now));
-    for (const Candidate& candidate : candidates_) {
+    // Until the round places or rejects a task, every class met is turned down at its first
+    // task, so the loop goes from one class's first task to the next class's (a backlog's 256
+    // candidates hold a few dozen classes, and rounds without a placement are most of a run);
+    // the tasks it passes over would each be skipped below. Not while reasons are spelled out.
+    bool unchanged = true;
+    auto next = [&](std::size_t k) {
+        const bool explaining = pc.explain && result.waiting.size() <= kExplainedWaiting;
+        return unchanged && !explaining ? next_class_at_[k] : k + 1;
+    };
+    for (std::size_t k = 0; k < candidates_.size(); k = next(k)) {
+        const Candidate& candidate = candidates_[k];
         if (most < 0 && !idle_open) {
             break;
         }
@@ -599,11 +680,16 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
             continue;
         }
         const QueuedTask& t = *candidate.task;
-        if (auto feasible = check_feasible(t.spec, capacity, MemoryKnowledge::Learned);
-            !feasible) {
-            result.rejected.push_back(Rejection{t.id, feasible.error().message});
-            remove(t.id);
-            continue;
+        // Feasibility reads only what the class key holds: checked once per class and GPU set.
+        if (class_feasible_[t.decision_class] != capacity_generation_) {
+            if (auto feasible = check_feasible(t.spec, capacity, MemoryKnowledge::Learned);
+                !feasible) {
+                result.rejected.push_back(Rejection{t.id, feasible.error().message});
+                remove(t.id);
+                unchanged = false;
+                continue;
+            }
+            class_feasible_[t.decision_class] = capacity_generation_;
         }
         const CarmaNeed need = carma_need(t.spec, false, pc);
         if (!idle_open && (need.idle_only || need.min_available_mib > most)) {
@@ -616,14 +702,33 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
             }
             continue;
         }
+        // What carma_select needs to place it: `wanted` GPUs it may use that are idle (the
+        // exclusive path) or open with room (collocation). Counted here, a quiet turn-down of
+        // a task short of them (most of a backlog's) costs no selection.
+        const auto wanted = static_cast<std::size_t>(std::max(t.spec.gpus, 1));
+        std::size_t idle_usable = 0;
+        std::size_t open_usable = 0;
         for (std::size_t i = 0; i < n; ++i) {
             // A shadow GPU without room turns the task down anyway; spare the prediction.
             const bool room = available_[i] >= need.min_available_mib;
-            // Another MPS user's task on a GPU kept for the head keeps the head out until it ends.
-            allowed_[i] = plan.shadow[i] == 0 ||
-                          (room && !mps_users_differ(t.spec, head->spec) &&
-                           may_pass_head(t.spec, scratch_[i], plan, head_need, now,
-                                         pc.predict_speeds, &predictions_[i]));
+            const bool usable = idle_[i] != 0 || (open_[i] != 0 && room);
+            if (plan.shadow[i] == 0) {
+                allowed_[i] = 1;
+            } else if (!explain && !usable) {
+                allowed_[i] = 0;  // turned down there either way; only the reason would differ
+            } else {
+                // Another MPS user's task on a GPU kept for the head keeps the head out until
+                // it ends.
+                allowed_[i] = room && !mps_users_differ(t.spec, head->spec) &&
+                              may_pass_head(t.spec, scratch_[i], plan, head_need, now,
+                                            pc.predict_speeds, &predictions_[i]);
+            }
+            idle_usable += allowed_[i] != 0 && idle_[i] != 0 ? 1 : 0;
+            open_usable += allowed_[i] != 0 && open_[i] != 0 && room ? 1 : 0;
+        }
+        if (!explain && idle_usable < wanted && open_usable < wanted) {
+            class_waited_[t.decision_class] = epoch_;
+            continue;
         }
         Selection sel =
             carma_select(config_.policy, t.spec, need, scratch_, open_, allowed_,
@@ -639,6 +744,7 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         }
         commit(t, sel.gpus, now);
         ++epoch_;  // the GPUs changed: what turned a class down may not any more
+        unchanged = false;
         result.placed.push_back(Placement{t.id, std::move(sel.gpus), false, sel.exclusive});
         remove(t.id);
         most = roomiest(idle_open);

@@ -127,6 +127,10 @@ public:
     // A waiting task's knowledge changed (an earlier run of the same command finished); false if
     // it is not waiting.
     bool relearn(TaskId id, const Learned& learned);
+    // The same for several waiting tasks that learned the same figures (the simulator's tasks of
+    // one command, which learn from one history): tasks not waiting are passed over. Their order
+    // and class change together, which costs less than one at a time.
+    void relearn(std::span<const TaskId> ids, const Learned& learned);
     // Puts a task that was placed but could not be launched (disk full, a fork that failed) back
     // at the front of its queue and releases its warm-up lock: it keeps its turn.
     void return_to_front(TaskId id, TaskSpec spec, bool recovery);
@@ -162,16 +166,19 @@ public:
 
 private:
     using Queue = std::list<QueuedTask>;
-    struct Where {
-        Queue::iterator it;
-        bool recovery = false;
-    };
     struct OrderKey {
         double key = 0;
         std::int64_t seq = 0;
         TaskId id = 0;
         Queue::iterator it;  // not part of the order
         bool operator<(const OrderKey& o) const { return key != o.key ? key < o.key : seq < o.seq; }
+    };
+    struct Where {
+        Queue::iterator it;
+        bool recovery = false;
+        // Its entry in by_length_ (a main-queue task of a long-first policy): erased where it
+        // is, not looked up, when the task leaves or moves (a backlog's relearning moves many).
+        std::set<OrderKey>::iterator ranked{};
     };
 
     void push(TaskId id, TaskSpec spec, std::optional<double> queued_at, bool recovery,
@@ -201,6 +208,15 @@ private:
         std::size_t operator()(const DecisionKey& k) const;
     };
     static DecisionKey decision_key(const TaskSpec& spec);
+    // What relearning one task of a group found, handed to the next: the class of the last
+    // decision key, and the last task moved in by_length_ (the next of the group, later in
+    // arrival, goes right after it).
+    struct RelearnHint {
+        std::optional<DecisionKey> key;
+        std::uint32_t decision_class = 0;
+        std::optional<std::set<OrderKey>::iterator> moved;
+    };
+    void relearn_one(Where& w, const Learned& learned, RelearnHint& hint);
     std::uint32_t acquire_class(const TaskSpec& spec);
     void release_class(std::uint32_t id);
 
@@ -228,10 +244,18 @@ private:
     // whose GPUs match (the usual case) reuses the summary instead of counting nodes again.
     const CapacitySummary& capacity();
     CapacitySummary capacity_;
+    std::uint64_t capacity_generation_ = 1;  // changes with capacity_; never 0
     std::vector<std::pair<std::string, MiB>> capacity_of_;
     std::vector<char> open_, allowed_; // carma, per GPU position; reused
-    std::vector<MiB> available_;       // carma backfill: planned_available_mib per GPU position
-    std::vector<GpuPredictions> predictions_;  // carma, per GPU position, for one round
+    // carma, per GPU position, kept up to date through the round's placements (refresh_room):
+    // planned_available_mib, and idle (what the exclusive path takes).
+    std::vector<MiB> available_;
+    std::vector<char> idle_;
+    void refresh_room(std::size_t i);
+    // carma, per GPU position; kept over rounds while the predictor's version stays.
+    std::vector<GpuPredictions> predictions_;
+    std::optional<std::uint64_t> predictions_version_;
+    std::vector<HeadReadinessCache> readiness_;  // carma, per GPU position, kept over rounds
     // carma backfilling: the tasks examined behind the head, kept from round to round while
     // the queue, the head and the set of aged tasks stay the same (most rounds of a backlog
     // change none of them, and walking hundreds of scattered list nodes is a round's main cost).
@@ -240,6 +264,11 @@ private:
         std::uint32_t decision_class = 0;
     };
     std::vector<Candidate> candidates_;
+    // Per candidate, the position of the next candidate whose class none before it has; with
+    // the scratch of the pass that finds them (per class id).
+    std::vector<std::size_t> next_class_at_;
+    std::vector<char> class_seen_;
+    void index_first_of_class();
     std::uint64_t queue_version_ = 0;  // changes whenever carma_order's answer may
     std::uint64_t candidates_version_ = std::numeric_limits<std::uint64_t>::max();
     double candidates_now_ = 0;
@@ -253,6 +282,8 @@ private:
     std::vector<std::uint32_t> class_refs_;
     std::vector<std::uint32_t> free_classes_;
     std::vector<std::uint64_t> class_waited_;
+    // Per class id, the capacity_generation_ in which its tasks were found feasible (0: not yet).
+    std::vector<std::uint64_t> class_feasible_;
     std::uint64_t epoch_ = 0;  // changes with every round and every placement in it
 };
 

@@ -1,7 +1,9 @@
 #include "core/speed_correction.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -37,6 +39,13 @@ std::optional<double> observed_factor(const SpeedObservation& o, const SpeedCorr
     return std::clamp(o.predicted_shared_progress_s / observed, c.min_k, c.max_k);
 }
 
+SpeedCorrection::SpeedCorrection(std::string mode, SpeedCorrectionConfig config)
+    : mode_(std::move(mode)), config_(config) {
+    for (std::size_t load = 0; load < kLoads.size(); ++load) {
+        classes_[load] = fmt::format("{}/{}", mode_, kLoads[load]);
+    }
+}
+
 bool SpeedCorrection::observe(const SpeedObservation& o) {
     auto k = observed_factor(o, config_);
     if (!k) {
@@ -63,20 +72,24 @@ void SpeedCorrection::add(const std::string& family, const std::string& cls, dou
         account(v.front(), -1);
         v.erase(v.begin());
     }
+    // Everything's pool changed, so every fallback may have; of the families' own figures only
+    // this family's in this class.
     for (std::size_t load = 0; load < kLoads.size(); ++load) {
-        unbound_k_[load] = factor("", fmt::format("{}/{}", mode_, kLoads[load])).k;
+        fallback_k_[load] = factor("", classes_[load]).k;
+        if (!family.empty() && cls == classes_[load]) {
+            own_k_[family_id(family)][load] =
+                own.n >= config_.min_samples ? std::optional<double>(shrunk(own)) : std::nullopt;
+        }
     }
-    for (auto& [key, bound] : bound_) {
-        refresh(key, bound.family);
-    }
+    ++version_;
+}
+
+double SpeedCorrection::shrunk(const Pool& p) const {
+    return std::exp(p.sum / (static_cast<double>(p.n) + config_.prior_weight));
 }
 
 SpeedCorrection::Factor SpeedCorrection::factor(std::string_view family,
                                                 std::string_view cls) const {
-    const double prior = config_.prior_weight;
-    auto shrunk = [prior](const Pool& p) {
-        return std::exp(p.sum / (static_cast<double>(p.n) + prior));
-    };
     if (!family.empty()) {
         auto own = own_.find({std::string(family), std::string(cls)});
         if (own != own_.end() && own->second.n >= config_.min_samples) {
@@ -93,21 +106,40 @@ SpeedCorrection::Factor SpeedCorrection::factor(std::string_view family,
     return {1.0, 0, "none"};
 }
 
-void SpeedCorrection::refresh(long long key, const std::string& family) {
-    Bound& b = bound_[key];
-    b.family = family;
-    for (std::size_t load = 0; load < kLoads.size(); ++load) {
-        b.k[load] = factor(family, fmt::format("{}/{}", mode_, kLoads[load])).k;
+std::size_t SpeedCorrection::family_id(const std::string& family) {
+    if (family.empty()) {
+        return kNoFamily;
     }
+    auto [it, added] = family_ids_.try_emplace(family, own_k_.size());
+    if (added) {
+        own_k_.emplace_back();
+    }
+    return it->second;
+}
+
+double SpeedCorrection::bound_k(std::size_t family, std::size_t load) const {
+    return family == kNoFamily ? fallback_k_[load]
+                               : own_k_[family][load].value_or(fallback_k_[load]);
 }
 
 void SpeedCorrection::bind(double activity, const std::string& family) {
     const long long key = activity_key(activity);
     auto it = bound_.find(key);
+    std::size_t before = kNoFamily;  // an unbound activity is corrected as one of no family
     if (it == bound_.end()) {
-        refresh(key, family);
-    } else if (!it->second.family.empty() && it->second.family != family) {
-        refresh(key, "");
+        it = bound_.emplace(key, family_id(family)).first;
+    } else if (it->second != kNoFamily && it->second != family_id(family)) {
+        before = it->second;
+        it->second = kNoFamily;
+    } else {
+        return;
+    }
+    for (std::size_t load = 0; load < kLoads.size(); ++load) {
+        if (std::bit_cast<std::uint64_t>(bound_k(before, load)) !=
+            std::bit_cast<std::uint64_t>(bound_k(it->second, load))) {
+            ++version_;
+            return;
+        }
     }
 }
 
@@ -135,7 +167,7 @@ void SpeedCorrection::correct(std::span<const double> activities, std::span<doub
     for (std::size_t i = 0; i < n; ++i) {
         const std::size_t load = load_of(total - activities[i]);
         auto it = bound_.find(activity_key(activities[i]));
-        const double k = it == bound_.end() ? unbound_k_[load] : it->second.k[load];
+        const double k = bound_k(it == bound_.end() ? kNoFamily : it->second, load);
         speeds[i] = std::min(1.0, speeds[i] / k);
     }
 }
@@ -150,6 +182,13 @@ SpeedPredictor corrected_predictor(SpeedPredictor raw,
         raw(activities, speeds);
         correction->correct(activities, speeds);
     };
+}
+
+PredictorVersion corrected_predictor_version(std::shared_ptr<const SpeedCorrection> correction) {
+    if (!correction) {
+        return [] { return std::uint64_t{0}; };
+    }
+    return [correction = std::move(correction)] { return correction->version(); };
 }
 
 }  // namespace carma

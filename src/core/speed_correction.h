@@ -23,6 +23,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -61,8 +62,7 @@ std::optional<double> observed_factor(const SpeedObservation& o, const SpeedCorr
 
 class SpeedCorrection {
 public:
-    explicit SpeedCorrection(std::string mode = "mps", SpeedCorrectionConfig config = {})
-        : mode_(std::move(mode)), config_(config) {}
+    explicit SpeedCorrection(std::string mode = "mps", SpeedCorrectionConfig config = {});
 
     // Learns from one attempt; false when it taught nothing.
     bool observe(const SpeedObservation& o);
@@ -94,31 +94,51 @@ public:
     // Corrected speeds: `raw` predicted them, each task among others is corrected by its factor.
     void correct(std::span<const double> activities, std::span<double> speeds) const;
 
+    // Changes whenever correct() may answer the same input differently (a factor learned, an
+    // activity bound to a family whose factor differs): a caller that keeps corrected
+    // predictions (the `carma` policy, from round to round) keeps them while it stays.
+    std::uint64_t version() const { return version_; }
+
 private:
     struct Pool {
         double sum = 0;  // of log k
         std::size_t n = 0;
     };
-    void refresh(long long activity_key, const std::string& family);
+    static constexpr std::size_t kNoFamily = static_cast<std::size_t>(-1);
+    // The figure of a pool: exp(mean log k), shrunk toward 1 by the prior.
+    double shrunk(const Pool& p) const;
+    // A family's id in own_k_; kNoFamily for "" (no family, or several).
+    std::size_t family_id(const std::string& family);
+    // K under `load` of an activity bound to `family`: its own figure, else the class's.
+    double bound_k(std::size_t family, std::size_t load) const;
 
     std::string mode_;
     SpeedCorrectionConfig config_;
+    std::array<std::string, 3> classes_;  // mode_'s sharing classes: light, medium, heavy
     std::map<std::pair<std::string, std::string>, std::vector<double>> samples_;  // log k
     std::map<std::pair<std::string, std::string>, Pool> own_;
     std::map<std::string, Pool, std::less<>> by_class_;
     Pool all_;
-    // By micro-units of activity: its family ("" = several) and K per load (light, medium,
-    // heavy) under mode_, kept up to date so that correcting costs one lookup per task.
-    struct Bound {
-        std::string family;
-        std::array<double, 3> k{1, 1, 1};
-    };
-    std::unordered_map<long long, Bound> bound_;
-    std::array<double, 3> unbound_k_{1, 1, 1};
+    // What correct() reads, kept up to date as it learns so that correcting costs one lookup per
+    // task and learning touches only what changed (a run of 20,000 tasks binds thousands of
+    // activities and learns from every shared attempt):
+    //   per family id, its own K per load under mode_ once it has min_samples of its own;
+    //   per load, the K of a task without its own: the class's, else everything's, else 1;
+    //   by micro-units of activity, the family it belongs to (kNoFamily: several).
+    std::unordered_map<std::string, std::size_t> family_ids_;
+    std::vector<std::array<std::optional<double>, 3>> own_k_;
+    std::array<double, 3> fallback_k_{1, 1, 1};
+    std::unordered_map<long long, std::size_t> bound_;
+    std::uint64_t version_ = 0;
 };
 
 // `raw`, corrected by `correction` (which the caller keeps learning). Empty `raw`: empty result.
 SpeedPredictor corrected_predictor(SpeedPredictor raw,
                                    std::shared_ptr<const SpeedCorrection> correction);
+
+// The version of corrected_predictor(raw, correction)'s answers (PlacementConfig's
+// predictor_version), for a `raw` that always answers the same input the same way, as the
+// device model's does.
+PredictorVersion corrected_predictor_version(std::shared_ptr<const SpeedCorrection> correction);
 
 }  // namespace carma

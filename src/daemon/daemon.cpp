@@ -259,6 +259,9 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     }
     sc.placement.predict_speeds = corrected_predictor(std::move(sc.placement.predict_speeds),
                                                       correction);
+    // It learns between rounds (attempts that end, activities bound to families): the policy
+    // keeps its predictions only while this version stays.
+    sc.placement.predictor_version = corrected_predictor_version(correction);
 
     // One control daemon per GPU (exec/mps.h says why), each adopted if it still runs from
     // before a restart. Named by UUID: GPU indices may shift when a GPU is left out.

@@ -80,6 +80,10 @@ struct SimTask {
 
 struct SimGpu {
     std::vector<std::size_t> residents;  // tasks starting or active here, launch order
+    // carma's view of the residents (GpuView::residents) must be built again: they changed.
+    // Kept otherwise: a backlog's ticks outnumber its changes, and reading every resident's
+    // task each tick was a tenth of a run on 64 GPUs.
+    bool residents_changed = true;
     MetricWindow window;
     long sampled_through = -1;           // last whole second sampled
     MetricSample last_pushed;
@@ -206,6 +210,7 @@ private:
     std::unordered_map<std::string, std::size_t> exact_keys_, family_keys_;
     std::vector<std::vector<RunFacts>> exact_, family_;  // history, by key index
     std::unordered_map<std::string, std::size_t> learn_keys_;
+    std::vector<TaskId> relearned_;  // scratch: the tasks of a group that learned anew
     // Waiting tasks by learn key; per command and family, their learn keys with a count.
     std::unordered_map<std::size_t, std::set<std::size_t>> queued_by_learn_;
     std::unordered_map<std::size_t, std::unordered_map<std::size_t, int>> learn_keys_by_exact_,

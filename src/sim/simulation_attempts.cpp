@@ -61,6 +61,7 @@ void Simulation::dispatch(std::size_t i, const std::vector<int>& gpus) {
     ++t.version;
     for (int g : gpus) {
         gpus_[static_cast<std::size_t>(g)].residents.push_back(i);
+        gpus_[static_cast<std::size_t>(g)].residents_changed = true;
         record_timeline(static_cast<std::size_t>(g));
     }
     push_event(now_ + t.profile.t_start_s, EventKind::Activate, i, t.version);

@@ -114,8 +114,10 @@ void Simulation::check_oom(std::size_t g) {
 
 void Simulation::remove_from_gpus(std::size_t i) {
     for (int g : tasks_[i].gpus) {
-        auto& r = gpus_[static_cast<std::size_t>(g)].residents;
-        r.erase(std::remove(r.begin(), r.end(), i), r.end());
+        SimGpu& gpu = gpus_[static_cast<std::size_t>(g)];
+        gpu.residents.erase(std::remove(gpu.residents.begin(), gpu.residents.end(), i),
+                            gpu.residents.end());
+        gpu.residents_changed = true;
     }
 }
 

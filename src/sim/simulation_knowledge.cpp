@@ -46,6 +46,11 @@ void Simulation::learn(std::size_t i) {
     SimTask& t = tasks_[i];
     t.spec.learned = derive_knowledge(t.spec, exact_[t.exact_key], family_[t.family_key],
                                       std::nullopt, config_.knowledge);
+    if (t.phase == Phase::Starting || t.phase == Phase::Active) {
+        for (int g : t.gpus) {
+            gpus_[static_cast<std::size_t>(g)].residents_changed = true;  // its view changed
+        }
+    }
     if (learning_) {
         correction_->bind(learned_activity(i), family_names_[t.family_key]);
     }
@@ -98,12 +103,14 @@ void Simulation::remember(std::size_t i, const RunFacts& facts) {
         if (same_learned(before, tasks_[first].spec.learned)) {
             continue;
         }
+        relearned_.clear();
         for (std::size_t j : members) {
             if (j != first) {
                 tasks_[j].spec.learned = tasks_[first].spec.learned;
             }
-            scheduler_.relearn(static_cast<TaskId>(j), tasks_[j].spec.learned);
+            relearned_.push_back(static_cast<TaskId>(j));
         }
+        scheduler_.relearn(relearned_, tasks_[first].spec.learned);
     }
 }
 

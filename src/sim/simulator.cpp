@@ -83,9 +83,13 @@ SchedulerConfig Simulation::scheduler_config(const SimConfig& config,
     sc.placement.memory_limits = config.memory_limits;
     if (!sc.placement.predict_speeds) {
         sc.placement.predict_speeds = model::speed_predictor(config.sharing);
+        // The device model answers the same input the same way always; the correction changes
+        // its answers when it learns, and says so.
+        sc.placement.predictor_version = [] { return std::uint64_t{0}; };
         if (config.speed_correction && config.scheduler.policy.carma) {
             sc.placement.predict_speeds =
                 corrected_predictor(std::move(sc.placement.predict_speeds), correction);
+            sc.placement.predictor_version = corrected_predictor_version(correction);
         }
     }
     return sc;
@@ -168,8 +172,9 @@ void Simulation::tick(double t) {
             v.has_processes = v.has_processes || tasks_[i].phase == Phase::Active;
         }
         v.stats = gpu.stats;
-        if (learning_) {
-            // What carma plans with: each resident's own learned figures.
+        if (learning_ && gpu.residents_changed) {
+            // What carma plans with: each resident's own learned figures (fixed while it runs).
+            gpu.residents_changed = false;
             v.residents.clear();
             for (std::size_t i : gpu.residents) {
                 const SimTask& r = tasks_[i];

@@ -2,11 +2,14 @@
 // give the answers the long way would.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "builders.h"
 #include "core/carma.h"
 #include "core/scheduler.h"
+#include "core/speed_correction.h"
 
 namespace carma {
 namespace {
@@ -95,6 +98,75 @@ TEST(CarmaScaleTest, NextOrderChangeAfterRemovalAndEarlierClock) {
     EXPECT_EQ(s.next_order_change(150), std::nullopt);
     s.enqueue(4, MakeTask("d").Knows(1000, 60), 200);
     EXPECT_EQ(s.next_order_change(150), 300);
+}
+
+// The head (activity 0.6) beside a resident of 0.6 on the only GPU: the counting model says each
+// runs at 1 / 1.2, a gain of 2 / 1.2 - 1 = 0.67 in summed progress, under min_gain 0.8.
+struct SharedGpuRound {
+    std::shared_ptr<int> calls = std::make_shared<int>(0);
+    std::shared_ptr<SpeedCorrection> correction = std::make_shared<SpeedCorrection>("mps");
+    std::vector<GpuView> gpus = {MakeGpu(0).Resident(10, 10000, 1000, 0.6)};
+
+    SchedulerConfig config() const {
+        SchedulerConfig cfg;
+        cfg.policy = *find_policy("carma");
+        cfg.placement.predict_speeds = corrected_predictor(counting_model(calls), correction);
+        cfg.carma.min_gain = 0.8;
+        return cfg;
+    }
+};
+
+// This test verifies that with a predictor version the predictions of one round serve the next
+// while the version stays (no call to the predictor for the same GPUs), and that without one
+// every round predicts afresh.
+TEST(CarmaScaleTest, PredictionsKeptOverRoundsWhileTheVersionStays) {
+    for (const bool versioned : {true, false}) {
+        SharedGpuRound world;
+        SchedulerConfig cfg = world.config();
+        if (versioned) {
+            cfg.placement.predictor_version = [] { return std::uint64_t{7}; };
+        }
+        Scheduler s(cfg);
+        s.enqueue(1, MakeTask("head").Knows(5000, 600, 0.6), 0);
+        EXPECT_TRUE(s.step(world.gpus, 0).placed.empty());
+        const int first = *world.calls;
+        EXPECT_GT(first, 0);
+        EXPECT_TRUE(s.step(world.gpus, 1).placed.empty());
+        if (versioned) {
+            EXPECT_EQ(*world.calls, first);
+        } else {
+            EXPECT_EQ(*world.calls, 2 * first);
+        }
+    }
+}
+
+// This test verifies that a correction learned between rounds reaches the next round's decision
+// through the correction's version: three observations that the GPU shares better than predicted
+// (k = 0.5) lift both speeds to 1, a gain of 1, and the head that waited is placed. A version that
+// does not move keeps the old answer (the kept predictions are really used).
+TEST(CarmaScaleTest, CorrectionLearnedBetweenRoundsChangesTheKeptAnswer) {
+    for (const bool follows : {true, false}) {
+        SharedGpuRound world;
+        SchedulerConfig cfg = world.config();
+        cfg.placement.predictor_version =
+            follows ? corrected_predictor_version(world.correction)
+                    : PredictorVersion([] { return std::uint64_t{0}; });
+        Scheduler s(cfg);
+        s.enqueue(1, MakeTask("head").Knows(5000, 600, 0.6), 0);
+        const StepResult before = s.step(world.gpus, 0);
+        EXPECT_TRUE(before.placed.empty());
+        EXPECT_EQ(before.pending_task, 1);
+        for (int i = 0; i < 3; ++i) {
+            world.correction->add("other|1", "mps/medium", 0.5);
+        }
+        const StepResult after = s.step(world.gpus, 1);
+        if (follows) {
+            ASSERT_EQ(after.placed.size(), 1u);
+            EXPECT_EQ(after.placed[0].task, 1);
+        } else {
+            EXPECT_TRUE(after.placed.empty());
+        }
+    }
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include "core/speed_correction.h"
 
 #include <cmath>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -88,6 +91,74 @@ TEST(SpeedCorrectionTest, WrappedPredictorAndReplay) {
         }
     }
     EXPECT_NEAR(replay.factor("a|1", "mps/medium").k, sc->factor("a|1", "mps/medium").k, 1e-12);
+}
+
+// This test verifies that the version changes whenever correct() may answer the same input
+// differently, and only then for a binding: an activity bound to a family that has no figure of
+// its own is corrected as before.
+TEST(SpeedCorrectionTest, VersionChangesWhenAnswersMay) {
+    SpeedCorrection sc("mps");
+    const auto v0 = sc.version();
+    sc.bind(0.5, "a|1");
+    EXPECT_EQ(sc.version(), v0);  // no figure of its own: corrected as any unbound activity
+    sc.add("a|1", "mps/heavy", 1.5);
+    const auto v1 = sc.version();
+    EXPECT_NE(v1, v0);
+    for (int i = 0; i < 3; ++i) {
+        sc.add("a|1", "mps/heavy", 1.5);
+        sc.add("b|1", "mps/heavy", 1.1);
+    }
+    const auto v2 = sc.version();
+    EXPECT_NE(v2, v1);
+    sc.bind(0.7, "c|1");
+    EXPECT_EQ(sc.version(), v2);  // c has no own figure
+    sc.bind(0.9, "a|1");
+    const auto v3 = sc.version();
+    EXPECT_NE(v3, v2);  // a's own heavy figure differs from the class's
+    sc.bind(0.9, "a|1");
+    EXPECT_EQ(sc.version(), v3);
+    sc.bind(0.9, "b|1");  // two families of one activity: the class figure again
+    EXPECT_NE(sc.version(), v3);
+}
+
+// This test verifies that the factors correct() applies, kept up to date as the correction
+// learns, are bit for bit those factor() defines: the family's own figure where it has one, else
+// the class's, everything's or 1, and the class figure for an activity of several families.
+TEST(SpeedCorrectionTest, KeptFactorsMatchTheDefinition) {
+    SpeedCorrection sc("mps");
+    const std::vector<std::string> families = {"a|1", "b|1", "c|2"};
+    const std::vector<std::string> classes = {"mps/light", "mps/medium", "mps/heavy",
+                                              "timeslice/heavy"};
+    const std::vector<double> activities = {0.15, 0.35, 0.55, 0.75};
+    std::map<double, std::string> family_of;  // the binding as the definition reads it
+    auto check = [&] {
+        // A partner of activity 0.1 / 0.5 / 0.9 puts the task in the light / medium / heavy class.
+        const std::vector<std::pair<double, std::string>> loads = {
+            {0.1, "mps/light"}, {0.5, "mps/medium"}, {0.9, "mps/heavy"}};
+        for (double a : activities) {
+            for (const auto& [partner, cls] : loads) {
+                std::vector<double> speeds = {0.5, 0.5};
+                sc.correct(std::vector<double>{a, partner}, speeds);
+                const auto f = family_of.find(a);
+                const double k = sc.factor(f == family_of.end() ? "" : f->second, cls).k;
+                EXPECT_EQ(speeds[0], std::min(1.0, 0.5 / k)) << a << " " << cls;
+            }
+        }
+    };
+    for (int step = 0; step < 60; ++step) {
+        const std::string& family = families[static_cast<std::size_t>(step * 7 % 3)];
+        sc.add(family, classes[static_cast<std::size_t>(step * 5 % 4)],
+               0.6 + 0.05 * static_cast<double>(step % 11));
+        if (step % 4 == 0) {
+            const double a = activities[static_cast<std::size_t>(step / 4 % 4)];
+            sc.bind(a, family);
+            auto [it, added] = family_of.try_emplace(a, family);
+            if (!added && it->second != family) {
+                it->second = "";
+            }
+        }
+        check();
+    }
 }
 
 }  // namespace
