@@ -1,0 +1,280 @@
+// Scheduler::step under `carma` (core/scheduler.h): the head of the waiting tasks placed or planned
+// for (steps 1-4), then the others backfilled around its plan (step 5), with the candidates of a
+// busy round kept between rounds while nothing they depend on changed.
+
+#include "core/scheduler.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/mps_share.h"
+
+namespace carma {
+
+namespace {
+
+// Waiting tasks of a round whose reason carma spells out, beyond the head: formatting costs more
+// than deciding, and people read the first few.
+constexpr std::size_t kExplainedWaiting = 16;
+
+std::string format_duration(double s) {
+    if (s >= 3600) {
+        return fmt::format("{:.1f} h", s / 3600);
+    }
+    if (s >= 60) {
+        return fmt::format("{:.0f} min", s / 60);
+    }
+    return fmt::format("{:.0f} s", s);
+}
+
+}  // namespace
+
+bool Scheduler::candidates_fresh(double now, TaskId head) const {
+    if (candidates_version_ != queue_version_ || candidates_head_ != head) {
+        return false;
+    }
+    if (!config_.policy.long_first) {
+        return true;  // arrival order: time changes nothing
+    }
+    // The order changes with time only when a task's bounded wait runs out between the two
+    // moments (aged: queued_at + max_wait_s <= now).
+    const double lo = std::min(now, candidates_now_);
+    const double hi = std::max(now, candidates_now_);
+    const auto next = ages_.upper_bound(lo);
+    return next == ages_.end() || *next > hi;
+}
+
+void Scheduler::index_first_of_class() {
+    const std::size_t count = candidates_.size();
+    // First pass: 1 where a candidate's class came before it; second, from the back: where the
+    // next first candidate of a class is.
+    next_class_at_.assign(count, 0);
+    class_seen_.assign(class_refs_.size(), 0);
+    for (std::size_t k = 0; k < count; ++k) {
+        char& seen = class_seen_[candidates_[k].decision_class];
+        next_class_at_[k] = seen;
+        seen = 1;
+    }
+    std::size_t next = count;
+    for (std::size_t k = count; k-- > 0;) {
+        const bool first = next_class_at_[k] == 0;
+        next_class_at_[k] = next;
+        if (first) {
+            next = k;
+        }
+    }
+}
+
+StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
+    StepResult result;
+    const PlacementConfig& pc = config_.placement;
+    const std::size_t n = scratch_.size();
+    open_.assign(n, 0);
+    allowed_.assign(n, 1);
+    // Predictions stay from round to round while the predictor's answers do (each GPU's also
+    // checks that GPU's tasks on every use); without a version, for this round only.
+    predictions_.resize(n);
+    readiness_.resize(n);
+    const std::optional<std::uint64_t> version =
+        pc.predictor_version ? std::optional<std::uint64_t>(pc.predictor_version()) : std::nullopt;
+    if (!version || version != predictions_version_) {
+        for (GpuPredictions& p : predictions_) {
+            p.clear();
+        }
+    }
+    predictions_version_ = version;
+    ++epoch_;
+    available_.resize(n);
+    idle_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        open_[i] = carma_gpu_open(config_.policy, scratch_[i], pc.risk) == FilterOutcome::Pass;
+        refresh_room(i);
+    }
+
+    const QueuedTask* head = nullptr;
+    bool head_recovered = false;
+    CarmaNeed head_need;
+    while (true) {
+        head_recovered = !recovery_.empty();
+        if (head_recovered) {
+            head = &recovery_.front();
+        } else {
+            head = nullptr;
+            carma_order(now, [&](const QueuedTask& t) {
+                head = &t;
+                return true;
+            });
+            if (head == nullptr) {
+                break;
+            }
+        }
+        if (auto feasible = check_feasible(head->spec, capacity, MemoryKnowledge::Learned);
+            !feasible) {
+            result.rejected.push_back(Rejection{head->id, feasible.error().message});
+            remove(head->id);
+            continue;
+        }
+        head_need = carma_need(head->spec, head_recovered, pc);
+        Selection sel =
+            carma_select(config_.policy, head->spec, head_need, scratch_, open_, allowed_, pc,
+                         config_.carma, predictions_, available_);
+        if (sel.gpus.empty()) {
+            result.pending_task = head->id;
+            result.pending_reason = std::move(sel.pending_reason);
+            break;
+        }
+        commit(*head, sel.gpus, now);
+        result.placed.push_back(
+            Placement{head->id, std::move(sel.gpus), head_recovered, sel.exclusive});
+        remove(head->id);
+    }
+    if (head == nullptr) {
+        return result;
+    }
+    if (pc.explain) {
+        result.waiting.push_back(Waiting{head->id, result.pending_reason});
+    }
+    if (!config_.policy.backfill) {
+        return result;
+    }
+
+    // Backfilling around the waiting head.
+    const HeadPlan plan =
+        plan_head(head->spec, head_need, scratch_, open_, now, config_.warmup.settle_s,
+                  readiness_);
+    // What the GPUs could take now (the most planned available memory of an open one; whether
+    // one is idle), after each placement: most candidates of a busy round are turned down on it
+    // alone. (available_ and idle_ per GPU are kept up to date by commit.)
+    auto roomiest = [&](bool& idle_open) {
+        MiB most = -1;
+        idle_open = false;
+        for (std::size_t i = 0; i < n; ++i) {
+            idle_open = idle_open || idle_[i] != 0;
+            if (open_[i] != 0) {
+                most = std::max(most, available_[i]);
+            }
+        }
+        return most;
+    };
+    bool idle_open = false;
+    MiB most = roomiest(idle_open);
+    if (most < 0 && !idle_open) {
+        return result;  // every GPU is closed this round
+    }
+    if (!candidates_fresh(now, head->id)) {
+        candidates_.clear();
+        if (config_.carma.backfill_depth > 0) {
+            carma_order(now, [&](const QueuedTask& t) {
+                if (t.id != head->id) {
+                    candidates_.push_back(Candidate{&t, t.decision_class});
+                }
+                return candidates_.size() >= config_.carma.backfill_depth;
+            });
+        }
+        index_first_of_class();
+        candidates_version_ = queue_version_;
+        candidates_now_ = now;
+        candidates_head_ = head->id;
+    }
+    const std::string wait_text =
+        !pc.explain            ? std::string()
+        : plan.start == kNeverS ? fmt::format("start of {} not predictable", head->spec.name)
+                                : fmt::format("predicted start of {} in {}", head->spec.name,
+                                              format_duration(plan.start - now));
+    // Until the round places or rejects a task, every class met is turned down at its first
+    // task, so the loop goes from one class's first task to the next class's (a backlog's 256
+    // candidates hold a few dozen classes, and rounds without a placement are most of a run);
+    // the tasks it passes over would each be skipped below. Not while reasons are spelled out.
+    bool unchanged = true;
+    auto next = [&](std::size_t k) {
+        const bool explaining = pc.explain && result.waiting.size() <= kExplainedWaiting;
+        return unchanged && !explaining ? next_class_at_[k] : k + 1;
+    };
+    for (std::size_t k = 0; k < candidates_.size(); k = next(k)) {
+        const Candidate& candidate = candidates_[k];
+        if (most < 0 && !idle_open) {
+            break;
+        }
+        const bool explain = pc.explain && result.waiting.size() <= kExplainedWaiting;
+        // Same answer as a task of its class turned down since the last placement; a task
+        // whose reason is spelled out is examined for its own words.
+        if (!explain && class_waited_[candidate.decision_class] == epoch_) {
+            continue;
+        }
+        const QueuedTask& t = *candidate.task;
+        // Feasibility reads only what the class key holds: checked once per class and GPU set.
+        if (class_feasible_[t.decision_class] != capacity_generation_) {
+            if (auto feasible = check_feasible(t.spec, capacity, MemoryKnowledge::Learned);
+                !feasible) {
+                result.rejected.push_back(Rejection{t.id, feasible.error().message});
+                remove(t.id);
+                unchanged = false;
+                continue;
+            }
+            class_feasible_[t.decision_class] = capacity_generation_;
+        }
+        const CarmaNeed need = carma_need(t.spec, false, pc);
+        if (!idle_open && (need.idle_only || need.min_available_mib > most)) {
+            class_waited_[t.decision_class] = epoch_;
+            if (explain) {
+                result.waiting.push_back(Waiting{
+                    t.id, fmt::format("behind {} ({}): no GPU has {} available ({})",
+                                      head->spec.name, wait_text,
+                                      format_mib(need.min_available_mib), describe(need))});
+            }
+            continue;
+        }
+        // What carma_select needs to place it: `wanted` GPUs it may use that are idle (the
+        // exclusive path) or open with room (collocation). Counted here, a quiet turn-down of
+        // a task short of them (most of a backlog's) costs no selection.
+        const auto wanted = static_cast<std::size_t>(std::max(t.spec.gpus, 1));
+        std::size_t idle_usable = 0;
+        std::size_t open_usable = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            // A shadow GPU without room turns the task down anyway; spare the prediction.
+            const bool room = available_[i] >= need.min_available_mib;
+            const bool usable = idle_[i] != 0 || (open_[i] != 0 && room);
+            if (plan.shadow[i] == 0) {
+                allowed_[i] = 1;
+            } else if (!explain && !usable) {
+                allowed_[i] = 0;  // turned down there either way; only the reason would differ
+            } else {
+                // Another MPS user's task on a GPU kept for the head keeps the head out until
+                // it ends.
+                allowed_[i] = room && !mps_users_differ(t.spec, head->spec) &&
+                              may_pass_head(t.spec, scratch_[i], plan, head_need, now,
+                                            pc.predict_speeds, &predictions_[i]);
+            }
+            idle_usable += allowed_[i] != 0 && idle_[i] != 0 ? 1 : 0;
+            open_usable += allowed_[i] != 0 && open_[i] != 0 && room ? 1 : 0;
+        }
+        if (!explain && idle_usable < wanted && open_usable < wanted) {
+            class_waited_[t.decision_class] = epoch_;
+            continue;
+        }
+        Selection sel =
+            carma_select(config_.policy, t.spec, need, scratch_, open_, allowed_,
+                         explain ? pc : quiet_, config_.carma, predictions_, available_);
+        if (sel.gpus.empty()) {
+            class_waited_[t.decision_class] = epoch_;
+            if (explain) {
+                result.waiting.push_back(
+                    Waiting{t.id, fmt::format("behind {} ({}): {}", head->spec.name, wait_text,
+                                              sel.pending_reason)});
+            }
+            continue;
+        }
+        commit(t, sel.gpus, now);
+        ++epoch_;  // the GPUs changed: what turned a class down may not any more
+        unchanged = false;
+        result.placed.push_back(Placement{t.id, std::move(sel.gpus), false, sel.exclusive});
+        remove(t.id);
+        most = roomiest(idle_open);
+    }
+    std::fill(allowed_.begin(), allowed_.end(), 1);
+    return result;
+}
+
+}  // namespace carma
