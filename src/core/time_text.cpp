@@ -215,4 +215,16 @@ Result<double> parse_time_point(std::string_view text, double now, const LocalTi
     return now - *ago;
 }
 
+DurationUnit duration_unit_for(double largest_s) {
+    constexpr double kSecondsUpTo = 120;
+    constexpr double kMinutesUpTo = 2 * 3600;
+    if (!(largest_s >= kSecondsUpTo)) {  // NaN too: nothing to measure reads best in seconds
+        return {"s", "seconds", 1};
+    }
+    if (largest_s < kMinutesUpTo) {
+        return {"min", "minutes", 60};
+    }
+    return {"h", "hours", 3600};
+}
+
 }  // namespace carma

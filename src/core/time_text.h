@@ -38,4 +38,14 @@ using LocalTimeFn = std::function<std::optional<double>(const CivilTime&)>;
 //   how long before `now`   "2h", "3d", "1h30m" (parse_duration)
 Result<double> parse_time_point(std::string_view text, double now, const LocalTimeFn& local);
 
+// The unit a set of durations is shown in, chosen by the largest of them so that a five-minute
+// window reads "4.2 min", not "0.07 h": seconds below two minutes, minutes below two hours, hours
+// above. One unit for a whole table or chart, so its figures stay comparable.
+struct DurationUnit {
+    std::string_view symbol = "h";    // "s", "min", "h"
+    std::string_view word = "hours";  // "seconds", "minutes", "hours"
+    double seconds = 3600;
+};
+DurationUnit duration_unit_for(double largest_s);
+
 }  // namespace carma

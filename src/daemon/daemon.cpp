@@ -346,11 +346,16 @@ void Daemon::event(TaskId task, const std::string& kind, const std::string& mess
 
 void Daemon::run(const std::atomic<bool>& stop) {
     const auto period = std::chrono::duration<double>(1.0 / config_.time_scale);
+    {
+        std::lock_guard lock(mu_);
+        loop_lag_ = LoopLag(period.count());
+    }
     auto next = std::chrono::steady_clock::now();
     while (!stop.load()) {
         tick();
         next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(period);
         const auto now_tp = std::chrono::steady_clock::now();
+        note_loop_period(std::chrono::duration<double>(now_tp - next).count());
         if (next < now_tp) {
             next = now_tp;  // fell behind: do not try to catch up with a burst of ticks
         }
@@ -381,6 +386,23 @@ void Daemon::run(const std::atomic<bool>& stop) {
     mps_.clear();
     event(0, "daemon-stopped",
           fmt::format("{} attempt(s) left running under their supervisors", live_.size()));
+}
+
+void Daemon::note_loop_period(double overrun_s) {
+    constexpr double kWarnEveryS = 60;
+    std::lock_guard lock(mu_);
+    loop_lag_.record(overrun_s);
+    if (!loop_lag_.behind() || steady_now() - last_lag_warning_ < kWarnEveryS) {
+        return;
+    }
+    last_lag_warning_ = steady_now();
+    spdlog::warn(
+        "the daemon falls behind its period at time scale {}: {:.0f} % of its last periods "
+        "({:.3g} ms each) ended half a period or more late, the worst by {:.1f} periods; samples, "
+        "scheduling rounds and warm-up checks come less often than the scaled clock assumes, so "
+        "a replay loses fidelity against `carma simulate`: use a lower time scale",
+        config_.time_scale, 100 * loop_lag_.recent_late_share(), loop_lag_.period_s() * 1000,
+        loop_lag_.worst_late_periods());
 }
 
 void Daemon::tick() {

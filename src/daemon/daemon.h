@@ -40,6 +40,7 @@
 #include "core/fingerprint.h"
 #include "core/histogram.h"
 #include "core/knowledge.h"
+#include "core/loop_lag.h"
 #include "core/metric_window.h"
 #include "core/python_env.h"
 #include "core/scheduler.h"
@@ -86,6 +87,9 @@ public:
     void run(const std::atomic<bool>& stop);
     // One loop iteration (sampling, exits, decisions, launches); public for tests.
     void tick();
+    // One period of the loop ended `overrun_s` after the next was due: counted, and logged at
+    // most once a minute while the loop is behind.
+    void note_loop_period(double overrun_s);
 
     const DaemonConfig& config() const { return config_; }
     std::string backend_name() const { return backend_->name(); }
@@ -285,6 +289,9 @@ private:
     double last_relearn_ = -1e18;  // steady_now() of the last relearn_waiting
     bool dependencies_due_ = false;  // a task ended since blocked_ was last looked at
     std::uint64_t ticks_ = 0;
+    // How far the loop falls behind its period (1 / time_scale s), for the log and /v1/status.
+    LoopLag loop_lag_{1.0};
+    double last_lag_warning_ = -1e18;  // steady_now() of the last "falls behind" line
     // Since the daemon started, for /metrics: attempts started, out-of-memory ends (all and per
     // GPU index), each task's wait from submission to its first attempt, each attempt's run.
     std::uint64_t oom_total_ = 0;

@@ -158,7 +158,14 @@ api::ApiResult<nlohmann::json> Daemon::status(const api::Caller&) {
                           {"queued", scheduler_.main_queue().size()},
                           {"recovering", scheduler_.recovery_queue().size()},
                           {"running", live_.size() + launching_.size()},
-                          {"pending_reason", pending_reason_}};
+                          {"pending_reason", pending_reason_},
+                          {"loop",
+                           {{"period_s", loop_lag_.period_s()},
+                            {"periods", loop_lag_.periods()},
+                            {"late_periods", loop_lag_.late()},
+                            {"recent_late_share", loop_lag_.recent_late_share()},
+                            {"worst_late_periods", loop_lag_.worst_late_periods()},
+                            {"behind", loop_lag_.behind()}}}};
 }
 
 namespace {

@@ -73,7 +73,7 @@ std::string x_axis(const Frame& f, double max_value, const std::string& title) {
 }
 
 std::string time_x_axis(const Frame& f, const TimeAxis& axis) {
-    return x_axis(f, axis_span(axis) / 3600.0, axis.label);
+    return x_axis(f, axis_span(axis) / axis.unit.seconds, axis.label);
 }
 
 }  // namespace carma::sim::chart

@@ -163,11 +163,12 @@ std::string svg_gantt(const std::string& title, const PolicyResult& r, const Tim
                 style = " fill-opacity=\"0.7\" stroke=\"#333\" stroke-width=\"1.5\"";
             }
             const std::string tooltip =
-                fmt::format("{} attempt {} on GPU {}: {:.2f}\u2013{} h, {}", task_title(t),
-                            b.attempt + 1, gpu, (s.start_s - axis.t0_s) / 3600.0,
-                            s.end_s >= 0 ? fmt::format("{:.2f}", (s.end_s - axis.t0_s) / 3600.0)
-                                         : std::string("now"),
-                            to_string(s.outcome));
+                fmt::format("{} attempt {} on GPU {}: {:.2f}\u2013{} {}, {}", task_title(t),
+                            b.attempt + 1, gpu, (s.start_s - axis.t0_s) / axis.unit.seconds,
+                            s.end_s >= 0
+                                ? fmt::format("{:.2f}", (s.end_s - axis.t0_s) / axis.unit.seconds)
+                                : std::string("now"),
+                            axis.unit.symbol, to_string(s.outcome));
             out += fmt::format(
                 "<rect class=\"attempt {}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
                 "rx=\"2\" fill=\"{}\"{}><title>{}</title></rect>",
@@ -191,12 +192,12 @@ std::string svg_gantt(const std::string& title, const PolicyResult& r, const Tim
             if (oom) {
                 const AttemptMarker crash{AttemptMarker::Kind::OomCrash, s.end_s, gpu, t.name,
                                           number};
-                marks += cross_mark(x0 + w - 5, mid, 3, marker_tooltip(crash));
+                marks += cross_mark(x0 + w - 5, mid, 3, marker_tooltip(crash, axis.unit));
             }
             if (relaunch) {
                 const AttemptMarker again{AttemptMarker::Kind::Relaunch, s.start_s, gpu, t.name,
                                           number};
-                marks += ring_mark(x0 + 5, mid, 3, marker_tooltip(again));
+                marks += ring_mark(x0 + 5, mid, 3, marker_tooltip(again, axis.unit));
             }
         }
         out += marks;

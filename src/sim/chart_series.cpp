@@ -39,12 +39,12 @@ bool follows_oom(const TaskRecord& t, std::size_t attempt) {
     return attempt > 0 && t.spans[attempt - 1].outcome == AttemptOutcome::OutOfMemory;
 }
 
-std::string marker_tooltip(const AttemptMarker& m) {
+std::string marker_tooltip(const AttemptMarker& m, const DurationUnit& unit) {
     return m.kind == AttemptMarker::Kind::OomCrash
-               ? fmt::format("{}: attempt {} out of memory on GPU {} at {:.2f} h", m.task,
-                             m.attempt, m.gpu, m.t_s / 3600.0)
-               : fmt::format("{}: relaunched (attempt {}) on GPU {} at {:.2f} h", m.task, m.attempt,
-                             m.gpu, m.t_s / 3600.0);
+               ? fmt::format("{}: attempt {} out of memory on GPU {} at {:.2f} {}", m.task,
+                             m.attempt, m.gpu, m.t_s / unit.seconds, unit.symbol)
+               : fmt::format("{}: relaunched (attempt {}) on GPU {} at {:.2f} {}", m.task,
+                             m.attempt, m.gpu, m.t_s / unit.seconds, unit.symbol);
 }
 
 }  // namespace chart
@@ -53,11 +53,29 @@ using chart::axis_span;
 using chart::follows_oom;
 using chart::known_max;
 
+namespace {
+
+// A window of minutes reads in minutes: the unit follows the axis's span, or the longest
+// makespan where one reaches further (a result without its records).
+TimeAxis with_unit(TimeAxis axis, const Comparison& c) {
+    double largest = axis_span(axis);
+    for (const PolicyResult& r : c.results) {
+        if (std::isfinite(r.makespan_s)) {
+            largest = std::max(largest, r.makespan_s);
+        }
+    }
+    axis.unit = duration_unit_for(largest);
+    axis.label = fmt::format("time ({})", axis.unit.symbol);
+    return axis;
+}
+
+}  // namespace
+
 TimeAxis shared_time_axis(const Comparison& c) {
     TimeAxis axis;
     if (c.kind == RecordKind::DaemonHistory && c.span_s > 0 && std::isfinite(c.span_s)) {
         axis.t1_s = c.span_s;
-        return axis;
+        return with_unit(axis, c);
     }
     double end = 0;
     const auto reach = [&end](double t) {
@@ -82,7 +100,7 @@ TimeAxis shared_time_axis(const Comparison& c) {
         }
     }
     axis.t1_s = end > 0 ? end : 1.0;
-    return axis;
+    return with_unit(axis, c);
 }
 
 std::vector<StepPoint> downsample_steps(const std::vector<TimelinePoint>& input,

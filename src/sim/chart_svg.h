@@ -200,6 +200,6 @@ std::string step_path_d(const std::vector<StepPoint>& steps, XOf x_of, YOf y_of,
 bool follows_oom(const TaskRecord& t, std::size_t attempt);
 
 // The tooltip of a crash or relaunch mark.
-std::string marker_tooltip(const AttemptMarker& m);
+std::string marker_tooltip(const AttemptMarker& m, const DurationUnit& unit);
 
 }  // namespace carma::sim::chart

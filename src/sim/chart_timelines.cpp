@@ -143,8 +143,8 @@ std::string svg_step_lines(const std::string& title, const std::vector<GpuTimeli
         }
         const double y = std::isfinite(v) ? y_of(v) : f.top + 6;
         out += m.kind == AttemptMarker::Kind::OomCrash
-                   ? cross_mark(x_of(m.t_s), y, 5, marker_tooltip(m))
-                   : ring_mark(x_of(m.t_s), y, 4.5, marker_tooltip(m));
+                   ? cross_mark(x_of(m.t_s), y, 5, marker_tooltip(m, axis.unit))
+                   : ring_mark(x_of(m.t_s), y, 4.5, marker_tooltip(m, axis.unit));
     }
     return out + "</svg>";
 }

@@ -25,23 +25,29 @@ constexpr std::string_view kExclusivePolicy = "exclusive";
 // units and number formats of `carma simulate`'s text table (sim/output.cpp, format_table).
 
 struct Column {
-    std::string_view header;
+    std::string_view header;  // "{}" in it: the time unit of the page
     std::string_view csv_name;
     int decimals;
     bool change_vs_exclusive;  // followed by a "vs exclusive" column, as in the text table
     double (*value)(const PolicyResult&);
+    bool is_time = false;      // `value` in seconds: shown in the page's unit, in hours in the CSV
+
+    double shown(const PolicyResult& r, const DurationUnit& unit) const {
+        return is_time ? value(r) / unit.seconds : value(r);
+    }
+    double in_csv(const PolicyResult& r) const { return is_time ? value(r) / 3600.0 : value(r); }
 };
 
 const std::array<Column, 13> kColumns = {{
-    {"Makespan (h)", "makespan_h", 2, true,
-     [](const PolicyResult& r) { return r.makespan_s / 3600.0; }},
+    {"Makespan ({})", "makespan_h", 2, true, [](const PolicyResult& r) { return r.makespan_s; },
+     true},
     {"Energy (MJ)", "energy_mj", 2, true, [](const PolicyResult& r) { return r.energy_j / 1e6; }},
-    {"Mean JCT (h)", "mean_jct_h", 2, false,
-     [](const PolicyResult& r) { return r.mean_jct_s / 3600.0; }},
-    {"p95 JCT (h)", "p95_jct_h", 2, false,
-     [](const PolicyResult& r) { return r.p95_jct_s / 3600.0; }},
-    {"Mean wait (h)", "mean_wait_h", 2, false,
-     [](const PolicyResult& r) { return r.mean_wait_s / 3600.0; }},
+    {"Mean JCT ({})", "mean_jct_h", 2, false, [](const PolicyResult& r) { return r.mean_jct_s; },
+     true},
+    {"p95 JCT ({})", "p95_jct_h", 2, false, [](const PolicyResult& r) { return r.p95_jct_s; },
+     true},
+    {"Mean wait ({})", "mean_wait_h", 2, false,
+     [](const PolicyResult& r) { return r.mean_wait_s; }, true},
     {"OOM", "oom_crashes", 0, false,
      [](const PolicyResult& r) { return static_cast<double>(r.oom_crashes); }},
     {"Attempts", "attempts", 0, false,
@@ -80,14 +86,13 @@ std::string change_cell(const Column& col, const PolicyResult& r, const PolicyRe
     return fmt::format("<td class=\"{}\">{}</td>", cls, text);
 }
 
-std::string summary_table(const Comparison& c) {
+std::string summary_table(const Comparison& c, const DurationUnit& unit) {
     const PolicyResult* exclusive = find_exclusive(c);
     std::string out = "<div class=\"table-wrap\"><table class=\"summary\">";
     out += fmt::format(
-        "<caption>Units and formats as in <code>carma simulate</code>'s table: times in hours, "
-        "energy in MJ of all GPUs over the {}; JCT (job completion time) and wait over the "
-        "completed tasks; SMACT, SMOCC and Mem are time-weighted means, 0 to 1",
-        c.kind == RecordKind::DaemonHistory ? "window" : "makespan");
+        "<caption>Times in {}, energy in MJ of all GPUs over the {}; JCT (job completion time) "
+        "and wait over the completed tasks; SMACT, SMOCC and Mem are time-weighted means, 0 to 1",
+        unit.word, c.kind == RecordKind::DaemonHistory ? "window" : "makespan");
     if (exclusive != nullptr) {
         out +=
             "; \u201cvs excl\u201d is the change relative to <b>exclusive</b> "
@@ -96,7 +101,7 @@ std::string summary_table(const Comparison& c) {
     }
     out += ".</caption><thead><tr><th>Policy</th>";
     for (const auto& col : kColumns) {
-        out += fmt::format("<th>{}</th>", col.header);
+        out += fmt::format("<th>{}</th>", fmt::format(fmt::runtime(col.header), unit.symbol));
         if (col.change_vs_exclusive && exclusive != nullptr) {
             out += "<th>vs excl</th>";
         }
@@ -106,7 +111,7 @@ std::string summary_table(const Comparison& c) {
         out += fmt::format("<tr{}><td>{}</td>", &r == exclusive ? " class=\"baseline\"" : "",
                            html_escape(r.policy));
         for (const auto& col : kColumns) {
-            out += "<td>" + format_fixed(col.value(r), col.decimals) + "</td>";
+            out += "<td>" + format_fixed(col.shown(r, unit), col.decimals) + "</td>";
             if (col.change_vs_exclusive && exclusive != nullptr) {
                 out += change_cell(col, r, exclusive);
             }
@@ -152,14 +157,16 @@ std::string utc_text(double unix_s) {
 TimeAxis page_axis(const Comparison& c) {
     TimeAxis axis = shared_time_axis(c);
     if (c.kind == RecordKind::DaemonHistory) {
-        axis.label = "hours since " + utc_text(c.origin_unix_s + axis.t0_s);
+        axis.label = fmt::format("{} since {}", axis.unit.word, utc_text(c.origin_unix_s + axis.t0_s));
     }
     return axis;
 }
 
-// A time of the record as hours on the page's axis; "-" for "never".
-std::string hours_cell(double t_s, const TimeAxis& axis) {
-    return t_s < 0 || !std::isfinite(t_s) ? "-" : fmt::format("{:.2f}", (t_s - axis.t0_s) / 3600.0);
+// A time of the record on the page's axis, in its unit; "-" for "never".
+std::string time_cell(double t_s, const TimeAxis& axis) {
+    return t_s < 0 || !std::isfinite(t_s)
+               ? "-"
+               : fmt::format("{:.2f}", (t_s - axis.t0_s) / axis.unit.seconds);
 }
 
 std::string task_state(const TaskRecord& t) {
@@ -263,24 +270,25 @@ std::string page_header(const Comparison& c, const TimeAxis& axis) {
     return out + "</header>\n";
 }
 
-std::string comparison_charts(const Comparison& c) {
+std::string comparison_charts(const Comparison& c, const DurationUnit& unit) {
     std::string out;
     if (c.results.size() > 1) {
         const PolicyResult* exclusive = find_exclusive(c);
         std::vector<std::pair<std::string, double>> makespan;
         std::vector<std::pair<std::string, double>> energy;
         for (const auto& r : c.results) {
-            makespan.emplace_back(r.policy, r.makespan_s / 3600.0);
+            makespan.emplace_back(r.policy, r.makespan_s / unit.seconds);
             energy.emplace_back(r.policy, r.energy_j / 1e6);
         }
         std::optional<double> makespan_ref;
         std::optional<double> energy_ref;
         if (exclusive != nullptr) {
-            makespan_ref = exclusive->makespan_s / 3600.0;
+            makespan_ref = exclusive->makespan_s / unit.seconds;
             energy_ref = exclusive->energy_j / 1e6;
         }
         out += figure(
-            svg_bar_chart("Makespan", makespan, "h", makespan_ref, std::string(kExclusivePolicy)));
+            svg_bar_chart("Makespan", makespan, std::string(unit.symbol), makespan_ref,
+                          std::string(kExclusivePolicy)));
         out += figure(
             svg_bar_chart("Energy", energy, "MJ", energy_ref, std::string(kExclusivePolicy)));
     }
@@ -291,26 +299,27 @@ std::string comparison_charts(const Comparison& c) {
         CdfSeries jct{r.policy, {}};
         for (const TaskRecord& t : r.tasks) {
             if (t.finish_s >= 0) {
-                wait.values.push_back(t.wait_s / 3600.0);
-                jct.values.push_back((t.finish_s - t.submit_s) / 3600.0);
+                wait.values.push_back(t.wait_s / unit.seconds);
+                jct.values.push_back((t.finish_s - t.submit_s) / unit.seconds);
             }
         }
         waits.push_back(std::move(wait));
         jcts.push_back(std::move(jct));
     }
-    out += figure(svg_cdf("Wait time of the completed tasks (CDF)", waits, "wait (h)"));
+    out += figure(svg_cdf("Wait time of the completed tasks (CDF)", waits,
+                          fmt::format("wait ({})", unit.symbol)));
     out += figure(svg_cdf("Job completion time of the completed tasks (CDF)", jcts,
-                          "JCT: completion \u2212 submission (h)"));
+                          fmt::format("JCT: completion \u2212 submission ({})", unit.symbol)));
     return out;
 }
 
 std::string tasks_table(const PolicyResult& r, const TimeAxis& axis, bool daemon) {
     std::string out = fmt::format(
-        "<details><summary>Tasks ({})</summary><div class=\"table-wrap\"><table class=\"tasks\">"
-        "<thead><tr><th>Task</th>{}<th>GPUs</th><th>Submitted (h)</th><th>Wait (h)</th>"
-        "<th>Start (h)</th><th>End (h)</th><th>Attempts</th><th>OOM</th><th>State</th><th>On</th>"
-        "</tr></thead><tbody>",
-        r.tasks.size(), daemon ? "<th>ID</th><th>User</th>" : "");
+        "<details><summary>Tasks ({0})</summary><div class=\"table-wrap\"><table class=\"tasks\">"
+        "<thead><tr><th>Task</th>{1}<th>GPUs</th><th>Submitted ({2})</th><th>Wait ({2})</th>"
+        "<th>Start ({2})</th><th>End ({2})</th><th>Attempts</th><th>OOM</th><th>State</th>"
+        "<th>On</th></tr></thead><tbody>",
+        r.tasks.size(), daemon ? "<th>ID</th><th>User</th>" : "", axis.unit.symbol);
     for (const TaskRecord& t : r.tasks) {
         std::string on;
         for (std::size_t k = 0; k < t.gpu_ids.size(); ++k) {
@@ -324,8 +333,8 @@ std::string tasks_table(const PolicyResult& r, const TimeAxis& axis, bool daemon
             "<td>{}</td><td>{}</td><td>{}</td></tr>",
             html_escape(t.name),
             daemon ? fmt::format("<td>{}</td><td>{}</td>", t.id, html_escape(t.user)) : "", t.gpus,
-            hours_cell(t.submit_s, axis), t.wait_s / 3600.0, hours_cell(t.first_start_s, axis),
-            hours_cell(end, axis), t.attempts, t.oom_crashes, html_escape(task_state(t)),
+            time_cell(t.submit_s, axis), t.wait_s / axis.unit.seconds, time_cell(t.first_start_s, axis),
+            time_cell(end, axis), t.attempts, t.oom_crashes, html_escape(task_state(t)),
             on.empty() ? "-" : on);
     }
     return out + "</tbody></table></div></details>\n";
@@ -340,11 +349,12 @@ std::string policy_section(const PolicyResult& r, std::size_t index, const TimeA
         }
     }
     std::string out = fmt::format(
-        "<section id=\"policy-{}\"><h2>{}</h2><p class=\"meta\">makespan <b>{:.2f} h</b> \u00b7 "
+        "<section id=\"policy-{}\"><h2>{}</h2><p class=\"meta\">makespan <b>{:.2f} {}</b> \u00b7 "
         "energy <b>{:.2f} MJ</b> \u00b7 <b>{}</b> OOM crashes, <b>{}</b> relaunches after one "
         "\u00b7 <b>{}</b> of <b>{}</b> tasks completed, <b>{}</b> rejected \u00b7 SMACT "
         "<b>{:.3f}</b></p>",
-        index, html_escape(r.policy), r.makespan_s / 3600.0, r.energy_j / 1e6, r.oom_crashes,
+        index, html_escape(r.policy), r.makespan_s / axis.unit.seconds, axis.unit.symbol,
+        r.energy_j / 1e6, r.oom_crashes,
         relaunches, r.tasks_completed, r.tasks.size(), r.tasks_rejected, r.mean_smact);
     const bool timelines = std::any_of(r.timelines.begin(), r.timelines.end(),
                                        [](const GpuTimeline& g) { return !g.points.empty(); });
@@ -412,7 +422,7 @@ std::string render_results_csv(const Comparison& comparison) {
         for (const auto& col : kColumns) {
             // Appending separately: `"," + std::string` trips GCC 12's -Wrestrict false positive.
             out += ',';
-            out += csv_number(col.value(r), col.decimals);
+            out += csv_number(col.in_csv(r), col.decimals);
         }
         for (const auto& col : kColumns) {
             if (col.change_vs_exclusive) {
@@ -465,8 +475,8 @@ std::string render_html_report(const Comparison& comparison) {
         out += daemon ? "<p class=\"empty\">The daemon returned no history.</p>"
                       : "<p class=\"empty\">No policies were simulated.</p>";
     } else {
-        out += "<section><h2>Summary</h2>" + summary_table(comparison) +
-               comparison_charts(comparison) + "</section>\n";
+        out += "<section><h2>Summary</h2>" + summary_table(comparison, axis.unit) +
+               comparison_charts(comparison, axis.unit) + "</section>\n";
         // One y axis for every policy's queue, as for time.
         double queue_max = 1;
         for (const auto& r : comparison.results) {

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/time_text.h"
 #include "sim/results.h"
 
 namespace carma::sim {
@@ -31,7 +32,8 @@ inline constexpr double kChartWidth = 960;
 struct TimeAxis {
     double t0_s = 0;
     double t1_s = 1;
-    std::string label = "time (h)";  // the axis title; ticks are hours since t0_s
+    DurationUnit unit = {};          // of the ticks and of every time on the page
+    std::string label = "time (h)";  // the axis title; ticks are `unit`s since t0_s
 };
 
 // One axis for all the policies of a comparison: from 0 (the trace's start, or the start of the

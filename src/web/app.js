@@ -442,6 +442,7 @@ function drawTimeline(tl) {
     el("span", {}, "bars: task attempts, one colour per task; faded with a red edge: ended out of memory"));
   const box = document.getElementById("timeline");
   const range = timelineRange(tl);
+  box.dataset.stepS = String(num(tl.step_s) ?? "");
   // Drawn at the box's own width, so its text stays readable on a phone.
   const width = Math.max(320, Math.min(1000, (box.clientWidth || 1000) - 16));
   box.replaceChildren(...(tl.gpus || []).map((g) =>
@@ -488,7 +489,13 @@ async function pollTimeline() {
     const until = num((state.view || {}).now) ?? Date.now() / 1000;
     const since = until - state.hours * 3600;
     // The charts draw attempts: only tasks that ran in the span, however long the queue is.
-    const tl = await getJson(`/v1/timeline?since=${since.toFixed(0)}&until=${Math.ceil(until)}&points=500&ran=1&limit=5000`);
+    const ask = (from) => getJson(`/v1/timeline?since=${from.toFixed(0)}&until=${Math.ceil(until)}&points=500&ran=1&limit=5000`);
+    let tl = await ask(since);
+    // The samples come in 500 buckets over the span asked for. A daemon with four minutes of
+    // history drawn from a six-hour answer shows 43-second buckets, so memory seems in use before
+    // anything ran: ask again for the span drawn, and the buckets follow the window shown.
+    const drawn = timelineRange(tl);
+    if (drawn.since - since > 2 * (num(tl.step_s) ?? 0)) tl = await ask(Math.floor(drawn.since));
     state.timeline = tl;
     drawTimeline(tl);
   } catch (e) {

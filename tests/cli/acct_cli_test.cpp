@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -107,9 +108,9 @@ TEST(AcctCliTest, TableAndTotals) {
                                "out-of-memory,succeeded   1.01  28,606 MiB  812.3 kJ\n"));
     EXPECT_THAT(out, HasSubstr("9   bob    cancelled  -         -     0s  -"));
     EXPECT_THAT(out, HasSubstr("totals per user\n"));
-    EXPECT_THAT(out, HasSubstr("USER   TASKS  ATTEMPTS    RUN  GPU_H    ENERGY  MEAN_WAIT\n"));
-    EXPECT_THAT(out, HasSubstr("alice      1         2  1h00m   1.01  812.3 kJ        12s\n"));
-    EXPECT_THAT(out, HasSubstr("bob        1         0     0s   0.00         -          -\n"));
+    EXPECT_THAT(out, HasSubstr("USER   TASKS  ATTEMPTS    RUN  GPU_TIME    ENERGY  MEAN_WAIT\n"));
+    EXPECT_THAT(out, HasSubstr("alice      1         2  1h00m     1h00m  812.3 kJ        12s\n"));
+    EXPECT_THAT(out, HasSubstr("bob        1         0     0s        0s         -          -\n"));
     EXPECT_EQ(cli::format_acct(json{{"tasks", json::array()}, {"totals", json::array()}},
                                cli::acct_default_fields(), fixed_time),
               "no finished task matches\n");
@@ -131,6 +132,16 @@ TEST(AcctCliTest, ReasonColumn) {
                                "ModuleNotFoundError: No mod"));
     EXPECT_THAT(out, Not(HasSubstr("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")));
     EXPECT_EQ(cli::acct_default_fields().back(), "reason");
+}
+
+// This test verifies that GPU time reads as the run time does, by magnitude (a five-minute task
+// showed "0.07" GPU-hours), and is the default column; GPU-hours stay a field for scripts.
+TEST(AcctCliTest, GpuTimeByMagnitude) {
+    const std::string out = cli::format_acct(kAnswer, {"id", "gpu_time"}, fixed_time);
+    EXPECT_THAT(out, HasSubstr("ID  GPU_TIME\n7      1h00m\n9         0s\n"));
+    const auto& defaults = cli::acct_default_fields();
+    EXPECT_NE(std::find(defaults.begin(), defaults.end(), "gpu_time"), defaults.end());
+    EXPECT_EQ(std::find(defaults.begin(), defaults.end(), "gpu_hours"), defaults.end());
 }
 
 // This test verifies how energy is written: joules, then kJ, then MJ.

@@ -1,5 +1,7 @@
 #include "core/time_text.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 namespace carma {
@@ -93,6 +95,23 @@ TEST(TimeTextTest, RefusesBadTimePoints) {
     });
     ASSERT_FALSE(no_zone);
     EXPECT_NE(no_zone.error().message.find("Z"), std::string::npos);
+}
+
+// This test verifies that durations are shown in the unit their magnitude reads best in: a
+// five-minute window in minutes (it read "0.07 h"), a day in hours, half a minute in seconds.
+TEST(TimeTextTest, DurationUnitFollowsTheLargestFigure) {
+    EXPECT_EQ(duration_unit_for(0).symbol, "s");
+    EXPECT_EQ(duration_unit_for(30).symbol, "s");
+    EXPECT_EQ(duration_unit_for(119.9).symbol, "s");
+    EXPECT_EQ(duration_unit_for(120).symbol, "min");
+    EXPECT_EQ(duration_unit_for(300).symbol, "min");
+    EXPECT_DOUBLE_EQ(duration_unit_for(300).seconds, 60);
+    EXPECT_EQ(duration_unit_for(300).word, "minutes");
+    EXPECT_EQ(duration_unit_for(7199).symbol, "min");
+    EXPECT_EQ(duration_unit_for(7200).symbol, "h");
+    EXPECT_EQ(duration_unit_for(86400).word, "hours");
+    EXPECT_DOUBLE_EQ(duration_unit_for(86400).seconds, 3600);
+    EXPECT_EQ(duration_unit_for(std::nan("")).symbol, "s");
 }
 
 }  // namespace

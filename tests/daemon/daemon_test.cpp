@@ -771,6 +771,24 @@ TEST_F(DaemonTest, ApiAnswersWhileAnAttemptStarts) {
     EXPECT_EQ(wait_final((*second)["id"].get<TaskId>())["state"], "succeeded");
 }
 
+// This test verifies that GET /v1/status says how the daemon's loop keeps up with its period
+// (1 / time_scale s), the figures `carma replay` compares to warn of a replay losing fidelity.
+TEST_F(DaemonTest, StatusSaysHowTheLoopKeepsUpWithItsPeriod) {
+    start("exclusive");  // at time scale 60
+    json loop;
+    ASSERT_TRUE(eventually([&] {
+        auto status = client().status();
+        loop = status ? (*status)["loop"] : json();
+        return loop.is_object() && loop["periods"].get<double>() >= 20;
+    })) << loop.dump();
+    EXPECT_DOUBLE_EQ(loop["period_s"].get<double>(), 1.0 / 60);
+    EXPECT_LE(loop["late_periods"].get<double>(), loop["periods"].get<double>());
+    EXPECT_GE(loop["recent_late_share"].get<double>(), 0.0);
+    EXPECT_LE(loop["recent_late_share"].get<double>(), 1.0);
+    EXPECT_GE(loop["worst_late_periods"].get<double>(), 0.0);
+    EXPECT_TRUE(loop["behind"].is_boolean());
+}
+
 // This test verifies that `carma replay` survives a daemon that is not there yet (restarting):
 // it retries refused connections with backoff instead of dropping the rest of the trace.
 TEST_F(DaemonTest, ReplayRetriesUntilTheDaemonAnswers) {

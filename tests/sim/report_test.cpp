@@ -152,6 +152,23 @@ TEST(RenderHtmlReport, EscapesHtmlInNames) {
     EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
 }
 
+// This test verifies that a report of minutes reads in minutes (a five-minute window read
+// "0.07 h"): the summary, the makespan chart, the axis and the tasks table say "min", and the CSV
+// keeps hours, as its column names say.
+TEST(RenderHtmlReport, MinutesOfHistoryReadInMinutes) {
+    const Comparison c =
+        comparison_of({policy("exclusive", 300 / 3600.0, 1, false), policy("carma", 0.05, 1, true)});
+    const std::string html = render_html_report(c);
+    EXPECT_NE(html.find("<th>Makespan (min)</th>"), std::string::npos);
+    EXPECT_NE(html.find("<td>5.00</td>"), std::string::npos);  // 300 s
+    EXPECT_NE(html.find("makespan <b>3.00 min</b>"), std::string::npos);
+    EXPECT_NE(html.find("Times in minutes"), std::string::npos);
+    EXPECT_NE(html.find("time (min)"), std::string::npos);
+    EXPECT_EQ(html.find("Makespan (h)"), std::string::npos);
+    EXPECT_NE(render_results_csv(c).find("\nexclusive,0.0833333,"), std::string::npos)
+        << render_results_csv(c);
+}
+
 // This test verifies the summary table speaks the text table's language (sim/output.cpp):
 // hours and MJ with two decimals, changes vs exclusive as "+x.x%", utilisation as 0..1 with
 // three decimals; the change columns and the reference line only when exclusive ran.

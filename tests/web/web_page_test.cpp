@@ -210,6 +210,10 @@ TEST_F(WebTest, PageInAHeadlessBrowser) {
     EXPECT_TRUE(page_true("document.querySelectorAll('#timeline svg[data-timeline-gpu]').length === 4"));
     EXPECT_TRUE(page_true("document.querySelector('#timeline g.oom')"))
         << eval("document.getElementById('timeline').innerHTML.slice(0, 2000)");
+    // Minutes of history over the default six-hour window: the samples' buckets follow the span
+    // drawn (at most ten minutes here: a second or so), not the six hours asked (43 s).
+    EXPECT_TRUE(page_true("Number(document.getElementById('timeline').dataset.stepS) < 5"))
+        << eval("document.getElementById('timeline').dataset.stepS");
 
     // A replayed task seen running on the page later shows as finished, without a reload.
     json followed;

@@ -27,6 +27,7 @@
 #include "cli/common/json_read.h"
 #include "cli/common/local_time.h"
 #include "cli/views/cells.h"
+#include "cli/views/loop_lag_text.h"
 #include "core/task.h"
 #include "core/units.h"
 #include "exec/self.h"
@@ -329,6 +330,13 @@ int run_replay(const ReplayOptions& o) {
     fmt::print("replaying {} ({} tasks) at time scale {}\n", trace.name, requests.size(), k);
     const Clock::time_point start = Clock::now();
     const double start_unix = now_epoch();
+    // The daemon's loop before and after: whether it kept up with its period meanwhile.
+    const json status_before = client.status().value_or(json());
+    const auto warn_if_behind = [&] {
+        if (auto warning = replay_lag_warning(status_before, client.status().value_or(json()))) {
+            print_line(stderr, "carma: warning: {}", *warning);
+        }
+    };
     const std::vector<Submitted> submitted = submit_trace(client, trace, requests, k, start);
     fmt::print("submitted {} of {} tasks of trace {}\n", submitted.size(), requests.size(),
                trace.name);
@@ -340,6 +348,7 @@ int run_replay(const ReplayOptions& o) {
         }
         print_summary(trace.name, submitted.size(), k, summary);
     }
+    warn_if_behind();
     return submitted.size() == requests.size() ? 0 : 1;
 }
 

@@ -30,6 +30,11 @@ std::string duration_cell(std::optional<double> seconds) {
     return seconds ? format_duration(*seconds) : "-";
 }
 
+// GPU time as the run time reads (45s, 4m12s, 3h05m), not "0.07" GPU-hours for five minutes.
+std::string gpu_time_cell(std::optional<double> gpu_hours) {
+    return gpu_hours && std::isfinite(*gpu_hours) ? format_duration(*gpu_hours * 3600) : "-";
+}
+
 std::string time_cell(std::optional<double> epoch, const TimeText& time_text) {
     if (!epoch || !std::isfinite(*epoch) || std::abs(*epoch) > kLongestTime) {
         return "-";
@@ -83,6 +88,8 @@ const std::vector<Field>& fields() {
         {"outcomes", "OUTCOMES", false,
          [](const json& r, const TimeText&) { return outcomes_cell(r); }},
         {"gpus", "GPUS", true, [](const json& r, const TimeText&) { return text_of(r, "gpus"); }},
+        {"gpu_time", "GPU_TIME", true,
+         [](const json& r, const TimeText&) { return gpu_time_cell(number_of(r, "gpu_hours")); }},
         {"gpu_hours", "GPU_H", true,
          [](const json& r, const TimeText&) {
              const std::optional<double> h = number_of(r, "gpu_hours");
@@ -157,16 +164,15 @@ std::string render(const std::vector<std::string>& headers, const std::vector<bo
 }
 
 std::string totals_table(const json& totals) {
-    const std::vector<std::string> headers = {"USER",  "TASKS",  "ATTEMPTS", "RUN",
-                                              "GPU_H", "ENERGY", "MEAN_WAIT"};
+    const std::vector<std::string> headers = {"USER",     "TASKS",  "ATTEMPTS", "RUN",
+                                              "GPU_TIME", "ENERGY", "MEAN_WAIT"};
     const std::vector<bool> right = {false, true, true, true, true, true, true};
     std::vector<std::vector<std::string>> rows;
     for (const json& t : totals.is_array() ? totals : json::array()) {
         const std::optional<double> h = number_of(t, "gpu_hours");
         rows.push_back({text_of(t, "user"), text_of(t, "tasks"), text_of(t, "attempts"),
                         duration_cell(number_of(t, "run_s")),
-                        h ? fmt::format("{:.2f}", *h) : std::string("-"),
-                        energy_cell(number_of(t, "energy_j")),
+                        gpu_time_cell(h), energy_cell(number_of(t, "energy_j")),
                         duration_cell(number_of(t, "mean_wait_s"))});
     }
     return render(headers, right, std::move(rows));
@@ -188,7 +194,7 @@ const std::vector<std::string>& acct_field_names() {
 const std::vector<std::string>& acct_default_fields() {
     static const std::vector<std::string> names = {
         "id",   "name",     "user", "state",     "submitted", "end",   "wait",
-        "run",  "outcomes", "gpus", "gpu_hours", "peak",      "energy", "reason"};
+        "run",  "outcomes", "gpus", "gpu_time", "peak",      "energy", "reason"};
     return names;
 }
 
