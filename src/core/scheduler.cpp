@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/mps_share.h"
+#include "core/scheduler_order.h"
 
 namespace carma {
 
@@ -434,35 +435,6 @@ std::optional<double> Scheduler::next_order_change(double now) const {
         }
     }
     return std::nullopt;
-}
-
-template <typename Take>
-void Scheduler::carma_order(double now, Take take) const {
-    const double max_wait = config_.carma.max_wait_s;
-    auto aged = [&](const QueuedTask& t) { return t.queued_at + max_wait <= now; };
-    // Arrival order is queue order, so the aged tasks are a prefix of it.
-    for (const QueuedTask& t : main_) {
-        if (!config_.policy.long_first) {
-            if (take(t)) {
-                return;
-            }
-            continue;
-        }
-        if (!aged(t)) {
-            break;
-        }
-        if (take(t)) {
-            return;
-        }
-    }
-    if (!config_.policy.long_first) {
-        return;
-    }
-    for (const OrderKey& k : by_length_) {
-        if (!aged(*k.it) && take(*k.it)) {
-            return;
-        }
-    }
 }
 
 void Scheduler::carma_order(double now, std::optional<TaskId> skip, std::size_t limit,

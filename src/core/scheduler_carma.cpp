@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/mps_share.h"
+#include "core/scheduler_order.h"
 
 namespace carma {
 
