@@ -72,6 +72,21 @@ struct DaemonConfig {
     double node_timeout_s = 30;      // an agent silent this long: its node takes no tasks
 };
 
+// One key of a config file and what it means. Keys of a section are written "section.key".
+struct ConfigKey {
+    const char* key;
+    const char* help;
+};
+// Every key a config file may hold, in the order config_yaml() writes them. The parser accepts
+// exactly the top-level ones; carma.yaml(5) and the packaged /etc/carma/carma.yaml are
+// generated from this table (`carma serve --print-config`), so they cannot drift from it.
+const std::vector<ConfigKey>& config_keys();
+
+// `c` as a config file that parse_config() reads back to `c`: every key of config_keys(), each
+// after its meaning as comment lines. A key left unset (an empty string: its default depends on
+// others or on who runs the daemon) is written as "" and its comment says what the default is.
+std::string config_yaml(const DaemonConfig& c);
+
 // /var/lib/carma as root, $XDG_STATE_HOME/carma (~/.local/state/carma) otherwise: the directory
 // of api::default_socket_path().
 std::string default_state_dir();

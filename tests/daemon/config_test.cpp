@@ -178,5 +178,78 @@ TEST(ConfigTest, WorldKeys) {
     EXPECT_FALSE(parse_config("world_noise: lots\n", "t.yaml", DaemonConfig{}));
 }
 
+// This test verifies that `carma serve --print-config` (config_yaml) writes a file that reads
+// back to the same configuration, defaults and set values alike, with every key of the table
+// the man page carma.yaml(5) and the packaged /etc/carma/carma.yaml are generated from.
+TEST(ConfigTest, ConfigYamlReadsBackWithEveryKey) {
+    const std::string defaults = config_yaml(DaemonConfig{});
+    for (const ConfigKey& k : config_keys()) {
+        const std::string key = k.key;
+        const auto dot = key.find('.');
+        const std::string line = dot == std::string::npos ? "\n" + key + ":"
+                                                          : "\n  " + key.substr(dot + 1) + ":";
+        EXPECT_NE(defaults.find(line), std::string::npos) << key << " is not written";
+        EXPECT_GT(std::string(k.help).size(), 10u) << key << " has no meaning";
+    }
+    auto back = parse_config(defaults, "defaults.yaml", DaemonConfig{});
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(config_yaml(*back), defaults);
+
+    // Every value set away from its default, through a config file that starts from nothing.
+    DaemonConfig set;
+    set.policy = "oracle-MAGM";
+    set.gpus = "emulated:2xV100";
+    set.dcgm_host = "localhost:5555";
+    set.exclude_gpus = {"3", "*Quadro*"};
+    set.mps = true;
+    set.mps_control = "/opt/mps control";
+    set.world = "measured";
+    set.world_bias = 0.25;
+    set.window = 12;
+    set.memory_margin_mib = 1500;
+    set.risk.smocc = 0.5;
+    set.retry_failures = true;
+    set.state_dir = "/srv/carma";
+    set.allowed_hosts = {"gpu-server"};
+    set.agent_uid = 1234;
+    set.limits.max_array_size = 7;
+    set.limits.submit_rate_per_user = 2.5;
+    const std::string text = config_yaml(set);
+    auto read = parse_config(text, "set.yaml", DaemonConfig{});
+    ASSERT_TRUE(read) << read.error().message;
+    EXPECT_EQ(config_yaml(*read), text);
+    EXPECT_EQ(read->mps_control, "/opt/mps control");
+    EXPECT_EQ(read->memory_margin_mib, 1500);
+    EXPECT_EQ(read->agent_uid.value_or(0), 1234u);
+    EXPECT_DOUBLE_EQ(read->limits.submit_rate_per_user, 2.5);
+    EXPECT_NE(text, defaults);
+}
+
+// This test verifies that the table and the parser agree: every key of the table is one the
+// parser takes, sections' keys included, and the parser names the table's keys when one is not.
+TEST(ConfigTest, ParserTakesEveryKeyOfTheTable) {
+    const DaemonConfig defaults;
+    for (const ConfigKey& k : config_keys()) {
+        const std::string key = k.key;
+        const auto dot = key.find('.');
+        std::string text;
+        if (dot == std::string::npos) {
+            if (key == "risk" || key == "limits") {
+                continue;  // sections: their keys follow
+            }
+            const std::string all = config_yaml(defaults);
+            const auto at = all.find("\n" + key + ":");
+            text = all.substr(at + 1, all.find('\n', at + 1) - at);
+        } else {
+            text = key.substr(0, dot) + ":\n  " + key.substr(dot + 1) + ": 1\n";
+        }
+        auto c = parse_config(text, "one.yaml", DaemonConfig{});
+        EXPECT_TRUE(c) << key << ": " << (c ? "" : c.error().message);
+    }
+    auto unknown = parse_config("polcy: carma\n", "typo.yaml", DaemonConfig{});
+    ASSERT_FALSE(unknown);
+    EXPECT_NE(unknown.error().message.find("node_timeout_s"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace carma::daemon

@@ -27,6 +27,7 @@ extern "C" void on_stop_signal(int) { g_stop.store(true); }
 
 struct ServeFlags {
     std::string config_file;
+    bool print_config = false;
     daemon::DaemonConfig values;
     double smact = 0, smocc = 0, drama = 0;
     std::string margin, no_info;
@@ -129,6 +130,16 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
                                                               config.socket.empty()) {
         config.socket = env_socket;
     }
+    if (f.print_config) {
+        if (auto checked = daemon::finalize(config); !checked) {
+            throw std::runtime_error(checked.error().message);
+        }
+        fmt::print("# carma serve's configuration (carma.yaml(5)): every key with its value{}."
+                   "\n# Flags override a --config file.\n{}",
+                   f.config_file.empty() ? "" : fmt::format(" from {} and the flags", f.config_file),
+                   daemon::config_yaml(config));
+        return 0;
+    }
 
     // The TCP listener's settings are checked before the daemon takes the state directory, so
     // a token file others can read stops the start before anything runs.
@@ -208,6 +219,9 @@ Action add_serve_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("serve", "Run the CARMA daemon");
     daemon::DaemonConfig& v = f->values;
     cmd->add_option("--config", f->config_file, "YAML config file (flags override it)");
+    cmd->add_flag("--print-config", f->print_config,
+                  "Print the configuration the config file and flags give, every key with its "
+                  "meaning, as a config file; then exit");
     cmd->add_option("--policy", v.policy, "Placement policy, e.g. oracle-MAGM, OR-RR, exclusive")
         ->capture_default_str();
     cmd->add_option("--gpus", v.gpus,

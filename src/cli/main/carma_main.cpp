@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/main/arg_check.h"
+#include "cli/main/option_table.h"
 #include "cli/views/acct_view.h"
 
 int main(int argc, char** argv) {
@@ -22,7 +23,7 @@ int main(int argc, char** argv) {
     }
     CLI::App app{"CARMA: collocation-aware GPU resource manager for deep-learning training"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", "carma 0.1.0");
+    app.set_version_flag("--version", "carma " CARMA_VERSION);
     using Add = Action (*)(CLI::App&);
     static constexpr std::pair<const char*, Add> kCommands[] = {
         {"simulate", add_simulate_command}, {"serve", add_daemon_stubs},
@@ -46,6 +47,9 @@ int main(int argc, char** argv) {
         if (!named || first == name) {
             actions.emplace(name, add(app));
         }
+    }
+    if (print_option_table(app, argc, argv)) {
+        return 0;
     }
     return run_subcommand(app, argc, argv, actions);
 }

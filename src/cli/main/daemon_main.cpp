@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/main/arg_check.h"
+#include "cli/main/option_table.h"
 
 int main(int argc, char** argv) {
     using namespace carma::cli;
@@ -22,5 +23,8 @@ int main(int argc, char** argv) {
                                                    {"admin", add_admin_command(app)},
                                                    {"agent", add_agent_command(app)},
                                                    {"node-key", add_node_key_command(app)}};
+    if (print_option_table(app, argc, argv)) {
+        return 0;
+    }
     return run_subcommand(app, argc, argv, actions);
 }
