@@ -10,7 +10,7 @@ namespace {
 // This test verifies what counts as late: an overrun of half a period or more (rounds of 1.5
 // periods run two where the clock assumes three); jitter below it does not, and the worst overrun
 // is kept in periods.
-TEST(LoopLagTest, LateMeansARoundMissed) {
+TEST(LoopLagTest, LateMeansHalfAPeriodOverOrMore) {
     LoopLag lag(0.01);
     lag.record(-0.002);
     lag.record(0);
