@@ -3,6 +3,7 @@
 #include "api/query.h"
 #include "api/server_replies.h"
 #include "api/web_session.h"
+#include "core/host_port.h"
 #include "core/text.h"
 #include "http/json_reply.h"
 #include "http/listener.h"
@@ -60,6 +61,8 @@ struct ApiServer::Impl {
     std::thread web_thread;
     bool tcp_bound = false;
     bool web_bound = false;
+    // What bind() listens on, one line each, for the log (ApiServer::listening).
+    std::vector<std::string> listening;
 
     Impl(Service& s, ServerOptions o) : service(s), options(std::move(o)) {}
 
@@ -531,6 +534,9 @@ Result<void> ApiServer::bind() {
     }
     // Everyone may connect; who may do what is decided per request from peer credentials.
     ::chmod(path.c_str(), 0666);
+    impl_->listening = {fmt::format("the API on socket {} (every local user; who may do what "
+                                    "follows from the caller's uid)",
+                                    path)};
     if (impl_->options.web_host) {
         const std::string& host = *impl_->options.web_host;
         if (!is_loopback_host(host) && impl_->options.web_token.empty()) {
@@ -548,12 +554,17 @@ Result<void> ApiServer::bind() {
         }
         impl_->options.web_needs_token = !is_loopback_host(host);
         impl_->web_routes(impl_->web_server);
-        if (auto bound = impl_->web_server.bind_tcp(host, impl_->options.web_port); !bound) {
+        auto bound = impl_->web_server.bind_tcp(host, impl_->options.web_port);
+        if (!bound) {
             return fail(ErrorCode::Io, fmt::format("cannot serve the web page on {}:{}: {}", host,
                                                    impl_->options.web_port,
                                                    bound.error().message));
         }
         impl_->web_bound = true;
+        impl_->listening.push_back(fmt::format(
+            "the web page on http://{}/ ({})", format_host_port(host, *bound),
+            impl_->options.web_needs_token ? "sign in with the --web-token-file token"
+                                           : "loopback: reach it through an SSH tunnel"));
     }
     if (impl_->options.tcp_host) {
         const std::string& host = *impl_->options.tcp_host;
@@ -568,14 +579,22 @@ Result<void> ApiServer::bind() {
                         "listening on TCP needs a bearer token (--token-file)");
         }
         impl_->routes(impl_->tcp_server, Listener::Tcp);
-        if (auto bound = impl_->tcp_server.bind_tcp(host, impl_->options.tcp_port); !bound) {
+        auto bound = impl_->tcp_server.bind_tcp(host, impl_->options.tcp_port);
+        if (!bound) {
             return fail(ErrorCode::Io, fmt::format("cannot listen on {}:{}: {}", host,
                                                    impl_->options.tcp_port,
                                                    bound.error().message));
         }
         impl_->tcp_bound = true;
+        impl_->listening.push_back(fmt::format("the API on TCP {} (bearer token of "
+                                               "--token-file)",
+                                               format_host_port(host, *bound)));
     }
     return {};
+}
+
+const std::vector<std::string>& ApiServer::listening() const {
+    return impl_->listening;
 }
 
 void ApiServer::serve() {

@@ -85,6 +85,9 @@ public:
 
     // Binds the socket(s); errors name the path or address.
     Result<void> bind();
+    // After bind(): each address it listens on and who may use it, one line each ("the web page
+    // on http://127.0.0.1:8080/ (...)"), for the log; ports as bound (a port 0 is chosen then).
+    const std::vector<std::string>& listening() const;
     // Serves until stop() (blocking; run it on its own thread).
     void serve();
     void stop();

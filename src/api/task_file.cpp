@@ -117,6 +117,9 @@ nlohmann::json request_body(const SubmitRequest& r) {
     if (!r.env.empty()) {
         body["env"] = r.env;
     }
+    if (r.explicit_env) {
+        body["explicit_env"] = *r.explicit_env;
+    }
     if (r.max_attempts) {
         body["max_attempts"] = *r.max_attempts;
     }
@@ -133,8 +136,11 @@ nlohmann::json request_body(const SubmitRequest& r) {
         body["time_limit_s"] = *r.time_limit_s;
     }
     for (const Dependency& d : r.dependencies) {
-        body["dependencies"].push_back(
-            {{"type", std::string(to_string(d.type))}, {"task", format_task_ref(d.on)}});
+        nlohmann::json dependency = {{"type", std::string(to_string(d.type))}};
+        if (d.type != DependencyType::Singleton) {  // it names no task
+            dependency["task"] = format_task_ref(d.on);
+        }
+        body["dependencies"].push_back(std::move(dependency));
     }
     if (r.hold) {
         body["hold"] = true;

@@ -43,6 +43,9 @@ struct SubmitRequest {
     MemoryInfo memory;    // `model` is not part of the API and is ignored
     std::string workdir;  // absolute
     std::map<std::string, std::string> env;
+    // Which of `env`'s variables were set on purpose (the task file's env:, --env) when the rest
+    // came from the submitter's shell; nullopt: all of them were (docs/api.md's explicit_env).
+    std::optional<std::vector<std::string>> explicit_env;
     std::optional<int> max_attempts;
     std::string workload;
     // As given (a conda name or path; a venv path); `carma submit` resolves both to absolute

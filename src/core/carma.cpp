@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/gpu_clauses.h"
 #include "core/mps_share.h"
 
 namespace carma {
@@ -274,29 +275,26 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
     std::array<Candidate, 64> fixed;
     std::vector<Candidate> spill;
     std::size_t count = 0;
-    std::string rejections;
+    GpuClauses rejections;
     const double activity = activity_of(task);
     for (std::size_t i = 0; i < gpus.size(); ++i) {
         const GpuView& g = gpus[i];
         if (!allowed[i]) {
             if (config.explain) {
-                rejections += fmt::format("{}{}: kept for the queue's head",
-                                          rejections.empty() ? "" : "; ", gpu_label(g));
+                rejections.add(g.index, g.node, "kept for the queue's head");
             }
             continue;
         }
         if (!open[i]) {
             if (config.explain) {
                 const FilterOutcome why = carma_gpu_open(policy, g, config.risk);
-                rejections += fmt::format("{}{}: {}", rejections.empty() ? "" : "; ", gpu_label(g),
-                                          explain_filter(why, g, {}, config.risk));
+                rejections.add(g.index, g.node, explain_filter(why, g, {}, config.risk));
             }
             continue;
         }
         if (mps_user_blocks(task, g)) {
             if (config.explain) {
-                rejections += fmt::format("{}{}: {}", rejections.empty() ? "" : "; ",
-                                          gpu_label(g), explain_mps_user(task, g));
+                rejections.add(g.index, g.node, explain_mps_user(task, g));
             }
             continue;
         }
@@ -304,10 +302,9 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
         const MiB available = available_mib.empty() ? planned_available_mib(g) : available_mib[i];
         if (available < need.min_available_mib) {
             if (config.explain) {
-                rejections += fmt::format("{}{}: {} available < {} ({})",
-                                          rejections.empty() ? "" : "; ", gpu_label(g),
-                                          format_mib(available),
-                                          format_mib(need.min_available_mib), describe(need));
+                rejections.add(g.index, g.node,
+                               fmt::format("{} available < {} ({})", format_mib(available),
+                                           format_mib(need.min_available_mib), describe(need)));
             }
             continue;
         }
@@ -321,9 +318,10 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
                                                 : SharingPrediction{};
         if (shared && predicted.gain <= carma.min_gain) {
             if (config.explain) {
-                rejections += fmt::format(
-                    "{}{}: sharing would add {:.2f} GPU of progress (not above {:.2f})",
-                    rejections.empty() ? "" : "; ", gpu_label(g), predicted.gain, carma.min_gain);
+                rejections.add(g.index, g.node,
+                               fmt::format("sharing would add {:.2f} GPU of progress (not above "
+                                           "{:.2f})",
+                                           predicted.gain, carma.min_gain));
             }
             continue;
         }
@@ -370,7 +368,7 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
             sel.pending_reason = fmt::format(
                 "{} needs {} GPU(s) on one node, {} pass {} but at most {} on one node{}{}",
                 task.name, wanted, count, policy.name, pick.most_on_one_node,
-                rejections.empty() ? "" : ": ", rejections);
+                rejections.empty() ? "" : ": ", rejections.text());
             return sel;
         }
     }
@@ -380,7 +378,7 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
     }
     sel.pending_reason = fmt::format("{} needs {} GPU(s), {} pass {}: {}", task.name, wanted, count,
                                      policy.name,
-                                     rejections.empty() ? "not enough GPUs" : rejections);
+                                     rejections.empty() ? "not enough GPUs" : rejections.text());
     return sel;
 }
 

@@ -11,25 +11,23 @@ namespace carma {
 
 namespace {
 
-constexpr std::array<std::pair<DependencyType, std::string_view>, 3> kTypes = {{
+constexpr std::array<std::pair<DependencyType, std::string_view>, 4> kTypes = {{
     {DependencyType::AfterOk, "afterok"},
     {DependencyType::AfterAny, "afterany"},
     {DependencyType::AfterNotOk, "afternotok"},
+    {DependencyType::Singleton, "singleton"},
 }};
 
 tl::unexpected<Error> bad_spec(std::string_view text, std::string_view why) {
     return fail(ErrorCode::InvalidArgument,
-                fmt::format("--dependency '{}' {}; write TYPE:ID[:ID...] joined by ',', with "
-                            "TYPE afterok, afterany or afternotok and ID a task (12), an array "
-                            "member (12_3) or a whole array (12 or 12_*)",
+                fmt::format("--dependency '{}' {}; write TYPE:ID[:ID...] or singleton joined "
+                            "by ',', with TYPE afterok, afterany or afternotok and ID a task "
+                            "(12), an array member (12_3) or a whole array (12 or 12_*)",
                             text, why));
 }
 
 // Slurm's types CARMA does not take, with why.
 std::string unsupported_type(std::string_view type) {
-    if (type == "singleton") {
-        return "singleton (one running task per name and user) is not supported yet";
-    }
     if (type == "after") {
         return "'after' (once the dependency started) is not supported; afterany waits until "
                "it ended";
@@ -74,6 +72,14 @@ Result<std::vector<Dependency>> parse_dependency_spec(std::string_view text) {
         if (!type) {
             return bad_spec(text, unsupported_type(type_word));
         }
+        if (*type == DependencyType::Singleton) {
+            if (words.size() > 1) {
+                return bad_spec(text, "has singleton with a task id; singleton takes none (it "
+                                      "waits for the earlier tasks of your name)");
+            }
+            out.push_back({*type, TaskRef{}});
+            continue;
+        }
         if (words.size() < 2) {
             return bad_spec(text, fmt::format("has '{}' without a task id", clause));
         }
@@ -115,6 +121,9 @@ Result<std::vector<Dependency>> parse_after_list(std::string_view text) {
 }
 
 std::string format_dependency(const Dependency& d) {
+    if (d.type == DependencyType::Singleton) {
+        return std::string(to_string(d.type));
+    }
     return fmt::format("{}:{}", to_string(d.type), format_task_ref(d.on));
 }
 
@@ -133,6 +142,7 @@ DependencyJudgement judge_dependency(DependencyType type, std::span<const Target
             }
             return {all_ended ? DependencyVerdict::Satisfied : DependencyVerdict::Waiting, {}};
         case DependencyType::AfterAny:
+        case DependencyType::Singleton:  // resolved at submit; as afterany if ever judged
             return {all_ended ? DependencyVerdict::Satisfied : DependencyVerdict::Waiting, {}};
         case DependencyType::AfterNotOk:
             if (!all_ended) {
@@ -146,6 +156,9 @@ DependencyJudgement judge_dependency(DependencyType type, std::span<const Target
 std::string describe_waiting(std::span<const Dependency> dependencies) {
     std::vector<std::string> clauses;
     for (const auto& [type, name] : kTypes) {
+        if (type == DependencyType::Singleton) {
+            continue;  // resolved at submit into afterany on the tasks it waits for
+        }
         std::vector<std::string> labels;
         for (const Dependency& d : dependencies) {
             if (d.type == type) {

@@ -18,9 +18,13 @@ enum class DependencyType {
     AfterOk,     // every task it names succeeded
     AfterAny,    // every task it names ended, however
     AfterNotOk,  // every task it names ended and one of them did not succeed
+    // Slurm's singleton: no earlier unfinished task of the same user and name. Names no task;
+    // the daemon turns it into afterany on each such task at submit, so it is never judged.
+    Singleton,
 };
 
-std::string_view to_string(DependencyType type);  // "afterok", "afterany", "afternotok"
+// "afterok", "afterany", "afternotok", "singleton"
+std::string_view to_string(DependencyType type);
 std::optional<DependencyType> parse_dependency_type(std::string_view word);
 
 // A task, an array member or a whole array (the daemon makes a plain array id whole at submit,
@@ -31,13 +35,13 @@ struct Dependency {
     bool operator==(const Dependency&) const = default;
 };
 
-// sbatch's --dependency: "TYPE:ID[:ID...]" joined by ',' (all must hold), each ID as
-// parse_task_ref reads it. Slurm's other types (after, aftercorr, singleton, ...) and '?' (any
-// one of them) are refused with what CARMA does take.
+// sbatch's --dependency: "TYPE:ID[:ID...]" or "singleton" joined by ',' (all must hold), each ID
+// as parse_task_ref reads it. Slurm's other types (after, aftercorr, ...) and '?' (any one of
+// them) are refused with what CARMA does take.
 Result<std::vector<Dependency>> parse_dependency_spec(std::string_view text);
 // `--after 12:13` or `12,13`: afterok on each.
 Result<std::vector<Dependency>> parse_after_list(std::string_view text);
-// "afterok:12_3", as parse_dependency_spec reads it back.
+// "afterok:12_3" or "singleton", as parse_dependency_spec reads it back.
 std::string format_dependency(const Dependency& dependency);
 
 // How one task a dependency names has ended, as far as any dependency cares.

@@ -57,18 +57,6 @@ std::string without_controls(std::string_view line) {
     return out;
 }
 
-std::string cut_utf8(const std::string& s, std::size_t limit) {
-    if (s.size() <= limit) {
-        return s;
-    }
-    std::size_t end = limit;
-    // Back to the start of a code point: continuation bytes are 10xxxxxx.
-    while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) {
-        --end;
-    }
-    return s.substr(0, end) + "...";
-}
-
 }  // namespace
 
 std::string last_meaningful_line(std::string_view stderr_tail) {
@@ -95,7 +83,7 @@ std::string last_meaningful_line(std::string_view stderr_tail) {
         if (text.empty() || says_nothing(text)) {
             continue;
         }
-        return cut_utf8(std::string(text), kMaxFailureReasonBytes);
+        return shortened(text, kMaxFailureReasonBytes, "...");
     }
     return {};
 }

@@ -197,13 +197,17 @@ CommandFamily command_family(const std::vector<std::string>& argv_in) {
     return family;
 }
 
-std::string canonical_exact(std::uint64_t owner, const std::vector<std::string>& argv, int gpus) {
+std::string canonical_exact(std::uint64_t owner, const std::vector<std::string>& argv, int gpus,
+                            std::string_view env_key) {
     std::string out = "carma-exact-v1;";
     append_field(out, "owner", std::to_string(owner));
     append_field(out, "gpus", std::to_string(gpus));
     append_field(out, "argc", std::to_string(argv.size()));
     for (const std::string& arg : argv) {
         append_field(out, "arg", arg);
+    }
+    if (!env_key.empty()) {
+        append_field(out, "env", env_key);
     }
     return out;
 }
@@ -219,9 +223,22 @@ std::string canonical_family(std::uint64_t owner, const CommandFamily& family, i
 }
 
 TaskFingerprint fingerprint_task(std::uint64_t owner, const std::vector<std::string>& argv,
-                                 int gpus) {
-    return TaskFingerprint{hex64(fnv1a64(canonical_exact(owner, argv, gpus))),
+                                 int gpus, std::string_view env_key) {
+    return TaskFingerprint{hex64(fnv1a64(canonical_exact(owner, argv, gpus, env_key))),
                            hex64(fnv1a64(canonical_family(owner, command_family(argv), gpus)))};
+}
+
+std::string env_key(std::vector<std::pair<std::string, std::string>> vars) {
+    if (vars.empty()) {
+        return {};
+    }
+    std::sort(vars.begin(), vars.end());
+    std::string canonical = "carma-env-v1;";
+    for (const auto& [name, value] : vars) {
+        append_field(canonical, "name", name);
+        append_field(canonical, "value", value);
+    }
+    return hex64(fnv1a64(canonical));
 }
 
 }  // namespace carma

@@ -12,13 +12,15 @@
 // profile (`--profile NAME`): each profile is another workload.
 // Each key is a canonical text (canonical_exact / canonical_family: length-prefixed fields, so no
 // two different inputs share one) hashed with 64-bit FNV-1a and written as 16 lower-case hex
-// digits; the store keeps the hex, which reveals nothing of the command. The environment and the
-// working directory are not part of either key.
+// digits; the store keeps the hex, which reveals nothing of the command. The variables the
+// submitter set on purpose (--env, a task file's env:) are part of the exact key; the exported
+// rest of the environment and the working directory are part of neither.
 // Pure: no I/O.
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace carma {
@@ -33,7 +35,10 @@ struct CommandFamily {
 
 CommandFamily command_family(const std::vector<std::string>& argv);
 
-std::string canonical_exact(std::uint64_t owner, const std::vector<std::string>& argv, int gpus);
+// `env_key`: the explicit environment's key (env_key below); "" adds nothing, so the keys of
+// runs without one are what they were before it counted.
+std::string canonical_exact(std::uint64_t owner, const std::vector<std::string>& argv, int gpus,
+                            std::string_view env_key = {});
 std::string canonical_family(std::uint64_t owner, const CommandFamily& family, int gpus);
 
 struct TaskFingerprint {
@@ -42,6 +47,11 @@ struct TaskFingerprint {
 };
 
 TaskFingerprint fingerprint_task(std::uint64_t owner, const std::vector<std::string>& argv,
-                                 int gpus);
+                                 int gpus, std::string_view env_key = {});
+
+// The variables a run was given on purpose (`--env EPOCHS=90`), as one key of 16 hex digits:
+// in name order, so the order they were given in does not matter; "" for none. They change what
+// the same command does, so they are part of the exact key (not of the family: the same code).
+std::string env_key(std::vector<std::pair<std::string, std::string>> vars);
 
 }  // namespace carma

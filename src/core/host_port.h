@@ -39,4 +39,10 @@ inline Result<HostPort> parse_host_port(const char* option, const std::string& t
     return HostPort{host, number};
 }
 
+// "host:port" as a URL or a log writes it: an IPv6 address in brackets ("[::1]:8080").
+inline std::string format_host_port(const std::string& host, int port) {
+    return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
+                                               : fmt::format("{}:{}", host, port);
+}
+
 }  // namespace carma

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/gpu_clauses.h"
 #include "core/mps_share.h"
 #include "core/text.h"
 
@@ -222,11 +223,6 @@ std::string explain_filter(FilterOutcome outcome, const GpuView& gpu,
     return {};
 }
 
-std::string gpu_label(const GpuView& gpu) {
-    return gpu.node.empty() ? fmt::format("GPU {}", gpu.index)
-                            : fmt::format("GPU {} on {}", gpu.index, gpu.node);
-}
-
 bool spans_nodes(std::span<const GpuView> gpus) {
     return std::any_of(gpus.begin(), gpus.end(),
                        [&](const GpuView& g) { return g.node != gpus.front().node; });
@@ -242,12 +238,11 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
         memory_requirement(task, policy.knowledge, config.memory);
 
     std::vector<const GpuView*> passing;
-    std::vector<std::string> rejections;
+    GpuClauses rejections;
     auto consider = [&](const GpuView& g) {
         if (mps_user_blocks(task, g)) {
             if (config.explain) {
-                rejections.push_back(
-                    fmt::format("{}: {}", gpu_label(g), explain_mps_user(task, g)));
+                rejections.add(g.index, g.node, explain_mps_user(task, g));
             }
             return;
         }
@@ -255,8 +250,7 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
         if (outcome == FilterOutcome::Pass) {
             passing.push_back(&g);
         } else if (config.explain) {
-            rejections.push_back(fmt::format(
-                "{}: {}", gpu_label(g), explain_filter(outcome, g, requirement, config.risk)));
+            rejections.add(g.index, g.node, explain_filter(outcome, g, requirement, config.risk));
         }
     };
     auto any = [](std::size_t) { return true; };
@@ -314,10 +308,7 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
         sel.pending_reason = "no placement";
         return sel;
     }
-    std::string joined;
-    for (const std::string& r : rejections) {
-        joined += (joined.empty() ? "" : "; ") + r;
-    }
+    const std::string joined = rejections.text();
     if (passing.size() >= wanted) {
         // Enough GPUs pass, but spread over nodes.
         sel.pending_reason = fmt::format(

@@ -148,9 +148,6 @@ FilterOutcome filter_gpu(const PolicySpec& policy, const GpuView& gpu,
 std::string explain_filter(FilterOutcome outcome, const GpuView& gpu,
                            const MemoryRequirement& requirement, const RiskThresholds& risk);
 
-// "GPU 3", or "GPU 5 on n2" where GPUs have nodes (for reasons people read).
-std::string gpu_label(const GpuView& gpu);
-
 // Whether the GPUs are on more than one node (for reasons people read).
 bool spans_nodes(std::span<const GpuView> gpus);
 

@@ -69,6 +69,14 @@ struct TaskSpec {
     // Under `carma serve --mps`: the user whose MPS server the task will join (its owner), set by
     // the daemon for a task on one GPU; empty: it will not be an MPS client (core/mps_share.h).
     std::string mps_user;
+    // The environment variables the submitter set on purpose (a task file's `env:`, `--env`), by
+    // name; the rest of the task's environment was exported from the submitter's shell, as
+    // sbatch does. nullopt: all of it was set on purpose (what the API's own callers send).
+    std::optional<std::vector<std::string>> explicit_env;
+    // Those variables with their values as a key (core/fingerprint's env_key; "" when none): part
+    // of the exact fingerprint, since `EPOCHS=1` and `EPOCHS=90` are not the same run. A hash, so
+    // the values (which may be secrets) stay in the environment only.
+    std::string explicit_env_key;
 };
 
 }  // namespace carma

@@ -217,4 +217,27 @@ inline std::string errno_text(int err) {
     return text != nullptr ? std::string(text) : "unknown error " + std::to_string(err);
 }
 
+// At most `max_bytes` of `s`, cut at the start of a UTF-8 character, never inside one (a cut
+// character would be replaced, or refused by the JSON writer).
+inline std::string utf8_prefix(std::string_view s, std::size_t max_bytes) {
+    if (s.size() <= max_bytes) {
+        return std::string(s);
+    }
+    std::size_t end = max_bytes;
+    while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) {  // 10xxxxxx
+        --end;
+    }
+    return std::string(s.substr(0, end));
+}
+
+// `s` whole when it fits in `max_bytes`; else its utf8_prefix with `mark` after it, to show that
+// something was cut (events, failure reasons).
+inline std::string shortened(std::string_view s, std::size_t max_bytes,
+                             std::string_view mark = "\u2026") {
+    if (s.size() <= max_bytes) {
+        return std::string(s);
+    }
+    return utf8_prefix(s, max_bytes) + std::string(mark);
+}
+
 }  // namespace carma

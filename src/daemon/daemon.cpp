@@ -21,6 +21,7 @@
 #include "api/server.h"
 #include "core/controls.h"
 #include "core/host_port.h"
+#include "core/text.h"
 #include "device/backend_choice.h"
 #include "exec/proc_tree.h"
 #include "exec/self.h"
@@ -29,17 +30,6 @@
 namespace carma::daemon {
 
 namespace fs = std::filesystem;
-
-std::string shortened(const std::string& text, std::size_t max) {
-    if (text.size() <= max) {
-        return text;
-    }
-    std::size_t cut = max;
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
-        --cut;
-    }
-    return text.substr(0, cut) + "\u2026";
-}
 
 namespace {
 

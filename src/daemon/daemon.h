@@ -64,8 +64,6 @@ using exec::unix_now;
 
 // Events keep at most this much of their message.
 inline constexpr std::size_t kMaxEventBytes = 1000;
-// At most `max` bytes of `text`, cut before a UTF-8 character's continuation bytes, with "…".
-std::string shortened(const std::string& text, std::size_t max);
 // Waiting tasks re-learned per step of a pass (Daemon::relearn_waiting).
 inline constexpr std::size_t kRelearnPage = 2000;
 
@@ -217,8 +215,12 @@ private:
     api::ApiResult<store::TaskRow> load_task(std::int64_t id);
     // Scheduling controls (daemon_controls.cpp).
     // Every dependency must name an existing task or array member; the error says which does
-    // not. Returns them with a plain array id made the whole array, as Slurm reads it.
-    api::ApiResult<std::vector<Dependency>> check_dependencies(std::vector<Dependency> deps);
+    // not. Returns them with a plain array id made the whole array, as Slurm reads it, and
+    // singleton made afterany on every unfinished task of `task`'s owner and name (refused for
+    // an array, whose members would not wait for each other).
+    api::ApiResult<std::vector<Dependency>> check_dependencies(std::vector<Dependency> deps,
+                                                               const store::TaskRow& task,
+                                                               bool is_array);
     // What the tasks a dependency names mean for it now; `never` says why when it can never
     // hold. Nothing when the store cannot be read (looked at again later).
     std::optional<DependencyJudgement> judge(const Dependency& dependency, std::string& never);

@@ -39,7 +39,42 @@ std::string decided_label(const Dependency& d, const std::vector<store::ArrayMem
 
 }  // namespace
 
-api::ApiResult<std::vector<Dependency>> Daemon::check_dependencies(std::vector<Dependency> deps) {
+api::ApiResult<std::vector<Dependency>> Daemon::check_dependencies(std::vector<Dependency> deps,
+                                                                   const store::TaskRow& task,
+                                                                   bool is_array) {
+    const auto singleton = std::find_if(deps.begin(), deps.end(), [](const Dependency& d) {
+        return d.type == DependencyType::Singleton;
+    });
+    if (singleton != deps.end()) {
+        if (is_array) {
+            return api::api_fail(400, "singleton with an array: its members share one name, and "
+                                      "would not wait for each other; submit the runs one by one "
+                                      "with singleton, or the array without it");
+        }
+        std::erase_if(deps,
+                      [](const Dependency& d) { return d.type == DependencyType::Singleton; });
+        // Slurm: it starts once every earlier task of the same user and name has ended. Those
+        // are known now; the ones submitted later wait for this one in their turn.
+        constexpr std::size_t kPage = 1000;
+        TaskId after = 0;
+        for (;;) {
+            auto page = store_->tasks(false, after, kPage);
+            if (!page) {
+                return tl::unexpected(store_error(page.error()));
+            }
+            for (const store::TaskRow& t : *page) {
+                const Dependency on{DependencyType::AfterAny, TaskRef::of(t.id)};
+                if (t.uid == task.uid && t.spec.name == task.spec.name &&
+                    std::find(deps.begin(), deps.end(), on) == deps.end()) {
+                    deps.push_back(on);
+                }
+            }
+            if (page->size() < kPage) {
+                break;
+            }
+            after = page->back().id;
+        }
+    }
     for (Dependency& d : deps) {
         const std::string label = format_task_ref(d.on);
         if (d.on.plain()) {

@@ -124,7 +124,7 @@ void Daemon::bind_correction(const store::TaskRow& task) const {
     if (!correction_) {
         return;
     }
-    const TaskFingerprint fp = fingerprint_task(task.uid, task.spec.command, task.spec.gpus);
+    const TaskFingerprint fp = store::fingerprint_of(task);
     correction_->bind(task.spec.learned.activity.value_or(knowledge_config().default_activity),
                       fp.family);
 }
@@ -209,7 +209,7 @@ void Daemon::record_history(const store::TaskRow& task, const store::AttemptRow&
     if (!teaches(attempt.outcome)) {
         return;
     }
-    const TaskFingerprint fp = fingerprint_task(task.uid, task.spec.command, task.spec.gpus);
+    const TaskFingerprint fp = store::fingerprint_of(task);
     store::HistoryRow row;
     row.task = task.id;
     row.attempt = attempt.number;
@@ -280,7 +280,7 @@ Learned derive(const store::TaskRow& task, const HistoryFacts& h) {
 }  // namespace
 
 Learned Daemon::learn(const store::TaskRow& task) {
-    const TaskFingerprint fp = fingerprint_task(task.uid, task.spec.command, task.spec.gpus);
+    const TaskFingerprint fp = store::fingerprint_of(task);
     return derive(task, read_history(*store_, task, fp));
 }
 
@@ -297,7 +297,7 @@ std::optional<TaskId> Daemon::relearn_waiting(const RelearnPass& pass,
     // The same command line has the same history: an array's members read it once.
     std::map<std::string, HistoryFacts> by_command;
     for (const store::TaskRow& t : *rows) {
-        const TaskFingerprint fp = fingerprint_task(t.uid, t.spec.command, t.spec.gpus);
+        const TaskFingerprint fp = store::fingerprint_of(t);
         if (!lessons.exact.contains(fp.exact) && !lessons.family.contains(fp.family)) {
             continue;
         }

@@ -179,7 +179,7 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
             return tl::unexpected(ok.error());
         }
     }
-    auto deps = check_dependencies(std::move(task->spec.dependencies));
+    auto deps = check_dependencies(std::move(task->spec.dependencies), *task, !indices->empty());
     if (!deps) {
         return tl::unexpected(deps.error());
     }
@@ -272,7 +272,7 @@ api::ApiResult<nlohmann::json> Daemon::estimate(const api::Caller& caller,
     task.gid = caller.gid;
     task.user = caller.user;
     EstimateInput in;
-    in.fingerprint = fingerprint_task(task.uid, task.spec.command, task.spec.gpus);
+    in.fingerprint = store::fingerprint_of(task);
     in.family = command_family(task.spec.command);
     const int newest = static_cast<int>(knowledge_config().max_runs);
     auto mine = store_->command_history(in.fingerprint.exact, newest);

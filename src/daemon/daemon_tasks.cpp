@@ -27,6 +27,7 @@ nlohmann::json visible_task_json(const api::Caller& caller, const store::TaskRow
     nlohmann::json j = task_to_json(task);
     if (caller.uid != 0 && caller.uid != task.uid) {
         j.erase("env");
+        j.erase("explicit_env");
     }
     return j;
 }

@@ -1,5 +1,6 @@
 #include "daemon/task_json.h"
 
+#include <algorithm>
 #include <regex>
 #include <set>
 #include <string_view>
@@ -7,11 +8,13 @@
 #include <fmt/format.h>
 
 #include "core/controls.h"
+#include "core/fingerprint.h"
 #include "daemon/acct_json.h"
 #include "core/knowledge.h"
 #include "core/mail.h"
 #include "core/output_pattern.h"
 #include "core/python_command.h"
+#include "core/text.h"
 #include "store/dependency_json.h"
 #include "store/peak_json.h"
 
@@ -57,17 +60,6 @@ api::ApiResult<std::string> c_string(const nlohmann::json& body, const char* key
 }
 
 // At most `limit` bytes of `s`, not splitting a UTF-8 sequence (the API's JSON must stay UTF-8).
-std::string utf8_prefix(const std::string& s, std::size_t limit) {
-    if (s.size() <= limit) {
-        return s;
-    }
-    std::size_t end = limit;
-    while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) {
-        --end;
-    }
-    return s.substr(0, end);
-}
-
 nlohmann::json optional_number(const std::optional<double>& v) {
     return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
@@ -113,7 +105,8 @@ api::ApiResult<std::vector<Dependency>> dependencies_from_submission(const nlohm
                 return api::api_fail(400, fmt::format("every element of 'dependencies' must be "
                                                       "{{\"type\": \"afterok\"|\"afterany\"|"
                                                       "\"afternotok\", \"task\": \"12\"|"
-                                                      "\"12_3\"|\"12_*\"}}; got {}",
+                                                      "\"12_3\"|\"12_*\"}} or "
+                                                      "{{\"type\": \"singleton\"}}; got {}",
                                                       d.dump()));
             }
             out.push_back(*dep);
@@ -168,6 +161,8 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
             {"mail_user", t.spec.mail_types == 0 ? nlohmann::json(nullptr)
                                                   : nlohmann::json(t.spec.mail_user)},
             {"env", env},
+            {"explicit_env", t.spec.explicit_env ? nlohmann::json(*t.spec.explicit_env)
+                                                 : nlohmann::json(nullptr)},
             {"attempts", t.attempts},
             {"max_attempts", t.max_attempts},
             {"submitted_at", t.submitted_at},
@@ -202,6 +197,38 @@ nlohmann::json attempt_to_json(const store::AttemptRow& a) {
              a.slurm_job.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.slurm_job)}};
 }
 
+namespace {
+
+// "explicit_env": which of "env"'s variables the submitter set on purpose (carma submit sends
+// it; the rest came from the submitter's shell). Absent: all of them.
+api::ApiResult<std::optional<std::vector<std::string>>> explicit_env_from_submission(
+    const nlohmann::json& body, const std::vector<std::pair<std::string, std::string>>& env) {
+    auto it = body.find("explicit_env");
+    if (it == body.end() || it->is_null()) {
+        return std::optional<std::vector<std::string>>{};
+    }
+    if (!it->is_array()) {
+        return api::api_fail(400, "'explicit_env' must be a list of names of 'env''s variables");
+    }
+    std::vector<std::string> names;
+    for (const nlohmann::json& n : *it) {
+        const std::string name = n.is_string() ? n.get<std::string>() : std::string();
+        const bool in_env = std::any_of(env.begin(), env.end(),
+                                        [&](const auto& kv) { return kv.first == name; });
+        if (!in_env) {
+            return api::api_fail(400, fmt::format("'explicit_env' names {}, which 'env' does not "
+                                                  "set; list only variables of 'env'",
+                                                  n.dump()));
+        }
+        if (std::find(names.begin(), names.end(), name) == names.end()) {
+            names.push_back(name);
+        }
+    }
+    return std::optional<std::vector<std::string>>{std::move(names)};
+}
+
+}  // namespace
+
 api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) {
     if (!body.is_object()) {
         return api::api_fail(400, "the request body must be a JSON object describing the task");
@@ -210,7 +237,7 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         "name",         "command",      "gpus",  "memory_mib",   "memory", "workdir",
         "env",          "max_attempts", "workload", "conda",     "venv",   "time_limit_s",
         "after",        "dependencies", "hold",  "array",        "output", "error",
-        "mail_type",    "mail_user",    "warnings"};
+        "mail_type",    "mail_user",    "warnings", "explicit_env"};
     for (const auto& [key, value] : body.items()) {
         if (!known.contains(key)) {
             return api::api_fail(400, fmt::format("unknown field '{}'; known fields: {}", key,
@@ -333,6 +360,22 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
             }
             t.env.emplace_back(k, v.get<std::string>());
         }
+    }
+    if (auto explicit_env = explicit_env_from_submission(body, t.env); !explicit_env) {
+        return tl::unexpected(explicit_env.error());
+    } else {
+        t.spec.explicit_env = std::move(*explicit_env);
+    }
+    {
+        std::vector<std::pair<std::string, std::string>> chosen;
+        for (const auto& [name, value] : t.env) {
+            if (!t.spec.explicit_env ||
+                std::find(t.spec.explicit_env->begin(), t.spec.explicit_env->end(), name) !=
+                    t.spec.explicit_env->end()) {
+                chosen.emplace_back(name, value);
+            }
+        }
+        t.spec.explicit_env_key = env_key(std::move(chosen));
     }
     if (body.contains("max_attempts")) {
         const nlohmann::json& a = body["max_attempts"];

@@ -173,6 +173,12 @@ json spec_to_json(const TaskSpec& s) {
         j["mail_type"] = format_mail_types(s.mail_types);
         j["mail_user"] = s.mail_user;
     }
+    if (s.explicit_env) {
+        j["explicit_env"] = *s.explicit_env;
+    }
+    if (!s.explicit_env_key.empty()) {
+        j["explicit_env_key"] = s.explicit_env_key;
+    }
     return j;
 }
 
@@ -215,6 +221,10 @@ TaskSpec spec_from_json(const json& j) {
         s.mail_types = *types;
         s.mail_user = j.value("mail_user", "");
     }
+    if (auto it = j.find("explicit_env"); it != j.end() && it->is_array()) {
+        s.explicit_env = it->get<std::vector<std::string>>();
+    }
+    s.explicit_env_key = j.value("explicit_env_key", "");
     return s;
 }
 

@@ -16,6 +16,10 @@ namespace carma::store {
 inline nlohmann::json dependencies_to_json(const std::vector<Dependency>& dependencies) {
     nlohmann::json out = nlohmann::json::array();
     for (const Dependency& d : dependencies) {
+        if (d.type == DependencyType::Singleton) {
+            out.push_back({{"type", std::string(to_string(d.type))}});
+            continue;
+        }
         out.push_back({{"type", std::string(to_string(d.type))}, {"task", format_task_ref(d.on)}});
     }
     return out;
@@ -23,6 +27,9 @@ inline nlohmann::json dependencies_to_json(const std::vector<Dependency>& depend
 
 // One element as dependencies_to_json writes it; nullopt when it is not one.
 inline std::optional<Dependency> dependency_from_json(const nlohmann::json& j) {
+    if (j.is_object() && j.size() == 1 && j.value("type", "") == "singleton") {
+        return Dependency{DependencyType::Singleton, TaskRef{}};
+    }
     if (!j.is_object() || !j.contains("type") || !j["type"].is_string() || !j.contains("task") ||
         !j["task"].is_string()) {
         return std::nullopt;

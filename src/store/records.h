@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/fingerprint.h"
 #include "core/task.h"
 
 namespace carma::store {
@@ -45,7 +46,9 @@ struct TaskRow {
     gid_t gid = 0;
     std::string user;            // login name at submit time
     std::string workdir;
-    std::vector<std::pair<std::string, std::string>> env;  // submitter-declared variables only
+    // What the submitter gave: its explicit variables (TaskSpec::explicit_env) and what it
+    // exported of its shell's; never the daemon's own.
+    std::vector<std::pair<std::string, std::string>> env;
     TaskState state = TaskState::Queued;
     int attempts = 0;
     int max_attempts = 3;
@@ -53,6 +56,14 @@ struct TaskRow {
     std::optional<double> finished_at;
     std::string message;         // last human-readable status ("waits for 1 idle GPU", exit text)
 };
+
+// The task's history keys (core/fingerprint.h): its owner, command line, GPU count and the
+// variables set on purpose (by their key, so it holds for rows read without their environment).
+inline TaskFingerprint fingerprint_of(const TaskRow& task) {
+    return fingerprint_task(task.uid, task.spec.command, task.spec.gpus,
+                            task.spec.explicit_env_key);
+}
+
 
 // One member of an array as dependencies and `12_3` look it up.
 struct ArrayMemberRow {

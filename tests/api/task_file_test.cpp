@@ -415,7 +415,7 @@ TEST(TaskFileTest, YamlSchedulingControls) {
     for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
              {"command: x\ntime_limit: 1.5\n", "MINUTES"},
              {"command: x\nafter: [0]\n", "after"},
-             {"command: x\ndependency: singleton\n", "singleton"},
+             {"command: x\ndependency: singleton:3\n", "singleton"},
              {"command: x\noutput: o-%N\n", "%N"},
              {"command: x\nmail_type: OFTEN\n", "OFTEN"},
              {"command: x\nmail_user: a b\n", "mail_user"},

@@ -268,9 +268,18 @@ TEST(ClientCommandsTest, SubmitSendsFlags) {
     json expected = json::parse(R"({
         "command": ["python", "train.py", "--lr", "0.1"], "workdir": "/data", "name": "resnet3",
         "gpus": 2, "memory": {"declared_mib": 12288}, "env": {"A": "1", "B": "x=y"},
-        "max_attempts": 4})");
+        "explicit_env": ["A", "B"], "max_attempts": 4})");
     expected["command"][0] = path.python();
     EXPECT_EQ(json::parse(daemon.seen()[0].body), expected);
+
+    // Exported from the shell (the default --export=ALL): sent, but not among the variables
+    // set on purpose.
+    (void)run_command(cli::add_submit_command,
+                      {"submit", "--socket", daemon.socket(), "--env", "A=1", "--", "python",
+                       "train.py"});
+    const json exported = json::parse(daemon.seen().back().body);
+    EXPECT_EQ(exported["explicit_env"], json::array({"A"}));
+    EXPECT_TRUE(exported["env"].contains("PATH")) << exported.dump();
 }
 
 // This test verifies sbatch's spellings on `carma submit`: -J, -t MINUTES, --dependency with its
@@ -304,8 +313,8 @@ TEST(ClientCommandsTest, SubmitTakesSbatchSpellings) {
 
     const std::string s = "/tmp/carma-no-such-dir/carma.sock";
     EXPECT_THAT(command_error(cli::add_submit_command,
-                              {"submit", "--socket", s, "--dependency", "singleton", "x"}),
-                HasSubstr("singleton"));
+                              {"submit", "--socket", s, "--dependency", "singleton:12", "x"}),
+                HasSubstr("singleton takes none"));
     EXPECT_THAT(command_error(cli::add_submit_command,
                               {"submit", "--socket", s, "--after", "12_x", "x"}),
                 HasSubstr("'12_x' is not a task"));
@@ -522,7 +531,40 @@ TEST(ClientCommandsTest, ShowPrintsFieldsAndAttempts) {
     EXPECT_THAT(out, HasSubstr("ATTEMPT  GPUS  STARTED"));
     EXPECT_THAT(out, ::testing::ContainsRegex("1 +0 +.* 1m39s +out-of-memory +1 +no"));
     EXPECT_THAT(out, ::testing::ContainsRegex("2 +2 +.* - .* running +- +yes"));
-    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks/12");
+    EXPECT_THAT(daemon.targets(), ::testing::Contains("GET /v1/tasks/12"));
+}
+
+// This test verifies that `carma show` lists the variables set on purpose (explicit_env) and
+// counts the ones exported from the submitter's shell, which --env-all lists too; and that it
+// prints the task's warning events (a task file's duplicated block), and nothing of other kinds.
+TEST(ClientCommandsTest, ShowPrintsExplicitEnvironmentAndWarnings) {
+    FakeDaemon daemon;
+    json task = kTask;
+    task["env"] = {{"EPOCHS", "3"}, {"HOME", "/home/alice"}, {"PATH", "/usr/bin"}};
+    task["explicit_env"] = {"EPOCHS"};
+    const json events = json::parse(R"({"events": [
+        {"id": 1, "time": 1764441600, "task": 12, "kind": "submitted", "message": "by alice"},
+        {"id": 2, "time": 1764441600, "task": 12, "kind": "warning",
+         "message": "gpt2_xl.rad:13: a second `memory` block; the first one is used"}]})");
+    daemon.respond([&](const httplib::Request& req, httplib::Response& res) {
+        answer_json(res, 200, req.path == "/v1/events" ? events : task);
+    });
+    const std::string out =
+        run_command(cli::add_show_command, {"show", "12", "--socket", daemon.socket()});
+    EXPECT_THAT(out, HasSubstr("env         EPOCHS=3; and 2 from the submitter's environment "
+                               "(--env-all shows them)\n"));
+    EXPECT_THAT(out, HasSubstr("warning     gpt2_xl.rad:13: a second `memory` block; the first "
+                               "one is used\n"));
+    EXPECT_THAT(out, ::testing::Not(HasSubstr("by alice")));
+    EXPECT_THAT(daemon.targets(), ::testing::Contains("GET /v1/events?limit=10000&task=12"));
+    const std::string all = run_command(cli::add_show_command,
+                                        {"show", "12", "--env-all", "--socket", daemon.socket()});
+    EXPECT_THAT(all, HasSubstr("env         EPOCHS=3 HOME=/home/alice PATH=/usr/bin\n"));
+    // Another user's task comes without its environment.
+    task.erase("env");
+    task.erase("explicit_env");
+    EXPECT_THAT(run_command(cli::add_show_command, {"show", "12", "--socket", daemon.socket()}),
+                HasSubstr("env         - (only the task's owner and root see it)\n"));
 }
 
 // This test verifies that several task files in one submit are refused with what to do, not
@@ -552,7 +594,7 @@ TEST(ClientCommandsTest, ArrayMembersByIdIndex) {
     });
     const std::string shown =
         run_command(cli::add_show_command, {"show", "106_5", "--socket", daemon.socket()});
-    EXPECT_EQ(daemon.targets().back(), "GET /v1/tasks/106_5");
+    EXPECT_THAT(daemon.targets(), ::testing::Contains("GET /v1/tasks/106_5"));
     EXPECT_THAT(shown, HasSubstr("task 106_5 (resnet3)\n"));
     EXPECT_THAT(shown, HasSubstr("dependency  afterany:99_*\n"));
     EXPECT_THAT(shown, HasSubstr("output      out-%A_%a.log"));
@@ -631,7 +673,8 @@ TEST(ClientCommandsTest, LogsOnce) {
 
 // This test verifies the GPU table: health, memory used of total, the window risk statistics,
 // the verdict, the warm-up lock and the tasks; and below it, per GPU, where each metric comes
-// from and the risk rule in force.
+// from and the risk rule in force. Output that is not a terminal gets the verdict's reason whole
+// (it used to be cut at 48 characters even in a pipe), with or without --wide.
 TEST(ClientCommandsTest, Gpus) {
     FakeDaemon daemon;
     const json gpus = json::parse(R"json({"backend": "emulated", "gpus": [
@@ -643,7 +686,8 @@ TEST(ClientCommandsTest, Gpus) {
          "health": {"state": "ok", "reason": ""},
          "window": {"samples": 30, "smact": {"mean": 0.9, "risk": 0.91},
                     "smocc": {"risk": 0.52}, "drama": {"risk": 0.3}},
-         "risk": {"high": true, "reason": "SMACT 0.91 >= 0.80 and SMOCC 0.52 >= 0.45",
+         "risk": {"high": true,
+                  "reason": "SMACT 0.91 >= 0.80 and SMOCC 0.52 >= 0.45 over 30 samples",
                   "rule": "paper",
                   "rule_text": "paper: SMACT >= 0.80 and (SMOCC >= 0.45 or DRAMA >= 0.40)"},
          "locked": true, "tasks": [12, 14]},
@@ -657,7 +701,10 @@ TEST(ClientCommandsTest, Gpus) {
     EXPECT_THAT(out, HasSubstr("backend: emulated\n"));
     EXPECT_THAT(out, ::testing::ContainsRegex(
                          "0 +A100-SXM4-40GB +ok +13,236 MiB/40,960 MiB +27,212 MiB +0.97 +30 "
-                         "+0.91 +0.52 +0.30 +warm-up +12,14 +high: SMACT 0.91"));
+                         "+0.91 +0.52 +0.30 +warm-up +12,14 +high: SMACT 0.91 >= 0.80 and SMOCC "
+                         "0.52 >= 0.45 over 30 samples\n"));
+    EXPECT_THAT(run_command(cli::add_gpus_command, {"gpus", "--wide", "--socket", daemon.socket()}),
+                HasSubstr("SMOCC 0.52 >= 0.45 over 30 samples\n"));
     EXPECT_THAT(out, ::testing::ContainsRegex("1 +A100-SXM4-40GB +unhealthy +0 MiB/40,960 MiB +- "
                                               "+- +- +- +- +- +- +- +ok"));
     EXPECT_THAT(out, HasSubstr("GPU 0: SMACT dcgm, SMOCC dcgm, DRAMA dcgm, util dcgm, power dcgm, "

@@ -52,6 +52,30 @@ TEST(TaskSelectTest, Selects) {
     EXPECT_TRUE(pick({"9_*"}).empty());
 }
 
+// This test verifies that an ordinary user's bulk operation without ids or --user acts on the
+// user's own tasks (`carma cancel --state queued` as bo errored on ana's), while root's keeps
+// meaning everyone's, and naming others (ids, --user) is left as written.
+TEST(TaskSelectTest, OrdinaryUsersBulkOperationsAreTheirOwn) {
+    TaskFilter by_state{{}, {}, {"queued"}};
+    TaskFilter as_root = by_state;
+    default_to_own_tasks(by_state, false, "bo");
+    EXPECT_EQ(by_state.users, (Words{"bo"}));
+    Words picked;
+    for (const TaskRef& r : select_tasks(listed(), by_state)) {
+        picked.push_back(format_task_ref(r));
+    }
+    EXPECT_EQ(picked, (Words{"7"}));
+    default_to_own_tasks(as_root, true, "root");
+    EXPECT_TRUE(as_root.users.empty());
+
+    TaskFilter named_user{{}, {"ana"}, {"queued"}};
+    default_to_own_tasks(named_user, false, "bo");
+    EXPECT_EQ(named_user.users, (Words{"ana"}));
+    TaskFilter named_ids{{*parse_task_ref("4_*")}, {}, {}};
+    default_to_own_tasks(named_ids, false, "bo");
+    EXPECT_TRUE(named_ids.users.empty());
+}
+
 // This test verifies that malformed ids and an empty selection are refused
 // with what to write instead.
 TEST(TaskSelectTest, Refuses) {

@@ -25,6 +25,13 @@ TEST(DependencyTest, ReadsSbatchSpellings) {
     EXPECT_EQ(*parse_after_list("12:13_1"),
               (std::vector<Dependency>{{AfterOk, {12, std::nullopt, false}}, {AfterOk, {13, 1, false}}}));
     EXPECT_EQ(parse_after_list("12,13")->size(), 2u);
+    // Slurm's singleton names no task; the daemon resolves it at submit.
+    auto single = parse_dependency_spec("afterok:12,singleton");
+    ASSERT_TRUE(single) << single.error().message;
+    ASSERT_EQ(single->size(), 2u);
+    EXPECT_EQ((*single)[1].type, DependencyType::Singleton);
+    EXPECT_EQ(format_dependency((*single)[1]), "singleton");
+    EXPECT_EQ(describe_waiting(*single), "waits for task(s) 12 to succeed");
 }
 
 // This test verifies that what CARMA does not do is refused, naming it and what it takes.
@@ -34,7 +41,7 @@ TEST(DependencyTest, RefusesWhatItDoesNotDo) {
              {"afterok", "without a task id"},
              {"afterok:x", "not a task"},
              {"afterok:12?afterany:13", "'?'"},
-             {"singleton", "singleton"},
+             {"singleton:12", "singleton takes none"},
              {"after:12", "afterany waits"},
              {"aftercorr:12", "'aftercorr'"},
              {"afterok:12+30", "delay"}}) {

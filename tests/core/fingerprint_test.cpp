@@ -34,6 +34,26 @@ TEST(FingerprintTest, ExactIsOwnerArgvAndGpus) {
     EXPECT_NE(canonical_exact(1, {"ab"}, 1), canonical_exact(1, {"a", "b"}, 1));
 }
 
+// This test verifies the explicit environment's key: the order variables were given in does not
+// matter, values and names do, none adds nothing (keys of runs from before it counted stay), and
+// it changes the exact key but not the family.
+TEST(FingerprintTest, ExplicitEnvironmentChangesTheExactKeyOnly) {
+    using Vars = std::vector<std::pair<std::string, std::string>>;
+    EXPECT_EQ(env_key({}), "");
+    const std::string one = env_key(Vars{{"EPOCHS", "1"}, {"SEED", "7"}});
+    EXPECT_EQ(one.size(), 16u);
+    EXPECT_EQ(env_key(Vars{{"SEED", "7"}, {"EPOCHS", "1"}}), one);
+    EXPECT_NE(env_key(Vars{{"EPOCHS", "90"}, {"SEED", "7"}}), one);
+    EXPECT_NE(env_key(Vars{{"EPOCHS", "1"}, {"SEEDS", "7"}}), one);
+    EXPECT_NE(env_key(Vars{{"EPOCHS", "17"}}), env_key(Vars{{"EPOCHS", "1"}, {"7", ""}}));
+    const Argv cmd = {"python", "train.py"};
+    const TaskFingerprint plain = fingerprint_task(1000, cmd, 1);
+    EXPECT_EQ(fingerprint_task(1000, cmd, 1, "").exact, plain.exact);
+    const TaskFingerprint with = fingerprint_task(1000, cmd, 1, one);
+    EXPECT_NE(with.exact, plain.exact);
+    EXPECT_EQ(with.family, plain.family);
+}
+
 // This test verifies that the family is owner + program + script + GPU count (issue 19, item
 // 7): other arguments do not change it; another script, owner or GPU count does. A run on one
 // GPU says little about what the same script needs per GPU on four.

@@ -47,8 +47,8 @@ TEST(MpsShareTest, PaperPoliciesKeepAnotherUsersTaskOffMpsGpus) {
         const Selection bob = select_gpus(p, client_of("bob"), gpus, PlacementConfig{}, 0);
         EXPECT_TRUE(bob.gpus.empty()) << name;
         EXPECT_THAT(bob.pending_reason,
-                    HasSubstr("GPU 0: MPS clients of alice run there, and MPS serves one user at "
-                              "a time on a GPU: a task of bob would wait"))
+                    HasSubstr("GPUs 0-1: MPS clients of alice run there, and MPS serves one user "
+                              "at a time on a GPU: a task of bob would wait"))
             << name;
         EXPECT_EQ(select_gpus(p, client_of("alice"), gpus, {}, 0).gpus.size(), 1u) << name;
         EXPECT_EQ(select_gpus(p, outside, gpus, {}, 0).gpus.size(), 1u) << name;

@@ -26,5 +26,18 @@ TEST(ErrnoText, KnownAndUnknownValues) {
     EXPECT_EQ(errno_text(99999), "unknown error 99999");
 }
 
+// This test verifies the one cut of text at a byte limit: never inside a UTF-8 character, whole
+// when it fits, and with the mark after a cut only.
+TEST(Utf8Cut, CutsAtCharacterStartsAndMarksTheCut) {
+    const std::string word = "na\xc3\xafve";  // "naïve": ï is two bytes, at 2 and 3
+    EXPECT_EQ(utf8_prefix(word, 100), word);
+    EXPECT_EQ(utf8_prefix(word, 3), "na") << "not half of the ï";
+    EXPECT_EQ(utf8_prefix(word, 4), "na\xc3\xaf");
+    EXPECT_EQ(utf8_prefix(word, 0), "");
+    EXPECT_EQ(shortened(word, 6), word);
+    EXPECT_EQ(shortened(word, 3), "na\u2026");
+    EXPECT_EQ(shortened(word, 3, "..."), "na...");
+}
+
 }  // namespace
 }  // namespace carma

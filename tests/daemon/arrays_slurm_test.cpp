@@ -157,7 +157,8 @@ TEST_F(ArraysSlurmTest, IdIndexEverywhereAndAfterTheWholeArray) {
 // afternotok only after one that did not succeed, and a dependency that can never hold ends the
 // task without starting, with the reason (as CARMA ends an afterok whose dependency failed):
 // afternotok of a task that succeeded, afterok of an array with a failed member. afternotok of a
-// whole array holds once every member ended and one failed.
+// whole array holds once every member ended and one failed. singleton waits for the earlier
+// tasks of the same user and name.
 TEST_F(ArraysSlurmTest, DependencyTypes) {
     start("exclusive");
     const TaskId fails = submit({{"command", {"/bin/sh", "-c", "sleep 1; exit 3"}},
@@ -206,9 +207,27 @@ TEST_F(ArraysSlurmTest, DependencyTypes) {
                                                   fails, works));
     ASSERT_EQ(rc, 0) << text;
     EXPECT_EQ(wait_final(json::parse(text)["id"].get<TaskId>())["state"], "succeeded");
-    auto [rc2, text2] = carma("submit", "--dependency=singleton -- /bin/true");
-    EXPECT_NE(rc2, 0);
-    EXPECT_NE(text2.find("singleton"), std::string::npos) << text2;
+
+    // singleton: it waits for every earlier unfinished task of the same user and name, and not
+    // for one of another name; an array cannot be one.
+    const TaskId first = submit(
+        {{"name", "train"}, {"command", {"/bin/sh", "-c", "sleep 2"}}, {"workdir", "/tmp"}});
+    const TaskId other_name = submit(
+        {{"name", "eval"}, {"command", {"/bin/sh", "-c", "sleep 2"}}, {"workdir", "/tmp"}});
+    auto [rc2, text2] = carma("submit", "--json -J train --dependency=singleton -- /bin/true");
+    ASSERT_EQ(rc2, 0) << text2;
+    const TaskId single = json::parse(text2)["id"].get<TaskId>();
+    EXPECT_EQ(task(single)["dependencies"],
+              json::parse(fmt::format(R"([{{"type": "afterany", "task": "{}"}}])", first)));
+    const json single_done = wait_final(single);
+    EXPECT_EQ(single_done["state"], "succeeded");
+    const json first_done = wait_final(first);
+    EXPECT_GE(single_done["attempt_list"][0]["started_at"].get<double>(),
+              first_done["finished_at"].get<double>());
+    EXPECT_EQ(wait_final(other_name)["state"], "succeeded");
+    auto [rc3, text3] = carma("submit", "-J train --array 0-1 --dependency=singleton -- /bin/true");
+    EXPECT_NE(rc3, 0);
+    EXPECT_NE(text3.find("singleton with an array"), std::string::npos) << text3;
 }
 
 // This test verifies -o/-e as a user who is not root: the shim writes the task's stdout and
@@ -290,6 +309,45 @@ TEST_F(ArraysSlurmTest, OutputFilesAreWrittenAsTheUser) {
     EXPECT_NE(linked["message"].get<std::string>().find("symbolic link"), std::string::npos)
         << linked.dump(2);
     EXPECT_EQ(read_text(secret), "root's\n");
+}
+
+// This test verifies that an ordinary user's `carma cancel --state held` acts on the user's own
+// tasks (it used to fail on every task of root's: "belongs to root"), while naming root's tasks
+// with --user still asks the daemon, which refuses.
+TEST_F(ArraysSlurmTest, OrdinaryUsersBulkCancelTakesTheirOwnTasks) {
+    std::optional<passwd> alice;
+    ASSERT_NO_FATAL_FAILURE(
+        root_and_user("carma-test-alice", alice, "to cancel as a user who is not root"));
+    start("exclusive");
+    const TaskId roots = submit({{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"hold", true}});
+    const std::string carma_bin = reachable_copy(CARMA_BIN);
+    const std::string home = dir_ + "/alice";
+    fs::create_directories(home);
+    ASSERT_EQ(::chown(home.c_str(), alice->pw_uid, alice->pw_gid), 0);
+    const std::string out = home + "/cli.out";
+    auto as_alice = [&](const std::string& command, const std::string& args) {
+        const int rc = as_user(*alice, [&] {
+            return std::system((carma_bin + " " + command + " --socket " + socket_ + " " + args +
+                                " >" + out + " 2>&1")
+                                   .c_str()) == 0
+                       ? 0
+                       : 1;
+        });
+        return std::pair{rc, read_text(out)};
+    };
+    auto [rc, text] = as_alice("submit", "--json --hold --export=NONE --workdir /tmp -- /bin/true");
+    ASSERT_EQ(rc, 0) << text;
+    const TaskId alices = json::parse(text)["id"].get<TaskId>();
+
+    auto [rc2, text2] = as_alice("cancel", "--state held");
+    EXPECT_EQ(rc2, 0) << text2;
+    EXPECT_EQ(state(alices), "cancelled");
+    EXPECT_EQ(state(roots), "held");
+
+    auto [rc3, text3] = as_alice("cancel", "--user root --state held");
+    EXPECT_NE(rc3, 0);
+    EXPECT_NE(text3.find("belongs to root"), std::string::npos) << text3;
+    EXPECT_EQ(state(roots), "held");
 }
 
 // This test verifies --mail-type: refused at submit with the reason when the server has no

@@ -1363,6 +1363,43 @@ TEST_F(DaemonTest, AnUnseenRunTeachesNoMemoryNeed) {
     EXPECT_NE(text.find("PID namespace"), std::string::npos) << text;
 }
 
+// This test verifies that the variables a run was given on purpose are part of its history key
+// (issue 22: `EPOCHS=90` was predicted from runs with `EPOCHS=1`), while those exported from the
+// submitter's shell are not; that the task keeps which ones were chosen; and that naming one the
+// environment does not set is refused.
+TEST_F(DaemonTest, ExplicitEnvironmentIsPartOfTheHistoryKey) {
+    start("exclusive");
+    json body = fake_job("resnet3", 60);
+    body["env"] = {{"EPOCHS", "1"}, {"HOME", "/home/a"}};
+    body["explicit_env"] = {"EPOCHS"};
+    const TaskId first = submit(body);
+    const json done = wait_final(first);
+    ASSERT_EQ(done["state"], "succeeded") << done.dump(2);
+    EXPECT_EQ(done["explicit_env"], json::array({"EPOCHS"}));
+
+    auto same = client().estimate(body);
+    ASSERT_TRUE(same) << same.error().message;
+    EXPECT_EQ((*same)["history"]["runs"], 1) << same->dump(2);
+    json other_shell = body;
+    other_shell["env"]["HOME"] = "/home/b";
+    auto shell = client().estimate(other_shell);
+    ASSERT_TRUE(shell) << shell.error().message;
+    EXPECT_EQ((*shell)["fingerprint"], (*same)["fingerprint"]) << "an exported variable";
+    json longer = body;
+    longer["env"]["EPOCHS"] = "90";
+    auto other = client().estimate(longer);
+    ASSERT_TRUE(other) << other.error().message;
+    EXPECT_NE((*other)["fingerprint"], (*same)["fingerprint"]);
+    EXPECT_EQ((*other)["history"]["runs"], 0) << other->dump(2);
+    EXPECT_EQ((*other)["family"]["id"], (*same)["family"]["id"]) << "the same code";
+
+    json unknown = body;
+    unknown["explicit_env"] = {"EPOCHS", "SEED"};
+    auto refused = client().submit(unknown);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("SEED"), std::string::npos) << refused.error().message;
+}
+
 // This test verifies that a task's activity is learned from its own readings, not from its
 // GPU's (issue 19, item 7): a light job (dlrm, SM activity 0.12 alone) runs beside a busier one
 // (efficientNet, 0.46: below the risk filter's threshold, so the two share) on the one GPU the
@@ -2473,7 +2510,7 @@ TEST_F(DaemonTest, UnauthenticatedConnectionsCannotLockOutAViewer) {
 // This test verifies the web page's own credentials: the TCP API's token opens neither the web
 // listener nor a session, the web token opens no TCP API, a session cookie made from the web
 // token is HttpOnly and SameSite=Strict and is not the token, and one token for both is refused
-// at start.
+// at start. The log names each listener's address.
 TEST_F(DaemonTest, WebPageHasItsOwnToken) {
     const int tcp = tcp_port();
     const int web = tcp + 1;
@@ -2493,6 +2530,15 @@ TEST_F(DaemonTest, WebPageHasItsOwnToken) {
     start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(tcp), "--token-file",
                         write_token(dir_ + "/token"), "--web", "0.0.0.0:" + std::to_string(web),
                         "--web-token-file", dir_ + "/web-token"});
+    // The log names every listener, so an admin finds the page's address (issue 22, item 6).
+    const std::string log = daemon_log();
+    EXPECT_NE(log.find("listening: the API on socket " + socket_), std::string::npos) << log;
+    EXPECT_NE(log.find(fmt::format("listening: the API on TCP 127.0.0.1:{} (", tcp)),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find(fmt::format("listening: the web page on http://0.0.0.0:{}/ (sign in", web)),
+              std::string::npos)
+        << log;
     httplib::Client page("127.0.0.1", web);
     auto with_api_token = page.Get("/v1/view", {{"Authorization", "Bearer " + api_token}});
     ASSERT_TRUE(with_api_token);

@@ -3,6 +3,8 @@
 
 #include "cli/commands.h"
 
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +54,7 @@ TaskFilter build_filter(const SelectOptions& o) {
     if (auto ok = check_filter(filter); !ok) {
         die(ok.error().message);
     }
+    default_to_own_tasks(filter, ::geteuid() == 0, login_name());
     return filter;
 }
 
@@ -120,7 +123,9 @@ Action add_task_action_command(CLI::App& app, TaskAction action) {
                                                      : "Let held tasks queue again";
     CLI::App* cmd = app.add_subcommand(name, about);
     cmd->add_option("ids", o->ids, "Task ids: 12, an array member 12_3, a whole array 12_*");
-    cmd->add_option("-u,--user", o->users, "Only tasks of these users (comma list, repeatable)");
+    cmd->add_option("-u,--user", o->users,
+                    "Only tasks of these users (comma list, repeatable); without ids or --user, "
+                    "a user who is not root acts on their own tasks");
     cmd->add_option("-t,--state", o->states,
                     "Only tasks in these states, e.g. queued,held (comma list, repeatable)");
     cmd->add_flag("--me", o->me, "Only your own tasks");

@@ -1,6 +1,7 @@
 #include "cli/commands/client_common.h"
 
 #include <pwd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,6 +92,17 @@ void TextTable::print(std::FILE* out) const {
         }
         fmt::print(out, "{}\n", line);
     }
+}
+
+std::size_t terminal_width() {
+    if (::isatty(STDOUT_FILENO) == 0) {
+        return 0;
+    }
+    winsize ws{};
+    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+        return ws.ws_col;
+    }
+    return 80;
 }
 
 void print_json(const json& doc) {

@@ -8,6 +8,7 @@
 // printable() (core/text.h), in print_line() and TextTable; --json output and logs are printed
 // as they came.
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -58,6 +59,10 @@ private:
 };
 
 void print_json(const nlohmann::json& doc);
+
+// A terminal's width, which long names and reasons are cut to; 0 (nothing cut) when stdout is
+// not a terminal, so a pipe or a file gets every character.
+std::size_t terminal_width();
 
 // ---- shared options -----------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-// `carma gpus [--json]`: the GPUs with their memory, activity, risk and tasks (GET /v1/gpus).
+// `carma gpus [--json] [--wide]`: the GPUs with their memory, activity, risk and tasks
+// (GET /v1/gpus).
 
 #include "cli/commands.h"
 
@@ -24,6 +25,8 @@ namespace {
 
 using nlohmann::json;
 
+// On a terminal the RISK column's reason is cut to this many characters, so a row fits a line;
+// --wide, a pipe or a file get it whole.
 constexpr std::size_t kReasonWidth = 48;
 
 std::string memory_cell(const json& gpu) {
@@ -44,7 +47,7 @@ std::string risk_cell(const json& window, const char* metric) {
     return stats != nullptr ? format_ratio(number_of(*stats, "risk")) : "-";
 }
 
-std::string verdict_cell(const json& gpu) {
+std::string verdict_cell(const json& gpu, std::size_t reason_width) {
     const json* risk = member(gpu, "risk");
     if (risk == nullptr) {
         return "-";
@@ -53,7 +56,8 @@ std::string verdict_cell(const json& gpu) {
         return "ok";
     }
     const std::string reason = text_of(*risk, "reason", "");
-    return truncate(reason.empty() ? "high" : "high: " + reason, kReasonWidth);
+    const std::string verdict = reason.empty() ? "high" : "high: " + reason;
+    return reason_width == 0 ? verdict : truncate(verdict, reason_width);
 }
 
 // As every view writes ids (the daemon's task_labels: 12, 138_2); a daemon without them gives
@@ -87,7 +91,7 @@ std::string health_cell(const json& gpu) {
     return text_of(*health, "state", "-");
 }
 
-void print_gpus(const json& answer) {
+void print_gpus(const json& answer, std::size_t reason_width) {
     const std::string backend = text_of(answer, "backend");
     print_line(stdout, "backend: {}", backend);
     if (backend.starts_with("emulated")) {
@@ -103,7 +107,8 @@ void print_gpus(const json& answer) {
                    format_mib_or_dash(integer_of(g, "available_mib")),
                    format_ratio(number_of(g, "util")), text_of(w, "samples"), risk_cell(w, "smact"),
                    risk_cell(w, "smocc"), risk_cell(w, "drama"),
-                   flag_of(g, "locked") ? "warm-up" : "-", tasks_cell(g), verdict_cell(g)});
+                   flag_of(g, "locked") ? "warm-up" : "-", tasks_cell(g),
+                   verdict_cell(g, reason_width)});
     }
     table.print();
     fmt::print(
@@ -132,6 +137,7 @@ void print_gpus(const json& answer) {
 struct GpusOptions {
     std::string socket;
     bool json = false;
+    bool wide = false;
 };
 
 int run_gpus(const GpusOptions& o) {
@@ -140,7 +146,7 @@ int run_gpus(const GpusOptions& o) {
     if (o.json) {
         print_json(answer);
     } else {
-        print_gpus(answer);
+        print_gpus(answer, o.wide || terminal_width() == 0 ? 0 : kReasonWidth);
     }
     return 0;
 }
@@ -151,6 +157,8 @@ Action add_gpus_command(CLI::App& app) {
     auto o = std::make_shared<GpusOptions>();
     CLI::App* cmd = app.add_subcommand("gpus", "Show the GPUs: memory, activity, risk, tasks");
     cmd->add_flag("--json", o->json, "Print the daemon's answer as JSON");
+    cmd->add_flag("--wide", o->wide,
+                  "Print the RISK column's reason whole (a pipe or a file always gets it whole)");
     add_socket_option(cmd, o->socket);
     return [o] { return run_gpus(*o); };
 }

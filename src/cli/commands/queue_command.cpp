@@ -3,7 +3,6 @@
 
 #include "cli/commands.h"
 
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -45,19 +44,6 @@ struct QueueOptions {
     double watch_s = 0;
     CLI::Option* watch_option = nullptr;
 };
-
-// A terminal's width, which long names and reasons are cut to; 0 (nothing cut) when stdout is
-// not a terminal, so a pipe or a file gets every character.
-std::size_t terminal_width() {
-    if (::isatty(STDOUT_FILENO) == 0) {
-        return 0;
-    }
-    winsize ws{};
-    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
-        return ws.ws_col;
-    }
-    return 80;
-}
 
 QueueView queue_view(const QueueOptions& o) {
     QueueView v;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,16 +66,39 @@ std::string knowledge_summary(const json& learned) {
     return out;
 }
 
-std::string env_summary(const json& task) {
+// The variables the submitter set on purpose (explicit_env; all of env where it is null) and how
+// many came from the submitter's shell besides: `carma submit` exports the whole environment, as
+// sbatch does, and forty inherited variables hid the two that were chosen. `all`: every one.
+std::string env_summary(const json& task, bool all) {
     const json* env = member(task, "env");
-    std::vector<std::string> pairs;
-    if (env != nullptr && env->is_object()) {
-        for (const auto& [key, value] : env->items()) {
-            pairs.push_back(key + "=" +
-                            (value.is_string() ? value.get<std::string>() : value.dump()));
+    if (env == nullptr || !env->is_object()) {
+        return "- (only the task's owner and root see it)";
+    }
+    const json* chosen = member(task, "explicit_env");
+    std::set<std::string> explicit_names;
+    const bool every = all || chosen == nullptr || !chosen->is_array();
+    if (!every) {
+        for (const json& name : *chosen) {
+            if (name.is_string()) {
+                explicit_names.insert(name.get<std::string>());
+            }
         }
     }
-    return pairs.empty() ? "-" : fmt::format("{}", fmt::join(pairs, " "));
+    std::vector<std::string> pairs;
+    std::size_t others = 0;
+    for (const auto& [key, value] : env->items()) {
+        if (!every && !explicit_names.contains(key)) {
+            ++others;
+            continue;
+        }
+        pairs.push_back(key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+    }
+    std::string out = pairs.empty() ? "-" : fmt::format("{}", fmt::join(pairs, " "));
+    if (others > 0) {
+        out += fmt::format("; and {} from the submitter's environment (--env-all shows them)",
+                           others);
+    }
+    return out;
 }
 
 // "afterok:12:13_2,afterany:14" as sbatch's --dependency writes it; "" when none.
@@ -145,7 +169,7 @@ void print_attempts(const json& attempts, double now) {
     }
 }
 
-void print_task(const json& t, double now) {
+void print_task(const json& t, double now, bool env_all, const json& warnings) {
     const std::optional<double> submitted = number_of(t, "submitted_at");
     const json* memory = member(t, "memory");
     print_line(stdout, "{}", task_label(t));
@@ -163,7 +187,7 @@ void print_task(const json& t, double now) {
     print_line(stdout, "  knowledge   {}", learned != nullptr ? knowledge_summary(*learned) : "-");
     print_line(stdout, "  basis       {}",
                learned != nullptr ? or_dash(text_of(*learned, "basis", "")) : "-");
-    print_line(stdout, "  env         {}", env_summary(t));
+    print_line(stdout, "  env         {}", env_summary(t, env_all));
     print_line(stdout, "  workload    {}", or_dash(text_of(t, "workload")));
     // Scheduling controls, only where given.
     if (const std::optional<double> limit = number_of(t, "time_limit_s")) {
@@ -186,6 +210,10 @@ void print_task(const json& t, double now) {
     print_line(stdout, "  submitted   {}{}", format_clock(submitted),
                submitted ? fmt::format(" ({} ago)", format_duration(now - *submitted)) : "");
     print_line(stdout, "  finished    {}", format_clock(number_of(t, "finished_at")));
+    // What the submitter's side noticed in a task file and did not read (a duplicated block).
+    for (const json& w : warnings) {
+        print_line(stdout, "  warning     {}", text_of(w, "message"));
+    }
     print_attempts(array_of(t, "attempt_list"), now);
 }
 
@@ -193,7 +221,24 @@ struct ShowOptions {
     std::string socket;
     std::string id;
     bool json = false;
+    bool env_all = false;
 };
+
+// The task's `warning` events; none where the daemon keeps no events for it (an older daemon,
+// or a task whose events were pruned).
+json warning_events(api::ApiClient& client, TaskId task) {
+    json out = json::array();
+    auto events = client.events(api::EventQuery{std::nullopt, task, 10000});
+    if (!events) {
+        return out;
+    }
+    for (const json& e : array_of(*events, "events")) {
+        if (text_of(e, "kind", "") == "warning") {
+            out.push_back(e);
+        }
+    }
+    return out;
+}
 
 int run_show(const ShowOptions& o) {
     const TaskRef ref = or_die(parse_one_task(o.id));
@@ -202,7 +247,9 @@ int run_show(const ShowOptions& o) {
     if (o.json) {
         print_json(task);
     } else {
-        print_task(task, now_epoch());
+        const std::optional<std::int64_t> id = integer_of(task, "id");
+        print_task(task, now_epoch(), o.env_all,
+                   id ? warning_events(client, static_cast<TaskId>(*id)) : json::array());
     }
     return 0;
 }
@@ -214,6 +261,9 @@ Action add_show_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("show", "Show one task with its attempts");
     cmd->add_option("id", o->id, "Task: an id (12) or an array member (12_3)")->required();
     cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
+    cmd->add_flag("--env-all", o->env_all,
+                  "Print every environment variable, also those exported from the submitter's "
+                  "shell (by default only those set with --env or a task file's env:)");
     add_socket_option(cmd, o->socket);
     return [o] { return run_show(*o); };
 }

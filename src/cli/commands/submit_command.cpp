@@ -147,6 +147,13 @@ void apply_submitter_side(const SubmitOptions& o, const fs::path& cwd, api::Subm
         print_line(stderr, "carma: note: not passed to the task: {}",
                    fmt::join(exported.dropped, "; "));
     }
+    // What the file and --env set are the run's own; the shell's exports are only its
+    // surroundings (`carma show` lists the first, and only they count for history).
+    std::vector<std::string> chosen;
+    for (const auto& [k, v] : r.env) {
+        chosen.push_back(k);
+    }
+    r.explicit_env = std::move(chosen);
     for (const auto& [k, v] : exported.vars) {
         r.env.emplace(k, v);  // keeps what the file or --env set
     }

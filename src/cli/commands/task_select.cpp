@@ -27,6 +27,12 @@ Result<void> check_filter(const TaskFilter& filter) {
     return {};
 }
 
+void default_to_own_tasks(TaskFilter& filter, bool privileged, const std::string& me) {
+    if (!privileged && filter.refs.empty() && filter.users.empty()) {
+        filter.users.push_back(me);
+    }
+}
+
 bool needs_task_list(const TaskFilter& filter) {
     return !filter.users.empty() || !filter.states.empty() ||
            std::any_of(filter.refs.begin(), filter.refs.end(),

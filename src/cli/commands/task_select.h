@@ -29,6 +29,12 @@ struct TaskFilter {
 // That something was named.
 Result<void> check_filter(const TaskFilter& filter);
 
+// Without ids and without --user, an ordinary user's bulk operation (`carma cancel --state
+// running`) means the user's own tasks: only the owner or root may act on a task, so others'
+// tasks would only fail one by one. Root (`privileged`) keeps scancel's meaning, everyone's.
+// Naming others (--user bob, or ids) is left as it is: the daemon answers for each.
+void default_to_own_tasks(TaskFilter& filter, bool privileged, const std::string& me);
+
 // Whether the list is needed at all: ids and array members (12, 12_3) without filters are sent
 // as they are, and the daemon answers for each.
 bool needs_task_list(const TaskFilter& filter);

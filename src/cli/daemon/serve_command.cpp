@@ -204,6 +204,9 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     spdlog::info("carma serve: policy {}, GPUs {}, state {}, socket {}{}", c.policy,
                  daemon.backend_name(), c.state_dir, c.socket,
                  c.time_scale != 1 ? fmt::format(", time scale {}", c.time_scale) : "");
+    for (const std::string& line : server.listening()) {
+        spdlog::info("listening: {}", line);
+    }
     std::thread api_thread([&] { server.serve(); });
     daemon.run(g_stop);
     server.stop();
