@@ -113,6 +113,27 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
     if (auto healthy = check_integrity(impl->db, path); !healthy) {
         return tl::unexpected(healthy.error());
     }
+    // Before a migration, the file as it is: the carma that wrote it can open that copy again
+    // (it refuses the migrated file), so going back to it never loses the database. The oldest
+    // copy of a version is kept.
+    int found = 0;
+    try {
+        found = impl->db.execAndGet("PRAGMA user_version").getInt();
+    } catch (const std::exception& e) {
+        return fail(ErrorCode::Io, fmt::format("cannot read the schema version of {}: {}", path,
+                                               e.what()));
+    }
+    if (found > 0 && found < kSchemaVersion) {
+        const std::string copy = path + ".schema-" + std::to_string(found);
+        if (!std::filesystem::exists(copy)) {
+            if (auto kept = backup(path, copy); !kept) {
+                return fail(kept.error().code,
+                            fmt::format("not migrating {} from schema version {} to {}: a copy "
+                                        "of it as it is comes first, and {}",
+                                        path, found, kSchemaVersion, kept.error().message));
+            }
+        }
+    }
     auto version = migrate(impl->db, path);
     if (!version) {
         return tl::unexpected(version.error());

@@ -24,7 +24,9 @@ inline constexpr int kSchemaVersion = 8;
 class Store {
 public:
     // Opens (creating if needed) the database file; errors name the path. A damaged database
-    // (PRAGMA quick_check) is refused with how to restore it, never served.
+    // (PRAGMA quick_check) is refused with how to restore it, never served. A file of an older
+    // schema is first copied to `path`.schema-N (N its version; an existing copy is kept), which
+    // the carma that wrote it can still open; a newer one is refused and left as it is.
     static Result<std::unique_ptr<Store>> open(const std::string& path);
 
     // A consistent copy of `source` into `destination` with SQLite's online backup, safe while a
