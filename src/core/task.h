@@ -69,6 +69,23 @@ struct TaskSpec {
     // Under `carma serve --mps`: the user whose MPS server the task will join (its owner), set by
     // the daemon for a task on one GPU; empty: it will not be an MPS client (core/mps_share.h).
     std::string mps_user;
+    // Fair share (core/fair_share.h): the account the task is charged to and ordered by; "" is
+    // one anonymous user (the simulator's traces without a user column).
+    std::string user = {};
+    // `--exclusive`: no co-runner on its GPUs while it runs, and never placed beside one.
+    bool exclusive = false;
+    // `--max-slowdown X`: `carma` places it only where its predicted slowdown (1 / speed,
+    // corrected by what it learned) is at most X, and a co-runner beside it only while that stays
+    // so. The paper's policies cannot predict slowdowns: there it runs as if exclusive.
+    std::optional<double> max_slowdown = {};
+    // `--nice N` (Slurm's): subtracted from the task's priority; a positive N lowers it.
+    int nice = 0;
 };
+
+// Whether a task must have its GPUs to itself under a policy: `--exclusive`, or a slowdown bound
+// that the policy cannot predict (`carma` can: `predicts_slowdown`).
+inline bool runs_alone(const TaskSpec& task, bool predicts_slowdown) {
+    return task.exclusive || (task.max_slowdown.has_value() && !predicts_slowdown);
+}
 
 }  // namespace carma
