@@ -65,6 +65,23 @@ public:
         spec_.learned.runs = need ? 1 : 0;
         return *this;
     }
+    // Fair share and what it may share with (issue 23).
+    MakeTask& User(std::string user) {
+        spec_.user = std::move(user);
+        return *this;
+    }
+    MakeTask& Exclusive() {
+        spec_.exclusive = true;
+        return *this;
+    }
+    MakeTask& MaxSlowdown(double x) {
+        spec_.max_slowdown = x;
+        return *this;
+    }
+    MakeTask& Nice(int n) {
+        spec_.nice = n;
+        return *this;
+    }
     TaskSpec Obj() const { return spec_; }
     operator TaskSpec() const { return spec_; }
 
@@ -126,6 +143,15 @@ public:
         view_.residents.push_back(ResidentView{task, activity, need, end});
         view_.has_processes = true;
         Free(view_.stats.last_free_mib - need.value_or(view_.stats.last_free_mib));
+        return *this;
+    }
+    // The last resident asked for its GPU alone, or for a slowdown bound.
+    MakeGpu& ResidentExclusive() {
+        view_.residents.back().exclusive = true;
+        return *this;
+    }
+    MakeGpu& ResidentMaxSlowdown(double x) {
+        view_.residents.back().max_slowdown = x;
         return *this;
     }
     MakeGpu& Smact(double v) {

@@ -51,6 +51,37 @@ MiB usable_mib(const GpuView& g) {
 
 double activity_of(const TaskSpec& task) { return task.learned.activity.value_or(0.6); }
 
+// Whether a slowdown bound applies to placing `task` on `gpu`: its own or a resident's.
+bool bounds_slowdown(const TaskSpec& task, const GpuView& gpu) {
+    return task.max_slowdown.has_value() ||
+           std::any_of(gpu.residents.begin(), gpu.residents.end(),
+                       [](const ResidentView& r) { return r.max_slowdown.has_value(); });
+}
+
+// Which bound the predicted speeds with the newcomer (last) would break, in words; nothing when
+// none. Slowdown = 1 / speed.
+std::optional<std::string> slowdown_bound_broken(const TaskSpec& task, const GpuView& gpu,
+                                                 const GpuPredictions::Joined& joined) {
+    const std::span<const double> after = joined.after;
+    const double own = 1.0 / std::max(after.back(), 1e-9);
+    if (task.max_slowdown && own > *task.max_slowdown) {
+        return fmt::format("{}'s predicted slowdown {:.2f} > its --max-slowdown {:g}", task.name,
+                           own, *task.max_slowdown);
+    }
+    // after[j] is resident j's (unlisted processes come with no residents, hence no bound).
+    const std::size_t listed = std::min(gpu.residents.size(), after.size() - 1);
+    for (std::size_t j = 0; j < listed; ++j) {
+        const ResidentView& r = gpu.residents[j];
+        const double slowdown = 1.0 / std::max(after[j], 1e-9);
+        if (r.max_slowdown && slowdown > *r.max_slowdown) {
+            return fmt::format("task {}'s predicted slowdown would be {:.2f} > its --max-slowdown "
+                               "{:g}",
+                               r.task, slowdown, *r.max_slowdown);
+        }
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 CarmaNeed carma_need(const TaskSpec& task, bool recovered, const PlacementConfig& config) {
@@ -59,6 +90,9 @@ CarmaNeed carma_need(const TaskSpec& task, bool recovered, const PlacementConfig
     if (recovered) {
         out.idle_only = true;
         out.basis = CarmaNeed::Basis::Recovered;
+    } else if (task.exclusive) {
+        out.idle_only = true;
+        out.basis = CarmaNeed::Basis::Exclusive;
     } else if (l.need_mib) {
         out.need_mib = std::max(*l.need_mib, l.lower_bound_mib);
         out.margin_mib = l.margin_mib;
@@ -80,6 +114,7 @@ std::string describe(const CarmaNeed& need) {
             return fmt::format("learned {} + {} margin", format_mib(need.need_mib),
                                format_mib(need.margin_mib));
         case CarmaNeed::Basis::Recovered: return "recovered from out-of-memory: runs alone";
+        case CarmaNeed::Basis::Exclusive: return "exclusive: runs alone";
         case CarmaNeed::Basis::UnknownLimited:
             return fmt::format("memory need unknown, limited per task: {} free required",
                                format_mib(need.min_available_mib));
@@ -230,6 +265,9 @@ FilterOutcome carma_gpu_open(const PolicySpec& policy, const GpuView& gpu,
     if (gpu.locked) {
         return FilterOutcome::WarmingUp;
     }
+    if (holds_task_alone(gpu, true)) {
+        return FilterOutcome::HeldAlone;
+    }
     if (policy.risk_filter && is_high_risk(gpu.stats, risk, gpu.has_processes)) {
         return FilterOutcome::HighRisk;
     }
@@ -309,13 +347,23 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
             continue;
         }
         const bool shared = !gpu_idle(g);
-        const SharingPrediction predicted = shared
-                                                ? predict_sharing(g, activity,
-                                                                  config.predict_speeds,
-                                                                  predictions.empty()
-                                                                      ? nullptr
-                                                                      : &predictions[i])
-                                                : SharingPrediction{};
+        SharingPrediction predicted;
+        if (shared && bounds_slowdown(task, g)) {
+            // A slowdown bound, the newcomer's or a resident's: every task's predicted speed.
+            std::optional<GpuPredictions> local;
+            GpuPredictions& cache = predictions.empty() ? local.emplace() : predictions[i];
+            const GpuPredictions::Joined joined = cache.joined(g, activity, config.predict_speeds);
+            predicted = joined.sharing;
+            if (auto why = slowdown_bound_broken(task, g, joined)) {
+                if (config.explain) {
+                    rejections.add(g.index, g.node, *why);
+                }
+                continue;
+            }
+        } else if (shared) {
+            predicted = predict_sharing(g, activity, config.predict_speeds,
+                                        predictions.empty() ? nullptr : &predictions[i]);
+        }
         if (shared && predicted.gain <= carma.min_gain) {
             if (config.explain) {
                 rejections.add(g.index, g.node,

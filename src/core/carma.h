@@ -64,11 +64,18 @@ struct CarmaConfig {
     // take more from its co-runners than it adds. Replaces the paper's risk filter (`carma-risk`
     // applies both).
     double min_gain = 0;
+    // Fair share (core/fair_share.h): the order across users by priority
+    //   P = fair_share_weight * F(user) + age_weight * [waited >= max_wait_s] - nice,
+    // each user's tasks in carma's own order. Off: every user's F counts the same (nice and age
+    // still do). Only `carma` reads these; the paper's policies keep arrival order.
+    bool fair_share = true;
+    double fair_share_weight = 10000;
+    double age_weight = 1000;
 };
 
 // What `carma` asks of a GPU for one task.
 struct CarmaNeed {
-    enum class Basis { Learned, Recovered, UnknownLimited, Unknown };
+    enum class Basis { Learned, Recovered, Exclusive, UnknownLimited, Unknown };
     bool idle_only = false;        // only an idle GPU will do
     MiB min_available_mib = 0;     // otherwise: available memory (see step 3) at least this
     Basis basis = Basis::Learned;
@@ -76,7 +83,8 @@ struct CarmaNeed {
     MiB margin_mib = 0;
 };
 
-// `recovered`: the task's last attempt died of out-of-memory; it runs alone.
+// `recovered`: the task's last attempt died of out-of-memory; it runs alone. So does an
+// `--exclusive` task.
 CarmaNeed carma_need(const TaskSpec& task, bool recovered, const PlacementConfig& config);
 
 // For messages, e.g. "learned 9,000 MiB + 2,048 MiB margin" (formatted only when asked: a busy

@@ -196,6 +196,9 @@ FilterOutcome filter_gpu(const PolicySpec& policy, const GpuView& gpu,
     if (gpu.locked) {
         return FilterOutcome::WarmingUp;
     }
+    if (holds_task_alone(gpu, policy.carma)) {
+        return FilterOutcome::HeldAlone;
+    }
     const bool screens_memory =
         !(policy.score == Score::RoundRobin && policy.knowledge == MemoryKnowledge::None);
     if (screens_memory && gpu.stats.available_mib < requirement.min_available_mib) {
@@ -214,6 +217,9 @@ std::string explain_filter(FilterOutcome outcome, const GpuView& gpu,
         case FilterOutcome::Unschedulable: return gpu.unschedulable_reason;
         case FilterOutcome::WarmingUp:
             return "warming up (a task placed there has not settled yet)";
+        case FilterOutcome::HeldAlone:
+            return "a task there runs exclusive (--exclusive, or --max-slowdown under a policy "
+                   "that predicts no slowdown)";
         case FilterOutcome::NotEnoughMemory:
             return fmt::format("{} available < {} ({})", format_mib(gpu.stats.available_mib),
                                format_mib(requirement.min_available_mib), requirement.basis);
@@ -221,6 +227,12 @@ std::string explain_filter(FilterOutcome outcome, const GpuView& gpu,
             return "high collocation risk: " + describe_risk(gpu.stats, risk);
     }
     return {};
+}
+
+bool holds_task_alone(const GpuView& gpu, bool predicts_slowdown) {
+    return std::any_of(gpu.residents.begin(), gpu.residents.end(), [&](const ResidentView& r) {
+        return r.exclusive || (r.max_slowdown.has_value() && !predicts_slowdown);
+    });
 }
 
 bool spans_nodes(std::span<const GpuView> gpus) {

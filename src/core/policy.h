@@ -78,6 +78,12 @@ struct ResidentView {
     double activity = 0;                 // learned SM activity alone, 0..1
     std::optional<MiB> need_mib;         // learned need; unknown: it may use the whole GPU
     std::optional<double> expected_end;  // dispatch + learned run time; unknown if no estimate
+    // What the task asked of its co-runners (TaskSpec::exclusive, TaskSpec::max_slowdown): an
+    // exclusive task's GPU takes nobody; beside a task with a slowdown bound, `carma` places a
+    // co-runner only while the task's predicted slowdown stays within it (the paper's policies,
+    // which predict none, treat it as exclusive).
+    bool exclusive = false;
+    std::optional<double> max_slowdown = {};
 };
 
 // Predicted progress rates of tasks sharing one GPU: `speeds[i]` (0..1] for the task whose
@@ -138,7 +144,11 @@ struct PlacementConfig {
     PredictorVersion predictor_version;
 };
 
-enum class FilterOutcome { Pass, Unschedulable, WarmingUp, NotEnoughMemory, HighRisk };
+enum class FilterOutcome { Pass, Unschedulable, WarmingUp, HeldAlone, NotEnoughMemory, HighRisk };
+
+// Whether one of the GPU's residents must have it to itself (core/task.h's runs_alone:
+// `--exclusive`, or a slowdown bound the policy cannot predict): the GPU takes no co-runner.
+bool holds_task_alone(const GpuView& gpu, bool predicts_slowdown);
 
 // The filters of one GPU, in the order the paper applies them.
 FilterOutcome filter_gpu(const PolicySpec& policy, const GpuView& gpu,

@@ -125,11 +125,72 @@ void Scheduler::push(TaskId id, TaskSpec spec, std::optional<double> queued_at, 
     if (!recovery && (front || aged_upto_ == main_.end())) {
         aged_upto_ = front ? main_.begin() : it;  // not yet known to have aged
     }
+    if (!recovery && bucketed()) {
+        const BucketKey key = bucket_key(it->spec);
+        auto [b, added] = buckets_.try_emplace(key);
+        if (added) {
+            b->second.user = key.first;
+            b->second.nice = key.second;
+        }
+        w.bucket = &b->second;
+        w.arrived = w.bucket->arrival.insert(OrderKey{0, it->seq, id, it}).first;
+        if (config_.policy.long_first) {
+            w.ranked = w.bucket->length.insert(OrderKey{it->order_key, it->seq, id, it}).first;
+        }
+    }
     if (!recovery && config_.policy.long_first) {
-        w.ranked = by_length_.insert(OrderKey{it->order_key, it->seq, id, it}).first;
         ages_.insert(it->queued_at + config_.carma.max_wait_s);
     }
     ++queue_version_;
+}
+
+Scheduler::BucketKey Scheduler::bucket_key(const TaskSpec& spec) const {
+    const bool by_user = config_.policy.carma && config_.carma.fair_share;
+    return BucketKey{by_user ? spec.user : std::string(), config_.policy.carma ? spec.nice : 0};
+}
+
+double Scheduler::bucket_base(const Bucket& b) const {
+    double factor = 1;
+    if (config_.carma.fair_share) {
+        if (auto it = standings_.find(b.user); it != standings_.end()) {
+            factor = it->second.factor;
+        }
+    }
+    return config_.carma.fair_share_weight * factor - static_cast<double>(b.nice);
+}
+
+void Scheduler::set_standings(UserStandings standings) {
+    if (standings == standings_) {
+        return;
+    }
+    // The order across buckets reads the factors: it may change when one does.
+    if (buckets_.size() > 1 && config_.carma.fair_share) {
+        bool same = standings.size() == standings_.size();
+        for (auto a = standings.begin(), b = standings_.begin(); same && a != standings.end();
+             ++a, ++b) {
+            same = a->first == b->first && a->second.factor == b->second.factor;
+        }
+        if (!same) {
+            ++queue_version_;
+        }
+    }
+    standings_ = std::move(standings);
+}
+
+std::optional<double> Scheduler::priority(TaskId id, double now) const {
+    auto w = where_.find(id);
+    if (w == where_.end() || w->second.recovery || w->second.bucket == nullptr) {
+        return std::nullopt;
+    }
+    const QueuedTask& t = *w->second.it;
+    const bool overdue = t.queued_at + config_.carma.max_wait_s <= now;
+    return bucket_base(*w->second.bucket) + (overdue ? config_.carma.age_weight : 0);
+}
+
+std::optional<std::string> Scheduler::limit_reason(const QueuedTask& t) const {
+    auto it = round_use_.find(t.spec.user);
+    return running_limit(config_.limits, t.spec.user,
+                         it == round_use_.end() ? RunningUse{} : it->second, t.spec.gpus);
 }
 
 void Scheduler::remove(TaskId id) {
@@ -138,8 +199,16 @@ void Scheduler::remove(TaskId id) {
         return;
     }
     const Queue::iterator it = w->second.it;
+    if (Bucket* b = w->second.bucket) {
+        b->arrival.erase(w->second.arrived);
+        if (config_.policy.long_first) {
+            b->length.erase(w->second.ranked);
+        }
+        if (b->arrival.empty()) {
+            buckets_.erase(BucketKey{b->user, b->nice});
+        }
+    }
     if (!w->second.recovery && config_.policy.long_first) {
-        by_length_.erase(w->second.ranked);
         ages_.erase(ages_.find(it->queued_at + config_.carma.max_wait_s));
     }
     ++queue_version_;
@@ -201,19 +270,22 @@ void Scheduler::relearn_one(Where& w, const Learned& learned, RelearnHint& hint)
     // changed decision key changes its class.
     const double key = order_key(t.spec);
     if (std::bit_cast<std::uint64_t>(key) != std::bit_cast<std::uint64_t>(t.order_key)) {
-        const bool indexed = !w.recovery && config_.policy.long_first;
+        const bool indexed = w.bucket != nullptr && config_.policy.long_first;
         if (indexed) {
-            by_length_.erase(w.ranked);
+            w.bucket->length.erase(w.ranked);
         }
         t.order_key = key;
         if (indexed) {
             // Tasks of a group come in arrival order with one key: each goes right after the
             // one moved before it, which the hint tries first (the set is the same whatever
-            // the hint; that task stays where it went, so the hint is valid).
+            // the hint; that task stays where it went, so the hint is valid in its bucket).
             const OrderKey entry{t.order_key, t.seq, t.id, w.it};
-            w.ranked = hint.moved ? by_length_.insert(std::next(*hint.moved), entry)
-                                  : by_length_.insert(entry).first;
+            std::set<OrderKey>& length = w.bucket->length;
+            w.ranked = hint.moved && hint.moved_in == w.bucket
+                           ? length.insert(std::next(*hint.moved), entry)
+                           : length.insert(entry).first;
             hint.moved = w.ranked;
+            hint.moved_in = w.bucket;
         }
         ++queue_version_;
     }
@@ -241,7 +313,7 @@ Scheduler::DecisionKey Scheduler::decision_key(const TaskSpec& spec) {
     };
     // Feasibility reads the declared need while nothing has run, carma_need the learned figures,
     // may_pass_head the run time and activity, the placement the GPU count, the MPS rule the
-    // owner (core/mps_share.h).
+    // owner (core/mps_share.h), the placement what it may share with (exclusive, slowdown bound).
     return DecisionKey{spec.gpus,
                        l.runs > 0,
                        spec.memory.declared_mib.has_value(),
@@ -254,7 +326,11 @@ Scheduler::DecisionKey Scheduler::decision_key(const TaskSpec& spec) {
                        bits(l.duration_s),
                        l.activity.has_value(),
                        bits(l.activity),
-                       static_cast<std::int64_t>(std::hash<std::string>{}(spec.mps_user))};
+                       static_cast<std::int64_t>(std::hash<std::string>{}(spec.mps_user)),
+                       // Whom it may share with: exclusive, or a slowdown bound.
+                       spec.exclusive,
+                       spec.max_slowdown ? std::bit_cast<std::int64_t>(*spec.max_slowdown)
+                                         : std::int64_t{-1}};
 }
 
 std::size_t Scheduler::DecisionKeyHash::operator()(const DecisionKey& k) const {
@@ -313,6 +389,12 @@ void Scheduler::stamp(double now) {
 StepResult Scheduler::step(std::span<const GpuView> gpus, double now) {
     warmup_.expire(now);
     stamp(now);
+    round_use_.clear();
+    if (has_running_limits(config_.limits)) {
+        for (const auto& [user, standing] : standings_) {
+            round_use_[user] = standing.running;
+        }
+    }
     scratch_.assign(gpus.begin(), gpus.end());
     for (GpuView& g : scratch_) {
         g.locked = warmup_.locked(g.index, now);
@@ -339,6 +421,11 @@ const CapacitySummary& Scheduler::capacity() {
 
 void Scheduler::commit(const QueuedTask& task, const std::vector<int>& gpus, double now) {
     warmup_.launched(task.id, gpus, now);
+    if (has_running_limits(config_.limits)) {
+        RunningUse& use = round_use_[task.spec.user];
+        use.gpus += gpus.size();
+        use.tasks += 1;
+    }
     for (std::size_t i = 0; i < scratch_.size(); ++i) {
         GpuView& g = scratch_[i];
         if (std::find(gpus.begin(), gpus.end(), g.index) == gpus.end()) {
@@ -349,7 +436,8 @@ void Scheduler::commit(const QueuedTask& task, const std::vector<int>& gpus, dou
             const Learned& l = task.spec.learned;
             g.residents.push_back(ResidentView{
                 task.id, l.activity.value_or(0.6), l.need_mib,
-                l.duration_s ? std::optional<double>(now + *l.duration_s) : std::nullopt});
+                l.duration_s ? std::optional<double>(now + *l.duration_s) : std::nullopt,
+                task.spec.exclusive, task.spec.max_slowdown});
             open_[i] = 0;
             predictions_[i].clear();
             refresh_room(i);
@@ -365,10 +453,32 @@ void Scheduler::refresh_room(std::size_t i) {
 
 StepResult Scheduler::step_paper(double now, const CapacitySummary& capacity) {
     StepResult result;
+    const bool limited = has_running_limits(config_.limits);
     while (!recovery_.empty() || !main_.empty()) {
-        const bool from_recovery = !recovery_.empty();
-        Queue& queue = from_recovery ? recovery_ : main_;
-        const QueuedTask& head = queue.front();
+        // The head: the first task, passing over those whose user is at a running limit.
+        const QueuedTask* first = nullptr;
+        bool from_recovery = false;
+        for (Queue* queue : {&recovery_, &main_}) {
+            for (const QueuedTask& t : *queue) {
+                if (!limited || !limit_reason(t)) {
+                    first = &t;
+                    from_recovery = queue == &recovery_;
+                    break;
+                }
+                if (config_.placement.explain && result.waiting.size() < 16 &&
+                    std::none_of(result.waiting.begin(), result.waiting.end(),
+                                 [&](const Waiting& w) { return w.task == t.id; })) {
+                    result.waiting.push_back(Waiting{t.id, *limit_reason(t)});
+                }
+            }
+            if (first != nullptr) {
+                break;
+            }
+        }
+        if (first == nullptr) {
+            break;
+        }
+        const QueuedTask& head = *first;
 
         if (auto feasible = check_feasible(head.spec, capacity); !feasible) {
             result.rejected.push_back(Rejection{head.id, feasible.error().message});
@@ -382,7 +492,8 @@ StepResult Scheduler::step_paper(double now, const CapacitySummary& capacity) {
             scratch_.size(), wanted,
             [&](std::size_t i) {
                 const GpuView& g = scratch_[i];
-                return g.schedulable && !g.has_processes && !g.locked;
+                return g.schedulable && !g.has_processes && !g.locked &&
+                       !holds_task_alone(g, false);
             },
             [&](std::size_t i) -> const std::string& { return scratch_[i].node; },
             [&](std::size_t i) { chosen.push_back(scratch_[i].index); });
@@ -397,6 +508,12 @@ StepResult Scheduler::step_paper(double now, const CapacitySummary& capacity) {
                 result.pending_reason =
                     fmt::format("{} waits for {} idle GPU(s){} (policy exclusive)",
                                 head.spec.name, wanted, one_node);
+            } else if (runs_alone(head.spec, false)) {
+                result.pending_reason = fmt::format(
+                    "{} waits for {} idle GPU(s){} ({})", head.spec.name, wanted, one_node,
+                    head.spec.exclusive ? "--exclusive"
+                                        : "--max-slowdown: this policy predicts no slowdown, so "
+                                          "it runs alone");
             } else {
                 Selection sel = select_gpus(config_.policy, head.spec, scratch_,
                                             config_.placement, rr_cursor_);

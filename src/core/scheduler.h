@@ -22,11 +22,24 @@
 // The `carma` policy changes the order, the placement and step 5 (core/carma.h): the recovery
 // head first, then tasks that waited max_wait_s, then the longest expected run first; a waiting
 // head gets a reservation and the tasks behind it may backfill around it.
+// Fair share (`carma`, CarmaConfig::fair_share; core/fair_share.h): the main queue is a merge
+// across users. Each user's tasks (and within a user each `nice` value) keep carma's order; the
+// next task overall is the head of highest priority
+//   P = fair_share_weight * F(user) + age_weight * [waited >= max_wait_s] - nice,
+// ties in carma's order (overdue by arrival, then long-first, then arrival). With one user and
+// no nice this is exactly carma's order. F comes from the caller (set_standings), which keeps
+// the usage ledger. The paper's policies keep arrival order.
+// Per-user running limits (UserLimits::max_gpus_per_user, max_running_per_user), under every
+// policy: a task whose user would pass one is passed over (never the head, never backfilled;
+// when explaining, it waits with the limit named) and the next task is considered.
+// `--exclusive` (and, under the paper's policies, `--max-slowdown`): such a task takes the
+// exclusive path only, and a GPU holding one takes no co-runner (FilterOutcome::HeldAlone).
 
 #include <array>
 #include <cstdint>
 #include <limits>
 #include <list>
+#include <map>
 #include <optional>
 #include <set>
 #include <span>
@@ -39,6 +52,7 @@
 #include "core/policy.h"
 #include "core/result.h"
 #include "core/task.h"
+#include "core/user_limits.h"
 #include "core/warmup.h"
 
 namespace carma {
@@ -48,7 +62,18 @@ struct SchedulerConfig {
     PlacementConfig placement;
     WarmupConfig warmup;
     CarmaConfig carma;
+    // Only max_gpus_per_user and max_running_per_user are read here (the rest is admission's).
+    UserLimits limits;
 };
+
+// What the scheduler is told about one user before a round (Scheduler::set_standings).
+struct UserStanding {
+    double factor = 1;  // fair-share factor F in [0, 1] (core/fair_share.h); 1: no usage yet
+    RunningUse running = {};  // GPUs and tasks of the user's running attempts, for the limits
+    bool operator==(const UserStanding&) const = default;
+};
+// By TaskSpec::user; a user not listed stands at factor 1 with nothing running.
+using UserStandings = std::map<std::string, UserStanding>;
 
 struct GpuCapacity {
     int index = 0;
@@ -144,6 +169,16 @@ public:
 
     StepResult step(std::span<const GpuView> gpus, double now);
 
+    // Fair share and limits: every user's F and what they run now, as of the next step. The
+    // caller computes F from its usage ledger (core/fair_share.h's fair_share_factors) and calls
+    // this before each step (a step without a call keeps the last standings). Cheap when nothing
+    // changed.
+    void set_standings(UserStandings standings);
+    const UserStandings& standings() const { return standings_; }
+    // P of a waiting task under `carma` with fair share (core/fair_share.h's task_priority),
+    // from the standings; nothing for a task not waiting in the main queue.
+    std::optional<double> priority(TaskId id, double now) const;
+
     // carma: the next moment after `now` at which the order changes by itself (a task's bounded
     // wait runs out); nothing for the paper's policies or when no task will age.
     std::optional<double> next_order_change(double now) const;
@@ -173,12 +208,25 @@ private:
         Queue::iterator it;  // not part of the order
         bool operator<(const OrderKey& o) const { return key != o.key ? key < o.key : seq < o.seq; }
     };
+    // carma's main queue per (user, nice): each keeps carma's order over its own tasks, and the
+    // order overall is their merge by priority (see the header). Users are all "" without fair
+    // share, so one bucket (the usual case) is exactly carma's order, walked as before.
+    struct Bucket {
+        std::string user;
+        int nice = 0;
+        std::set<OrderKey> arrival;  // key 0: by seq, i.e. main_'s order
+        std::set<OrderKey> length;   // long-first: by (order_key, seq)
+    };
+    using BucketKey = std::pair<std::string, int>;
     struct Where {
         Queue::iterator it;
         bool recovery = false;
-        // Its entry in by_length_ (a main-queue task of a long-first policy): erased where it
-        // is, not looked up, when the task leaves or moves (a backlog's relearning moves many).
-        std::set<OrderKey>::iterator ranked{};
+        // A main-queue task of `carma` (or any long-first policy): its bucket, and its entries
+        // there, erased where they are, not looked up, when the task leaves or moves (a
+        // backlog's relearning moves many).
+        Bucket* bucket = nullptr;
+        std::set<OrderKey>::iterator arrived{};
+        std::set<OrderKey>::iterator ranked{};  // long-first only
     };
 
     void push(TaskId id, TaskSpec spec, std::optional<double> queued_at, bool recovery,
@@ -203,7 +251,7 @@ private:
     // same answer from the same GPUs, so once one of them was turned down, the others are too
     // until a placement changes the GPUs: a round of a long queue with few kinds of task skips
     // most of its candidates (the daemon's arrays, the simulator's repeated commands).
-    using DecisionKey = std::array<std::int64_t, 13>;
+    using DecisionKey = std::array<std::int64_t, 15>;
     struct DecisionKeyHash {
         std::size_t operator()(const DecisionKey& k) const;
     };
@@ -215,6 +263,7 @@ private:
         std::optional<DecisionKey> key;
         std::uint32_t decision_class = 0;
         std::optional<std::set<OrderKey>::iterator> moved;
+        const Bucket* moved_in = nullptr;  // the set `moved` is in
     };
     void relearn_one(Where& w, const Learned& learned, RelearnHint& hint);
     std::uint32_t acquire_class(const TaskSpec& spec);
@@ -231,9 +280,20 @@ private:
     mutable double aged_now_ = 0;
 
     // Invariant: every task in main_ or recovery_ has exactly one entry here, and every main_
-    // task of a long-first policy exactly one in by_length_ (none otherwise).
+    // task of a bucketed policy exactly one in its bucket's `arrival` and, long-first, one in
+    // its `length` (none otherwise). A bucket without tasks is erased.
     std::unordered_map<TaskId, Where> where_;
-    std::set<OrderKey> by_length_;
+    std::map<BucketKey, Bucket> buckets_;
+    bool bucketed() const { return config_.policy.carma || config_.policy.long_first; }
+    BucketKey bucket_key(const TaskSpec& spec) const;
+    // The merge of several buckets in carma_order (scheduler_order.h).
+    template <typename Take>
+    void merge_buckets(double now, Take take) const;
+    double bucket_base(const Bucket& b) const;  // W_fs * F(user) - nice
+    UserStandings standings_;
+    // Limits within a round: what each user runs, the standings' plus the round's placements.
+    std::map<std::string, RunningUse> round_use_;
+    std::optional<std::string> limit_reason(const QueuedTask& t) const;
     std::vector<TaskId> unstamped_;    // queued without a time: stamped at the next step
     std::int64_t next_seq_ = 0;
     std::int64_t front_seq_ = 0;       // return_to_front goes before everything: decreasing

@@ -94,16 +94,39 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         refresh_room(i);
     }
 
+    // Per-user running limits: a task whose user is at one is passed over, its reason kept.
+    const bool limited = has_running_limits(config_.limits);
+    std::vector<Waiting> held;
+    auto at_limit = [&](const QueuedTask& t) {
+        if (!limited) {
+            return false;
+        }
+        std::optional<std::string> why = limit_reason(t);
+        if (why && pc.explain && held.size() < kExplainedWaiting &&
+            std::none_of(held.begin(), held.end(),
+                         [&](const Waiting& w) { return w.task == t.id; })) {
+            held.push_back(Waiting{t.id, std::move(*why)});
+            return true;
+        }
+        return why.has_value();
+    };
     const QueuedTask* head = nullptr;
     bool head_recovered = false;
     CarmaNeed head_need;
     while (true) {
-        head_recovered = !recovery_.empty();
-        if (head_recovered) {
-            head = &recovery_.front();
-        } else {
-            head = nullptr;
+        head = nullptr;
+        for (const QueuedTask& t : recovery_) {
+            if (!at_limit(t)) {
+                head = &t;
+                break;
+            }
+        }
+        head_recovered = head != nullptr;
+        if (!head_recovered) {
             carma_order(now, [&](const QueuedTask& t) {
+                if (at_limit(t)) {
+                    return false;
+                }
                 head = &t;
                 return true;
             });
@@ -131,11 +154,12 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
             Placement{head->id, std::move(sel.gpus), head_recovered, sel.exclusive});
         remove(head->id);
     }
+    result.waiting = std::move(held);
     if (head == nullptr) {
         return result;
     }
     if (pc.explain) {
-        result.waiting.push_back(Waiting{head->id, result.pending_reason});
+        result.waiting.insert(result.waiting.begin(), Waiting{head->id, result.pending_reason});
     }
     if (!config_.policy.backfill) {
         return result;
@@ -205,6 +229,17 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
             continue;
         }
         const QueuedTask& t = *candidate.task;
+        if (limited) {
+            if (auto why = limit_reason(t)) {
+                // Not a turn-down of its class: the next task of the class may be another
+                // user's, so the round stops jumping from class to class.
+                unchanged = false;
+                if (explain) {
+                    result.waiting.push_back(Waiting{t.id, std::move(*why)});
+                }
+                continue;
+            }
+        }
         // Feasibility reads only what the class key holds: checked once per class and GPU set.
         if (class_feasible_[t.decision_class] != capacity_generation_) {
             if (auto feasible = check_feasible(t.spec, capacity, MemoryKnowledge::Learned);

@@ -77,6 +77,23 @@ struct TaskSpec {
     // of the exact fingerprint, since `EPOCHS=1` and `EPOCHS=90` are not the same run. A hash, so
     // the values (which may be secrets) stay in the environment only.
     std::string explicit_env_key;
+    // Fair share (core/fair_share.h): the account the task is charged to and ordered by; "" is
+    // one anonymous user (the simulator's traces without a user column).
+    std::string user = {};
+    // `--exclusive`: no co-runner on its GPUs while it runs, and never placed beside one.
+    bool exclusive = false;
+    // `--max-slowdown X`: `carma` places it only where its predicted slowdown (1 / speed,
+    // corrected by what it learned) is at most X, and a co-runner beside it only while that stays
+    // so. The paper's policies cannot predict slowdowns: there it runs as if exclusive.
+    std::optional<double> max_slowdown = {};
+    // `--nice N` (Slurm's): subtracted from the task's priority; a positive N lowers it.
+    int nice = 0;
 };
+
+// Whether a task must have its GPUs to itself under a policy: `--exclusive`, or a slowdown bound
+// that the policy cannot predict (`carma` can: `predicts_slowdown`).
+inline bool runs_alone(const TaskSpec& task, bool predicts_slowdown) {
+    return task.exclusive || (task.max_slowdown.has_value() && !predicts_slowdown);
+}
 
 }  // namespace carma

@@ -80,4 +80,19 @@ std::optional<LimitRefusal> SubmitRate::take(uid_t uid, double now) {
                         std::ceil(wait * 10) / 10};
 }
 
+std::optional<std::string> running_limit(const UserLimits& limits, const std::string& user,
+                                         const RunningUse& use, int task_gpus) {
+    const std::string who = user.empty() ? std::string("the user") : user;
+    const auto gpus = static_cast<std::size_t>(std::max(task_gpus, 1));
+    if (limits.max_gpus_per_user > 0 && use.gpus + gpus > limits.max_gpus_per_user) {
+        return fmt::format("{} is at max_gpus_per_user: {} GPU(s) in use, {} asked, limit {}", who,
+                           use.gpus, gpus, limits.max_gpus_per_user);
+    }
+    if (limits.max_running_per_user > 0 && use.tasks + 1 > limits.max_running_per_user) {
+        return fmt::format("{} is at max_running_per_user: {} task(s) running, limit {}", who,
+                           use.tasks, limits.max_running_per_user);
+    }
+    return std::nullopt;
+}
+
 }  // namespace carma

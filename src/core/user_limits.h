@@ -28,7 +28,27 @@ struct UserLimits {
     // come at once after a quiet spell; 0 = no limit.
     double submit_rate_per_user = 20;
     double submit_burst_per_user = 100;
+    // Slurm's QOS limits (issue 23): GPUs one user's running tasks may hold at once, and how many
+    // of their tasks may run at once; 0 = no limit. A task that would pass one waits (the
+    // scheduler passes over it, naming the limit) while the others go on.
+    std::size_t max_gpus_per_user = 0;
+    std::size_t max_running_per_user = 0;
 };
+
+// What one user runs now, for the running limits.
+struct RunningUse {
+    std::size_t gpus = 0;
+    std::size_t tasks = 0;
+    bool operator==(const RunningUse&) const = default;
+};
+
+// Whether one more task of `task_gpus` GPUs would pass a running limit: the limit's YAML key and
+// value in a sentence (e.g. "alice is at max_gpus_per_user: 4 GPUs in use, limit 4"), or nothing.
+std::optional<std::string> running_limit(const UserLimits& limits, const std::string& user,
+                                         const RunningUse& use, int task_gpus);
+inline bool has_running_limits(const UserLimits& limits) {
+    return limits.max_gpus_per_user > 0 || limits.max_running_per_user > 0;
+}
 
 // A refusal: the HTTP status (429 too many, 413 too large), the limit's name (its YAML key) and
 // a message that names the limit and what to do.

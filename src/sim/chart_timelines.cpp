@@ -178,4 +178,56 @@ std::string svg_queue_length(const std::string& title, const std::vector<StepPoi
     return out + "</svg>";
 }
 
+std::string svg_usage_per_user(const std::string& title, const std::vector<UsageSeries>& usage,
+                               const TimeAxis& axis) {
+    Frame f;
+    std::vector<std::vector<StepPoint>> lines;
+    double data_max = 0;
+    for (const UsageSeries& u : usage) {
+        std::vector<StepPoint> steps{{axis.t0_s, 0}};
+        for (const auto& [t, gpu_h] : u.points) {
+            steps.push_back({t, gpu_h});
+            data_max = known_max(data_max, gpu_h);
+        }
+        lines.push_back(std::move(steps));
+    }
+    if (lines.empty()) {
+        return svg_open(f.height(), title) +
+               note_text(f.left + f.plot_width() / 2, f.top + f.plot_height / 2,
+                         "no usage charged") +
+               "</svg>";
+    }
+    std::vector<LegendItem> items;
+    for (std::size_t i = 0; i < usage.size(); ++i) {
+        items.push_back({Swatch::Line, std::string(series_colour(i)),
+                         usage[i].user.empty() ? std::string("(no user)") : usage[i].user,
+                         std::string(series_dash(i))});
+    }
+    const Legend legend = flow_legend(items, f.left, kChartWidth);
+    f.top = plot_top(legend.rows);
+    const double span = std::max(data_max, 1e-3);
+    const double y_step = nice_step(span, 5);
+    const double y_max = std::ceil(span / y_step - 1e-9) * y_step;
+    const double t_end = axis.t0_s + axis_span(axis);
+    const auto x_of = [&](double t) { return time_x(f, axis, t); };
+    const auto y_of = [&](double v) {
+        return f.plot_bottom() - std::clamp(v / y_max, 0.0, 1.0) * f.plot_height;
+    };
+    std::string out = svg_open(f.height(), title, &axis);
+    out += legend.svg;
+    out += y_axis(f, y_max, y_step, tick_text, "GPU-hours charged");
+    out += time_x_axis(f, axis);
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        const std::string d = step_path_d(lines[i], x_of, y_of, x_of(t_end));
+        if (d.empty()) {
+            continue;
+        }
+        out += fmt::format(
+            "<path class=\"usage\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-dasharray=\"{}\" "
+            "stroke-width=\"1.5\" stroke-linejoin=\"round\"><title>{}</title></path>",
+            d, series_colour(i), series_dash(i), html_escape(items[i].label));
+    }
+    return out + "</svg>";
+}
+
 }  // namespace carma::sim

@@ -68,23 +68,47 @@ nlohmann::json to_json(const Comparison& c) {
                                {"mean_memory_used_frac", g.mean_memory_used_frac},
                                {"energy_j", g.energy_j}});
         }
-        results.push_back({{"policy", r.policy},
-                           {"makespan_s", r.makespan_s},
-                           {"energy_j", r.energy_j},
-                           {"mean_jct_s", r.mean_jct_s},
-                           {"p95_jct_s", r.p95_jct_s},
-                           {"mean_wait_s", r.mean_wait_s},
-                           {"p95_wait_s", r.p95_wait_s},
-                           {"max_wait_s", r.max_wait_s},
-                           {"p95_slowdown", r.p95_slowdown},
-                           {"oom_crashes", r.oom_crashes},
-                           {"tasks_completed", r.tasks_completed},
-                           {"tasks_rejected", r.tasks_rejected},
-                           {"attempts", r.attempts},
-                           {"mean_smact", r.mean_smact},
-                           {"mean_smocc", r.mean_smocc},
-                           {"mean_memory_used_frac", r.mean_memory_used_frac},
-                           {"per_gpu", per_gpu}});
+        nlohmann::json per_user = nlohmann::json::array();
+        for (const UserSummary& u : r.per_user) {
+            per_user.push_back({{"user", u.user},
+                                {"tasks", u.tasks},
+                                {"completed", u.completed},
+                                {"charged_gpu_hours", u.charged_gpu_h},
+                                {"mean_wait_s", u.mean_wait_s},
+                                {"mean_slowdown", u.mean_slowdown}});
+        }
+        nlohmann::json result = {{"policy", r.policy},
+                                 {"makespan_s", r.makespan_s},
+                                 {"energy_j", r.energy_j},
+                                 {"mean_jct_s", r.mean_jct_s},
+                                 {"p95_jct_s", r.p95_jct_s},
+                                 {"mean_wait_s", r.mean_wait_s},
+                                 {"p95_wait_s", r.p95_wait_s},
+                                 {"max_wait_s", r.max_wait_s},
+                                 {"p95_slowdown", r.p95_slowdown},
+                                 {"oom_crashes", r.oom_crashes},
+                                 {"tasks_completed", r.tasks_completed},
+                                 {"tasks_rejected", r.tasks_rejected},
+                                 {"attempts", r.attempts},
+                                 {"mean_smact", r.mean_smact},
+                                 {"mean_smocc", r.mean_smocc},
+                                 {"mean_memory_used_frac", r.mean_memory_used_frac},
+                                 {"per_gpu", per_gpu},
+                                 {"per_user", per_user},
+                                 {"jain_index", r.jain_index}};
+        // With timelines only (`--report`): each user's charged GPU-hours over time.
+        if (!r.usage.empty()) {
+            nlohmann::json usage = nlohmann::json::object();
+            for (const UsageSeries& u : r.usage) {
+                nlohmann::json points = nlohmann::json::array();
+                for (const auto& [t, gpu_h] : u.points) {
+                    points.push_back({t, gpu_h});
+                }
+                usage[u.user] = points;
+            }
+            result["usage_per_user"] = usage;
+        }
+        results.push_back(result);
     }
     return {{"trace", c.trace},     {"gpus", c.gpus},       {"sharing", c.sharing},
             {"history", c.history}, {"world", c.world},       {"results", results}};

@@ -369,6 +369,9 @@ std::string policy_section(const PolicyResult& r, std::size_t index, const TimeA
     out += figure(svg_gantt("Attempts per GPU", r, axis));
     out += figure(
         svg_queue_length("Tasks waiting", queue_length_steps(r.tasks, axis), axis, queue_max));
+    if (!r.usage.empty()) {
+        out += figure(svg_usage_per_user("GPU-hours charged per user", r.usage, axis));
+    }
     out += tasks_table(r, axis, daemon);
     return out + "</section>\n";
 }

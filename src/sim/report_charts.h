@@ -75,6 +75,10 @@ std::string svg_gantt(const std::string& title, const PolicyResult& result, cons
 std::string svg_queue_length(const std::string& title, const std::vector<StepPoint>& steps,
                              const TimeAxis& axis, double y_max);
 
+// Charged GPU-hours per user over the axis (fair share, issue 23), one step line per user.
+std::string svg_usage_per_user(const std::string& title, const std::vector<UsageSeries>& usage,
+                               const TimeAxis& axis);
+
 // Cumulative distributions, one line per series on one shared x axis from 0; values in the
 // unit named by `x_label`.
 struct CdfSeries {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace carma::sim {
@@ -96,6 +97,27 @@ struct TaskRecord {
     // after repeated crashes); -1 when it completed or had not ended by the end of the record.
     double left_s = -1;
     std::vector<AttemptSpan> spans;  // every attempt, in order (attempts == spans.size())
+    // Fair share (issue 23): GPU-seconds charged over all its attempts (core/fair_share.h), and
+    // what it asked of its co-runners.
+    double charged_gpu_s = 0;
+    bool exclusive = false;
+    std::optional<double> max_slowdown = {};
+};
+
+// One user's figures in a run (the simulator's `user` column; "" the anonymous user).
+struct UserSummary {
+    std::string user = {};
+    int tasks = 0;
+    int completed = 0;
+    double charged_gpu_h = 0;   // charged, not decayed
+    double mean_wait_s = 0;     // over completed tasks
+    double mean_slowdown = 0;   // over completed tasks
+};
+
+// Charged GPU-hours of one user over the run (not decayed), a step series for the report.
+struct UsageSeries {
+    std::string user = {};
+    std::vector<std::pair<double, double>> points = {};  // (t_s, cumulative GPU-hours)
 };
 
 struct PolicyResult {
@@ -118,6 +140,11 @@ struct PolicyResult {
     std::vector<GpuSummary> per_gpu;
     std::vector<GpuTimeline> timelines;  // filled only when the run asked for timelines
     std::vector<TaskRecord> tasks;
+    std::vector<UserSummary> per_user;  // by user name
+    // Jain's index over the users' mean slowdowns (1: all equal; 1/n: one user takes it all);
+    // 1 with fewer than two users that completed a task.
+    double jain_index = 1;
+    std::vector<UsageSeries> usage;  // filled only when the run asked for timelines
 };
 
 // Where a record comes from. A simulation's times are seconds from the trace's start; a daemon's

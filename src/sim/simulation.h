@@ -13,12 +13,14 @@
 //                            windows, the report's timeline and the integrals behind the figures
 //   simulation_knowledge.cpp what a deployment learns: history of finished attempts, the tasks'
 //                            learned figures, and the error of carma's speed predictor
+//   simulation_usage.cpp     fair share: what each attempt is charged, and the users' factors
 //   simulation_results.cpp   the run's figures at its end (PolicyResult)
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <queue>
 #include <random>
@@ -27,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/fair_share.h"
 #include "core/metric_window.h"
 #include "model/constants.h"
 #include "model/memory.h"
@@ -75,6 +78,8 @@ struct SimTask {
     double shared_s = 0, predicted_shared_s = 0, others_activity_s = 0;
     bool shared_now = false;
     double predicted_now = 1, others_now = 0;
+    // Fair share: GPUs' worth it is charged per second now (charge fraction x GPUs), since when.
+    double charge_rate = 0, charged_at = 0;
     TaskRecord record;
 };
 
@@ -176,9 +181,22 @@ private:
     // the solo history, teaches the predictor's error.
     void learn_speed_error(std::size_t i, double run_s);
 
+    // --- fair share (simulation_usage.cpp) --------------------------------------------------------
+    // Charges task i's attempt up to now at its current rate (core/fair_share.h).
+    void charge(SimTask& t);
+    // The rate after its speed changed: per GPU, the larger of its memory and SM shares, or the
+    // whole GPU when it runs alone.
+    void set_charge_rate(SimTask& t) const;
+    // Before a tick of a run with several users: charges every running attempt up to now and
+    // gives the scheduler every user's fair-share factor.
+    void update_standings();
+    void note_user(const std::string& user);
+
     // --- the figures (simulation_results.cpp) ----------------------------------------------------
     void report_progress();
     PolicyResult finish();
+    // per_user, jain_index and the usage series of the result.
+    void per_user(PolicyResult& r) const;
 
     const SimConfig& config_;
     std::shared_ptr<SpeedCorrection> correction_;  // before scheduler_: its predictor reads it
@@ -211,6 +229,16 @@ private:
     std::vector<std::vector<RunFacts>> exact_, family_;  // history, by key index
     std::unordered_map<std::string, std::size_t> learn_keys_;
     std::vector<TaskId> relearned_;  // scratch: the tasks of a group that learned anew
+    // Fair share: the ledger of charged usage, the users seen so far and their shares; whether
+    // the scheduler orders by user (`carma`, fair share on, more than one user in the trace);
+    // whether a task asks for its GPUs alone or a slowdown bound (then every policy is told
+    // what each GPU holds); per user, the charged GPU-hours over time for the report.
+    UsageLedger ledger_;
+    std::set<std::string> users_seen_;
+    ShareTable shares_;
+    bool by_user_ = false;
+    bool constrained_ = false;
+    std::map<std::string, UsageSeries> usage_series_;
     // Waiting tasks by learn key; per command and family, their learn keys with a count.
     std::unordered_map<std::size_t, std::set<std::size_t>> queued_by_learn_;
     std::unordered_map<std::size_t, std::unordered_map<std::size_t, int>> learn_keys_by_exact_,

@@ -21,6 +21,7 @@ void Simulation::arrive(std::size_t i) {
         return;
     }
     t.phase = Phase::Queued;
+    note_user(t.spec.user);
     learn(i);
     scheduler_.enqueue(static_cast<TaskId>(i), t.spec, now_);
     mark_queued(i, true);
@@ -109,6 +110,7 @@ void Simulation::complete(std::size_t i, long version) {
     const auto gpus = affected_gpus(t.gpus);
     before_change(gpus);
     account_segment(t);
+    charge(t);
     learn_speed_error(i, now_ - t.dispatched_at);
     remove_from_gpus(i);
     t.phase = Phase::Done;
@@ -147,6 +149,8 @@ void Simulation::oom(std::size_t g, long version) {
     RunFacts facts = attempt_facts(t, static_cast<MiB>(model::memory_at(resident_memory(i), now_)));
     facts.out_of_memory = true;
     remember(i, facts);
+    charge(t);
+    t.charge_rate = 0;
     remove_from_gpus(i);
     ++t.version;
     ++t.record.oom_crashes;

@@ -48,6 +48,7 @@ void Simulation::after_change(const std::vector<std::size_t>& gpus) {
     for (std::size_t i : touched_tasks) {
         SimTask& t = tasks_[i];
         account_segment(t);
+        charge(t);
         t.work_left = std::max(0.0, t.work_left - t.speed * (now_ - t.progress_at));
         t.progress_at = now_;
         double speed = 1;
@@ -61,6 +62,7 @@ void Simulation::after_change(const std::vector<std::size_t>& gpus) {
             }
         }
         t.speed = speed;
+        set_charge_rate(t);
         ++t.version;
         push_event(now_ + t.work_left / std::max(speed, 1e-9), EventKind::Finish, i, t.version);
     }

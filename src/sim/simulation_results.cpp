@@ -2,6 +2,7 @@
 // and wait times, per-GPU means, and the records of every task; and the progress callback.
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include "sim/simulation.h"
@@ -73,7 +74,42 @@ PolicyResult Simulation::finish() {
             r.timelines.push_back(gpu.timeline);
         }
     }
+    per_user(r);
     return r;
+}
+
+void Simulation::per_user(PolicyResult& r) const {
+    std::map<std::string, UserSummary> users;
+    std::map<std::string, double> wait, slowdown;
+    for (const SimTask& t : tasks_) {
+        UserSummary& u = users[t.spec.user];
+        u.user = t.spec.user;
+        ++u.tasks;
+        u.charged_gpu_h += t.record.charged_gpu_s / 3600.0;
+        if (t.phase == Phase::Done) {
+            ++u.completed;
+            wait[t.spec.user] += t.record.wait_s;
+            slowdown[t.spec.user] += t.record.slowdown;
+        }
+    }
+    double sum = 0, squares = 0;
+    int n = 0;
+    for (auto& [name, u] : users) {
+        if (u.completed > 0) {
+            u.mean_wait_s = wait[name] / u.completed;
+            u.mean_slowdown = slowdown[name] / u.completed;
+            sum += u.mean_slowdown;
+            squares += u.mean_slowdown * u.mean_slowdown;
+            ++n;
+        }
+        r.per_user.push_back(u);
+    }
+    r.jain_index = n >= 2 && squares > 0 ? sum * sum / (n * squares) : 1.0;
+    if (config_.record_timelines) {
+        for (const auto& [name, series] : usage_series_) {
+            r.usage.push_back(UsageSeries{name, series.points});
+        }
+    }
 }
 
 }  // namespace carma::sim::engine

@@ -24,7 +24,8 @@ Simulation::Simulation(const Trace& trace, const model::Catalog& catalog, const 
           model::WorldConfig{config.world.kind, config.world.bias, config.world.noise, config.seed},
           config.sharing),
       rng_(config.seed),
-      learning_(config.scheduler.policy.carma) {
+      learning_(config.scheduler.policy.carma),
+      ledger_(config.fairshare_half_life_s) {
     const int n = config.gpus.count;
     gpus_.resize(static_cast<std::size_t>(n));
     for (int g = 0; g < n; ++g) {
@@ -63,6 +64,14 @@ Simulation::Simulation(const Trace& trace, const model::Catalog& catalog, const 
         SimTask t;
         t.profile = resolve_profile(e, catalog);
         t.spec = model::task_spec_for(t.profile);
+        t.spec.user = e.user;
+        t.spec.exclusive = e.exclusive;
+        t.spec.max_slowdown = e.max_slowdown;
+        t.spec.nice = e.nice;
+        t.record.user = e.user;
+        t.record.exclusive = e.exclusive;
+        t.record.max_slowdown = e.max_slowdown;
+        constrained_ = constrained_ || e.exclusive || e.max_slowdown.has_value();
         t.record.name = e.task_name;
         t.record.gpus = t.profile.gpus;
         t.record.submit_s = e.submit_s;
@@ -75,6 +84,14 @@ Simulation::Simulation(const Trace& trace, const model::Catalog& catalog, const 
         tasks_.push_back(std::move(t));
         push_event(e.submit_s, EventKind::Arrival, tasks_.size() - 1, 0);
     }
+    // Users are ordered by their factors only where there are several (one user's order is
+    // carma's own whatever its factor).
+    std::set<std::string> users;
+    for (const TraceEntry& e : trace.entries) {
+        users.insert(e.user);
+    }
+    by_user_ = users.size() > 1 && config.scheduler.policy.carma &&
+               config.scheduler.carma.fair_share;
 }
 
 SchedulerConfig Simulation::scheduler_config(const SimConfig& config,
@@ -156,6 +173,9 @@ void Simulation::handle(const Event& e) {
 
 void Simulation::tick(double t) {
     now_ = t;
+    if (by_user_) {
+        update_standings();
+    }
     for (std::size_t g = 0; g < gpus_.size(); ++g) {
         SimGpu& gpu = gpus_[g];
         flush_samples(g, t);
@@ -172,7 +192,7 @@ void Simulation::tick(double t) {
             v.has_processes = v.has_processes || tasks_[i].phase == Phase::Active;
         }
         v.stats = gpu.stats;
-        if (learning_ && gpu.residents_changed) {
+        if ((learning_ || constrained_) && gpu.residents_changed) {
             // What carma plans with: each resident's own learned figures (fixed while it runs).
             gpu.residents_changed = false;
             v.residents.clear();
@@ -183,7 +203,8 @@ void Simulation::tick(double t) {
                     static_cast<TaskId>(i), l.activity.value_or(config_.knowledge.default_activity),
                     l.need_mib,
                     l.duration_s ? std::optional<double>(r.dispatched_at + *l.duration_s)
-                                 : std::nullopt});
+                                 : std::nullopt,
+                    r.spec.exclusive, r.spec.max_slowdown});
             }
         }
     }

@@ -71,6 +71,11 @@ struct SimConfig {
     // `carma` corrects its slowdown predictor by the error it observed on collocated attempts
     // (core/speed_correction.h); false: the raw device model, for comparison.
     bool speed_correction = true;
+    // Fair share (core/fair_share.h): every attempt is charged to its task's user; under `carma`
+    // with CarmaConfig::fair_share the scheduler orders users by the factors of this ledger.
+    // Shares by user (default 1 each; groups are the daemon's: none here).
+    double fairshare_half_life_s = 7 * 24 * 3600.0;
+    std::map<std::string, double> shares;
     // Called now and then with the fraction of tasks finished (0..1).
     std::function<void(double)> progress;
 };

@@ -47,6 +47,10 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
     const int c_model = table->column("model");
     const int c_batch = table->column("batch_size");
     const int c_epochs = table->column("epochs");
+    const int c_user = table->column("user");
+    const int c_exclusive = table->column("exclusive");
+    const int c_max_slowdown = table->column("max_slowdown");
+    const int c_nice = table->column("nice");
     Trace trace;
     trace.name = std::string(name);
     for (std::size_t r = 0; r < table->rows.size(); ++r) {
@@ -82,7 +86,9 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
         auto gpus = optional(c_gpus);
         auto minutes = optional(c_minutes);
         auto mem = optional(c_mem);
-        for (const auto* v : {&gpus, &minutes, &mem}) {
+        auto max_slowdown = optional(c_max_slowdown);
+        auto nice = optional(c_nice);
+        for (const auto* v : {&gpus, &minutes, &mem, &max_slowdown, &nice}) {
             if (!*v) {
                 return tl::unexpected(v->error());
             }
@@ -117,6 +123,38 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
         }
         if (c_class >= 0) {
             e.task_class = row[static_cast<std::size_t>(c_class)];
+        }
+        if (c_user >= 0) {
+            e.user = row[static_cast<std::size_t>(c_user)];
+        }
+        if (c_exclusive >= 0) {
+            const std::string& v = row[static_cast<std::size_t>(c_exclusive)];
+            if (v == "1" || v == "true" || v == "yes") {
+                e.exclusive = true;
+            } else if (!v.empty() && v != "0" && v != "false" && v != "no") {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("trace {} line {}: exclusive must be 1/true/yes or "
+                                        "0/false/no (or empty), not '{}'",
+                                        name, table->line_numbers[r], v));
+            }
+        }
+        if (*max_slowdown) {
+            if (!(**max_slowdown >= 1) || **max_slowdown > 1e6) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("trace {} line {}: max_slowdown must be at least 1 (a "
+                                        "run time over the solo one)",
+                                        name, table->line_numbers[r]));
+            }
+            e.max_slowdown = **max_slowdown;
+        }
+        if (*nice) {
+            if (**nice != std::floor(**nice) || std::abs(**nice) > 1e6) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("trace {} line {}: nice must be a whole number within "
+                                        "+-1000000",
+                                        name, table->line_numbers[r]));
+            }
+            e.nice = static_cast<int>(**nice);
         }
         for (auto [col, field] : {std::pair{c_model, &e.model}, std::pair{c_batch, &e.batch_size},
                                   std::pair{c_epochs, &e.epochs}}) {
@@ -181,8 +219,26 @@ Trace generate_trace(const model::Catalog& catalog, const GeneratorConfig& confi
     std::exponential_distribution<double> gap(1.0 / std::max(config.mean_gap_s, 1e-9));
     const auto& profiles = catalog.profiles();
     std::uniform_int_distribution<std::size_t> pick(0, profiles.empty() ? 0 : profiles.size() - 1);
+    // Users and the flood have their own streams too: without them the trace is as before.
+    std::mt19937_64 user_rng(config.seed ^ 0x5bd1e995c3a5c85cULL);
+    std::vector<double> zipf;
+    for (std::size_t k = 1; k <= config.users; ++k) {
+        zipf.push_back(1.0 / static_cast<double>(k));
+    }
+    std::discrete_distribution<std::size_t> user_of(zipf.begin(), zipf.end());
     Trace trace;
     trace.name = fmt::format("generated-{}", config.count);
+    if (!profiles.empty()) {
+        std::mt19937_64 flood_rng(config.seed ^ 0x27d4eb2f165667c5ULL);
+        for (std::size_t i = 0; i < config.flood_count; ++i) {
+            const model::WorkloadProfile& p = profiles[pick(flood_rng)];
+            TraceEntry e;
+            e.task_name = p.name;
+            e.model = p.model;
+            e.user = config.flood_user;
+            trace.entries.push_back(std::move(e));
+        }
+    }
     double t = 0;
     for (std::size_t i = 0; i < config.count && !profiles.empty(); ++i) {
         TraceEntry e;
@@ -194,6 +250,9 @@ Trace generate_trace(const model::Catalog& catalog, const GeneratorConfig& confi
             unit(widen_rng) < config.multi_gpu_share) {
             e.gpus = unit(widen_rng) < 0.5 ? 2 : 4;
         }
+        if (config.users > 0) {
+            e.user = fmt::format("u{}", user_of(user_rng) + 1);
+        }
         trace.entries.push_back(std::move(e));
         t += gap(rng);
     }
@@ -203,9 +262,10 @@ Trace generate_trace(const model::Catalog& catalog, const GeneratorConfig& confi
 Result<GeneratorConfig> parse_generator(std::string_view spec, std::uint64_t seed) {
     auto bad = [&](std::string_view why) {
         return fail(ErrorCode::InvalidArgument,
-                    fmt::format("trace '{}': {}; write gen:N[,gap=S][,multi=F], e.g. "
-                                "gen:3000,gap=8,multi=0.1 (N tasks, mean gap S seconds, share F "
-                                "of 2- and 4-GPU tasks)",
+                    fmt::format("trace '{}': {}; write gen:N[,gap=S][,multi=F][,users=K]"
+                                "[,flood=U:M], e.g. gen:3000,gap=8,multi=0.1,users=4 (N tasks, "
+                                "mean gap S seconds, share F of 2- and 4-GPU tasks, K users with "
+                                "Zipf odds, user U submitting M more at time 0)",
                                 spec, why));
     };
     if (!spec.starts_with("gen:")) {
@@ -244,8 +304,19 @@ Result<GeneratorConfig> parse_generator(std::string_view spec, std::uint64_t see
         } else if (part.starts_with("multi=") && number(part.substr(6), value) && value >= 0 &&
                    value <= 1) {
             config.multi_gpu_share = value;
+        } else if (part.starts_with("users=") && number(part.substr(6), value) && value >= 1 &&
+                   value <= 10000 && value == std::floor(value)) {
+            config.users = static_cast<std::size_t>(value);
+        } else if (const std::size_t colon = part.find(':');
+                   part.starts_with("flood=") && colon != std::string_view::npos && colon > 6 &&
+                   number(part.substr(colon + 1), value) && value >= 1 && value <= 1e7 &&
+                   value == std::floor(value)) {
+            config.flood_user = std::string(part.substr(6, colon - 6));
+            config.flood_count = static_cast<std::size_t>(value);
         } else {
-            return bad(fmt::format("'{}' is not gap=S (S > 0) or multi=F (F in 0..1)", part));
+            return bad(fmt::format("'{}' is not gap=S (S > 0), multi=F (F in 0..1), users=K (K "
+                                   "in 1..10000) or flood=U:M (user U, M tasks at time 0)",
+                                   part));
         }
     }
     return config;

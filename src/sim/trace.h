@@ -2,7 +2,9 @@
 // Traces: when each task is submitted and what it is. The CSV format is the one of data/traces/:
 //   submit_offset_s,task_name,model,batch_size,gpus,standalone_minutes,memory_gb,epochs,class
 // Only submit_offset_s and task_name are required; the other columns describe tasks the workload
-// catalog does not know.
+// catalog does not know. Optional columns for fair share (issue 23): `user` (who submitted it;
+// empty: the one anonymous user), `exclusive` (1/true/yes: `--exclusive`), `max_slowdown`
+// (`--max-slowdown X`, X >= 1; empty: none) and `nice` (an integer, `--nice N`).
 
 #include <cstdint>
 #include <optional>
@@ -28,6 +30,11 @@ struct TraceEntry {
     std::string model;
     std::string batch_size;
     std::string epochs;
+    // Fair share and what the task asks of its co-runners (TaskSpec's fields of the same names).
+    std::string user = {};
+    bool exclusive = false;
+    std::optional<double> max_slowdown = {};
+    int nice = 0;
 };
 
 struct Trace {
@@ -53,16 +60,24 @@ Trace generate_trace(const model::Catalog& catalog, std::size_t count, double me
 // The same with more GPUs per task: each 1-GPU task drawn becomes, with probability
 // `multi_gpu_share`, a 2- or a 4-GPU task (even odds; same run time and memory per GPU, as data
 // parallelism over a larger batch). With a share of 0 the trace is generate_trace's.
+// `users` > 0: each task's user is drawn from u1..uK with Zipf odds (u_k with weight 1/k), from
+// its own stream, so the tasks are those of the same trace without users. `flood_user` with
+// `flood_count` > 0: that user also submits that many tasks drawn from the catalog at time 0
+// (before the others, in the trace's order).
 struct GeneratorConfig {
     std::size_t count = 0;
     double mean_gap_s = 120;
     double multi_gpu_share = 0;
     std::uint64_t seed = 1;
+    std::size_t users = 0;
+    std::string flood_user = {};
+    std::size_t flood_count = 0;
 };
 Trace generate_trace(const model::Catalog& catalog, const GeneratorConfig& config);
 
-// "gen:N[,gap=S][,multi=F]" (N tasks 1..10,000,000, mean gap S > 0 seconds, default 120, share F
-// in 0..1, default 0), as `carma simulate --trace` takes it; `seed` seeds the draw.
+// "gen:N[,gap=S][,multi=F][,users=K][,flood=U:M]" (N tasks 1..10,000,000, mean gap S > 0
+// seconds, default 120, share F in 0..1, default 0, K users 1..10,000 with Zipf odds, user U
+// submitting M more tasks at time 0), as `carma simulate --trace` takes it; `seed` seeds the draw.
 Result<GeneratorConfig> parse_generator(std::string_view spec, std::uint64_t seed);
 
 // The workload profile the simulator runs for an entry: the catalog's, with the entry's duration,

@@ -43,6 +43,7 @@ struct SimulateOptions {
     double world_bias = 0;
     double world_noise = 0;
     bool no_speed_correction = false;
+    std::string fair_share = "on";
 };
 
 sim::Trace load_trace(const std::string& spec, std::uint64_t seed) {
@@ -92,6 +93,7 @@ int run_simulate(const SimulateOptions& o) {
         model::WorldConfig{or_die(model::parse_world_kind(o.world)), o.world_bias, o.world_noise,
                            o.seed}));
     base.speed_correction = !o.no_speed_correction;
+    base.scheduler.carma.fair_share = o.fair_share == "on";
     if (o.history == "warm") {
         base.history = std::make_shared<const sim::SimHistory>(
             sim::earlier_run_history(trace, model::Catalog::embedded(), base));
@@ -199,6 +201,11 @@ Action add_simulate_command(CLI::App& app) {
     cmd->add_flag("--no-speed-correction", opts->no_speed_correction,
                   "carma plans with the raw device model instead of correcting it by the error "
                   "it observed");
+    cmd->add_option("--fair-share", opts->fair_share,
+                    "carma orders users by their fair-share factor (on) or not (off); the "
+                    "paper's policies keep arrival order")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
     cmd->add_flag("--json", opts->json, "Print one JSON object instead of the table");
     cmd->add_option("--report", opts->report_dir, "Write an HTML report with plots into DIR");
     cmd->add_flag("--quiet", opts->quiet, "No progress line");

@@ -1,0 +1,75 @@
+// Fair share in a simulated run (sim/simulation.h): every attempt is charged, per GPU-second it
+// is GPU-active, the larger of its share of the GPU's memory (its peak in the world over the
+// GPU's usable memory) and its share of the GPU's SM activity (its solo SM activity times the
+// speed it runs at among its co-runners), or the whole GPU when it runs alone by request
+// (`--exclusive`, `--max-slowdown` under a paper policy) or under a policy that never shares.
+// Charges go into a UsageLedger (core/fair_share.h); with several users under `carma`, every
+// tick gives the scheduler each user's fair-share factor.
+
+#include <algorithm>
+
+#include "sim/simulation.h"
+
+namespace carma::sim::engine {
+
+namespace {
+
+// The report's usage series keep a point at most every this many seconds per user.
+constexpr double kUsagePointS = 60;
+
+}  // namespace
+
+void Simulation::charge(SimTask& t) {
+    const double dt = now_ - t.charged_at;
+    t.charged_at = now_;
+    if (dt <= 0 || t.charge_rate <= 0) {
+        return;
+    }
+    const double gpu_s = t.charge_rate * dt;
+    t.record.charged_gpu_s += gpu_s;
+    ledger_.add(t.spec.user, gpu_s, now_);
+    if (config_.record_timelines) {
+        UsageSeries& series = usage_series_[t.spec.user];
+        const double total_h =
+            (series.points.empty() ? 0.0 : series.points.back().second) + gpu_s / 3600.0;
+        if (!series.points.empty() && now_ - series.points.back().first < kUsagePointS &&
+            series.points.size() > 1) {
+            series.points.back().second = total_h;
+        } else {
+            series.points.emplace_back(now_, total_h);
+        }
+    }
+}
+
+void Simulation::set_charge_rate(SimTask& t) const {
+    const PolicySpec& policy = config_.scheduler.policy;
+    const bool alone = !policy.collocate || runs_alone(t.spec, policy.carma);
+    const double memory_share = static_cast<double>(t.world_peak_mib) /
+                                static_cast<double>(std::max<MiB>(1, config_.gpus.type.usable_mib));
+    const double sm_share = t.profile.smact * t.speed;
+    t.charge_rate = static_cast<double>(t.gpus.size()) *
+                    charge_fraction(memory_share, sm_share, alone);
+}
+
+void Simulation::note_user(const std::string& user) {
+    if (users_seen_.insert(user).second) {
+        shares_ = build_share_table(config_.shares, {}, users_seen_);
+    }
+}
+
+void Simulation::update_standings() {
+    for (const SimGpu& gpu : gpus_) {
+        for (std::size_t i : gpu.residents) {
+            if (tasks_[i].phase == Phase::Active) {
+                charge(tasks_[i]);
+            }
+        }
+    }
+    UserStandings standings;
+    for (const auto& [user, factor] : fair_share_factors(ledger_, shares_, now_)) {
+        standings[user].factor = factor;
+    }
+    scheduler_.set_standings(std::move(standings));
+}
+
+}  // namespace carma::sim::engine

@@ -1,0 +1,198 @@
+// Fair share in the simulator (issue 23): the trace's user, exclusive, max_slowdown and nice
+// columns, the generator's users and flood, charged usage per user, and the JSON's per_user and
+// jain_index.
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "sim/output.h"
+#include "sim/simulator.h"
+
+namespace carma::sim {
+namespace {
+
+SimConfig config_for(const char* policy) {
+    SimConfig c;
+    c.gpus = *model::parse_gpu_set("2xA100-40GB");
+    c.scheduler.policy = *find_policy(policy);
+    c.scheduler.placement.explain = false;
+    return c;
+}
+
+// This test verifies the optional columns: user, exclusive, max_slowdown and nice are read, and
+// bad values are refused with the line named.
+TEST(FairShareSimTest, TraceColumns) {
+    auto t = parse_trace(
+        "submit_offset_s,task_name,user,exclusive,max_slowdown,nice\n"
+        "0,BERT_base,alice,1,,\n"
+        "5,dlrm,bob,,1.3,5\n"
+        "9,dlrm,,no,,-2\n",
+        "x");
+    ASSERT_TRUE(t) << t.error().message;
+    ASSERT_EQ(t->entries.size(), 3u);
+    EXPECT_EQ(t->entries[0].user, "alice");
+    EXPECT_TRUE(t->entries[0].exclusive);
+    EXPECT_FALSE(t->entries[0].max_slowdown);
+    EXPECT_EQ(t->entries[1].user, "bob");
+    EXPECT_EQ(t->entries[1].max_slowdown, 1.3);
+    EXPECT_EQ(t->entries[1].nice, 5);
+    EXPECT_EQ(t->entries[2].user, "");
+    EXPECT_FALSE(t->entries[2].exclusive);
+    EXPECT_EQ(t->entries[2].nice, -2);
+    for (const char* bad : {"0,dlrm,a,maybe,,\n", "0,dlrm,a,,0.5,\n", "0,dlrm,a,,,1.5\n"}) {
+        auto r = parse_trace(std::string("submit_offset_s,task_name,user,exclusive,max_slowdown,"
+                                         "nice\n") + bad,
+                             "x");
+        ASSERT_FALSE(r) << bad;
+        EXPECT_NE(r.error().message.find("line 2"), std::string::npos) << r.error().message;
+    }
+}
+
+// This test verifies the generator: users=K names u1..uK with Zipf odds (u1 the most), from a
+// stream of its own (the tasks are those of the trace without users), and flood=U:N adds N
+// tasks of U at time 0.
+TEST(FairShareSimTest, GeneratorUsersAndFlood) {
+    const auto& cat = model::Catalog::embedded();
+    auto spec = parse_generator("gen:400,gap=30,users=3,flood=flood:50", 5);
+    ASSERT_TRUE(spec) << spec.error().message;
+    EXPECT_EQ(spec->users, 3u);
+    EXPECT_EQ(spec->flood_user, "flood");
+    EXPECT_EQ(spec->flood_count, 50u);
+    const Trace t = generate_trace(cat, *spec);
+    ASSERT_EQ(t.entries.size(), 450u);
+    std::map<std::string, int> count;
+    for (const TraceEntry& e : t.entries) {
+        ++count[e.user];
+    }
+    EXPECT_EQ(count["flood"], 50);
+    for (std::size_t i = 0; i < 50; ++i) {
+        EXPECT_EQ(t.entries[i].user, "flood");
+        EXPECT_EQ(t.entries[i].submit_s, 0);
+    }
+    EXPECT_EQ(count["u1"] + count["u2"] + count["u3"], 400);
+    EXPECT_GT(count["u1"], count["u2"]);
+    EXPECT_GT(count["u2"], count["u3"]);
+    const Trace plain = generate_trace(cat, GeneratorConfig{400, 30, 0, 5});
+    for (std::size_t i = 0; i < 400; ++i) {
+        EXPECT_EQ(plain.entries[i].task_name, t.entries[i + 50].task_name);
+        EXPECT_EQ(plain.entries[i].submit_s, t.entries[i + 50].submit_s);
+    }
+    for (const char* bad : {"gen:10,users=0", "gen:10,flood=:3", "gen:10,flood=x:0"}) {
+        EXPECT_FALSE(parse_generator(bad, 1)) << bad;
+    }
+}
+
+// This test verifies that a task of the exclusive column never has a co-runner, under carma and
+// a paper policy: no other attempt overlaps its attempts on its GPUs. It is also charged the
+// whole GPU while it runs.
+TEST(FairShareSimTest, ExclusiveNeverCollocated) {
+    std::string csv = "submit_offset_s,task_name,user,exclusive\n";
+    const char* names[] = {"dlrm", "efficientNet", "BERT_base", "dlrm"};
+    for (int i = 0; i < 24; ++i) {
+        csv += fmt::format("{},{},u{},{}\n", i * 30, names[i % 4], i % 3, i % 5 == 0 ? 1 : 0);
+    }
+    const Trace trace = *parse_trace(csv, "excl");
+    for (const char* policy : {"carma", "oracle-MAGM", "OR-LUG"}) {
+        const PolicyResult r = simulate(trace, model::Catalog::embedded(), config_for(policy));
+        EXPECT_EQ(r.tasks_completed, 24) << policy;
+        bool collocated_somewhere = false;
+        for (std::size_t i = 0; i < r.tasks.size(); ++i) {
+            for (std::size_t j = 0; j < r.tasks.size(); ++j) {
+                if (i == j) {
+                    continue;
+                }
+                for (const AttemptSpan& a : r.tasks[i].spans) {
+                    for (const AttemptSpan& b : r.tasks[j].spans) {
+                        const bool overlap = a.start_s < b.end_s && b.start_s < a.end_s;
+                        const bool same_gpu = std::any_of(a.gpus.begin(), a.gpus.end(), [&](int g) {
+                            return std::find(b.gpus.begin(), b.gpus.end(), g) != b.gpus.end();
+                        });
+                        if (overlap && same_gpu) {
+                            collocated_somewhere = true;
+                            EXPECT_FALSE(r.tasks[i].exclusive)
+                                << policy << ": " << i << " shared with " << j;
+                        }
+                    }
+                }
+            }
+        }
+        EXPECT_TRUE(collocated_somewhere) << policy << ": the test needs sharing to mean anything";
+        for (const TaskRecord& t : r.tasks) {
+            if (t.exclusive && t.finish_s >= 0) {
+                // The whole GPU from its first GPU activity to its end: at least the run time
+                // less the start-up.
+                EXPECT_GT(t.charged_gpu_s, 0.5 * (t.finish_s - t.first_start_s)) << policy;
+            }
+        }
+    }
+}
+
+// This test verifies per_user and jain_index: tasks, charged GPU-hours, mean wait and slowdown
+// per user, in the JSON too; the users' charged hours add up to the tasks'.
+TEST(FairShareSimTest, PerUserAndJainInJson) {
+    std::string csv = "submit_offset_s,task_name,user\n";
+    for (int i = 0; i < 12; ++i) {
+        csv += fmt::format("{},{},{}\n", i * 60, i % 2 ? "dlrm" : "efficientNet",
+                           i < 8 ? "heavy" : "light");
+    }
+    const Trace trace = *parse_trace(csv, "users");
+    Comparison c;
+    c.results.push_back(simulate(trace, model::Catalog::embedded(), config_for("carma")));
+    const PolicyResult& r = c.results[0];
+    ASSERT_EQ(r.per_user.size(), 2u);
+    EXPECT_EQ(r.per_user[0].user, "heavy");
+    EXPECT_EQ(r.per_user[0].tasks, 8);
+    EXPECT_EQ(r.per_user[1].tasks, 4);
+    double charged_h = 0;
+    for (const TaskRecord& t : r.tasks) {
+        charged_h += t.charged_gpu_s / 3600;
+    }
+    EXPECT_NEAR(r.per_user[0].charged_gpu_h + r.per_user[1].charged_gpu_h, charged_h, 1e-9);
+    EXPECT_GT(r.per_user[0].charged_gpu_h, 0);
+    EXPECT_GE(r.per_user[1].mean_slowdown, 1.0);
+    EXPECT_GT(r.jain_index, 0.5);
+    EXPECT_LE(r.jain_index, 1.0);
+    const nlohmann::json j = to_json(c);
+    const nlohmann::json& pu = j["results"][0]["per_user"];
+    ASSERT_EQ(pu.size(), 2u);
+    for (const char* key : {"user", "tasks", "charged_gpu_hours", "mean_wait_s", "mean_slowdown"}) {
+        EXPECT_TRUE(pu[0].contains(key)) << key;
+    }
+    EXPECT_DOUBLE_EQ(j["results"][0]["jain_index"].get<double>(), r.jain_index);
+}
+
+// This test verifies that fair share changes who waits: a flood user's 30 tasks at time 0 and a
+// light user's 3 tasks a little later; with fair share the light user's tasks wait less than
+// without.
+TEST(FairShareSimTest, FloodWaitsLightUserGoesFirst) {
+    std::string csv = "submit_offset_s,task_name,user\n";
+    const char* names[] = {"efficientNet", "BERT_large", "dlrm"};
+    for (int i = 0; i < 30; ++i) {
+        csv += fmt::format("0,{},flood\n", names[i % 3]);
+    }
+    for (int i = 0; i < 3; ++i) {
+        csv += fmt::format("{},{},light\n", 600 + i * 300, names[i % 3]);
+    }
+    const Trace trace = *parse_trace(csv, "flood");
+    auto light_wait = [&](bool on) {
+        SimConfig c = config_for("carma");
+        c.scheduler.carma.fair_share = on;
+        const PolicyResult r = simulate(trace, model::Catalog::embedded(), c);
+        for (const UserSummary& u : r.per_user) {
+            if (u.user == "light") {
+                return u.mean_wait_s;
+            }
+        }
+        return -1.0;
+    };
+    const double on = light_wait(true), off = light_wait(false);
+    EXPECT_LT(on, off) << "on " << on << " s, off " << off << " s";
+}
+
+}  // namespace
+}  // namespace carma::sim
