@@ -176,6 +176,13 @@ json spec_to_json(const TaskSpec& s) {
     if (s.explicit_env) {
         j["explicit_env"] = *s.explicit_env;
     }
+    if (s.exclusive) {
+        j["exclusive"] = true;
+    }
+    put_optional(j, "max_slowdown", s.max_slowdown);
+    if (s.nice != 0) {
+        j["nice"] = s.nice;
+    }
     if (!s.explicit_env_key.empty()) {
         j["explicit_env_key"] = s.explicit_env_key;
     }
@@ -225,6 +232,9 @@ TaskSpec spec_from_json(const json& j) {
         s.explicit_env = it->get<std::vector<std::string>>();
     }
     s.explicit_env_key = j.value("explicit_env_key", "");
+    s.exclusive = j.value("exclusive", false);
+    get_optional(j, "max_slowdown", s.max_slowdown);
+    s.nice = j.value("nice", 0);
     return s;
 }
 
@@ -315,8 +325,10 @@ void bind_attempt(SQLite::Statement& st, const AttemptRow& a) {
     bind_optional(st, 11, a.energy_j);
     st.bind(12, a.node);
     st.bind(13, a.slurm_job);
-    st.bind(14, a.task);
-    st.bind(15, a.number);
+    bind_optional(st, 14, a.charged_gpu_s);
+    bind_optional(st, 15, a.slowdown);
+    st.bind(16, a.task);
+    st.bind(17, a.number);
 }
 
 AttemptRow read_attempt(const SQLite::Statement& st) {
@@ -344,6 +356,8 @@ AttemptRow read_attempt(const SQLite::Statement& st) {
     a.energy_j = optional_double(st.getColumn(12));
     a.node = st.getColumn(13).getString();
     a.slurm_job = st.getColumn(14).getString();
+    a.charged_gpu_s = optional_double(st.getColumn(15));
+    a.slowdown = optional_double(st.getColumn(16));
     return a;
 }
 

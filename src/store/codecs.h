@@ -70,17 +70,17 @@ std::string task_columns_without_env();
 
 inline constexpr const char* kAttemptColumns =
     "task_id, number, gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, signal, "
-    "recovered, peak_mib_json, energy_j, node, slurm_job";
+    "recovered, peak_mib_json, energy_j, node, slurm_job, charged_gpu_s, slowdown";
 
 inline constexpr const char* kInsertAttempt =
     "INSERT INTO attempts (gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, "
-    "signal, recovered, peak_mib_json, energy_j, node, slurm_job, task_id, number) VALUES (?, ?, "
-    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "signal, recovered, peak_mib_json, energy_j, node, slurm_job, charged_gpu_s, slowdown, "
+    "task_id, number) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 inline constexpr const char* kUpdateAttempt =
     "UPDATE attempts SET gpus_json = ?, dir = ?, shim_pid = ?, started_at = ?, ended_at = ?, "
     "outcome = ?, exit_code = ?, signal = ?, recovered = ?, peak_mib_json = ?, energy_j = ?, "
-    "node = ?, slurm_job = ? WHERE task_id = ? AND number = ?";
+    "node = ?, slurm_job = ?, charged_gpu_s = ?, slowdown = ? WHERE task_id = ? AND number = ?";
 
 // Binds every parameter of kInsertAttempt or kUpdateAttempt.
 void bind_attempt(SQLite::Statement& st, const AttemptRow& a);

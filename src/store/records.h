@@ -94,6 +94,16 @@ struct AttemptRow {
     // the daemon's own GPUs.
     std::string node;
     std::string slurm_job;
+    // Fair share: the GPU-seconds it was charged (core/fair_share.h), and where it shared its
+    // GPUs with other tasks, the slowdown it saw; unknown for attempts recorded before schema 9.
+    std::optional<double> charged_gpu_s;
+    std::optional<double> slowdown;
+};
+
+// A user's decayed fair-share usage: GPU-seconds charged, as of at_s (unix seconds).
+struct UsageRow {
+    double gpu_s = 0;
+    double at_s = 0;
 };
 
 // A task in a final state and its attempts, oldest first: one row of accounting.

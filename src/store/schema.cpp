@@ -157,6 +157,19 @@ ALTER TABLE history ADD COLUMN shared_s REAL;
 ALTER TABLE history ADD COLUMN sharing_class TEXT;
 ALTER TABLE history ADD COLUMN speed_k REAL;
 )sql"},
+    {9, R"sql(
+-- Fair share (core/fair_share.h): per user, the GPU-seconds charged, decayed to at_s (unix
+-- seconds); and per attempt what it was charged and, where it shared its GPUs, the slowdown it
+-- saw (its run time over the solo run time its command's history predicts). NULL for attempts
+-- recorded before this step.
+CREATE TABLE usage (
+    user  TEXT PRIMARY KEY,
+    gpu_s REAL NOT NULL,
+    at_s  REAL NOT NULL
+);
+ALTER TABLE attempts ADD COLUMN charged_gpu_s REAL;
+ALTER TABLE attempts ADD COLUMN slowdown REAL;
+)sql"},
 };
 
 constexpr bool migrations_are_consecutive() {

@@ -19,7 +19,7 @@
 
 namespace carma::store {
 
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 
 class Store {
 public:
@@ -126,6 +126,13 @@ public:
 
     // Every speed factor the history holds (core/speed_correction.h), oldest first.
     Result<std::vector<SpeedFactorRow>> speed_factors();
+
+    // Fair share's ledger (core/fair_share.h UsageLedger): per user, decayed GPU-seconds as of a
+    // unix time. save_usage replaces every row in one transaction.
+    Result<std::map<std::string, UsageRow>> usage();
+    Result<void> save_usage(const std::map<std::string, UsageRow>& rows);
+    // Only the charge of a running attempt (written while it runs, so a restart goes on from it).
+    Result<void> set_attempt_charge(TaskId task, int number, double charged_gpu_s);
 
     int schema_version() const;
 

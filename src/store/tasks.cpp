@@ -347,6 +347,48 @@ Result<void> Store::set_attempt_energy(TaskId task, int number, double energy_j)
     return impl_->locked(op, body);
 }
 
+Result<void> Store::set_attempt_charge(TaskId task, int number, double charged_gpu_s) {
+    const std::string op = fmt::format("record the charge of attempt {} of task {}", number, task);
+    auto body = [&](SQLite::Database& db) -> Result<void> {
+        SQLite::Statement st(db,
+                             "UPDATE attempts SET charged_gpu_s = ? WHERE task_id = ? AND number = ?");
+        st.bind(1, charged_gpu_s);
+        st.bind(2, task);
+        st.bind(3, number);
+        st.exec();
+        return {};
+    };
+    return impl_->locked(op, body);
+}
+
+Result<std::map<std::string, UsageRow>> Store::usage() {
+    auto body = [&](SQLite::Database& db) -> Result<std::map<std::string, UsageRow>> {
+        SQLite::Statement st(db, "SELECT user, gpu_s, at_s FROM usage");
+        std::map<std::string, UsageRow> out;
+        while (st.executeStep()) {
+            out[st.getColumn(0).getString()] =
+                UsageRow{st.getColumn(1).getDouble(), st.getColumn(2).getDouble()};
+        }
+        return out;
+    };
+    return impl_->locked("read the fair-share usage", body);
+}
+
+Result<void> Store::save_usage(const std::map<std::string, UsageRow>& rows) {
+    return impl_->write("record the fair-share usage", [&](SQLite::Database& db) -> Result<void> {
+        db.exec("DELETE FROM usage");
+        SQLite::Statement st(db, "INSERT INTO usage (user, gpu_s, at_s) VALUES (?, ?, ?)");
+        for (const auto& [user, row] : rows) {
+            st.bind(1, user);
+            st.bind(2, row.gpu_s);
+            st.bind(3, row.at_s);
+            st.exec();
+            st.reset();
+        }
+        return {};
+    });
+}
+
 Result<std::vector<AttemptRow>> Store::attempts(TaskId task) {
     const std::string sql =
         fmt::format("SELECT {} FROM attempts WHERE task_id = ? ORDER BY number", kAttemptColumns);

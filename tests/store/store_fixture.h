@@ -48,6 +48,9 @@ protected:
     // that schema left the database; what a step changed in the rows is the test's to undo.
     void downgrade_to(int version) {
         static const std::vector<std::pair<int, std::vector<const char*>>> kUndo = {
+            {9,
+             {"DROP TABLE usage", "ALTER TABLE attempts DROP COLUMN charged_gpu_s",
+              "ALTER TABLE attempts DROP COLUMN slowdown"}},
             {8,
              {"ALTER TABLE history DROP COLUMN shared_s",
               "ALTER TABLE history DROP COLUMN sharing_class",
@@ -62,7 +65,7 @@ protected:
             {4, {"ALTER TABLE attempts DROP COLUMN energy_j"}},
             {3, {"DROP TABLE history"}},
         };
-        static_assert(kSchemaVersion == 8, "a new schema step needs its undo here");
+        static_assert(kSchemaVersion == 9, "a new schema step needs its undo here");
         SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
         for (const auto& [step, statements] : kUndo) {
             if (step > version) {

@@ -993,6 +993,45 @@ TEST_F(StoreTest, AttemptsRecordTheirNodeAndSlurmJob) {
     EXPECT_EQ(back.slurm_job, "417");
 }
 
+// This test verifies schema 9 (fair share): a schema-8 database is first copied as it is to
+// carma.db.schema-8 (which a carma of schema 8 can open), then gains the usage table and the
+// attempts' charge and slowdown (unknown for the attempts it had); all of them round-trip, and
+// a second open keeps the first copy.
+TEST_F(StoreTest, MigratesToFairShareKeepingACopy) {
+    TaskId id = 0;
+    ASSERT_NO_FATAL_FAILURE(write_old_attempt(id));
+    downgrade_to(8);
+    auto store = open_store();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->schema_version(), kSchemaVersion);
+    {
+        SQLite::Database copy(path_ + ".schema-8", SQLite::OPEN_READONLY);
+        EXPECT_EQ(copy.execAndGet("PRAGMA user_version").getInt(), 8);
+        EXPECT_EQ(copy.execAndGet("SELECT count(*) FROM attempts").getInt(), 1);
+        EXPECT_FALSE(copy.tableExists("usage"));
+    }
+    EXPECT_FALSE((*store->attempts(id))[0].charged_gpu_s);
+    AttemptRow second = attempt(id, 2);
+    second.charged_gpu_s = 30.5;
+    second.slowdown = 1.25;
+    ASSERT_TRUE(store->insert_attempt(second));
+    ASSERT_TRUE(store->set_attempt_charge(id, 1, 12.0));
+    EXPECT_EQ((*store->attempts(id))[0].charged_gpu_s, 12.0);
+    EXPECT_EQ((*store->attempts(id))[1].charged_gpu_s, 30.5);
+    EXPECT_EQ((*store->attempts(id))[1].slowdown, 1.25);
+    ASSERT_TRUE(store->save_usage({{"alice", UsageRow{3600, 1e9}}, {"bob", UsageRow{60, 1e9}}}));
+    ASSERT_TRUE(store->save_usage({{"alice", UsageRow{7200, 2e9}}}));
+    auto usage = store->usage();
+    ASSERT_TRUE(usage) << usage.error().message;
+    ASSERT_EQ(usage->size(), 1u) << "save_usage replaces every row";
+    EXPECT_EQ(usage->at("alice").gpu_s, 7200);
+    EXPECT_EQ(usage->at("alice").at_s, 2e9);
+    store.reset();
+    ASSERT_NE(open_store(), nullptr);
+    SQLite::Database copy(path_ + ".schema-8", SQLite::OPEN_READONLY);
+    EXPECT_EQ(copy.execAndGet("SELECT count(*) FROM attempts").getInt(), 1);
+}
+
 // A task that finished at `finished_at`, of `user`, with one attempt per entry of `energies`.
 TaskId add_finished(Store& store, const std::string& user, TaskState state, double finished_at,
                     std::vector<std::optional<double>> energies) {
