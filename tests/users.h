@@ -5,7 +5,9 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -13,7 +15,9 @@
 
 namespace carma::test_support {
 
-// The user `name`, made when it does not exist yet; nothing when useradd cannot make it.
+// The user `name`, made when it does not exist yet; nothing when useradd cannot make it. Its
+// strings are the test program's own copies: getpwnam's point into a buffer the next lookup
+// overwrites, which gave a test's two users one name.
 inline std::optional<passwd> ensure_user(const std::string& name) {
     if (::getpwnam(name.c_str()) == nullptr) {
         const std::string cmd =
@@ -23,7 +27,19 @@ inline std::optional<passwd> ensure_user(const std::string& name) {
         }
     }
     const passwd* pw = ::getpwnam(name.c_str());
-    return pw != nullptr ? std::optional<passwd>(*pw) : std::nullopt;
+    if (pw == nullptr) {
+        return std::nullopt;
+    }
+    static std::map<std::string, std::array<std::string, 5>> kept;  // nodes never move
+    std::array<std::string, 5>& s = kept[name];
+    s = {pw->pw_name, pw->pw_passwd, pw->pw_gecos, pw->pw_dir, pw->pw_shell};
+    passwd copy = *pw;
+    copy.pw_name = s[0].data();
+    copy.pw_passwd = s[1].data();
+    copy.pw_gecos = s[2].data();
+    copy.pw_dir = s[3].data();
+    copy.pw_shell = s[4].data();
+    return copy;
 }
 
 // For a test that needs root and the user `name` (`why` ends "needs root ..."): fails the test,
