@@ -361,6 +361,10 @@ Result<nlohmann::json> ApiClient::nodes() {
     return exchange_json("GET", "/v1/nodes");
 }
 
+Result<nlohmann::json> ApiClient::share() {
+    return exchange_json("GET", "/v1/share");
+}
+
 Result<nlohmann::json> ApiClient::drain_nodes(const nlohmann::json& body) {
     const std::string text = body.dump();
     return exchange_json("POST", "/v1/nodes/drain", &text);

@@ -77,6 +77,7 @@ public:
     }
     Result<nlohmann::json> gpus();                                // GET /v1/gpus
     Result<nlohmann::json> nodes();                               // GET /v1/nodes (cluster mode)
+    Result<nlohmann::json> share();                               // GET /v1/share
     // POST /v1/nodes/drain {"slurm_job": ID} or {"node": NAME} -> {"draining": [...]}
     Result<nlohmann::json> drain_nodes(const nlohmann::json& body);
     Result<nlohmann::json> declare_node_lost(const std::string& node);

@@ -441,6 +441,10 @@ struct ApiServer::Impl {
                                                http::Response& res) {
                   send_result(res, service.nodes(c));
               }));
+        s.Get("/v1/share", guarded(where, [this](const Caller& c, const http::Request&,
+                                               http::Response& res) {
+                  send_result(res, service.share(c));
+              }));
         s.Post("/v1/nodes/drain", guarded(where, [this](const Caller& c,
                                                       const http::Request& req,
                                                       http::Response& res) {

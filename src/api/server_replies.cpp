@@ -34,6 +34,7 @@ const std::vector<Route>& routes() {
         {std::regex("/v1/events"), "GET"},
         {std::regex("/v1/acct"), "GET"},
         {std::regex("/v1/nodes"), "GET"},
+        {std::regex("/v1/share"), "GET"},
         {std::regex("/v1/nodes/drain"), "POST"},
         {std::regex("/v1/status"), "GET"},
         {std::regex("/metrics"), "GET"},

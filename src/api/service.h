@@ -147,6 +147,11 @@ public:
                                                const TimelineQuery& /*query*/) {
         return api_fail(501, "this service keeps no timeline");
     }
+    // Fair share (`carma share`, docs/api.md): every user's shares, charged usage, factor, GPUs in
+    // use and waiting tasks. Not every service charges usage, hence the default.
+    virtual ApiResult<nlohmann::json> share(const Caller& /*caller*/) {
+        return api_fail(501, "this service keeps no fair-share usage");
+    }
     // The nodes whose agents report to this server (`carma agent`, `carma slurm status`), and
     // stopping placement on some of them (`carma slurm down`). A single server has none.
     virtual ApiResult<nlohmann::json> nodes(const Caller& /*caller*/) {

@@ -145,6 +145,15 @@ nlohmann::json request_body(const SubmitRequest& r) {
     if (r.hold) {
         body["hold"] = true;
     }
+    if (r.exclusive) {
+        body["exclusive"] = true;
+    }
+    if (r.max_slowdown) {
+        body["max_slowdown"] = *r.max_slowdown;
+    }
+    if (r.nice) {
+        body["nice"] = *r.nice;
+    }
     if (!r.array.empty()) {
         body["array"] = r.array;
     }

@@ -61,6 +61,10 @@ struct SubmitRequest {
     std::string error;
     std::string mail_type;  // sbatch's --mail-type ("END,FAIL") and --mail-user, as given
     std::string mail_user;
+    // Fair share (issue 23): no co-runner, a bound on its slowdown, Slurm's --nice.
+    bool exclusive = false;
+    std::optional<double> max_slowdown;
+    std::optional<int> nice;
     // What the reader noticed and did not read ("gpt2_xl.rad:13: ..."): printed at submit and
     // kept in the task's events, so a file that says more than CARMA reads does not lose it
     // silently.

@@ -322,7 +322,8 @@ Status parse_output_field(const Field& f, SubmitRequest& r) {
     return {};
 }
 
-Status parse_hold(const Field& f, SubmitRequest& r) {
+// `hold: true` and `exclusive: true`.
+Status parse_flag_field(const Field& f, SubmitRequest& r) {
     auto text = non_empty_scalar(f);
     if (!text) {
         return tl::unexpected(text.error());
@@ -331,7 +332,35 @@ Status parse_hold(const Field& f, SubmitRequest& r) {
     if (word != "true" && word != "false" && word != "yes" && word != "no") {
         return f.error("must be true or false");
     }
-    r.hold = word == "true" || word == "yes";
+    (f.key == "hold" ? r.hold : r.exclusive) = word == "true" || word == "yes";
+    return {};
+}
+
+// `max_slowdown: 1.3`: at most 30 % slower than alone.
+Status parse_max_slowdown(const Field& f, SubmitRequest& r) {
+    auto text = non_empty_scalar(f);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    auto bound = parse_max_slowdown_value(*text);
+    if (!bound) {
+        return f.error(bound.error().message);
+    }
+    r.max_slowdown = *bound;
+    return {};
+}
+
+// `nice: 100`, as sbatch's --nice.
+Status parse_nice_field(const Field& f, SubmitRequest& r) {
+    auto text = non_empty_scalar(f);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    auto nice = parse_nice_value(*text);
+    if (!nice) {
+        return f.error(nice.error().message);
+    }
+    r.nice = *nice;
     return {};
 }
 
@@ -372,7 +401,7 @@ struct FieldParser {
 };
 
 // The order here is the order the "known fields" hint lists them in.
-constexpr std::array<FieldParser, 21> kFields = {{
+constexpr std::array<FieldParser, 24> kFields = {{
     {"name", parse_name},
     {"command", parse_command},
     {"gpus", parse_gpus},
@@ -388,12 +417,15 @@ constexpr std::array<FieldParser, 21> kFields = {{
     {"time_limit", parse_time_limit_field},
     {"after", parse_after},
     {"dependency", parse_dependency},
-    {"hold", parse_hold},
+    {"hold", parse_flag_field},
     {"array", parse_array},
     {"output", parse_output_field},
     {"error", parse_output_field},
     {"mail_type", parse_mail_field},
     {"mail_user", parse_mail_field},
+    {"exclusive", parse_flag_field},
+    {"max_slowdown", parse_max_slowdown},
+    {"nice", parse_nice_field},
 }};
 
 std::string unknown_field_message(std::string_view key) {

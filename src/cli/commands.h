@@ -42,6 +42,8 @@ Action add_report_command(CLI::App& app);
 // /v1/nodes); carma nodes lost NAME [--socket S]: giving up a node whose agent has gone silent
 // (POST /v1/nodes/lost; root or the daemon's user).
 Action add_nodes_command(CLI::App& app);
+// carma share [--json] [--socket S]: fair share per user, as Slurm's sshare (GET /v1/share).
+Action add_share_command(CLI::App& app);
 // carma slurm up|status|down: CARMA inside Slurm allocations (cli/slurm/slurm_command.cpp).
 Action add_slurm_command(CLI::App& app);
 

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <stdexcept>
 #include <optional>
 #include <set>
 #include <string>
@@ -165,6 +166,42 @@ Result<std::vector<int>> parse_array_indices(std::string_view text) {
         }
     }
     return std::vector<int>(indices.begin(), indices.end());
+}
+
+Result<double> parse_max_slowdown_value(std::string_view text) {
+    const std::string t(trim(text));
+    double value = 0;
+    std::size_t used = 0;
+    try {
+        value = std::stod(t, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (t.empty() || used != t.size() || !(value >= 1) || value > 1000) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("max slowdown '{}' must be a number from 1 (no slowdown accepted) "
+                                "to 1000, e.g. 1.3 for at most 30 % slower than alone",
+                                text));
+    }
+    return value;
+}
+
+Result<int> parse_nice_value(std::string_view text) {
+    const std::string t(trim(text));
+    long long value = 0;
+    std::size_t used = 0;
+    try {
+        value = std::stoll(t, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (t.empty() || used != t.size() || value < -kMaxNice || value > kMaxNice) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("nice '{}' must be a whole number from {} to {}; a positive one "
+                                "lowers the task's priority",
+                                text, -kMaxNice, kMaxNice));
+    }
+    return static_cast<int>(value);
 }
 
 }  // namespace carma

@@ -28,4 +28,11 @@ std::string format_time_limit(double seconds);
 // duplicates.
 Result<std::vector<int>> parse_array_indices(std::string_view text);
 
+// Slurm's bound on --nice, either way.
+inline constexpr int kMaxNice = 2147483645 / 1000;
+// --max-slowdown: a number from 1 (no slowdown accepted) to 1000, "1.3" = at most 30 % slower.
+Result<double> parse_max_slowdown_value(std::string_view text);
+// --nice: a whole number within kMaxNice either way; positive lowers the task's priority.
+Result<int> parse_nice_value(std::string_view text);
+
 }  // namespace carma

@@ -40,7 +40,11 @@ json acct_task_json(const store::FinishedTask& finished) {
     std::optional<MiB> peak_mib;
     double run_s = 0;
     double gpu_hours = 0;
+    std::optional<double> charged_gpu_s;  // unknown for attempts recorded before schema 9
     for (const store::AttemptRow& a : finished.attempts) {
+        if (a.charged_gpu_s) {
+            charged_gpu_s = charged_gpu_s.value_or(0) + *a.charged_gpu_s;
+        }
         const double run = run_seconds(a, task);
         const std::optional<MiB> peak = most(a.peak_mib);
         if (launched(a) && !started_at) {
@@ -61,6 +65,8 @@ json acct_task_json(const store::FinishedTask& finished) {
                             {"ended_at", optional_number(a.ended_at)},
                             {"run_s", run},
                             {"energy_j", optional_number(a.energy_j)},
+                            {"charged_gpu_s", optional_number(a.charged_gpu_s)},
+                            {"slowdown", optional_number(a.slowdown)},
                             {"peak_mib", peak ? json(*peak) : json(nullptr)},
                             {"node", a.node.empty() ? json(nullptr) : json(a.node)},
                             {"slurm_job", a.slurm_job.empty() ? json(nullptr) : json(a.slurm_job)}});
@@ -82,6 +88,8 @@ json acct_task_json(const store::FinishedTask& finished) {
             {"run_s", run_s},
             {"gpus", task.spec.gpus},
             {"gpu_hours", gpu_hours},
+            {"charged_gpu_hours",
+             charged_gpu_s ? json(*charged_gpu_s / 3600.0) : json(nullptr)},
             {"energy_j", optional_number(energy_j)},
             {"peak_mib", peak_mib ? json(*peak_mib) : json(nullptr)},
             {"attempts", std::move(attempts)}};

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "core/controls.h"
 #include "core/policy.h"
 #include "core/text.h"
+#include "core/time_text.h"
 #include "model/world.h"
 
 namespace carma::daemon {
@@ -100,6 +102,19 @@ const std::vector<ConfigKey>& config_keys() {
         {"limits.submit_rate_per_user", "Submissions (an array is one) per second, "
                                         "sustained ..."},
         {"limits.submit_burst_per_user", "... and at once after a quiet spell."},
+        {"limits.max_gpus_per_user", "GPUs one user's running tasks may hold at once (Slurm's "
+                                     "QOS MaxTRESPerUser=gres/gpu)."},
+        {"limits.max_running_per_user", "Tasks of one user that may run at once (Slurm's QOS "
+                                        "MaxJobsPerUser)."},
+        {"fair_share", "carma only: order waiting tasks by each user's fair-share factor (true), "
+                       "or by age and nice alone (false)."},
+        {"fairshare_half_life", "The half-life of charged usage (a span: 7d, 36h)."},
+        {"shares", "Shares per user, or per Unix group as \"@group\" (its members split it), "
+                   "e.g. {alice: 2, \"@phd\": 3}; every other user has 1."},
+        {"priority_weight_fairshare", "Weight of the fair-share factor in a waiting task's "
+                                      "priority."},
+        {"priority_weight_age", "Weight of having waited max_wait (2 h) in the priority; "
+                                "--nice N subtracts N."},
     };
     return keys;
 }
@@ -143,6 +158,25 @@ std::string yaml_memory(MiB mib) {
 }
 
 std::string yaml_number(double d) { return fmt::format("{}", d); }
+
+std::string yaml_shares(const std::map<std::string, double>& shares) {
+    std::string out = "{";
+    for (const auto& [who, n] : shares) {
+        out += fmt::format("{}{}: {}", out.size() > 1 ? ", " : "", yaml_string(who),
+                           yaml_number(n));
+    }
+    return out + "}";
+}
+
+// A span as the YAML writes it back: whole days, hours or minutes where it is one, else seconds.
+std::string yaml_span(double s) {
+    for (auto [unit, size] : {std::pair{"d", 86400.0}, {"h", 3600.0}, {"m", 60.0}}) {
+        if (s >= size && std::fmod(s, size) == 0) {
+            return fmt::format("{}{}", s / size, unit);
+        }
+    }
+    return fmt::format("{}s", s);
+}
 
 // The value of one key of config_keys() as YAML ("" for a section: its keys follow).
 std::string yaml_value(const DaemonConfig& c, std::string_view key) {
@@ -200,6 +234,15 @@ std::string yaml_value(const DaemonConfig& c, std::string_view key) {
          [&] { return yaml_number(c.limits.submit_rate_per_user); }},
         {"limits.submit_burst_per_user",
          [&] { return yaml_number(c.limits.submit_burst_per_user); }},
+        {"limits.max_gpus_per_user",
+         [&] { return std::to_string(c.limits.max_gpus_per_user); }},
+        {"limits.max_running_per_user",
+         [&] { return std::to_string(c.limits.max_running_per_user); }},
+        {"fair_share", [&] { return std::string(c.fair_share ? "true" : "false"); }},
+        {"fairshare_half_life", [&] { return yaml_span(c.fairshare_half_life_s); }},
+        {"shares", [&] { return yaml_shares(c.shares); }},
+        {"priority_weight_fairshare", [&] { return yaml_number(c.priority_weight_fairshare); }},
+        {"priority_weight_age", [&] { return yaml_number(c.priority_weight_age); }},
     };
     const auto it = values.find(key);
     if (it == values.end()) {
@@ -282,6 +325,33 @@ Result<void> string_list(const YAML::Node& v, const std::string& key, const std:
     return {};
 }
 
+// `shares:`: user or "@group" to a number of shares above 0.
+Result<void> parse_shares(const YAML::Node& v, const std::string& source,
+                          std::map<std::string, double>& out) {
+    if (!v.IsMap()) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("{} line {}: shares must map users (or \"@group\") to numbers, "
+                                "e.g. {{alice: 2, \"@phd\": 3}}",
+                                source, v.Mark().line + 1));
+    }
+    out.clear();
+    for (const auto& kv : v) {
+        const std::string who = kv.first.as<std::string>();
+        auto d = scalar<double>(kv.second, "shares." + who, source);
+        if (!d) {
+            return tl::unexpected(d.error());
+        }
+        if (who.empty() || who == "@" || !(*d > 0) || *d > 1e6) {
+            return fail(ErrorCode::InvalidArgument,
+                        fmt::format("{} line {}: shares of '{}' must be a user or \"@group\" "
+                                    "with a number above 0",
+                                    source, kv.first.Mark().line + 1, who));
+        }
+        out[who] = *d;
+    }
+    return {};
+}
+
 // The `limits:` section (core/user_limits.h): every key a number, 0 for no limit.
 Result<void> parse_limits(const YAML::Node& v, const std::string& source, UserLimits& out) {
     if (!v.IsMap()) {
@@ -289,8 +359,8 @@ Result<void> parse_limits(const YAML::Node& v, const std::string& source, UserLi
                     fmt::format("{} line {}: limits must map limit names to numbers "
                                 "(max_waiting_per_user, max_array_size, "
                                 "max_submit_bytes_per_task, max_submit_bytes_per_request, "
-                                "submit_rate_per_user, "
-                                "submit_burst_per_user)",
+                                "submit_rate_per_user, submit_burst_per_user, "
+                                "max_gpus_per_user, max_running_per_user)",
                                 source, v.Mark().line + 1));
     }
     for (const auto& kv : v) {
@@ -318,13 +388,17 @@ Result<void> parse_limits(const YAML::Node& v, const std::string& source, UserLi
             out.submit_rate_per_user = *d;
         } else if (name == "submit_burst_per_user") {
             out.submit_burst_per_user = *d;
+        } else if (name == "max_gpus_per_user") {
+            out.max_gpus_per_user = count;
+        } else if (name == "max_running_per_user") {
+            out.max_running_per_user = count;
         } else {
             return fail(ErrorCode::InvalidArgument,
                         fmt::format("{} line {}: unknown limit '{}'; known limits: "
                                     "max_waiting_per_user, max_array_size, "
                                     "max_submit_bytes_per_task, max_submit_bytes_per_request, "
-                                "submit_rate_per_user, "
-                                    "submit_burst_per_user",
+                                    "submit_rate_per_user, submit_burst_per_user, "
+                                    "max_gpus_per_user, max_running_per_user",
                                     source, kv.first.Mark().line + 1, name));
         }
     }
@@ -425,6 +499,39 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             r = string_list(v, key, source, c.allowed_hosts);
         } else if (key == "limits") {
             r = parse_limits(v, source, c.limits);
+        } else if (key == "fair_share") {
+            auto b = scalar<bool>(v, key, source);
+            if (!b) {
+                return tl::unexpected(b.error());
+            }
+            c.fair_share = *b;
+        } else if (key == "fairshare_half_life") {
+            auto written = scalar<std::string>(v, key, source);
+            if (!written) {
+                return tl::unexpected(written.error());
+            }
+            auto span = parse_duration(*written);
+            if (!span || *span <= 0) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("{} line {}: fairshare_half_life '{}' must be a span "
+                                        "above 0 such as 7d or 36h",
+                                        source, v.Mark().line + 1, *written));
+            }
+            c.fairshare_half_life_s = *span;
+        } else if (key == "shares") {
+            r = parse_shares(v, source, c.shares);
+        } else if (key == "priority_weight_fairshare" || key == "priority_weight_age") {
+            auto d = scalar<double>(v, key, source);
+            if (!d) {
+                return tl::unexpected(d.error());
+            }
+            if (!(*d >= 0) || *d > 1e9) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("{} line {}: {} must be a number from 0 to 1e9", source,
+                                        v.Mark().line + 1, key));
+            }
+            (key == "priority_weight_fairshare" ? c.priority_weight_fairshare
+                                                : c.priority_weight_age) = *d;
         } else if (key == "agents") {
             r = set_str(c.agents);
         } else if (key == "agent_token_file") {

@@ -1,6 +1,7 @@
 #pragma once
 // Everything `carma serve` can be told, from a YAML file (--config) and flags (flags win).
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,8 +51,16 @@ struct DaemonConfig {
     // Names besides localhost and loopback addresses that requests may carry in Host (the
     // names people use to reach --web); any other Host is refused (api/request_guard.h).
     std::vector<std::string> allowed_hosts;
-    // What one user may ask for (YAML section `limits:`).
+    // What one user may ask for (YAML section `limits:`), the running limits included.
     UserLimits limits;
+    // Fair share (core/fair_share.h), which only `carma` orders by: on or off, the half-life of
+    // charged usage, shares per user or "@group" (every other user has 1), and the priority's
+    // weights (P = fair-share weight x F + age weight x [waited max_wait] - nice).
+    bool fair_share = true;
+    double fairshare_half_life_s = 7 * 24 * 3600.0;
+    std::map<std::string, double> shares;
+    double priority_weight_fairshare = 10000;
+    double priority_weight_age = 1000;
     // The unprivileged user that TCP-submitted tasks of a root daemon run as; empty: TCP
     // clients of a root daemon may look but not act (never act as root).
     std::string tcp_run_as;

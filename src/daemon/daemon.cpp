@@ -230,6 +230,10 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     sc.placement.memory.estimator = *parse_estimator(config.estimator);
     sc.placement.risk = config.risk;
     sc.warmup.settle_s = config.warmup_s;
+    sc.carma.fair_share = config.fair_share;
+    sc.carma.fair_share_weight = config.priority_weight_fairshare;
+    sc.carma.age_weight = config.priority_weight_age;
+    sc.limits = config.limits;
     // The `carma` policy predicts slowdowns with the device model: MPS sharing where tasks share
     // through MPS (--mps, or emulated GPUs in mps mode), time slicing otherwise.
     const bool mps_sharing =
@@ -297,6 +301,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     d->hub_ = hub;
     d->hub_backend_ = hub_backend;
     lock_guard.keep = true;
+    d->load_usage();
     if (auto r = d->restore(); !r) {
         return tl::unexpected(r.error());
     }
@@ -374,6 +379,12 @@ void Daemon::run(const std::atomic<bool>& stop) {
         }
     }
     mps_.clear();
+    for (auto& [id, live] : live_) {
+        if (live.charge_changed) {
+            (void)store_->set_attempt_charge(id, live.number, live.charged_gpu_s);
+        }
+    }
+    save_usage();
     event(0, "daemon-stopped",
           fmt::format("{} attempt(s) left running under their supervisors", live_.size()));
 }
@@ -454,6 +465,7 @@ void Daemon::tick() {
         notice_sightings(table);
         accumulate_activity();
         accumulate_sharing();
+        charge_usage();       // before accumulate_energy, which clears the activity it reads
         accumulate_energy();  // before collect_exits: an attempt's last interval is its own
         collect_exits();
         enforce_time_limits();

@@ -37,6 +37,7 @@
 
 #include "api/service.h"
 #include "cluster/hub.h"
+#include "core/fair_share.h"
 #include "core/fingerprint.h"
 #include "core/histogram.h"
 #include "core/knowledge.h"
@@ -120,6 +121,7 @@ public:
     api::ApiResult<nlohmann::json> timeline(const api::Caller& caller,
                                             const api::TimelineQuery& query) override;
     api::ApiResult<nlohmann::json> nodes(const api::Caller& caller) override;
+    api::ApiResult<nlohmann::json> share(const api::Caller& caller) override;
     api::ApiResult<nlohmann::json> declare_node_lost(const api::Caller& caller,
                                                      const nlohmann::json& body) override;
     api::ApiResult<nlohmann::json> drain_nodes(const api::Caller& caller,
@@ -189,6 +191,18 @@ private:
     nlohmann::json correction_json(const std::string& family);
     // Shares each GPU's energy since its last sample among the attempts on it (accounting).
     void accumulate_energy();
+    // Fair share (daemon_share.cpp): charges the live attempts for what they took of their GPUs
+    // since the last tick (before accumulate_energy clears their activity), tells the scheduler
+    // every user's factor and running use before a round, and loads and saves the ledger.
+    void charge_usage();
+    // A succeeded attempt's slowdown: 1 when it ran alone, else its run time over its command's
+    // solo run time in the history (unknown without one). What --max-slowdown is held to.
+    std::optional<double> observed_slowdown(const store::TaskRow& task,
+                                            const store::AttemptRow& attempt,
+                                            const LiveAttempt& live);
+    void stand_users();
+    void load_usage();
+    void save_usage();
     void record_history(const store::TaskRow& task, const store::AttemptRow& attempt,
                         const LiveAttempt& live);
     // The knowledge rule over the task's history; without history when the store cannot be read.
@@ -280,6 +294,11 @@ private:
     // By GPU index: its energy counter at its last good sample (accumulate_energy).
     std::vector<std::optional<double>> energy_seen_;
     std::map<TaskId, LiveAttempt> live_;
+    // Fair share (daemon_share.cpp): the usage ledger on the scheduler clock, loaded from the
+    // store at start and written back every few ticks; each user's Unix groups (for "@group"
+    // shares), looked up once per user.
+    UsageLedger ledger_;
+    std::map<std::string, std::vector<std::string>> groups_of_;
     // Attempts being started right now, outside the lock; true once a stop was requested.
     std::map<TaskId, bool> launching_;
     std::string pending_reason_;

@@ -220,10 +220,14 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
             ended->ended_at = record && record->ended_at > 0 ? record->ended_at : unix_now();
             ended->peak_mib = peak_mib;
             ended->energy_j = live.energy_j;
+            ended->charged_gpu_s = live.charged_gpu_s;
             ended->outcome = std::string(to_string(outcome));
             ended->exit_code = end.exit_code;
             ended->signal = end.signal;
         }
+    }
+    if (ended && end.started && outcome == AttemptOutcome::Succeeded) {
+        ended->slowdown = observed_slowdown(task, *ended, live);
     }
     // Before learn() below: an out-of-memory end raises the lower bound the relaunch plans with.
     // Recording the same attempt again (a retried end) replaces its row.

@@ -251,6 +251,30 @@ void Daemon::record_history(const store::TaskRow& task, const store::AttemptRow&
     lessons_.family.insert(fp.family);
 }
 
+std::optional<double> Daemon::observed_slowdown(const store::TaskRow& task,
+                                                const store::AttemptRow& attempt,
+                                                const LiveAttempt& live) {
+    if (!live.sharing_known) {
+        return std::nullopt;  // re-attached after a restart: its time before is unknown
+    }
+    if (live.shared_s <= 0) {
+        return 1.0;
+    }
+    auto mine = store_->command_history(store::fingerprint_of(task).exact,
+                                        static_cast<int>(knowledge_config().max_runs));
+    if (!mine) {
+        return std::nullopt;
+    }
+    const std::optional<double> solo = store::solo_run_s(*mine);
+    const double run_s =
+        std::max(0.0, attempt.ended_at.value_or(unix_now()) - attempt.started_at) *
+        config_.time_scale;
+    if (!solo || *solo <= 0) {
+        return std::nullopt;
+    }
+    return run_s / *solo;
+}
+
 KnowledgeConfig knowledge_config() { return KnowledgeConfig{}; }
 
 namespace {

@@ -51,6 +51,7 @@ std::vector<Daemon::PreparedLaunch> Daemon::decide() {
     if (now() < launch_backoff_until_) {
         return launches;  // the last launch failed for a reason of this machine: give it a moment
     }
+    stand_users();
     StepResult step = scheduler_.step(views, now());
     pending_reason_ = step.pending_reason;
     for (const Rejection& r : step.rejected) {
@@ -163,6 +164,8 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     live.user = task.user;
     live.gpus = p.gpus;
     live.learned = task.spec.learned;
+    live.exclusive = task.spec.exclusive;
+    live.max_slowdown = task.spec.max_slowdown;
     live.mps_user = mps_user_of(task, p.gpus, std::string());
     live.started_clock = now();
     live.time_limit_s = task.spec.time_limit_s;
@@ -302,6 +305,7 @@ TaskSpec Daemon::queued_spec(const store::TaskRow& task) const {
     bind_correction(task);
     TaskSpec spec = task.spec;
     spec.mps_user = !mps_.empty() && spec.gpus == 1 ? task.user : std::string();
+    spec.user = task.user;  // the account fair share charges and orders by
     return spec;
 }
 

@@ -295,6 +295,8 @@ std::vector<GpuView> Daemon::gpu_views() const {
                 if (live.learned.duration_s) {
                     r.expected_end = live.started_clock + *live.learned.duration_s;
                 }
+                r.exclusive = live.exclusive;
+                r.max_slowdown = live.max_slowdown;
                 v.residents.push_back(r);
             }
         }

@@ -145,6 +145,12 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
     if (!parsed) {
         return tl::unexpected(parsed.error());
     }
+    if (parsed->spec.nice < 0 && caller.uid != 0) {
+        // As Slurm: a negative nice raises a task above others' of the same standing.
+        return api::api_fail(403, fmt::format("only root may give a negative nice ({}); a "
+                                              "positive one lowers your task's priority",
+                                              parsed->spec.nice));
+    }
     auto indices = array_from_submission(body);
     if (!indices) {
         return tl::unexpected(indices.error());

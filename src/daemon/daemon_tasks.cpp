@@ -52,6 +52,17 @@ api::ApiResult<std::string> Daemon::list_tasks(const api::Caller& caller,
         return tl::unexpected(store_error(starts.error()));
     }
     const std::map<TaskId, std::string> unknown = tasks_on_unreachable_nodes();
+    // Under `carma`, each waiting task's priority (fair share, age, nice): the order it waits in.
+    std::map<TaskId, double> priorities;
+    {
+        std::lock_guard lock(mu_);
+        const double clock = now();
+        for (TaskId id : ids) {
+            if (const std::optional<double> p = scheduler_.priority(id, clock)) {
+                priorities[id] = *p;
+            }
+        }
+    }
     // One task's JSON tree at a time, appended as text: the peak stays one task plus the answer.
     std::string out = "{\"tasks\":[";
     for (std::size_t i = 0; i < tasks->size(); ++i) {
@@ -61,6 +72,8 @@ api::ApiResult<std::string> Daemon::list_tasks(const api::Caller& caller,
         nlohmann::json j = visible_task_json(caller, (*tasks)[i]);
         const auto start = starts->find((*tasks)[i].id);
         j["started_at"] = start != starts->end() ? nlohmann::json(start->second) : nullptr;
+        const auto priority = priorities.find((*tasks)[i].id);
+        j["priority"] = priority != priorities.end() ? nlohmann::json(priority->second) : nullptr;
         mark_unknown(j, unknown);
         out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
@@ -107,6 +120,11 @@ api::ApiResult<nlohmann::json> Daemon::show_task(const api::Caller& caller, std:
     j["attempt_list"] = list;
     j["started_at"] = attempts->empty() ? nlohmann::json(nullptr)
                                         : nlohmann::json(attempts->back().started_at);
+    {
+        std::lock_guard lock(mu_);
+        const std::optional<double> priority = scheduler_.priority(task->id, now());
+        j["priority"] = priority ? nlohmann::json(*priority) : nlohmann::json(nullptr);
+    }
     mark_unknown(j, tasks_on_unreachable_nodes());
     return j;
 }

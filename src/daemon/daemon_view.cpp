@@ -124,6 +124,30 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
     }
 
     std::lock_guard lock(mu_);
+    // Fair share per user (as GET /v1/share): the page's share bars and `carma top`'s line.
+    stand_users();
+    {
+        const double clock = now();
+        std::set<std::string> names;
+        for (const json& u : queue_users) {
+            names.insert(u["user"].get<std::string>());
+        }
+        const ShareTable shares = build_share_table(config_.shares, groups_of_, names);
+        double share_sum = 0;
+        for (const auto& [name, n] : shares) {
+            share_sum += n;
+        }
+        const double total = ledger_.total(clock);
+        for (json& u : queue_users) {
+            const std::string name = u["user"].get<std::string>();
+            const auto standing = scheduler_.standings().find(name);
+            const auto n = shares.find(name);
+            u["factor"] = standing != scheduler_.standings().end() ? standing->second.factor : 1.0;
+            u["shares_norm"] = share_sum > 0 && n != shares.end() ? n->second / share_sum : 0.0;
+            u["usage_norm"] = total > 0 ? ledger_.usage(name, clock) / total : 0.0;
+            u["usage_gpu_hours"] = ledger_.usage(name, clock) / 3600;
+        }
+    }
     json gpus = gpus_json();
     for (json& g : gpus) {
         const auto idx = static_cast<std::size_t>(g["index"].get<int>());

@@ -17,6 +17,9 @@ LiveAttempt reattached_attempt(const store::TaskRow& task, const store::AttemptR
     live.peak_mib = attempt.peak_mib;
     live.energy_j = attempt.energy_j;
     live.learned = task.spec.learned;
+    live.exclusive = task.spec.exclusive;
+    live.max_slowdown = task.spec.max_slowdown;
+    live.charged_gpu_s = attempt.charged_gpu_s.value_or(0);
     live.sharing_known = false;
     live.mps_user = std::move(mps_user);
     live.started_clock = started_clock;

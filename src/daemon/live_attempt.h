@@ -34,8 +34,16 @@ struct LiveAttempt {
     int activity_samples = 0;
     // GPUs on which, in this tick's sample, processes not its own were listed beside it.
     std::set<int> crowded_now;
-    // What the `carma` policy plans with for a task placed here (GpuView::residents).
+    // What the `carma` policy plans with for a task placed here (GpuView::residents), and what
+    // the task asked of its co-runners (--exclusive, --max-slowdown).
     Learned learned;
+    bool exclusive = false;
+    std::optional<double> max_slowdown;
+    // Fair share: GPU-seconds charged so far (core/fair_share.h charge_fraction per GPU and
+    // second), and the scheduler clock up to which it was charged (-1: not yet).
+    double charged_gpu_s = 0;
+    double charged_until = -1;
+    bool charge_changed = false;  // not yet written to the store
     double started_clock = 0;  // scheduler clock when the attempt started
     double started_unix = 0;   // what the store says; time limits count from it
     std::optional<double> time_limit_s;

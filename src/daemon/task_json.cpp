@@ -163,6 +163,9 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
             {"env", env},
             {"explicit_env", t.spec.explicit_env ? nlohmann::json(*t.spec.explicit_env)
                                                  : nlohmann::json(nullptr)},
+            {"exclusive", t.spec.exclusive},
+            {"max_slowdown", optional_number(t.spec.max_slowdown)},
+            {"nice", t.spec.nice},
             {"attempts", t.attempts},
             {"max_attempts", t.max_attempts},
             {"submitted_at", t.submitted_at},
@@ -194,7 +197,9 @@ nlohmann::json attempt_to_json(const store::AttemptRow& a) {
             {"energy_j", a.energy_j ? nlohmann::json(*a.energy_j) : nlohmann::json(nullptr)},
             {"node", a.node.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.node)},
             {"slurm_job",
-             a.slurm_job.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.slurm_job)}};
+             a.slurm_job.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.slurm_job)},
+            {"charged_gpu_s", optional_number(a.charged_gpu_s)},
+            {"slowdown", optional_number(a.slowdown)}};
 }
 
 namespace {
@@ -237,7 +242,8 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         "name",         "command",      "gpus",  "memory_mib",   "memory", "workdir",
         "env",          "max_attempts", "workload", "conda",     "venv",   "time_limit_s",
         "after",        "dependencies", "hold",  "array",        "output", "error",
-        "mail_type",    "mail_user",    "warnings", "explicit_env"};
+        "mail_type",    "mail_user",    "warnings", "explicit_env", "exclusive",
+        "max_slowdown", "nice"};
     for (const auto& [key, value] : body.items()) {
         if (!known.contains(key)) {
             return api::api_fail(400, fmt::format("unknown field '{}'; known fields: {}", key,
@@ -466,6 +472,31 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         if (body["hold"].get<bool>()) {
             t.state = store::TaskState::Held;
         }
+    }
+    // What the task asks of its co-runners and its place in the queue (fair share, issue 23).
+    if (body.contains("exclusive") && !body["exclusive"].is_null()) {
+        if (!body["exclusive"].is_boolean()) {
+            return api::api_fail(400, "'exclusive' must be true or false");
+        }
+        t.spec.exclusive = body["exclusive"].get<bool>();
+    }
+    if (body.contains("max_slowdown") && !body["max_slowdown"].is_null()) {
+        const nlohmann::json& v = body["max_slowdown"];
+        if (!v.is_number() || !(v.get<double>() >= 1) || v.get<double>() > 1000) {
+            return api::api_fail(400, "'max_slowdown' must be a number from 1 (no slowdown "
+                                      "accepted) to 1000, e.g. 1.3 for at most 30 % slower");
+        }
+        t.spec.max_slowdown = v.get<double>();
+    }
+    if (body.contains("nice") && !body["nice"].is_null()) {
+        const nlohmann::json& v = body["nice"];
+        if (!v.is_number_integer() || v.get<std::int64_t>() < -kMaxNice ||
+            v.get<std::int64_t>() > kMaxNice) {
+            return api::api_fail(400, fmt::format("'nice' must be a whole number from {} to {} "
+                                                  "(positive lowers the task's priority)",
+                                                  -kMaxNice, kMaxNice));
+        }
+        t.spec.nice = static_cast<int>(v.get<std::int64_t>());
     }
     return t;
 }

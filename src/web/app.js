@@ -113,6 +113,20 @@ function table(columns, rows, emptyText) {
   return el("table", {}, el("thead", {}, head), el("tbody", {}, ...body));
 }
 
+// Fair share: the user's part of all usage charged (filled) against their part of the shares
+// (the mark), with both as percentages in the title.
+function shareBar(u) {
+  const usage = Math.max(0, Math.min(1, num(u.usage_norm) ?? 0));
+  const share = Math.max(0, Math.min(1, num(u.shares_norm) ?? 0));
+  const width = 120, height = 12;
+  const title = `usage ${(usage * 100).toFixed(0)} % of all charged, share ${(share * 100).toFixed(0)} %`;
+  return svg("svg", { class: "share-bar", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": title },
+    svg("title", {}, title),
+    svg("rect", { x: 0, y: 0, width, height, class: "share-bg" }),
+    svg("rect", { x: 0, y: 0, width: usage * width, height, class: usage > share ? "share-over" : "share-used", "data-usage": usage.toFixed(3) }),
+    svg("line", { x1: share * width, x2: share * width, y1: 0, y2: height, class: "share-mark", "data-share": share.toFixed(3) }));
+}
+
 // ---- GPUs ---------------------------------------------------------------------------------
 
 function badge(text, cls, title) {
@@ -263,10 +277,12 @@ function drawTables(view) {
   ], queue, "queue empty"));
   // The view lists the head of the queue; a long queue is summed up per user beneath it.
   const total = num(view.queue_total) ?? queue.length;
-  const users = (view.queue_users || []).filter((u) => num(u.queued) || num(u.recovering) || num(u.held));
+  // Every user with live tasks: who waits, who runs, and fair share's usage against share.
+  const users = view.queue_users || [];
+  const waitingUsers = users.filter((u) => num(u.queued) || num(u.recovering) || num(u.held));
   const summary = document.getElementById("queue-summary");
   summary.replaceChildren();
-  if (total > queue.length || users.length > 1) {
+  if (total > queue.length || waitingUsers.length > 1 || users.length > 1) {
     summary.append(el("p", { class: "queue-more", text: total > queue.length
       ? `the first ${queue.length} of ${total} waiting tasks, in the order they are served`
       : `${total} waiting tasks` }));
@@ -276,6 +292,8 @@ function drawTables(view) {
       { title: "RECOVERING", cls: "num hide-narrow", cell: (u) => u.recovering },
       { title: "HELD", cls: "num", cell: (u) => u.held },
       { title: "RUNNING", cls: "num", cell: (u) => u.running },
+      { title: "FACTOR", cls: "num hide-narrow", cell: (u) => (num(u.factor) === null ? "-" : num(u.factor).toFixed(2)) },
+      { title: "USAGE / SHARE", cell: (u) => shareBar(u) },
     ], users.map((u) => ({ data: u, attrs: { "data-user": u.user } })), ""));
   }
 

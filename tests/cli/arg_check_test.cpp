@@ -39,9 +39,9 @@ TEST_F(ArgCheckTest, UnknownOptionWithTheNearestOne) {
 // instead, not with the nearest spelling (`--nice` suggested '--name' before), and that the ones
 // CARMA takes under sbatch's spelling pass.
 TEST_F(ArgCheckTest, SlurmOptionsNameCarmasEquivalent) {
-    const std::string nice = check({"submit", "--nice=10", "--", "python", "t.py"});
-    EXPECT_EQ(nice.find("did you mean"), std::string::npos) << nice;
-    EXPECT_NE(nice.find("not yet"), std::string::npos) << nice;
+    const std::string priority = check({"submit", "--priority=10", "--", "python", "t.py"});
+    EXPECT_EQ(priority.find("did you mean"), std::string::npos) << priority;
+    EXPECT_NE(priority.find("--nice N"), std::string::npos) << priority;
     EXPECT_NE(check({"submit", "--gres=gpu:2", "x.yaml"}).find("`-g N`"), std::string::npos);
     EXPECT_NE(check({"submit", "--mem-per-gpu", "12G", "x.yaml"}).find("--mem SIZE"),
               std::string::npos);
@@ -58,7 +58,8 @@ TEST_F(ArgCheckTest, SlurmOptionsNameCarmasEquivalent) {
     EXPECT_EQ(check({"submit", "-J", "n", "-t", "100", "-o", "o-%j", "-e", "e-%j", "-d",
                      "afterok:3", "-a", "0-3", "-D", "/tmp", "--job-name=x", "--time=1-2",
                      "--dependency=afterany:4", "--chdir=/tmp", "--mail-type=END",
-                     "--mail-user=me", "--", "python", "-p", "--nice"}),
+                     "--mail-user=me", "--nice=10", "--exclusive", "--max-slowdown", "1.3",
+                     "--", "python", "-p", "--nice"}),
               "");
 }
 

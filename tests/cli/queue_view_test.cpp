@@ -66,6 +66,30 @@ TEST(QueueViewTest, ColumnsAndWaitVersusRunTime) {
                             "running on GPU 2"));
 }
 
+// This test verifies the PRIORITY column (fair share, issue 23): shown, before REASON, only when
+// a listed task has a priority (a waiting task under `carma`); an array shows its highest; %Q and
+// `priority` name it in --format.
+TEST(QueueViewTest, PriorityOnlyWhereTheDaemonGivesOne) {
+    const json plain = json::array({task(7)});
+    EXPECT_THAT(lines(plain)[0], ::testing::Not(HasSubstr("PRIORITY")));
+    const json ranked = json::array(
+        {task(7, {{"priority", 10000.0}}), task(8, {{"user", "bob"}, {"priority", 5000.4}}),
+         task(9, {{"state", "running"}, {"started_at", kNow - 60}, {"priority", nullptr}})});
+    const std::vector<std::string> shown = lines(ranked);
+    EXPECT_THAT(shown[0], HasSubstr("TIME   PRIORITY  REASON"));
+    EXPECT_THAT(shown[1], HasSubstr("10000     waits for 1 idle GPU"));
+    EXPECT_THAT(shown[2], HasSubstr("5000      waits for 1 idle GPU"));
+    EXPECT_THAT(shown[3], HasSubstr("1m00s  -         "));
+    EXPECT_THAT(*parse_queue_format("%i %Q"), ElementsAre(QueueField::Id, QueueField::Priority));
+    QueueView v;
+    v.fields = *parse_queue_format("id,priority");
+    v.expand_arrays = false;
+    const json array = json::array(
+        {task(20, {{"array", {{"id", 20}, {"index", 0}}}, {"priority", 900.0}}),
+         task(21, {{"array", {{"id", 20}, {"index", 1}}}, {"priority", 1900.0}})});
+    EXPECT_THAT(lines(array, v), ElementsAre("ID        PRIORITY", "20_[0-1]  1900"));
+}
+
 // This test verifies that recovering and held tasks wait too, that finished tasks show neither
 // time, and that a running task from a daemon without started_at shows no run time.
 TEST(QueueViewTest, WhichStatesWaitAndWhichRun) {
@@ -151,7 +175,7 @@ TEST(QueueViewTest, FormatNamesAndCodes) {
 
     EXPECT_THAT(parse_queue_format("id,nmae").error().message,
                 HasSubstr("unknown field 'nmae' in --format (did you mean 'name'?); fields: "
-                          "id,user,name,state,gpus,mem,wait,time,reason"));
+                          "id,user,name,state,gpus,mem,wait,time,priority,reason"));
     EXPECT_THAT(parse_queue_format("%i %P").error().message,
                 HasSubstr("unknown code '%P'; codes: %i id, %u user, %j name"));
     EXPECT_THAT(parse_queue_format("%.18i %j").error().message,

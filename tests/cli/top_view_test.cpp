@@ -144,6 +144,24 @@ TEST(TopViewTest, LongQueueIsCountedWhole) {
     EXPECT_THAT(joined(lines), HasSubstr("QUEUE: the first 1 of 100007"));
 }
 
+// This test verifies the fair-share line (issue 23): with several users, each one's factor and a
+// bar of usage ('#') against share ('|'); none with one user, or from a daemon without factors.
+TEST(TopViewTest, FairShareLineShowsEachUsersFactorAndBar) {
+    json users = json::array();
+    users.push_back({{"user", "alice"}, {"queued", 190}, {"running", 3}, {"factor", 0.39},
+                     {"usage_norm", 0.9}, {"shares_norm", 0.5}});
+    users.push_back({{"user", "bob"}, {"queued", 2}, {"running", 1}, {"factor", 0.81},
+                     {"usage_norm", 0.1}, {"shares_norm", 0.5}});
+    const auto lines = top_lines(view({{"queue_users", users}}), screen());
+    const std::string share = line_with(lines, "alice F 0.39");
+    EXPECT_THAT(share, HasSubstr("alice F 0.39 "));
+    EXPECT_THAT(share, HasSubstr("[####|## ]"));
+    EXPECT_THAT(share, HasSubstr("bob F 0.81 "));
+    EXPECT_THAT(share, HasSubstr("[#   |   ]"));
+    users.erase(1);
+    EXPECT_EQ(line_with(top_lines(view({{"queue_users", users}}), screen()), " F 0.39"), "");
+}
+
 // This test verifies a GPU's title line: index, name, health, risk verdict and rule, lock, source.
 TEST(TopViewTest, GpuTitleLine) {
     const auto lines = top_lines(view(), screen());

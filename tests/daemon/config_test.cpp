@@ -1,6 +1,8 @@
 #include "daemon/config.h"
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -100,6 +102,46 @@ TEST(ConfigTest, LimitsAndWebKeys) {
     auto refused = finalize(*url);
     ASSERT_FALSE(refused);
     EXPECT_NE(refused.error().message.find("allowed_hosts"), std::string::npos);
+}
+
+// This test verifies fair share's keys (issue 23): on by default with a 7-day half-life and no
+// shares; the running limits beside the others in `limits:`; a file's values; mistakes named.
+TEST(ConfigTest, FairShareKeys) {
+    const DaemonConfig defaults;
+    EXPECT_TRUE(defaults.fair_share);
+    EXPECT_DOUBLE_EQ(defaults.fairshare_half_life_s, 7 * 24 * 3600.0);
+    EXPECT_TRUE(defaults.shares.empty());
+    EXPECT_EQ(defaults.limits.max_gpus_per_user, 0u);
+    auto c = parse_config("fair_share: false\nfairshare_half_life: 36h\n"
+                          "shares: {alice: 2, \"@phd\": 3}\n"
+                          "priority_weight_fairshare: 5000\npriority_weight_age: 0\n"
+                          "limits: {max_gpus_per_user: 4, max_running_per_user: 2}\n",
+                          "test.yaml", DaemonConfig{});
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_FALSE(c->fair_share);
+    EXPECT_DOUBLE_EQ(c->fairshare_half_life_s, 36 * 3600.0);
+    EXPECT_EQ(c->shares, (std::map<std::string, double>{{"alice", 2}, {"@phd", 3}}));
+    EXPECT_DOUBLE_EQ(c->priority_weight_fairshare, 5000);
+    EXPECT_DOUBLE_EQ(c->priority_weight_age, 0);
+    EXPECT_EQ(c->limits.max_gpus_per_user, 4u);
+    EXPECT_EQ(c->limits.max_running_per_user, 2u);
+    // What --print-config writes reads back as the same.
+    auto again = parse_config(config_yaml(*c), "printed.yaml", DaemonConfig{});
+    ASSERT_TRUE(again) << again.error().message;
+    EXPECT_EQ(again->shares, c->shares);
+    EXPECT_DOUBLE_EQ(again->fairshare_half_life_s, c->fairshare_half_life_s);
+    EXPECT_EQ(again->limits.max_running_per_user, 2u);
+
+    for (const auto& [text, says] : std::vector<std::pair<const char*, const char*>>{
+             {"fairshare_half_life: 0s\n", "fairshare_half_life"},
+             {"fairshare_half_life: soon\n", "7d"},
+             {"shares: {alice: 0}\n", "shares of 'alice'"},
+             {"shares: [alice]\n", "shares must map"},
+             {"priority_weight_age: -1\n", "priority_weight_age"}}) {
+        auto bad = parse_config(text, "test.yaml", DaemonConfig{});
+        ASSERT_FALSE(bad) << text;
+        EXPECT_NE(bad.error().message.find(says), std::string::npos) << bad.error().message;
+    }
 }
 
 // This test verifies that config mistakes are errors naming the key, the file and the fix.

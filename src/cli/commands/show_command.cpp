@@ -161,6 +161,24 @@ void print_attempts(const json& attempts, double now) {
                    attempt_exit(a), flag_of(a, "recovered") ? "yes" : "no", attempt_peak(a)});
     }
     table.print();
+    // Fair share: what each attempt was charged, and the slowdown it saw beside others.
+    for (const json& a : attempts) {
+        const std::optional<double> charged = number_of(a, "charged_gpu_s");
+        const std::optional<double> slowdown = number_of(a, "slowdown");
+        if (!charged && !slowdown) {
+            continue;
+        }
+        std::vector<std::string> parts;
+        if (charged) {
+            parts.push_back(fmt::format("charged {:.3f} GPU-h", *charged / 3600));
+        }
+        if (slowdown) {
+            parts.push_back(fmt::format("observed slowdown {:.2f}x (run time over its command's "
+                                        "solo runs)",
+                                        *slowdown));
+        }
+        print_line(stdout, "attempt {}: {}", text_of(a, "number"), fmt::join(parts, "; "));
+    }
     for (const json& a : attempts) {
         if (const std::string why = text_of(a, "unobserved_why", ""); !why.empty()) {
             print_line(stdout, "attempt {} unobserved ({}): {}", text_of(a, "number"),
@@ -189,6 +207,17 @@ void print_task(const json& t, double now, bool env_all, const json& warnings) {
                learned != nullptr ? or_dash(text_of(*learned, "basis", "")) : "-");
     print_line(stdout, "  env         {}", env_summary(t, env_all));
     print_line(stdout, "  workload    {}", or_dash(text_of(t, "workload")));
+    // What it asked of its co-runners and of the queue, only where given.
+    if (flag_of(t, "exclusive")) {
+        print_line(stdout, "  sharing     exclusive: no co-runner on its GPUs");
+    } else if (const std::optional<double> bound = number_of(t, "max_slowdown")) {
+        print_line(stdout, "  sharing     co-runners only while its predicted slowdown stays at "
+                           "most {:.2f}x",
+                   *bound);
+    }
+    if (const std::optional<std::int64_t> nice = integer_of(t, "nice"); nice && *nice != 0) {
+        print_line(stdout, "  nice        {}", *nice);
+    }
     // Scheduling controls, only where given.
     if (const std::optional<double> limit = number_of(t, "time_limit_s")) {
         print_line(stdout, "  time limit  {}", format_duration(*limit));

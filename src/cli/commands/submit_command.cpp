@@ -57,6 +57,9 @@ struct SubmitOptions {
     std::string error;
     std::string mail_type;
     std::string mail_user;
+    bool exclusive = false;
+    std::string max_slowdown;
+    std::string nice;
     std::vector<std::string> args;  // the command, or one task file
 };
 
@@ -130,6 +133,15 @@ void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest
     }
     if (o.hold) {
         r.hold = true;
+    }
+    if (o.exclusive) {
+        r.exclusive = true;
+    }
+    if (!o.max_slowdown.empty()) {
+        r.max_slowdown = or_die(parse_max_slowdown_value(o.max_slowdown));
+    }
+    if (!o.nice.empty()) {
+        r.nice = or_die(parse_nice_value(o.nice));
     }
     if (!o.array.empty()) {
         or_die(parse_array_indices(o.array));
@@ -249,6 +261,14 @@ Action add_submit_command(CLI::App& app) {
                     "starting when it can never hold)")
         ->allow_extra_args(false);
     cmd->add_flag("-H,--hold", o->hold, "Submit held: it waits for `carma release`");
+    cmd->add_flag("--exclusive", o->exclusive,
+                  "No co-runner on its GPUs while it runs (for runs that measure speed), as "
+                  "sbatch's --exclusive; it waits for idle GPUs");
+    cmd->add_option("--max-slowdown", o->max_slowdown,
+                    "carma places co-runners beside it only while its predicted slowdown stays "
+                    "at most X (e.g. 1.3); the paper's policies run it alone");
+    cmd->add_option("--nice", o->nice,
+                    "As sbatch: lower the task's priority by N (only root may give a negative N)");
     cmd->add_option("-a,--array", o->array,
                     "One task per index: 0-9, 0-20:5, 1,3,8-12 (CARMA_ARRAY_INDEX tells each "
                     "which)");

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
         {"hold", add_hold_command},         {"release", add_release_command},
         {"acct", add_acct_command},         {"top", add_top_command},
         {"report", add_report_command},     {"slurm", add_slurm_command},
-        {"nodes", add_nodes_command},
+        {"nodes", add_nodes_command},       {"share", add_share_command},
     };
     // Only the command asked for is set up: building every command's options was most of what
     // a `carma submit` spent before its request. Help and typos see them all.

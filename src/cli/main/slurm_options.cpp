@@ -19,24 +19,22 @@ constexpr std::string_view kOneTask =
 constexpr std::string_view kGpus = "CARMA's is `-g N` (GPUs per task)";
 constexpr std::string_view kPlacement = "CARMA chooses the GPUs itself; `carma gpus` shows them";
 
-constexpr std::array<SlurmOption, 24> kSlurmOptions = {{
+constexpr std::array<SlurmOption, 22> kSlurmOptions = {{
     {"--gres", "Slurm's --gres=gpu:N is CARMA's `-g N` (GPUs per task)"},
     {"--gpus-per-task", kGpus},
     {"--gpus-per-node", kGpus},
     {"--mem-per-gpu", "CARMA's `--mem SIZE` is per GPU already (e.g. --mem 12GiB)"},
     {"--mem-per-cpu", "CARMA plans GPU memory: `--mem SIZE` per GPU"},
-    {"--nice", "not yet: CARMA has no per-task priorities (fair share between users is planned)"},
-    {"--priority", "not yet: CARMA has no per-task priorities (fair share between users is "
-                   "planned)"},
+    {"--priority", "CARMA sets priorities from fair share and age; `--nice N` lowers a task's "
+                   "(only root may raise it with a negative N)"},
     {"--partition -p", "CARMA schedules one pool of GPUs, without partitions: leave it out"},
-    {"--qos -q", "CARMA has no QOS; what one user may ask for is the daemon's `limits:`"},
+    {"--qos -q", "CARMA has no QOS; what one user may ask for and run is the daemon's `limits:` "
+                 "(max_gpus_per_user, max_running_per_user)"},
     {"--account -A", "CARMA has no accounts; `carma acct --user U` reports by user"},
     {"--ntasks -n", kOneTask},
     {"--ntasks-per-node", kOneTask},
     {"--cpus-per-task -c", kOneTask},
     {"--nodes -N", "a task runs on one node; `carma slurm up` runs CARMA over Slurm's nodes"},
-    {"--exclusive", "the daemon's `exclusive` policy gives each task its GPUs alone (carma serve "
-                    "--policy exclusive)"},
     {"--constraint -C", kPlacement},
     {"--nodelist -w", kPlacement},
     {"--exclude -x", kPlacement},

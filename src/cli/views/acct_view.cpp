@@ -90,6 +90,12 @@ const std::vector<Field>& fields() {
         {"gpus", "GPUS", true, [](const json& r, const TimeText&) { return text_of(r, "gpus"); }},
         {"gpu_time", "GPU_TIME", true,
          [](const json& r, const TimeText&) { return gpu_time_cell(number_of(r, "gpu_hours")); }},
+        // Fair share: the GPU time the task was charged, the larger of its memory and SM share
+        // of each GPU it held (core/fair_share.h).
+        {"charged", "CHARGED", true,
+         [](const json& r, const TimeText&) {
+             return gpu_time_cell(number_of(r, "charged_gpu_hours"));
+         }},
         {"gpu_hours", "GPU_H", true,
          [](const json& r, const TimeText&) {
              const std::optional<double> h = number_of(r, "gpu_hours");
@@ -194,7 +200,7 @@ const std::vector<std::string>& acct_field_names() {
 const std::vector<std::string>& acct_default_fields() {
     static const std::vector<std::string> names = {
         "id",   "name",     "user", "state",     "submitted", "end",   "wait",
-        "run",  "outcomes", "gpus", "gpu_time", "peak",      "energy", "reason"};
+        "run",  "outcomes", "gpus", "gpu_time", "charged",   "peak",  "energy", "reason"};
     return names;
 }
 

@@ -31,6 +31,7 @@ constexpr FieldInfo kFields[] = {
     {QueueField::Name, "name", "NAME", 'j'},    {QueueField::State, "state", "STATE", 't'},
     {QueueField::Gpus, "gpus", "GPUS", 'b'},    {QueueField::Mem, "mem", "MEM", 'm'},
     {QueueField::Wait, "wait", "WAIT", 'W'},    {QueueField::Time, "time", "TIME", 'M'},
+    {QueueField::Priority, "priority", "PRIORITY", 'Q'},
     {QueueField::Reason, "reason", "REASON", 'R'},
 };
 
@@ -95,6 +96,7 @@ struct Line {
     std::string id, user, name, state, gpus, mem, reason;
     std::optional<double> wait_s;  // waiting tasks only
     std::optional<double> run_s;   // running tasks only
+    std::optional<double> priority;  // waiting tasks under `carma`
 };
 
 std::string mem_cell(const json& task) {
@@ -120,6 +122,7 @@ Line task_line(const json& task, double now) {
     l.gpus = text_of(task, "gpus");
     l.mem = mem_cell(task);
     l.reason = text_of(task, "message", "");
+    l.priority = number_of(task, "priority");
     if (is_waiting(l.state)) {
         if (const std::optional<double> submitted = number_of(task, "submitted_at")) {
             l.wait_s = now - *submitted;
@@ -157,6 +160,7 @@ Line array_line(std::int64_t array_id, const std::vector<const json*>& members, 
         ++counts[l.state];
         out.wait_s = longest(out.wait_s, l.wait_s);
         out.run_s = longest(out.run_s, l.run_s);
+        out.priority = longest(out.priority, l.priority);
     }
     std::vector<std::string> states;
     for (const Line& l : lines) {  // each state once, in the order of its first task
@@ -191,6 +195,7 @@ std::string cell(const Line& l, QueueField f) {
         case QueueField::Mem: return l.mem;
         case QueueField::Wait: return l.wait_s ? format_duration(*l.wait_s) : "-";
         case QueueField::Time: return l.run_s ? format_duration(*l.run_s) : "-";
+        case QueueField::Priority: return l.priority ? fmt::format("{:.0f}", *l.priority) : "-";
         case QueueField::Reason: return l.reason.empty() ? "-" : l.reason;
     }
     return "-";
@@ -389,7 +394,9 @@ Result<std::vector<QueueField>> parse_names(std::string_view spec) {
 std::vector<QueueField> default_queue_fields() {
     std::vector<QueueField> out;
     for (const FieldInfo& f : kFields) {
-        out.push_back(f.field);
+        if (f.field != QueueField::Priority) {
+            out.push_back(f.field);
+        }
     }
     return out;
 }
@@ -456,8 +463,13 @@ json filter_queue_tasks(const json& tasks, const QueueView& view) {
 }
 
 std::vector<std::string> queue_lines(const json& tasks, const QueueView& view, double now) {
-    const std::vector<QueueField> fields =
-        view.fields.empty() ? default_queue_fields() : view.fields;
+    std::vector<QueueField> fields = view.fields.empty() ? default_queue_fields() : view.fields;
+    if (view.fields.empty() && tasks.is_array() &&
+        std::any_of(tasks.begin(), tasks.end(),
+                    [](const json& t) { return number_of(t, "priority").has_value(); })) {
+        fields.insert(std::find(fields.begin(), fields.end(), QueueField::Reason),
+                      QueueField::Priority);
+    }
     std::vector<std::vector<std::string>> rows;
     std::vector<std::string> header;
     for (QueueField f : fields) {

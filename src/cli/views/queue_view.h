@@ -12,6 +12,7 @@
 //           memory.declared_mib, else "?"
 //   WAIT    queued, recovering and held tasks: the wait so far (now - submitted_at); else "-"
 //   TIME    running tasks: the run time of the current attempt (now - started_at); else "-"
+//   PRIORITY  a waiting task's priority under `carma` (`priority`), the highest first; else "-"
 //   REASON  the task's message: for a waiting task, why it waits
 // An array's line takes USER, NAME, GPUS and MEM from its first task (lowest index), WAIT and
 // TIME from its longest-waiting and longest-running task, REASON from its first waiting task.
@@ -27,13 +28,14 @@
 
 namespace carma::cli {
 
-enum class QueueField { Id, User, Name, State, Gpus, Mem, Wait, Time, Reason };
+enum class QueueField { Id, User, Name, State, Gpus, Mem, Wait, Time, Priority, Reason };
 
-// The columns without --format, in the order above.
+// The columns without --format, in the order above; PRIORITY (a waiting task's under `carma`:
+// fair share, age and nice, higher first) only where a listed task has one.
 std::vector<QueueField> default_queue_fields();
 
-// --format: a comma list of field names (id,user,name,state,gpus,mem,wait,time,reason) or
-// squeue-style codes separated by spaces ("%i %u %j %t %b %m %W %M %R"). An unknown name or
+// --format: a comma list of field names (id,user,name,state,gpus,mem,wait,time,priority,reason)
+// or squeue-style codes separated by spaces ("%i %u %j %t %b %m %W %M %Q %R"). An unknown name or
 // code is an error naming the nearest field and listing them all.
 Result<std::vector<QueueField>> parse_queue_format(std::string_view spec);
 

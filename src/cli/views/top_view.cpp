@@ -128,6 +128,35 @@ std::vector<Line> header_lines(const json& view, const TopScreen& s) {
         head.add("  " + s.status, kDim);
     }
     out.push_back(std::move(head));
+    // Fair share, when more than one user has live tasks: each one's factor and a bar of their
+    // usage against their share ("alice F 0.39 [#####|  ]").
+    if (view.is_object()) {
+        const json& users = array_of(view, "queue_users");
+        if (users.size() > 1) {
+            Line share;
+            share.add("share", kDim);
+            constexpr int kBar = 8;
+            for (const json& u : users) {
+                const std::optional<double> factor = number_of(u, "factor");
+                if (!factor) {
+                    continue;
+                }
+                const double usage = std::clamp(number_of(u, "usage_norm").value_or(0), 0.0, 1.0);
+                const double part = std::clamp(number_of(u, "shares_norm").value_or(0), 0.0, 1.0);
+                const int used = static_cast<int>(std::lround(usage * kBar));
+                const int mark = std::min(kBar - 1, static_cast<int>(std::lround(part * kBar)));
+                std::string bar;
+                for (int i = 0; i < kBar; ++i) {
+                    bar += i == mark ? '|' : i < used ? '#' : ' ';
+                }
+                share.add(fmt::format("  {} F {:.2f} ", printable(text_of(u, "user")), *factor));
+                share.add("[" + bar + "]", usage > part ? kWarn : kGood);
+            }
+            if (share.columns() > 5 && share.columns() <= s.width) {
+                out.push_back(std::move(share));
+            }
+        }
+    }
     if (!s.error.empty()) {
         for (const std::string& l : wrap("carma: " + printable(s.error), s.width, kErrorLines)) {
             out.push_back(Line().add(l, kBad));

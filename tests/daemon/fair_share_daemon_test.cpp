@@ -1,0 +1,119 @@
+// Fair share in the daemon (issue 23), with two users made by useradd: usage charged to whoever
+// ran, a light user's task going before a heavy user's older ones, --exclusive keeping a GPU to
+// itself, what a user may not ask for, and GET /v1/share.
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "daemon/daemon_fixture.h"
+#include "users.h"
+
+namespace carma {
+namespace {
+
+using namespace daemon_test;  // the fixture, as_user, eventually, read_text, fs, json
+using test_support::root_and_user;
+
+class FairShareDaemonTest : public DaemonTest {
+protected:
+    // `carma COMMAND --socket S ARGS` as `user`, in a directory of the user's: exit status and
+    // what it printed.
+    std::pair<int, std::string> carma_as(const passwd& user, const std::string& command,
+                                         const std::string& args) {
+        const std::string home = dir_ + "/" + user.pw_name;
+        fs::create_directories(home);
+        EXPECT_EQ(::chown(home.c_str(), user.pw_uid, user.pw_gid), 0);
+        const std::string out = home + "/cli.out";
+        const int rc = as_user(user, [&] {
+            return std::system((carma_ + " " + command + " --socket " + socket_ + " " + args +
+                                " >" + out + " 2>&1")
+                                   .c_str()) == 0
+                       ? 0
+                       : 1;
+        });
+        return {rc, read_text(out)};
+    }
+
+    // A fake job of `profile` for `seconds` of model time, submitted by `user`; its id.
+    TaskId fake_as(const passwd& user, const std::string& profile, int seconds,
+                   const std::string& flags = "") {
+        auto [rc, text] = carma_as(user, "submit",
+                                   fmt::format("--json --export=NONE --workdir /tmp {} -- {} "
+                                               "--profile {} --duration-s {}",
+                                               flags, fakejob_, profile, seconds));
+        EXPECT_EQ(rc, 0) << text;
+        return rc == 0 ? json::parse(text)["id"].get<TaskId>() : 0;
+    }
+
+    double started(TaskId id) { return task(id)["attempt_list"][0]["started_at"].get<double>(); }
+
+    std::string carma_;
+    std::string fakejob_;
+};
+
+// This test verifies, on one GPU under `carma`: alice's --exclusive task runs alone (bob's small
+// task, which carma would otherwise place beside it, waits for its end); bob, who has used
+// nothing, goes before alice's tasks that were queued earlier; usage is charged to whoever ran
+// (the whole GPU for an exclusive task) and shown by GET /v1/share and `carma share`, with the
+// charged GPU time in accounting; a negative nice is refused to a user who is not root.
+TEST_F(FairShareDaemonTest, LightUserGoesFirstAndExclusiveRunsAlone) {
+    std::optional<passwd> alice;
+    std::optional<passwd> bob;
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-alice", alice, "for two fair-share users"));
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-bob", bob, "for two fair-share users"));
+    start("carma", {"--exclude-gpus", "1,2,3"});
+    carma_ = reachable_copy(CARMA_BIN);
+    fakejob_ = reachable_copy(CARMA_FAKEJOB_PATH);
+
+    const TaskId first = fake_as(*alice, "resnet3", 240, "--exclusive");
+    ASSERT_TRUE(eventually([&] { return state(first) == "running"; })) << daemon_log();
+    const TaskId second = fake_as(*alice, "resnet3", 120);
+    const TaskId third = fake_as(*alice, "resnet3", 120);
+    const TaskId light = fake_as(*bob, "dlrm", 60);
+
+    EXPECT_EQ(wait_final(light)["state"], "succeeded");
+    const json first_done = wait_final(first);
+    EXPECT_EQ(first_done["exclusive"], true);
+    EXPECT_GE(started(light), first_done["finished_at"].get<double>())
+        << "a task ran beside an --exclusive one";
+    EXPECT_EQ(wait_final(second)["state"], "succeeded");
+    EXPECT_EQ(wait_final(third)["state"], "succeeded");
+    EXPECT_LT(started(light), started(second)) << "bob, who used nothing, goes first";
+
+    // The exclusive attempt paid for the whole GPU: about its run time on the model's clock.
+    const json charged_attempt = first_done["attempt_list"][0];
+    ASSERT_TRUE(charged_attempt["charged_gpu_s"].is_number()) << first_done.dump(2);
+    EXPECT_GT(charged_attempt["charged_gpu_s"].get<double>(), 120.0) << first_done.dump(2);
+
+    auto share = client().share();
+    ASSERT_TRUE(share) << share.error().message;
+    EXPECT_EQ((*share)["fair_share"], true);
+    std::map<std::string, json> by_user;
+    for (const json& u : (*share)["users"]) {
+        by_user[u["user"].get<std::string>()] = u;
+    }
+    ASSERT_TRUE(by_user.contains("carma-test-alice")) << share->dump(2);
+    ASSERT_TRUE(by_user.contains("carma-test-bob")) << share->dump(2);
+    EXPECT_GT(by_user["carma-test-alice"]["usage_gpu_hours"].get<double>(),
+              by_user["carma-test-bob"]["usage_gpu_hours"].get<double>());
+    EXPECT_LT(by_user["carma-test-alice"]["factor"].get<double>(),
+              by_user["carma-test-bob"]["factor"].get<double>());
+
+    auto [rc, table] = carma_as(*bob, "share", "");
+    EXPECT_EQ(rc, 0) << table;
+    EXPECT_NE(table.find("carma-test-alice"), std::string::npos) << table;
+    auto [rc2, acct] = carma_as(*bob, "acct", "--format id,charged");
+    EXPECT_EQ(rc2, 0) << acct;
+    EXPECT_NE(acct.find("CHARGED"), std::string::npos) << acct;
+
+    auto [rc3, refused] = carma_as(*alice, "submit",
+                                   "--nice=-5 --export=NONE --workdir /tmp -- /bin/true");
+    EXPECT_NE(rc3, 0);
+    EXPECT_NE(refused.find("only root may give a negative nice"), std::string::npos) << refused;
+}
+
+}  // namespace
+}  // namespace carma
