@@ -76,14 +76,7 @@ std::optional<double> clock_form(std::string_view s) {
 }  // namespace
 
 std::string format_time_limit(double seconds) {
-    const auto total = static_cast<long long>(seconds + 0.5);
-    if (total != 0 && total % 3600 == 0) {
-        return fmt::format("{}h", total / 3600);
-    }
-    if (total != 0 && total % 60 == 0) {
-        return fmt::format("{}m", total / 60);
-    }
-    return fmt::format("{}s", total);
+    return format_duration(static_cast<double>(static_cast<long long>(seconds + 0.5)));
 }
 
 Result<double> parse_time_limit(std::string_view text) {

@@ -187,6 +187,19 @@ std::optional<double> Scheduler::priority(TaskId id, double now) const {
     return bucket_base(*w->second.bucket) + (overdue ? config_.carma.age_weight : 0);
 }
 
+std::vector<std::string> Scheduler::ordered_users() const {
+    std::vector<std::string> users;
+    if (!config_.policy.carma || !config_.carma.fair_share) {
+        return users;
+    }
+    for (const auto& [key, bucket] : buckets_) {
+        if (users.empty() || users.back() != key.first) {  // keys sort by user, then nice
+            users.push_back(key.first);
+        }
+    }
+    return users;
+}
+
 std::optional<std::string> Scheduler::limit_reason(const QueuedTask& t) const {
     auto it = round_use_.find(t.spec.user);
     return running_limit(config_.limits, t.spec.user,

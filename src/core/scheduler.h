@@ -178,6 +178,10 @@ public:
     // P of a waiting task under `carma` with fair share (core/fair_share.h's task_priority),
     // from the standings; nothing for a task not waiting in the main queue.
     std::optional<double> priority(TaskId id, double now) const;
+    // The users whose waiting tasks are ordered by their F (carma with fair share), from the
+    // per-user buckets: the users set_standings must give a factor, without walking the queue.
+    // Empty when no order reads a factor.
+    std::vector<std::string> ordered_users() const;
 
     // carma: the next moment after `now` at which the order changes by itself (a task's bounded
     // wait runs out); nothing for the paper's policies or when no task will age.

@@ -164,6 +164,18 @@ Result<double> parse_duration(std::string_view text) {
     return total;
 }
 
+std::string format_duration(double seconds) {
+    if (seconds != 0 && seconds == std::floor(seconds) && std::abs(seconds) < 1e15) {
+        const auto whole = static_cast<long long>(seconds);
+        for (const auto& [unit, size] : {std::pair{'d', 86400LL}, {'h', 3600LL}, {'m', 60LL}}) {
+            if (whole % size == 0) {
+                return fmt::format("{}{}", whole / size, unit);
+            }
+        }
+    }
+    return fmt::format("{}s", seconds);
+}
+
 double unix_from_utc(const CivilTime& t) {
     // Days from 1970-01-01 to the date (Howard Hinnant's days_from_civil).
     const int y = t.year - (t.month <= 2 ? 1 : 0);

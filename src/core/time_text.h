@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "core/result.h"
@@ -13,6 +14,10 @@ namespace carma {
 // A span: a number and a unit, s, m, h, d or w ("90s", "15m", "2h", "1.5d", "1w"), or a sum of
 // such terms ("1h30m"). Seconds. A bare number is refused: it could mean any unit.
 Result<double> parse_duration(std::string_view text);
+
+// A span as parse_duration reads it back, in the largest of d, h and m that divides it whole:
+// "7d", "36h", "90m", "45s"; a fraction of a second is kept ("0.5s").
+std::string format_duration(double seconds);
 
 // A calendar date and time as written: zone-less (the reader's local time) or UTC (a trailing Z).
 struct CivilTime {

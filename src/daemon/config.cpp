@@ -169,15 +169,6 @@ std::string yaml_shares(const std::map<std::string, double>& shares) {
 }
 
 // A span as the YAML writes it back: whole days, hours or minutes where it is one, else seconds.
-std::string yaml_span(double s) {
-    for (auto [unit, size] : {std::pair{"d", 86400.0}, {"h", 3600.0}, {"m", 60.0}}) {
-        if (s >= size && std::fmod(s, size) == 0) {
-            return fmt::format("{}{}", s / size, unit);
-        }
-    }
-    return fmt::format("{}s", s);
-}
-
 // The value of one key of config_keys() as YAML ("" for a section: its keys follow).
 std::string yaml_value(const DaemonConfig& c, std::string_view key) {
     const std::map<std::string_view, std::function<std::string()>> values = {
@@ -239,7 +230,7 @@ std::string yaml_value(const DaemonConfig& c, std::string_view key) {
         {"limits.max_running_per_user",
          [&] { return std::to_string(c.limits.max_running_per_user); }},
         {"fair_share", [&] { return std::string(c.fair_share ? "true" : "false"); }},
-        {"fairshare_half_life", [&] { return yaml_span(c.fairshare_half_life_s); }},
+        {"fairshare_half_life", [&] { return format_duration(c.fairshare_half_life_s); }},
         {"shares", [&] { return yaml_shares(c.shares); }},
         {"priority_weight_fairshare", [&] { return yaml_number(c.priority_weight_fairshare); }},
         {"priority_weight_age", [&] { return yaml_number(c.priority_weight_age); }},

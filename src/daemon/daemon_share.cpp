@@ -136,7 +136,9 @@ void Daemon::charge_usage() {
     }
 }
 
-// Every user with waiting work, running attempts or usage, with their factor and what they run.
+// Every user the scheduler may ask about: those with usage or running attempts (the limits count
+// what they run) and, where the order reads F, those with waiting tasks. It runs before every
+// round, so the queue is not walked: the scheduler names its users from its per-user buckets.
 void Daemon::stand_users() {
     std::set<std::string> users;
     for (const auto& [user, e] : ledger_.entries()) {
@@ -149,11 +151,8 @@ void Daemon::stand_users() {
         use.gpus += live.gpus.size();
         use.tasks += 1;
     }
-    for (const std::list<QueuedTask>* queue :
-         {&scheduler_.main_queue(), &scheduler_.recovery_queue()}) {
-        for (const QueuedTask& q : *queue) {
-            users.insert(q.spec.user);
-        }
+    for (std::string& user : scheduler_.ordered_users()) {
+        users.insert(std::move(user));
     }
     const bool groups = std::any_of(config_.shares.begin(), config_.shares.end(),
                                     [](const auto& kv) { return kv.first.starts_with("@"); });
@@ -180,8 +179,8 @@ void Daemon::stand_users() {
     scheduler_.set_standings(std::move(standings));
 }
 
-api::ApiResult<nlohmann::json> Daemon::share(const api::Caller&) {
-    std::lock_guard lock(mu_);
+std::map<std::string, nlohmann::json> Daemon::share_rows(
+    const std::vector<store::StateCount>& counts) {
     stand_users();
     const double clock = now();
     std::set<std::string> users;
@@ -191,11 +190,7 @@ api::ApiResult<nlohmann::json> Daemon::share(const api::Caller&) {
     // Waiting as the per-user limits count it: queued (behind a dependency too), recovering,
     // held.
     std::map<std::string, std::size_t> waiting;
-    auto counts = store_->live_counts();
-    if (!counts) {
-        return api::api_fail(500, counts.error().message);
-    }
-    for (const store::StateCount& c : *counts) {
+    for (const store::StateCount& c : counts) {
         if (c.state == store::TaskState::Queued || c.state == store::TaskState::Recovering ||
             c.state == store::TaskState::Held) {
             users.insert(c.user);
@@ -208,25 +203,35 @@ api::ApiResult<nlohmann::json> Daemon::share(const api::Caller&) {
         share_sum += n;
     }
     const double total = ledger_.total(clock);
-    nlohmann::json rows = nlohmann::json::array();
+    std::map<std::string, nlohmann::json> rows;
     for (const std::string& user : users) {
         const auto standing = scheduler_.standings().find(user);
+        const bool stands = standing != scheduler_.standings().end();
         const double usage = ledger_.usage(user, clock);
         const auto n = shares.find(user);
-        rows.push_back(
-            {{"user", user},
-             {"shares", n != shares.end() ? n->second : 1.0},
-             {"shares_norm", share_sum > 0 && n != shares.end() ? n->second / share_sum : 0.0},
-             {"usage_gpu_hours", usage / 3600},
-             {"usage_norm", total > 0 ? usage / total : 0.0},
-             {"factor", standing != scheduler_.standings().end() ? standing->second.factor : 1.0},
-             {"gpus_running", standing != scheduler_.standings().end()
-                                  ? standing->second.running.gpus
-                                  : 0},
-             {"tasks_running", standing != scheduler_.standings().end()
-                                   ? standing->second.running.tasks
-                                   : 0},
-             {"tasks_waiting", waiting[user]}});
+        rows[user] = {
+            {"user", user},
+            {"shares", n != shares.end() ? n->second : 1.0},
+            {"shares_norm", share_sum > 0 && n != shares.end() ? n->second / share_sum : 0.0},
+            {"usage_gpu_hours", usage / 3600},
+            {"usage_norm", total > 0 ? usage / total : 0.0},
+            {"factor", stands ? standing->second.factor : 1.0},
+            {"gpus_running", stands ? standing->second.running.gpus : 0},
+            {"tasks_running", stands ? standing->second.running.tasks : 0},
+            {"tasks_waiting", waiting[user]}};
+    }
+    return rows;
+}
+
+api::ApiResult<nlohmann::json> Daemon::share(const api::Caller&) {
+    auto counts = store_->live_counts();
+    if (!counts) {
+        return api::api_fail(500, counts.error().message);
+    }
+    std::lock_guard lock(mu_);
+    nlohmann::json rows = nlohmann::json::array();
+    for (auto& [user, row] : share_rows(*counts)) {
+        rows.push_back(std::move(row));
     }
     const CarmaConfig& carma = scheduler_.config().carma;
     return nlohmann::json{

@@ -3,7 +3,6 @@
 // also served on the read-only web listener.
 
 #include <algorithm>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -124,28 +123,18 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
     }
 
     std::lock_guard lock(mu_);
-    // Fair share per user (as GET /v1/share): the page's share bars and `carma top`'s line.
-    stand_users();
+    // Fair share per user, as GET /v1/share has it: the page's share bars and `carma top`'s line.
     {
-        const double clock = now();
-        std::set<std::string> names;
-        for (const json& u : queue_users) {
-            names.insert(u["user"].get<std::string>());
-        }
-        const ShareTable shares = build_share_table(config_.shares, groups_of_, names);
-        double share_sum = 0;
-        for (const auto& [name, n] : shares) {
-            share_sum += n;
-        }
-        const double total = ledger_.total(clock);
+        const std::map<std::string, json> standing = share_rows(*counts);
         for (json& u : queue_users) {
-            const std::string name = u["user"].get<std::string>();
-            const auto standing = scheduler_.standings().find(name);
-            const auto n = shares.find(name);
-            u["factor"] = standing != scheduler_.standings().end() ? standing->second.factor : 1.0;
-            u["shares_norm"] = share_sum > 0 && n != shares.end() ? n->second / share_sum : 0.0;
-            u["usage_norm"] = total > 0 ? ledger_.usage(name, clock) / total : 0.0;
-            u["usage_gpu_hours"] = ledger_.usage(name, clock) / 3600;
+            // A user the store counts as running whose attempt the loop has not yet taken up
+            // has no row: no usage, no share yet.
+            const auto row = standing.find(u["user"].get<std::string>());
+            const bool found = row != standing.end();
+            u["factor"] = found ? row->second["factor"] : json(1.0);
+            for (const char* field : {"shares_norm", "usage_norm", "usage_gpu_hours"}) {
+                u[field] = found ? row->second[field] : json(0.0);
+            }
         }
     }
     json gpus = gpus_json();

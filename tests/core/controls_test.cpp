@@ -87,7 +87,8 @@ TEST(TimeLimitText, LargestWholeUnitAndReadBack) {
     EXPECT_EQ(format_time_limit(5400), "90m");
     EXPECT_EQ(format_time_limit(45), "45s");
     EXPECT_EQ(format_time_limit(0), "0s");
-    for (double s : {7200.0, 5400.0, 45.0, 90061.0}) {
+    EXPECT_EQ(format_time_limit(2 * 86400), "2d");
+    for (double s : {7200.0, 5400.0, 45.0, 90061.0, 172800.0}) {
         auto back = parse_time_limit(format_time_limit(s));
         ASSERT_TRUE(back) << s;
         EXPECT_EQ(*back, s);

@@ -130,6 +130,8 @@ TEST(FairShareSchedulerTest, MergeOrderAcrossUsers) {
     s.enqueue(4, MakeTask("l1").User("light").Knows(1000, 10), 95);
     s.enqueue(5, MakeTask("l2").User("light").Knows(1000, 20), 96);
     s.set_standings({{"flood", {0.1, {}}}, {"light", {0.9, {}}}});
+    // The users to stand are named from the per-user buckets, once each.
+    EXPECT_EQ(s.ordered_users(), (std::vector<std::string>{"flood", "light"}));
     // At 100 f1 and f2 are overdue (waited 100 >= 50), f3 is not.
     EXPECT_EQ(s.waiting_order(100), (std::vector<TaskId>{5, 4, 1, 2, 3}));
     EXPECT_DOUBLE_EQ(*s.priority(1, 100), 2000);
@@ -146,6 +148,7 @@ TEST(FairShareSchedulerTest, MergeOrderAcrossUsers) {
     }
     plain.set_standings(s.standings());
     EXPECT_EQ(plain.waiting_order(100), (std::vector<TaskId>{1, 2, 3, 5, 4}));
+    EXPECT_TRUE(plain.ordered_users().empty());  // no order reads F
     s.set_standings({{"flood", {0.5, {}}}, {"light", {0.5, {}}}});
     EXPECT_EQ(s.waiting_order(100), plain.waiting_order(100));
     // A round on one idle GPU takes the light user's first in the fair-share order.

@@ -23,6 +23,21 @@ TEST(TimeTextTest, ParsesDurations) {
     }
 }
 
+// This test verifies that a span is written in its largest whole unit and reads back the same.
+TEST(TimeTextTest, FormatsDurationsThatReadBack) {
+    EXPECT_EQ(format_duration(7 * 86400), "7d");
+    EXPECT_EQ(format_duration(1.5 * 86400), "36h");
+    EXPECT_EQ(format_duration(5400), "90m");
+    EXPECT_EQ(format_duration(45), "45s");
+    EXPECT_EQ(format_duration(0), "0s");
+    EXPECT_EQ(format_duration(0.5), "0.5s");
+    for (double s : {604800.0, 129600.0, 5400.0, 61.0, 0.5, 3723.0}) {
+        auto back = parse_duration(format_duration(s));
+        ASSERT_TRUE(back) << s;
+        EXPECT_DOUBLE_EQ(*back, s);
+    }
+}
+
 // This test verifies that a span without a unit, with an unknown unit or negative is refused
 // with what to write instead.
 TEST(TimeTextTest, RefusesBadDurations) {
