@@ -1,7 +1,7 @@
-# Sourced by the daemon benchmarks. The per-user limits (README, "Who may do what") would refuse
-# the benchmarks' floods of submissions from one user, which is their point but not what these
-# benchmarks measure: no_limits_args CARMA DIR prints the `--config FILE` that turns them off for
-# a daemon that has them (nothing for an older one, which has none), writing FILE into DIR.
+# Sourced by the daemon benchmarks. The per-user limits (docs/admin-guide.md, "Per-user limits")
+# would refuse the benchmarks' floods of submissions from one user, which is their point but not
+# what these benchmarks measure: no_limits_args CARMA DIR prints the `--config FILE` that turns them
+# off for a daemon that has them (nothing for an older one, which has none), writing FILE into DIR.
 no_limits_args() {
   local carma=$1 dir=$2
   if "$carma" serve --help 2>/dev/null | grep -q -- --allowed-hosts; then

@@ -3,7 +3,7 @@
 // alone (before its body is read, before any handler runs).
 //
 // The threats (issue 18): a web page the user visits while an SSH tunnel to the daemon's socket
-// is open (the README's advice) may send requests to it with the user's identity — the tunnel
+// is open (the user guide's advice) may send requests to it with the user's identity — the tunnel
 // connects as the user — and a page on a name the attacker re-points at 127.0.0.1 (DNS
 // rebinding) may even read the answers. What stops them:
 //   1. `Host` must name this machine: `localhost`, a loopback address, or a name the admin

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Debian package (issue 24, item 1), from this build directory's programs: cpack builds it,
-# lintian finds no error in it, and installed into a throwaway root (dpkg --root) it has every
-# file where the README says, with its modes, the unit enabled and not started, and from that
+# lintian finds no error in it, and installed into a throwaway root (dpkg --root) it has every file
+# where docs/admin-guide.md says, with its modes, the unit enabled and not started, and from that
 # root `carma --version`, `carma-daemon serve --help`, the man pages, the conffile and the bash
 # completion work. A missing tool FAILS the test, naming it and the package that has it.
 #

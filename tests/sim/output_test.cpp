@@ -32,7 +32,7 @@ TEST(OutputTest, TableHasRatios) {
     EXPECT_NE(t.find("-10.0%"), std::string::npos);  // 18 MJ / 20 MJ - 1
 }
 
-// This test verifies the JSON shape promised by the README.
+// This test verifies the JSON shape promised by docs/policies.md.
 TEST(OutputTest, JsonShape) {
     nlohmann::json j = to_json(sample());
     EXPECT_EQ(j["trace"], "t1");

@@ -1,7 +1,7 @@
-// The daemon's socket seen through `ssh -N -L PORT:/path/carma.sock` (README, The web page): a
-// relay of the socket on 127.0.0.1 (tests/web/tunnel.h) and a real daemon on emulated GPUs. A
-// page of another origin, loaded in headless Chromium while the tunnel is open, must not be able
-// to submit, hold or cancel tasks as the user (cross-site request forgery), nor may a request
+// The daemon's socket seen through `ssh -N -L PORT:/path/carma.sock` (docs/user-guide.md, The web
+// page): a relay of the socket on 127.0.0.1 (tests/web/tunnel.h) and a real daemon on emulated
+// GPUs. A page of another origin, loaded in headless Chromium while the tunnel is open, must not be
+// able to submit, hold or cancel tasks as the user (cross-site request forgery), nor may a request
 // for another host name (DNS rebinding) read the user's tasks; the daemon's own page, opened
 // through the tunnel, keeps working.
 

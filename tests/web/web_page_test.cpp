@@ -229,7 +229,7 @@ TEST_F(WebTest, PageInAHeadlessBrowser) {
     EXPECT_TRUE(page_true(finished_row)) << eval("document.body.innerText");
     EXPECT_EQ(eval("window.__carmaLoadedOnce"), 42);
 
-    // Mid-run, with tasks running, waiting and finished, for the README (docs/web-page.png is
+    // Mid-run, with tasks running, waiting and finished, for the user guide (docs/web-page.png is
     // such a screenshot).
     const std::string artifacts = CARMA_ARTIFACT_DIR;
     browser.screenshot(page, artifacts + "/web-page.png");

@@ -4,7 +4,7 @@
 // testable. Answers are read defensively, as in cli/commands/client_common.h: a missing or odd
 // field prints as "-".
 //
-// Columns (README, `carma queue`):
+// Columns (docs/user-guide.md, `carma queue`):
 //   ID      the task id; a job array's line: ARRAY_[indices], e.g. 12_[0-3,7]
 //   USER NAME GPUS
 //   STATE   the task's state; an array's line counts its tasks' states: "3 running, 7 queued"
