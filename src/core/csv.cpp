@@ -5,21 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace carma {
 
 namespace {
-
-std::string trim(std::string_view s) {
-    std::size_t b = 0;
-    std::size_t e = s.size();
-    while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\r')) {
-        ++b;
-    }
-    while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) {
-        --e;
-    }
-    return std::string(s.substr(b, e - b));
-}
 
 std::vector<std::string> split(std::string_view line) {
     std::vector<std::string> out;
@@ -27,10 +17,10 @@ std::vector<std::string> split(std::string_view line) {
     while (true) {
         std::size_t comma = line.find(',', start);
         if (comma == std::string_view::npos) {
-            out.push_back(trim(line.substr(start)));
+            out.emplace_back(trim(line.substr(start)));
             break;
         }
-        out.push_back(trim(line.substr(start, comma - start)));
+        out.emplace_back(trim(line.substr(start, comma - start)));
         start = comma + 1;
     }
     return out;
@@ -57,7 +47,7 @@ Result<CsvTable> parse_csv(std::string_view text, std::string_view source) {
             text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
         ++line_no;
         pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
-        const std::string trimmed = trim(line);
+        const std::string trimmed(trim(line));
         if (trimmed.empty() || trimmed.front() == '#') {
             continue;
         }

@@ -11,7 +11,7 @@ namespace carma {
 
 namespace {
 
-constexpr std::array<std::pair<DependencyType, std::string_view>, 4> kTypes = {{
+constexpr std::array<std::pair<DependencyType, std::string_view>, 4> kDependencyTypes = {{
     {DependencyType::AfterOk, "afterok"},
     {DependencyType::AfterAny, "afterany"},
     {DependencyType::AfterNotOk, "afternotok"},
@@ -38,7 +38,7 @@ std::string unsupported_type(std::string_view type) {
 }  // namespace
 
 std::string_view to_string(DependencyType type) {
-    for (const auto& [t, name] : kTypes) {
+    for (const auto& [t, name] : kDependencyTypes) {
         if (t == type) {
             return name;
         }
@@ -47,7 +47,7 @@ std::string_view to_string(DependencyType type) {
 }
 
 std::optional<DependencyType> parse_dependency_type(std::string_view word) {
-    for (const auto& [t, name] : kTypes) {
+    for (const auto& [t, name] : kDependencyTypes) {
         if (name == word) {
             return t;
         }
@@ -155,7 +155,7 @@ DependencyJudgement judge_dependency(DependencyType type, std::span<const Target
 
 std::string describe_waiting(std::span<const Dependency> dependencies) {
     std::vector<std::string> clauses;
-    for (const auto& [type, name] : kTypes) {
+    for (const auto& [type, name] : kDependencyTypes) {
         if (type == DependencyType::Singleton) {
             continue;  // resolved at submit into afterany on the tasks it waits for
         }

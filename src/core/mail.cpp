@@ -12,7 +12,7 @@ namespace carma {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, unsigned>, 6> kTypes = {{
+constexpr std::array<std::pair<std::string_view, unsigned>, 6> kMailTypes = {{
     {"BEGIN", mail::kBegin},
     {"END", mail::kEnd},
     {"FAIL", mail::kFail},
@@ -47,7 +47,7 @@ Result<unsigned> parse_mail_types(std::string_view text) {
             continue;
         }
         bool known = false;
-        for (const auto& [name, bit] : kTypes) {
+        for (const auto& [name, bit] : kMailTypes) {
             if (word == to_lower(name)) {
                 types |= bit;
                 known = true;
@@ -66,7 +66,7 @@ Result<unsigned> parse_mail_types(std::string_view text) {
 
 std::string format_mail_types(unsigned types) {
     std::vector<std::string_view> names;
-    for (const auto& [name, bit] : kTypes) {
+    for (const auto& [name, bit] : kMailTypes) {
         if ((types & bit) != 0) {
             names.push_back(name);
         }

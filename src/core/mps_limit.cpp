@@ -47,7 +47,7 @@ std::optional<MiB> parse_amount(std::string_view text) {
     return number * scale;
 }
 
-tl::unexpected<Error> bad_limit(std::string_view text, std::string_view why) {
+tl::unexpected<Error> bad_mps_limit(std::string_view text, std::string_view why) {
     return fail(ErrorCode::InvalidArgument,
                 fmt::format("{}='{}': {}; write DEVICE=AMOUNT entries separated by commas, DEVICE "
                             "a CUDA ordinal or GPU UUID and AMOUNT an integer with M or G "
@@ -71,7 +71,7 @@ std::string format_pinned_mem_limit(std::span<const MpsMemLimit> limits) {
 Result<std::vector<MpsMemLimit>> parse_pinned_mem_limit(std::string_view text) {
     std::vector<MpsMemLimit> out;
     if (trim(text).empty()) {
-        return bad_limit(text, "names no device");
+        return bad_mps_limit(text, "names no device");
     }
     std::string_view rest = text;
     while (true) {
@@ -79,23 +79,23 @@ Result<std::vector<MpsMemLimit>> parse_pinned_mem_limit(std::string_view text) {
         const std::string_view entry = trim(rest.substr(0, comma));
         const std::size_t eq = entry.find('=');
         if (eq == std::string_view::npos) {
-            return bad_limit(text, fmt::format("'{}' has no '='", entry));
+            return bad_mps_limit(text, fmt::format("'{}' has no '='", entry));
         }
         const std::string_view device = trim(entry.substr(0, eq));
         const std::string_view amount = trim(entry.substr(eq + 1));
         if (!is_ordinal(device) && !device.starts_with("GPU-") && !device.starts_with("MIG-")) {
-            return bad_limit(text,
+            return bad_mps_limit(text,
                              fmt::format("'{}' is neither a CUDA ordinal nor a GPU UUID", device));
         }
         const auto mib = parse_amount(amount);
         if (!mib) {
-            return bad_limit(text, fmt::format("'{}' is not an amount like 12000M or 12G of at "
+            return bad_mps_limit(text, fmt::format("'{}' is not an amount like 12000M or 12G of at "
                                                "most 16 TiB",
                                                amount));
         }
         if (std::any_of(out.begin(), out.end(),
                         [&](const MpsMemLimit& l) { return l.device == device; })) {
-            return bad_limit(text, fmt::format("device '{}' is named twice", device));
+            return bad_mps_limit(text, fmt::format("device '{}' is named twice", device));
         }
         out.push_back(MpsMemLimit{std::string(device), *mib});
         if (comma == std::string_view::npos) {

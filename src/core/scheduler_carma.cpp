@@ -20,7 +20,7 @@ namespace {
 // than deciding, and people read the first few.
 constexpr std::size_t kExplainedWaiting = 16;
 
-std::string format_duration(double s) {
+std::string rough_duration(double s) {
     if (s >= 3600) {
         return fmt::format("{:.1f} h", s / 3600);
     }
@@ -207,7 +207,7 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         !pc.explain            ? std::string()
         : plan.start == kNeverS ? fmt::format("start of {} not predictable", head->spec.name)
                                 : fmt::format("predicted start of {} in {}", head->spec.name,
-                                              format_duration(plan.start - now));
+                                              rough_duration(plan.start - now));
     // Until the round places or rejects a task, every class met is turned down at its first
     // task, so the loop goes from one class's first task to the next class's (a backlog's 256
     // candidates hold a few dozen classes, and rounds without a placement are most of a run);

@@ -12,19 +12,19 @@ namespace carma {
 
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_decimal_digit(char c) { return c >= '0' && c <= '9'; }
 
 // A non-negative decimal number at the start of `text` ("90", "1.5"); advances past it.
 std::optional<double> take_number(std::string_view& text) {
     std::size_t n = 0;
     bool digits = false;
-    while (n < text.size() && is_digit(text[n])) {
+    while (n < text.size() && is_decimal_digit(text[n])) {
         ++n;
         digits = true;
     }
     if (n < text.size() && text[n] == '.') {
         ++n;
-        while (n < text.size() && is_digit(text[n])) {
+        while (n < text.size() && is_decimal_digit(text[n])) {
             ++n;
             digits = true;
         }
@@ -59,7 +59,7 @@ std::optional<int> take_field(std::string_view& text, std::size_t width) {
     }
     int value = 0;
     for (std::size_t i = 0; i < width; ++i) {
-        if (!is_digit(text[i])) {
+        if (!is_decimal_digit(text[i])) {
             return std::nullopt;
         }
         value = value * 10 + (text[i] - '0');
@@ -198,7 +198,7 @@ Result<double> parse_time_point(std::string_view text, double now, const LocalTi
     if (auto number = take_number(rest); number && rest.empty()) {
         return *number;
     }
-    if (trimmed.size() >= 5 && is_digit(trimmed[0]) && trimmed[4] == '-') {
+    if (trimmed.size() >= 5 && is_decimal_digit(trimmed[0]) && trimmed[4] == '-') {
         const std::optional<CivilTime> civil = parse_civil(trimmed);
         if (!civil) {
             return fail(ErrorCode::InvalidArgument,

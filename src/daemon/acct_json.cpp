@@ -2,13 +2,13 @@
 
 #include <algorithm>
 
+#include "daemon/task_json.h"
+
 namespace carma::daemon {
 
 namespace {
 
 using nlohmann::json;
-
-json optional_number(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
 // Launched: the attempt's command ran, or at least its supervisor tried to start it.
 bool launched(const store::AttemptRow& a) { return a.outcome != "not-started"; }
@@ -62,11 +62,11 @@ json acct_task_json(const store::FinishedTask& finished) {
                             {"outcome", a.outcome},
                             {"gpus", a.gpus},
                             {"started_at", a.started_at},
-                            {"ended_at", optional_number(a.ended_at)},
+                            {"ended_at", json_or_null(a.ended_at)},
                             {"run_s", run},
-                            {"energy_j", optional_number(a.energy_j)},
-                            {"charged_gpu_s", optional_number(a.charged_gpu_s)},
-                            {"slowdown", optional_number(a.slowdown)},
+                            {"energy_j", json_or_null(a.energy_j)},
+                            {"charged_gpu_s", json_or_null(a.charged_gpu_s)},
+                            {"slowdown", json_or_null(a.slowdown)},
                             {"peak_mib", peak ? json(*peak) : json(nullptr)},
                             {"node", a.node.empty() ? json(nullptr) : json(a.node)},
                             {"slurm_job", a.slurm_job.empty() ? json(nullptr) : json(a.slurm_job)}});
@@ -82,15 +82,15 @@ json acct_task_json(const store::FinishedTask& finished) {
             {"state", std::string(store::to_string(task.state))},
             {"message", task.message},
             {"submitted_at", task.submitted_at},
-            {"started_at", optional_number(started_at)},
-            {"finished_at", optional_number(task.finished_at)},
-            {"wait_s", optional_number(wait_s)},
+            {"started_at", json_or_null(started_at)},
+            {"finished_at", json_or_null(task.finished_at)},
+            {"wait_s", json_or_null(wait_s)},
             {"run_s", run_s},
             {"gpus", task.spec.gpus},
             {"gpu_hours", gpu_hours},
             {"charged_gpu_hours",
              charged_gpu_s ? json(*charged_gpu_s / 3600.0) : json(nullptr)},
-            {"energy_j", optional_number(energy_j)},
+            {"energy_j", json_or_null(energy_j)},
             {"peak_mib", peak_mib ? json(*peak_mib) : json(nullptr)},
             {"attempts", std::move(attempts)}};
 }
@@ -118,7 +118,7 @@ json AcctTotals::to_json() const {
                        {"attempts", sum.attempts},
                        {"run_s", sum.run_s},
                        {"gpu_hours", sum.gpu_hours},
-                       {"energy_j", optional_number(sum.energy_j)},
+                       {"energy_j", json_or_null(sum.energy_j)},
                        {"mean_wait_s", sum.waited > 0 ? json(sum.wait_s / sum.waited)
                                                       : json(nullptr)}});
     }

@@ -22,8 +22,6 @@ constexpr int kRecentTasks = 20;
 constexpr std::size_t kViewQueueTasks = 50;
 constexpr double kDefaultTimelineSpanS = 6 * 3600.0;
 
-json optional_mib(const std::optional<MiB>& v) { return v ? json(*v) : json(nullptr); }
-
 // The window's values of one metric, oldest first; null where a sample lacked it.
 template <typename Get>
 json window_series(const std::vector<MetricSample>& samples, Get get) {
@@ -116,7 +114,7 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
                          {"name", t.spec.name},
                          {"state", std::string(store::to_string(t.state))},
                          {"gpus", t.spec.gpus},
-                         {"need_mib", optional_mib(planned_need_mib(t.spec))},
+                         {"need_mib", json_or_null(planned_need_mib(t.spec))},
                          {"submitted_at", t.submitted_at},
                          {"wait_s", std::max(0.0, unix_t - t.submitted_at)},
                          {"reason", t.message}});
@@ -193,7 +191,7 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
                            {"attempt", live.number},
                            {"started_at", live.started_unix},
                            {"run_s", std::max(0.0, unix_t - live.started_unix)},
-                           {"memory_mib", optional_mib(memory)}});
+                           {"memory_mib", json_or_null(memory)}});
     }
 
     json finished = json::array();

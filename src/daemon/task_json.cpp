@@ -22,10 +22,6 @@ namespace carma::daemon {
 
 namespace {
 
-nlohmann::json optional_mib(const std::optional<MiB>& v) {
-    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
 api::ApiResult<std::optional<MiB>> read_mib(const nlohmann::json& obj, const char* key) {
     if (!obj.contains(key) || obj.at(key).is_null()) {
         return std::optional<MiB>();
@@ -57,11 +53,6 @@ api::ApiResult<std::string> c_string(const nlohmann::json& body, const char* key
         return api::api_fail(400, fmt::format("'{}' must be {} without NUL characters", key, what));
     }
     return v.get<std::string>();
-}
-
-// At most `limit` bytes of `s`, not splitting a UTF-8 sequence (the API's JSON must stay UTF-8).
-nlohmann::json optional_number(const std::optional<double>& v) {
-    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
 // `after` (afterok: [12, "12_3", "12_*"]) and `dependencies` ([{"type", "task"}]), in that
@@ -118,12 +109,12 @@ api::ApiResult<std::vector<Dependency>> dependencies_from_submission(const nlohm
 }  // namespace
 
 nlohmann::json learned_to_json(const Learned& l) {
-    return {{"need_mib", optional_mib(l.need_mib)},
+    return {{"need_mib", json_or_null(l.need_mib)},
             {"margin_mib", l.margin_mib},
             {"lower_bound_mib", l.lower_bound_mib},
             {"runs", l.runs},
-            {"duration_s", optional_number(l.duration_s)},
-            {"activity", optional_number(l.activity)},
+            {"duration_s", json_or_null(l.duration_s)},
+            {"activity", json_or_null(l.activity)},
             {"basis", l.basis}};
 }
 
@@ -142,16 +133,16 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
             {"workdir", t.workdir},
             {"gpus", t.spec.gpus},
             {"memory",
-             {{"declared_mib", optional_mib(t.spec.memory.declared_mib)},
-              {"profiled_mib", optional_mib(t.spec.memory.profiled_mib)},
-              {"horus_mib", optional_mib(t.spec.memory.horus_mib)},
-              {"faketensor_mib", optional_mib(t.spec.memory.faketensor_mib)},
-              {"gpumemnet_mib", optional_mib(t.spec.memory.gpumemnet_mib)}}},
+             {{"declared_mib", json_or_null(t.spec.memory.declared_mib)},
+              {"profiled_mib", json_or_null(t.spec.memory.profiled_mib)},
+              {"horus_mib", json_or_null(t.spec.memory.horus_mib)},
+              {"faketensor_mib", json_or_null(t.spec.memory.faketensor_mib)},
+              {"gpumemnet_mib", json_or_null(t.spec.memory.gpumemnet_mib)}}},
             {"workload", t.spec.workload},
             {"conda", t.spec.conda.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.conda)},
             {"venv", t.spec.venv.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.venv)},
             {"learned", learned_to_json(t.spec.learned)},
-            {"time_limit_s", optional_number(t.spec.time_limit_s)},
+            {"time_limit_s", json_or_null(t.spec.time_limit_s)},
             {"dependencies", store::dependencies_to_json(t.spec.dependencies)},
             {"array", array_json(t.spec.array)},
             {"output", t.spec.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.output)},
@@ -164,7 +155,7 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
             {"explicit_env", t.spec.explicit_env ? nlohmann::json(*t.spec.explicit_env)
                                                  : nlohmann::json(nullptr)},
             {"exclusive", t.spec.exclusive},
-            {"max_slowdown", optional_number(t.spec.max_slowdown)},
+            {"max_slowdown", json_or_null(t.spec.max_slowdown)},
             {"nice", t.spec.nice},
             {"attempts", t.attempts},
             {"max_attempts", t.max_attempts},
@@ -198,8 +189,8 @@ nlohmann::json attempt_to_json(const store::AttemptRow& a) {
             {"node", a.node.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.node)},
             {"slurm_job",
              a.slurm_job.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.slurm_job)},
-            {"charged_gpu_s", optional_number(a.charged_gpu_s)},
-            {"slowdown", optional_number(a.slowdown)}};
+            {"charged_gpu_s", json_or_null(a.charged_gpu_s)},
+            {"slowdown", json_or_null(a.slowdown)}};
 }
 
 namespace {

@@ -1,12 +1,20 @@
 #pragma once
 // Task records as the API shows them (docs/api.md) and submissions as the API accepts them.
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "api/service.h"
 #include "store/records.h"
 
 namespace carma::daemon {
+
+// A value, or JSON null where there is none.
+template <typename T>
+nlohmann::json json_or_null(const std::optional<T>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 
 nlohmann::json task_to_json(const store::TaskRow& task);
 // What the knowledge rule made of a task: {need_mib, margin_mib, lower_bound_mib, runs,

@@ -68,7 +68,7 @@ Result<SharedLibrary> open_library(const std::vector<std::string>& candidates) {
                                            also, kInstallHint));
 }
 
-Result<DcgmApi> resolve_api(const SharedLibrary& library) {
+Result<DcgmApi> resolve_dcgm_api(const SharedLibrary& library) {
     SymbolTable table(library);
     DcgmApi api;
     table.require("dcgmInit", api.init);
@@ -220,7 +220,7 @@ std::string group_name(std::string_view what) {
     return fmt::format("carma-{}-{}-{}", ::getpid(), sequence.fetch_add(1), what);
 }
 
-struct Device {
+struct DcgmDevice {
     std::optional<unsigned int> dcgm_id;  // none: DCGM does not report this GPU
     EnergyCounter energy;
     GpuSample last;  // returned again, with the error set, when this GPU cannot be read
@@ -275,7 +275,7 @@ class DcgmBackend final : public GpuBackend {
         std::vector<GpuSample> out;
         out.reserve(fresh->size());
         for (std::size_t i = 0; i < fresh->size() && i < devices_.size(); ++i) {
-            Device& device = devices_[i];
+            DcgmDevice& device = devices_[i];
             GpuSample& s = (*fresh)[i];
             if (!s.error.empty()) {
                 device.last.error = std::move(s.error);  // NVML could not read it
@@ -461,7 +461,7 @@ class DcgmBackend final : public GpuBackend {
         std::vector<std::string> unmatched;
         std::size_t readable = 0;
         for (std::size_t i = 0; i < gpus.size(); ++i) {
-            Device& device = devices_[i];
+            DcgmDevice& device = devices_[i];
             device.last.index = gpus[i].index;
             if (!gpus[i].fault.empty()) {
                 continue;  // NVML could not list it: left out, its samples carry the fault
@@ -523,7 +523,7 @@ class DcgmBackend final : public GpuBackend {
 
     // Lays DCGM's readings over NVML's sample `s` (which keeps its index and processes). Every
     // metric DCGM does not give is unknown, except memory, which NVML always gives.
-    Result<void> overlay(Device& device, GpuSample& s) {
+    Result<void> overlay(DcgmDevice& device, GpuSample& s) {
         auto values = read(*device.dcgm_id, read_fields_);
         if (!values) {
             return fail(ErrorCode::Io, fmt::format("GPU {}: {}", s.index, values.error().message));
@@ -601,7 +601,7 @@ class DcgmBackend final : public GpuBackend {
     std::optional<dcgmFieldGrp_t> prof_fields_;
     const char* last_call_ = "";
     std::vector<unsigned short> read_fields_;
-    std::vector<Device> devices_;  // one per NVML GPU, in NVML's order
+    std::vector<DcgmDevice> devices_;  // one per NVML GPU, in NVML's order
 };
 
 }  // namespace
@@ -611,7 +611,7 @@ Result<std::unique_ptr<GpuBackend>> open_dcgm(const DcgmOptions& options) {
     if (!library) {
         return tl::unexpected(library.error());
     }
-    auto api = resolve_api(*library);
+    auto api = resolve_dcgm_api(*library);
     if (!api) {
         return tl::unexpected(api.error());
     }

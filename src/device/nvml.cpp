@@ -63,7 +63,7 @@ void resolve_gpm(const SymbolTable& table, NvmlApi& api) {
 }
 
 // The one table of entry points.
-Result<NvmlApi> resolve_api(const SharedLibrary& library) {
+Result<NvmlApi> resolve_nvml_api(const SharedLibrary& library) {
     SymbolTable table(library);
     NvmlApi api;
     table.require("nvmlInit_v2", api.init);
@@ -154,7 +154,7 @@ private:
     std::optional<double> last_power_w_;
 };
 
-struct Device {
+struct NvmlDevice {
     nvmlDevice_t handle = nullptr;
     EnergyMeter energy;
     std::unique_ptr<GpmReader> gpm;  // null where the GPU or driver has no GPM
@@ -189,7 +189,7 @@ public:
         std::vector<GpuSample> out;
         out.reserve(devices_.size());
         for (std::size_t i = 0; i < devices_.size(); ++i) {
-            Device& device = devices_[i];
+            NvmlDevice& device = devices_[i];
             const Clock::time_point now = Clock::now();
             if (device.handle == nullptr) {  // failed to enumerate: its error, never a read
                 out.push_back(device.last);
@@ -232,7 +232,7 @@ private:
 
     Result<void> add_device(unsigned int i) {
         const int index = static_cast<int>(i);
-        Device device;
+        NvmlDevice device;
         if (nvmlReturn_t rc = api_.device_handle(i, &device.handle); rc != kNvmlSuccess) {
             return tl::unexpected(gpu_error(index, "nvmlDeviceGetHandleByIndex_v2", rc));
         }
@@ -273,7 +273,7 @@ private:
         info.fault = fmt::format("{}; the GPU may have fallen off the bus: check nvidia-smi and "
                                  "the kernel log for Xid errors, then restart carma",
                                  why);
-        Device device;  // no handle: never read
+        NvmlDevice device;  // no handle: never read
         device.last.index = index;
         device.last.error = info.fault;
         device.last_read = Clock::now();
@@ -320,7 +320,7 @@ private:
         return mj;
     }
 
-    Result<GpuSample> read_sample(Device& device, int index, Clock::time_point now) {
+    Result<GpuSample> read_sample(NvmlDevice& device, int index, Clock::time_point now) {
         GpuSample s;
         s.index = index;
         NvmlMemory memory{};
@@ -351,7 +351,7 @@ private:
 
     // Utilisation from the rates; SMACT, SMOCC and DRAMA from GPM where the GPU has it, else the
     // rates stand in for SMACT and DRAMA (labelled proxies) and SMOCC is unknown (see nvml.h).
-    Result<void> read_activity(Device& device, int index, Clock::time_point now,
+    Result<void> read_activity(NvmlDevice& device, int index, Clock::time_point now,
                                GpuSample& s) const {
         NvmlUtilization rates{};
         const nvmlReturn_t rc = api_.utilization(device.handle, &rates);
@@ -426,7 +426,7 @@ private:
     // busy. Without the entry point (older drivers), or when it refuses, activity stays unknown
     // and the daemon shares the GPU's energy equally (core/energy_split.h); it never fails the
     // sample.
-    void read_process_activity(Device& device, std::vector<GpuProcess>& processes) {
+    void read_process_activity(NvmlDevice& device, std::vector<GpuProcess>& processes) {
         if (api_.process_utilization == nullptr) {
             return;
         }
@@ -509,7 +509,7 @@ private:
 
     SharedLibrary library_;
     NvmlApi api_;
-    std::vector<Device> devices_;
+    std::vector<NvmlDevice> devices_;
     std::vector<GpuInfo> gpus_;
     std::vector<NvmlProcessInfo> process_buffer_;
     std::vector<NvmlProcessUtilizationSample> util_buffer_;
@@ -523,7 +523,7 @@ Result<std::unique_ptr<GpuBackend>> open_nvml() {
     if (!library) {
         return fail(ErrorCode::Io, fmt::format("NVML not available: {}", library.error().message));
     }
-    auto api = resolve_api(*library);
+    auto api = resolve_nvml_api(*library);
     if (!api) {
         return tl::unexpected(api.error());
     }

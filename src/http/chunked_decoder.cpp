@@ -12,7 +12,7 @@ namespace carma::http {
 namespace {
 
 // A size line in a message: at most 40 bytes of it, escaped (core/text.h).
-std::string shown(std::string_view s) { return escaped_bytes(s, 40); }
+std::string chunk_shown(std::string_view s) { return escaped_bytes(s, 40); }
 
 }  // namespace
 
@@ -27,14 +27,14 @@ ChunkedDecoder::State ChunkedDecoder::size_line(std::string_view line) {
     while (digits < line.size() && hex_value(line[digits]) >= 0) {
         if (digits == 16) {
             return fail(fmt::format("the chunk size '{}' has more than 16 hexadecimal digits",
-                                    shown(line)));
+                                    chunk_shown(line)));
         }
         size = size * 16 + static_cast<std::uint64_t>(hex_value(line[digits]));
         ++digits;
     }
     const std::string_view rest = trim_ows(line.substr(digits));
     if (digits == 0 || (!rest.empty() && rest.front() != ';')) {
-        return fail(fmt::format("'{}' is not a chunk size (hexadecimal digits)", shown(line)));
+        return fail(fmt::format("'{}' is not a chunk size (hexadecimal digits)", chunk_shown(line)));
     }
     if (size == 0) {
         step_ = Step::Trailer;

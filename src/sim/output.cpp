@@ -4,8 +4,6 @@
 
 namespace carma::sim {
 
-namespace {
-
 const PolicyResult* find_exclusive(const Comparison& c) {
     for (const PolicyResult& r : c.results) {
         if (r.policy == "exclusive") {
@@ -14,8 +12,6 @@ const PolicyResult* find_exclusive(const Comparison& c) {
     }
     return nullptr;
 }
-
-}  // namespace
 
 std::string format_change(double value, double base) {
     if (base <= 0) {

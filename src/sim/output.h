@@ -14,6 +14,8 @@ std::string format_table(const Comparison& comparison);
 // The table's "vs_excl" cell: the change of `value` relative to `base` ("-12.5%"), "-" when the
 // base is not positive.
 std::string format_change(double value, double base);
+// The run of the `exclusive` policy, the base of every ratio; nullptr when it did not run.
+const PolicyResult* find_exclusive(const Comparison& c);
 nlohmann::json to_json(const Comparison& comparison);
 
 // One CSV line per task and policy (`carma simulate --tasks FILE`): the task's wait (over all

@@ -68,13 +68,6 @@ std::string format_fixed(double v, int decimals) {
     return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : "n/a";
 }
 
-const PolicyResult* find_exclusive(const Comparison& c) {
-    const auto it = std::find_if(c.results.begin(), c.results.end(), [](const PolicyResult& r) {
-        return r.policy == kExclusivePolicy;
-    });
-    return it == c.results.end() ? nullptr : &*it;
-}
-
 // Makespan and energy: lower is better, so a negative change is green.
 std::string change_cell(const Column& col, const PolicyResult& r, const PolicyResult* exclusive) {
     const double base = col.value(*exclusive);

@@ -18,7 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kLongestTime = 1e11;  // seconds; ~3,000 years: beyond it a time is garbage
 
 }  // namespace
 

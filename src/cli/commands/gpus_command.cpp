@@ -27,7 +27,7 @@ using nlohmann::json;
 
 // On a terminal the RISK column's reason is cut to this many characters, so a row fits a line;
 // --wide, a pipe or a file get it whole.
-constexpr std::size_t kReasonWidth = 48;
+constexpr std::size_t kGpuReasonWidth = 48;
 
 std::string memory_cell(const json& gpu) {
     const std::optional<std::int64_t> total = integer_of(gpu, "total_mib");
@@ -146,7 +146,7 @@ int run_gpus(const GpusOptions& o) {
     if (o.json) {
         print_json(answer);
     } else {
-        print_gpus(answer, o.wide || terminal_width() == 0 ? 0 : kReasonWidth);
+        print_gpus(answer, o.wide || terminal_width() == 0 ? 0 : kGpuReasonWidth);
     }
     return 0;
 }

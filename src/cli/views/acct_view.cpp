@@ -21,7 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kLongestTime = 1e11;  // seconds; beyond it a time from the daemon is garbage
 
 // ---- cells --------------------------------------------------------------------------------
 
@@ -62,7 +61,7 @@ struct Field {
 };
 
 // A reason past this many columns is cut; `carma show ID` has all of it.
-constexpr std::size_t kReasonWidth = 72;
+constexpr std::size_t kAcctReasonWidth = 72;
 
 const std::vector<Field>& fields() {
     static const std::vector<Field> table = {
@@ -115,7 +114,7 @@ const std::vector<Field>& fields() {
              const std::string message = text_of(r, "message", "");
              return message.empty() || text_of(r, "state") == "succeeded"
                         ? std::string("-")
-                        : truncate(message, kReasonWidth);
+                        : truncate(message, kAcctReasonWidth);
          }},
     };
     return table;

@@ -11,7 +11,6 @@ namespace carma::cli {
 
 namespace {
 
-constexpr double kLongestTime = 1e11;  // seconds; ~3,000 years: beyond it a time is garbage
 
 }  // namespace
 

@@ -12,6 +12,9 @@
 
 namespace carma::cli {
 
+// Seconds (~3,000 years): a time or span from the daemon beyond it is garbage, shown as "-".
+inline constexpr double kLongestTime = 1e11;
+
 // Columns are measured in code points so names with accents do not shift a table.
 std::size_t display_width(std::string_view s);
 

@@ -92,7 +92,7 @@ std::string field_codes() {
 
 // ---- one line ------------------------------------------------------------------------------
 
-struct Line {
+struct QueueLine {
     std::string id, user, name, state, gpus, mem, reason;
     std::optional<double> wait_s;  // waiting tasks only
     std::optional<double> run_s;   // running tasks only
@@ -113,8 +113,8 @@ std::string mem_cell(const json& task) {
     return "?";
 }
 
-Line task_line(const json& task, double now) {
-    Line l;
+QueueLine task_line(const json& task, double now) {
+    QueueLine l;
     l.id = task_id_text(task, "-");
     l.user = text_of(task, "user");
     l.name = text_of(task, "name");
@@ -143,8 +143,8 @@ std::optional<double> longest(std::optional<double> a, std::optional<double> b) 
 }
 
 // One line for the listed tasks of one array, `members` sorted by index.
-Line array_line(std::int64_t array_id, const std::vector<const json*>& members, double now) {
-    std::vector<Line> lines;
+QueueLine array_line(std::int64_t array_id, const std::vector<const json*>& members, double now) {
+    std::vector<QueueLine> lines;
     std::vector<std::int64_t> indices;
     for (const json* t : members) {
         lines.push_back(task_line(*t, now));
@@ -153,17 +153,17 @@ Line array_line(std::int64_t array_id, const std::vector<const json*>& members, 
     if (lines.size() == 1) {
         return lines.front();
     }
-    Line out = lines.front();
+    QueueLine out = lines.front();
     out.id = format_array_ids(array_id, indices);
     std::map<std::string, int> counts;
-    for (const Line& l : lines) {
+    for (const QueueLine& l : lines) {
         ++counts[l.state];
         out.wait_s = longest(out.wait_s, l.wait_s);
         out.run_s = longest(out.run_s, l.run_s);
         out.priority = longest(out.priority, l.priority);
     }
     std::vector<std::string> states;
-    for (const Line& l : lines) {  // each state once, in the order of its first task
+    for (const QueueLine& l : lines) {  // each state once, in the order of its first task
         if (std::find(states.begin(), states.end(), l.state) == states.end()) {
             states.push_back(l.state);
         }
@@ -176,7 +176,7 @@ Line array_line(std::int64_t array_id, const std::vector<const json*>& members, 
         parts.push_back(fmt::format("{} {}", counts[s], s));
     }
     out.state = fmt::format("{}", fmt::join(parts, ", "));
-    for (const Line& l : lines) {
+    for (const QueueLine& l : lines) {
         if (is_waiting(l.state)) {
             out.reason = l.reason;
             break;
@@ -185,7 +185,7 @@ Line array_line(std::int64_t array_id, const std::vector<const json*>& members, 
     return out;
 }
 
-std::string cell(const Line& l, QueueField f) {
+std::string cell(const QueueLine& l, QueueField f) {
     switch (f) {
         case QueueField::Id: return l.id;
         case QueueField::User: return l.user;
@@ -203,7 +203,7 @@ std::string cell(const Line& l, QueueField f) {
 
 // The listed tasks as lines: an array's tasks are gathered into one line where its first listed
 // task stands, unless they are expanded.
-std::vector<Line> gather(const json& tasks, bool expand_arrays, double now) {
+std::vector<QueueLine> gather(const json& tasks, bool expand_arrays, double now) {
     struct Item {
         const json* task = nullptr;         // a lone task
         std::optional<std::int64_t> array;  // or an array's tasks
@@ -223,7 +223,7 @@ std::vector<Line> gather(const json& tasks, bool expand_arrays, double now) {
         }
         items[it->second].members.push_back(&t);
     }
-    std::vector<Line> lines;
+    std::vector<QueueLine> lines;
     for (Item& item : items) {
         if (!item.array) {
             lines.push_back(task_line(*item.task, now));
@@ -477,7 +477,7 @@ std::vector<std::string> queue_lines(const json& tasks, const QueueView& view, d
     }
     rows.push_back(std::move(header));
     const json listed = filter_queue_tasks(tasks, view);
-    for (const Line& l : gather(listed, view.expand_arrays, now)) {
+    for (const QueueLine& l : gather(listed, view.expand_arrays, now)) {
         std::vector<std::string> row;
         for (QueueField f : fields) {
             row.push_back(printable(cell(l, f)));  // names and messages: users' own text

@@ -25,7 +25,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kLongestTime = 1e11;  // seconds; beyond it a time from the daemon is garbage
 constexpr std::size_t kMinBar = 4;     // narrower than this a bar says nothing: numbers only
 constexpr std::size_t kErrorLines = 3;
 constexpr std::size_t kReasonCols = 48;  // a health or risk reason in a GPU's title line
