@@ -14,15 +14,34 @@ namespace {
 long long activity_key(double activity) { return std::llround(activity * 1e6); }
 
 constexpr std::array<const char*, 3> kLoads = {"light", "medium", "heavy"};
+constexpr std::array<const char*, 3> kCounts = {"2", "3", "4+"};
 
 std::size_t load_of(double others_activity) {
     return others_activity < 0.3 ? 0 : others_activity < 0.7 ? 1 : 2;
 }
 
+std::size_t count_of(double tasks) {
+    return tasks < 2.5 ? 0 : tasks < 3.5 ? 1 : 2;
+}
+
+// The index of a class in SpeedCorrection::classes_.
+std::size_t class_of(double others_activity, double tasks) {
+    return load_of(others_activity) * kCounts.size() + count_of(tasks);
+}
+
 }  // namespace
 
-std::string sharing_class(std::string_view mode, double others_activity) {
-    return fmt::format("{}/{}", mode, kLoads[load_of(others_activity)]);
+std::string sharing_class(std::string_view mode, double others_activity, double tasks) {
+    return fmt::format("{}/{}/{}", mode, kLoads[load_of(others_activity)],
+                       kCounts[count_of(tasks)]);
+}
+
+std::string_view sharing_load(std::string_view cls) {
+    const std::size_t first = cls.find('/');
+    if (first == std::string_view::npos) {
+        return cls;
+    }
+    return cls.substr(0, cls.find('/', first + 1));
 }
 
 std::optional<double> observed_factor(const SpeedObservation& o, const SpeedCorrectionConfig& c) {
@@ -42,7 +61,10 @@ std::optional<double> observed_factor(const SpeedObservation& o, const SpeedCorr
 SpeedCorrection::SpeedCorrection(std::string mode, SpeedCorrectionConfig config)
     : mode_(std::move(mode)), config_(config) {
     for (std::size_t load = 0; load < kLoads.size(); ++load) {
-        classes_[load] = fmt::format("{}/{}", mode_, kLoads[load]);
+        for (std::size_t count = 0; count < kCounts.size(); ++count) {
+            classes_[load * kCounts.size() + count] =
+                fmt::format("{}/{}/{}", mode_, kLoads[load], kCounts[count]);
+        }
     }
 }
 
@@ -59,8 +81,9 @@ void SpeedCorrection::add(const std::string& family, const std::string& cls, dou
     auto& v = samples_[{family, cls}];
     Pool& own = own_[{family, cls}];
     Pool& in_class = by_class_[cls];
+    Pool& in_load = by_load_[std::string(sharing_load(cls))];
     auto account = [&](double l, int sign) {
-        for (Pool* p : {&own, &in_class, &all_}) {
+        for (Pool* p : {&own, &in_class, &in_load, &all_}) {
             p->sum += sign * l;
             p->n = sign > 0 ? p->n + 1 : p->n - 1;
         }
@@ -74,10 +97,10 @@ void SpeedCorrection::add(const std::string& family, const std::string& cls, dou
     }
     // Everything's pool changed, so every fallback may have; of the families' own figures only
     // this family's in this class.
-    for (std::size_t load = 0; load < kLoads.size(); ++load) {
-        fallback_k_[load] = factor("", classes_[load]).k;
-        if (!family.empty() && cls == classes_[load]) {
-            own_k_[family_id(family)][load] =
+    for (std::size_t c = 0; c < kClasses; ++c) {
+        fallback_k_[c] = factor("", classes_[c]).k;
+        if (!family.empty() && cls == classes_[c]) {
+            own_k_[family_id(family)][c] =
                 own.n >= config_.min_samples ? std::optional<double>(shrunk(own)) : std::nullopt;
         }
     }
@@ -100,6 +123,10 @@ SpeedCorrection::Factor SpeedCorrection::factor(std::string_view family,
     if (in_class != by_class_.end() && in_class->second.n >= config_.min_samples) {
         return {shrunk(in_class->second), in_class->second.n, "class"};
     }
+    auto in_load = by_load_.find(sharing_load(cls));
+    if (in_load != by_load_.end() && in_load->second.n >= config_.min_samples) {
+        return {shrunk(in_load->second), in_load->second.n, "load"};
+    }
     if (all_.n >= config_.min_samples) {
         return {shrunk(all_), all_.n, "all"};
     }
@@ -117,9 +144,8 @@ std::size_t SpeedCorrection::family_id(const std::string& family) {
     return it->second;
 }
 
-double SpeedCorrection::bound_k(std::size_t family, std::size_t load) const {
-    return family == kNoFamily ? fallback_k_[load]
-                               : own_k_[family][load].value_or(fallback_k_[load]);
+double SpeedCorrection::bound_k(std::size_t family, std::size_t cls) const {
+    return family == kNoFamily ? fallback_k_[cls] : own_k_[family][cls].value_or(fallback_k_[cls]);
 }
 
 void SpeedCorrection::bind(double activity, const std::string& family) {
@@ -134,9 +160,9 @@ void SpeedCorrection::bind(double activity, const std::string& family) {
     } else {
         return;
     }
-    for (std::size_t load = 0; load < kLoads.size(); ++load) {
-        if (std::bit_cast<std::uint64_t>(bound_k(before, load)) !=
-            std::bit_cast<std::uint64_t>(bound_k(it->second, load))) {
+    for (std::size_t c = 0; c < kClasses; ++c) {
+        if (std::bit_cast<std::uint64_t>(bound_k(before, c)) !=
+            std::bit_cast<std::uint64_t>(bound_k(it->second, c))) {
             ++version_;
             return;
         }
@@ -165,9 +191,9 @@ void SpeedCorrection::correct(std::span<const double> activities, std::span<doub
         total += activities[i];
     }
     for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t load = load_of(total - activities[i]);
+        const std::size_t cls = class_of(total - activities[i], static_cast<double>(n));
         auto it = bound_.find(activity_key(activities[i]));
-        const double k = bound_k(it == bound_.end() ? kNoFamily : it->second, load);
+        const double k = bound_k(it == bound_.end() ? kNoFamily : it->second, cls);
         speeds[i] = std::min(1.0, speeds[i] / k);
     }
 }

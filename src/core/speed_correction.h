@@ -16,9 +16,16 @@
 // Correction: for a task among others on a GPU, the corrected speed is min(1, predicted / K) with
 // K = exp(mean log k) of the newest observations of its (family, sharing class), shrunk toward 1
 // by prior_weight pseudo-observations; with fewer than min_samples of its own, the pooled figure
-// of its sharing class (all families), then of everything, then 1. A task alone is never touched.
-// The sharing class is the sharing mode plus the co-runners' summed learned SM activity: light
-// (< 0.3), medium (< 0.7), heavy.
+// of its sharing class (all families), then of its load (the class over every count of tasks),
+// then of everything, then 1. A task alone is never touched.
+// The sharing class is the sharing mode, the co-runners' summed learned SM activity (light
+// (< 0.3), medium (< 0.7), heavy) and how many tasks share the GPU, itself included (2, 3, 4+):
+// "mps/heavy/4+". The count is its own dimension because the predictor's error need not be the
+// same for five tasks as for a pair of the same summed activity (it plans from learned
+// activities, and each co-runner it misjudges adds to the error): with the load alone, five-way
+// packing borrowed the pairs' factor (two co-runners of 0.5 and four of 0.25 are both "heavy").
+// Classes stored before the count was part of them ("mps/heavy") still load: they count for their
+// load and for everything, not for any one count.
 // Pure: no I/O, no clock.
 
 #include <array>
@@ -54,8 +61,13 @@ struct SpeedObservation {
     double predicted_shared_progress_s = 0;  // sum of the predictor's speed * dt over shared_s
 };
 
-// "mps/heavy": `mode` (mps, timeslice) and the class of the co-runners' summed activity.
-std::string sharing_class(std::string_view mode, double others_activity);
+// "mps/heavy/3": `mode` (mps, timeslice), the class of the co-runners' summed activity and of
+// `tasks`, the number of tasks sharing the GPU, itself included (a time-weighted mean when it
+// changed during an attempt; counts of 3.5 and more are "4+").
+std::string sharing_class(std::string_view mode, double others_activity, double tasks);
+
+// "mps/heavy" of "mps/heavy/3", and of a class stored without a count.
+std::string_view sharing_load(std::string_view sharing_class);
 
 // k of one observation, or nothing when it teaches nothing.
 std::optional<double> observed_factor(const SpeedObservation& o, const SpeedCorrectionConfig& c);
@@ -73,7 +85,7 @@ public:
     struct Factor {
         double k = 1;
         std::size_t samples = 0;
-        std::string basis;  // "family", "class", "all", "none"
+        std::string basis;  // "family", "class", "load", "all", "none"
     };
     Factor factor(std::string_view family, std::string_view sharing_class) const;
 
@@ -109,25 +121,31 @@ private:
     double shrunk(const Pool& p) const;
     // A family's id in own_k_; kNoFamily for "" (no family, or several).
     std::size_t family_id(const std::string& family);
-    // K under `load` of an activity bound to `family`: its own figure, else the class's.
-    double bound_k(std::size_t family, std::size_t load) const;
+    // K in class `cls` (index into classes_) of an activity bound to `family`: its own figure,
+    // else the class's.
+    double bound_k(std::size_t family, std::size_t cls) const;
+
+    // mode_'s sharing classes: light, medium, heavy, each for 2, 3 and 4+ tasks.
+    static constexpr std::size_t kClasses = 9;
 
     std::string mode_;
     SpeedCorrectionConfig config_;
-    std::array<std::string, 3> classes_;  // mode_'s sharing classes: light, medium, heavy
+    std::array<std::string, kClasses> classes_;
     std::map<std::pair<std::string, std::string>, std::vector<double>> samples_;  // log k
     std::map<std::pair<std::string, std::string>, Pool> own_;
     std::map<std::string, Pool, std::less<>> by_class_;
+    std::map<std::string, Pool, std::less<>> by_load_;  // "mps/heavy": every count
     Pool all_;
     // What correct() reads, kept up to date as it learns so that correcting costs one lookup per
     // task and learning touches only what changed (a run of 20,000 tasks binds thousands of
     // activities and learns from every shared attempt):
-    //   per family id, its own K per load under mode_ once it has min_samples of its own;
-    //   per load, the K of a task without its own: the class's, else everything's, else 1;
+    //   per family id, its own K per class of mode_ once it has min_samples of its own;
+    //   per class, the K of a task without its own: the class's, else its load's, else
+    //   everything's, else 1;
     //   by micro-units of activity, the family it belongs to (kNoFamily: several).
     std::unordered_map<std::string, std::size_t> family_ids_;
-    std::vector<std::array<std::optional<double>, 3>> own_k_;
-    std::array<double, 3> fallback_k_{1, 1, 1};
+    std::vector<std::array<std::optional<double>, kClasses>> own_k_;
+    std::array<double, kClasses> fallback_k_{1, 1, 1, 1, 1, 1, 1, 1, 1};
     std::unordered_map<long long, std::size_t> bound_;
     std::uint64_t version_ = 0;
 };

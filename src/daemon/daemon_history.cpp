@@ -83,11 +83,13 @@ void Daemon::accumulate_sharing() {
             live.shared_s += dt;
             live.predicted_shared_s += live.predicted_now * dt;
             live.others_activity_s += live.others_now * dt;
+            live.sharers_s += live.sharers_now * dt;
         }
         live.sharing_at = clock;
         live.shared_now = false;
         live.predicted_now = 1;
         live.others_now = 0;
+        live.sharers_now = 0;
         if (!live.settled || !raw_predict_) {
             continue;
         }
@@ -116,6 +118,7 @@ void Daemon::accumulate_sharing() {
             live.shared_now = true;
             live.predicted_now = std::min(live.predicted_now, speeds[self]);
             live.others_now = std::max(live.others_now, others);
+            live.sharers_now = std::max(live.sharers_now, static_cast<double>(activities.size()));
         }
     }
 }
@@ -141,13 +144,15 @@ nlohmann::json Daemon::correction_json(const std::string& family) {
         }
     }
     for (double load : {0.0, 0.5, 1.0}) {
-        const std::string cls = sharing_class(correction_->mode(), load);
-        const SpeedCorrection::Factor f = correction_->factor(family, cls);
-        classes.push_back({{"sharing_class", cls},
-                           {"k", f.k},
-                           {"basis", f.basis},
-                           {"samples", f.samples},
-                           {"observations", own.contains(cls) ? own[cls] : 0}});
+        for (double tasks : {2.0, 3.0, 4.0}) {
+            const std::string cls = sharing_class(correction_->mode(), load, tasks);
+            const SpeedCorrection::Factor f = correction_->factor(family, cls);
+            classes.push_back({{"sharing_class", cls},
+                               {"k", f.k},
+                               {"basis", f.basis},
+                               {"samples", f.samples},
+                               {"observations", own.contains(cls) ? own[cls] : 0}});
+        }
     }
     return {{"mode", correction_->mode()}, {"observations", observations}, {"classes", classes}};
 }
@@ -158,7 +163,7 @@ namespace {
 // predictor's error it shows goes into the row and the correction (core/speed_correction.h).
 void learn_speed_error_of(store::Store& store, SpeedCorrection& correction,
                           const store::TaskRow& task, const TaskFingerprint& fp,
-                          double others_activity_s, double predicted_shared_s,
+                          double others_activity_s, double sharers_s, double predicted_shared_s,
                           store::HistoryRow& row) {
     if (row.outcome != to_string(AttemptOutcome::Succeeded) || !row.unobserved.empty() ||
         row.shared_s.value_or(0) <= 0) {
@@ -176,7 +181,8 @@ void learn_speed_error_of(store::Store& store, SpeedCorrection& correction,
     }
     SpeedObservation o;
     o.family = fp.family;
-    o.sharing_class = sharing_class(correction.mode(), others_activity_s / *row.shared_s);
+    o.sharing_class = sharing_class(correction.mode(), others_activity_s / *row.shared_s,
+                                    sharers_s / *row.shared_s);
     o.solo_s = *solo;
     o.run_s = row.run_s;
     o.shared_s = *row.shared_s;
@@ -199,7 +205,7 @@ void Daemon::learn_speed_error(const store::TaskRow& task, const TaskFingerprint
                                const LiveAttempt& live, store::HistoryRow& row) {
     if (correction_) {
         learn_speed_error_of(*store_, *correction_, task, fp, live.others_activity_s,
-                             live.predicted_shared_s, row);
+                             live.sharers_s, live.predicted_shared_s, row);
     }
 }
 

@@ -59,12 +59,13 @@ struct LiveAttempt {
     // Under --mps: its owner when it is a client of its GPU's control daemon (one GPU).
     std::string mps_user;
     // What it teaches of the predictor's error (core/speed_correction.h, accumulate_sharing):
-    // time with GPU-active co-runners, the predicted progress and the co-runners' activity
-    // over it, on the scheduler clock; and the state found at the last tick.
-    double shared_s = 0, predicted_shared_s = 0, others_activity_s = 0;
+    // time with GPU-active co-runners, the predicted progress, the co-runners' activity and
+    // the number of tasks sharing (itself included) over it, on the scheduler clock; and the
+    // state found at the last tick.
+    double shared_s = 0, predicted_shared_s = 0, others_activity_s = 0, sharers_s = 0;
     double sharing_at = -1;  // scheduler clock of the last tick that looked (-1: none yet)
     bool shared_now = false;
-    double predicted_now = 1, others_now = 0;
+    double predicted_now = 1, others_now = 0, sharers_now = 0;
     // False when re-attached after a restart: its time before it is unknown, so it is no
     // solo history and teaches no factor.
     bool sharing_known = true;

@@ -74,10 +74,11 @@ struct SimTask {
     std::uint64_t world_id = 0;  // its workload, as the world knows it
     MiB world_peak_mib = 0;      // this attempt's peak in the world
     // What carma's own predictor said while this attempt shared its GPUs (from the learned
-    // figures of its co-runners), for core/speed_correction.h; the current segment's state.
-    double shared_s = 0, predicted_shared_s = 0, others_activity_s = 0;
+    // figures of its co-runners), their summed activity and how many tasks shared (itself
+    // included), for core/speed_correction.h; the current segment's state.
+    double shared_s = 0, predicted_shared_s = 0, others_activity_s = 0, sharers_s = 0;
     bool shared_now = false;
-    double predicted_now = 1, others_now = 0;
+    double predicted_now = 1, others_now = 0, sharers_now = 0;
     // Fair share: GPUs' worth it is charged per second now (charge fraction x GPUs), since when.
     double charge_rate = 0, charged_at = 0;
     TaskRecord record;

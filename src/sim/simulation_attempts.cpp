@@ -48,7 +48,7 @@ void Simulation::dispatch(std::size_t i, const std::vector<int>& gpus) {
     t.record.gpu_ids = gpus;
     t.dispatched_at = now_;
     t.activity_alone = t.time_alone = t.activity_shared = t.time_shared = 0;
-    t.shared_s = t.predicted_shared_s = t.others_activity_s = 0;
+    t.shared_s = t.predicted_shared_s = t.others_activity_s = t.sharers_s = 0;
     t.shared_now = false;
     t.launch_order = next_launch_order_++;
     t.record.wait_s += now_ - t.queued_at;

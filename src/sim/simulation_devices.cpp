@@ -55,6 +55,7 @@ void Simulation::after_change(const std::vector<std::size_t>& gpus) {
         t.shared_now = false;
         t.predicted_now = 1;
         t.others_now = 0;
+        t.sharers_now = 0;
         for (int g : t.gpus) {
             speed = std::min(speed, world_speed(i, static_cast<std::size_t>(g)));
             if (learning_) {

@@ -168,6 +168,7 @@ void Simulation::predict_for(std::size_t i, std::size_t g) {
     t.shared_now = true;
     t.predicted_now = std::min(t.predicted_now, predict_out_[self]);
     t.others_now = std::max(t.others_now, others);
+    t.sharers_now = std::max(t.sharers_now, static_cast<double>(predict_in_.size()));
 }
 
 void Simulation::account_segment(SimTask& t) {
@@ -178,6 +179,7 @@ void Simulation::account_segment(SimTask& t) {
     t.shared_s += dt;
     t.predicted_shared_s += t.predicted_now * dt;
     t.others_activity_s += t.others_now * dt;
+    t.sharers_s += t.sharers_now * dt;
 }
 
 void Simulation::learn_speed_error(std::size_t i, double run_s) {
@@ -200,8 +202,8 @@ void Simulation::learn_speed_error(std::size_t i, double run_s) {
     std::sort(sorted.begin(), sorted.end());
     SpeedObservation o;
     o.family = family_names_[t.family_key];
-    o.sharing_class =
-        sharing_class(model::to_string(config_.sharing), t.others_activity_s / t.shared_s);
+    o.sharing_class = sharing_class(model::to_string(config_.sharing),
+                                    t.others_activity_s / t.shared_s, t.sharers_s / t.shared_s);
     o.solo_s = quantile_sorted(sorted, 0.5);
     o.run_s = run_s;
     o.shared_s = t.shared_s;

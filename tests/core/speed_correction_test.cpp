@@ -12,7 +12,7 @@ namespace carma {
 namespace {
 
 SpeedObservation shared_run(double k, const std::string& family = "resnet|1",
-                            const std::string& cls = "mps/heavy") {
+                            const std::string& cls = "mps/heavy/2") {
     // 400 s alone, then 800 s shared, in which the predictor said 0.75 * 800 = 600 s of progress
     // and the world gave 600 / k: alone the whole job takes 400 + 600 / k.
     SpeedObservation o;
@@ -42,16 +42,17 @@ TEST(SpeedCorrectionTest, ObservedFactorIsPredictedOverObservedProgress) {
 // tasks that share: a lone task keeps the predictor's speed.
 TEST(SpeedCorrectionTest, CorrectsPerFamilyThenClass) {
     SpeedCorrection sc("mps");
-    EXPECT_DOUBLE_EQ(sc.factor("resnet|1", "mps/heavy").k, 1.0);
+    EXPECT_DOUBLE_EQ(sc.factor("resnet|1", "mps/heavy/2").k, 1.0);
     for (int i = 0; i < 9; ++i) {
         EXPECT_TRUE(sc.observe(shared_run(1.5)));
         sc.observe(shared_run(1.1, "bert|1"));
     }
-    const auto own = sc.factor("resnet|1", "mps/heavy");
+    const auto own = sc.factor("resnet|1", "mps/heavy/2");
     EXPECT_EQ(own.basis, "family");
     EXPECT_NEAR(own.k, std::exp(9 * std::log(1.5) / 10), 1e-9);  // one pseudo-observation at 1
-    EXPECT_EQ(sc.factor("vgg|1", "mps/heavy").basis, "class");
-    EXPECT_EQ(sc.factor("vgg|1", "mps/light").basis, "all");
+    EXPECT_EQ(sc.factor("vgg|1", "mps/heavy/2").basis, "class");
+    EXPECT_EQ(sc.factor("vgg|1", "mps/heavy/4+").basis, "load");
+    EXPECT_EQ(sc.factor("vgg|1", "mps/light/2").basis, "all");
 
     sc.bind(0.9, "resnet|1");
     sc.bind(0.8, "bert|1");
@@ -59,7 +60,7 @@ TEST(SpeedCorrectionTest, CorrectsPerFamilyThenClass) {
     std::vector<double> speeds = {0.9, 0.9};
     sc.correct(acts, speeds);
     EXPECT_NEAR(speeds[0], 0.9 / own.k, 1e-12);
-    EXPECT_NEAR(speeds[1], 0.9 / sc.factor("bert|1", "mps/heavy").k, 1e-12);
+    EXPECT_NEAR(speeds[1], 0.9 / sc.factor("bert|1", "mps/heavy/2").k, 1e-12);
     std::vector<double> alone = {1.0};
     sc.correct(std::vector<double>{0.9}, alone);
     EXPECT_DOUBLE_EQ(alone[0], 1.0);
@@ -70,7 +71,7 @@ TEST(SpeedCorrectionTest, CorrectsPerFamilyThenClass) {
 TEST(SpeedCorrectionTest, WrappedPredictorAndReplay) {
     auto sc = std::make_shared<SpeedCorrection>("mps");
     for (int i = 0; i < 5; ++i) {
-        sc->observe(shared_run(1.25, "a|1", "mps/medium"));
+        sc->observe(shared_run(1.25, "a|1", "mps/medium/2"));
     }
     SpeedPredictor raw = [](std::span<const double> a, std::span<double> s) {
         for (std::size_t i = 0; i < a.size(); ++i) {
@@ -80,7 +81,7 @@ TEST(SpeedCorrectionTest, WrappedPredictorAndReplay) {
     SpeedPredictor p = corrected_predictor(raw, sc);
     std::vector<double> speeds(2);
     p(std::vector<double>{0.4, 0.4}, speeds);
-    const double k = sc->factor("", "mps/medium").k;
+    const double k = sc->factor("", "mps/medium/2").k;
     EXPECT_GT(k, 1.15);
     EXPECT_NEAR(speeds[0], 0.8 / k, 1e-12);
 
@@ -90,7 +91,7 @@ TEST(SpeedCorrectionTest, WrappedPredictorAndReplay) {
             replay.add(e.family, e.sharing_class, f);
         }
     }
-    EXPECT_NEAR(replay.factor("a|1", "mps/medium").k, sc->factor("a|1", "mps/medium").k, 1e-12);
+    EXPECT_NEAR(replay.factor("a|1", "mps/medium/2").k, sc->factor("a|1", "mps/medium/2").k, 1e-12);
 }
 
 // This test verifies that the version changes whenever correct() may answer the same input
@@ -101,12 +102,12 @@ TEST(SpeedCorrectionTest, VersionChangesWhenAnswersMay) {
     const auto v0 = sc.version();
     sc.bind(0.5, "a|1");
     EXPECT_EQ(sc.version(), v0);  // no figure of its own: corrected as any unbound activity
-    sc.add("a|1", "mps/heavy", 1.5);
+    sc.add("a|1", "mps/heavy/2", 1.5);
     const auto v1 = sc.version();
     EXPECT_NE(v1, v0);
     for (int i = 0; i < 3; ++i) {
-        sc.add("a|1", "mps/heavy", 1.5);
-        sc.add("b|1", "mps/heavy", 1.1);
+        sc.add("a|1", "mps/heavy/2", 1.5);
+        sc.add("b|1", "mps/heavy/2", 1.1);
     }
     const auto v2 = sc.version();
     EXPECT_NE(v2, v1);
@@ -127,27 +128,38 @@ TEST(SpeedCorrectionTest, VersionChangesWhenAnswersMay) {
 TEST(SpeedCorrectionTest, KeptFactorsMatchTheDefinition) {
     SpeedCorrection sc("mps");
     const std::vector<std::string> families = {"a|1", "b|1", "c|2"};
-    const std::vector<std::string> classes = {"mps/light", "mps/medium", "mps/heavy",
-                                              "timeslice/heavy"};
+    // With classes stored before the count was part of them ("mps/heavy").
+    const std::vector<std::string> classes = {"mps/light/2",  "mps/medium/3", "mps/heavy/2",
+                                              "mps/heavy/4+", "mps/heavy",    "timeslice/heavy/2",
+                                              "mps/medium/2"};
     const std::vector<double> activities = {0.15, 0.35, 0.55, 0.75};
     std::map<double, std::string> family_of;  // the binding as the definition reads it
     auto check = [&] {
-        // A partner of activity 0.1 / 0.5 / 0.9 puts the task in the light / medium / heavy class.
-        const std::vector<std::pair<double, std::string>> loads = {
-            {0.1, "mps/light"}, {0.5, "mps/medium"}, {0.9, "mps/heavy"}};
+        // Partners of summed activity 0.1 / 0.5 / 0.9 put the task in the light / medium /
+        // heavy class; one partner makes two tasks, two three, four five.
+        const std::vector<std::pair<std::vector<double>, std::string>> partners = {
+            {{0.1}, "mps/light/2"},
+            {{0.5}, "mps/medium/2"},
+            {{0.9}, "mps/heavy/2"},
+            {{0.25, 0.25}, "mps/medium/3"},
+            {{0.45, 0.45}, "mps/heavy/3"},
+            {{0.05, 0.05, 0.05, 0.05}, "mps/light/4+"},
+            {{0.3, 0.3, 0.3, 0.3}, "mps/heavy/4+"}};
         for (double a : activities) {
-            for (const auto& [partner, cls] : loads) {
-                std::vector<double> speeds = {0.5, 0.5};
-                sc.correct(std::vector<double>{a, partner}, speeds);
+            for (const auto& [others, cls] : partners) {
+                std::vector<double> acts = {a};
+                acts.insert(acts.end(), others.begin(), others.end());
+                std::vector<double> speeds(acts.size(), 0.5);
+                sc.correct(acts, speeds);
                 const auto f = family_of.find(a);
                 const double k = sc.factor(f == family_of.end() ? "" : f->second, cls).k;
                 EXPECT_EQ(speeds[0], std::min(1.0, 0.5 / k)) << a << " " << cls;
             }
         }
     };
-    for (int step = 0; step < 60; ++step) {
+    for (int step = 0; step < 90; ++step) {
         const std::string& family = families[static_cast<std::size_t>(step * 7 % 3)];
-        sc.add(family, classes[static_cast<std::size_t>(step * 5 % 4)],
+        sc.add(family, classes[static_cast<std::size_t>(step * 5 % classes.size())],
                0.6 + 0.05 * static_cast<double>(step % 11));
         if (step % 4 == 0) {
             const double a = activities[static_cast<std::size_t>(step / 4 % 4)];
@@ -159,6 +171,67 @@ TEST(SpeedCorrectionTest, KeptFactorsMatchTheDefinition) {
         }
         check();
     }
+}
+
+// This test verifies the sharing class: the co-runners' summed activity and the number of tasks
+// on the GPU (itself included), 4 and more counted as one.
+TEST(SpeedCorrectionTest, SharingClassCountsTasks) {
+    EXPECT_EQ(sharing_class("mps", 0.1, 2), "mps/light/2");
+    EXPECT_EQ(sharing_class("mps", 0.5, 2), "mps/medium/2");
+    EXPECT_EQ(sharing_class("mps", 0.9, 3), "mps/heavy/3");
+    EXPECT_EQ(sharing_class("timeslice", 2.4, 5), "timeslice/heavy/4+");
+    // A time-weighted mean count: 2.4 was mostly a pair, 2.6 mostly three.
+    EXPECT_EQ(sharing_class("mps", 0.9, 2.4), "mps/heavy/2");
+    EXPECT_EQ(sharing_class("mps", 0.9, 2.6), "mps/heavy/3");
+    EXPECT_EQ(sharing_class("mps", 0.9, 3.5), "mps/heavy/4+");
+    EXPECT_EQ(sharing_load("mps/heavy/4+"), "mps/heavy");
+    EXPECT_EQ(sharing_load("mps/heavy"), "mps/heavy");  // stored before counts
+}
+
+// This test verifies that five-way packing learns its own, larger, factor than pairs of the same
+// summed-activity class, and that correct() applies each by the number of tasks on the GPU.
+TEST(SpeedCorrectionTest, CrowdedGpusLearnTheirOwnFactor) {
+    SpeedCorrection sc("mps");
+    for (int i = 0; i < 6; ++i) {
+        sc.observe(shared_run(1.1, "pair|1", "mps/heavy/2"));
+        sc.observe(shared_run(2.0, "crowd|1", "mps/heavy/4+"));
+    }
+    const double pair = sc.factor("other|1", "mps/heavy/2").k;
+    const double crowd = sc.factor("other|1", "mps/heavy/4+").k;
+    EXPECT_EQ(sc.factor("other|1", "mps/heavy/4+").basis, "class");
+    EXPECT_NEAR(pair, std::exp(6 * std::log(1.1) / 7), 1e-9);
+    EXPECT_NEAR(crowd, std::exp(6 * std::log(2.0) / 7), 1e-9);
+    // Three tasks: no figure of its own yet, so the heavy load's over every count.
+    const auto three = sc.factor("other|1", "mps/heavy/3");
+    EXPECT_EQ(three.basis, "load");
+    EXPECT_EQ(three.samples, 12u);
+
+    std::vector<double> two = {0.5, 0.9};
+    std::vector<double> two_speeds = {0.6, 0.6};
+    sc.correct(two, two_speeds);
+    EXPECT_NEAR(two_speeds[0], 0.6 / pair, 1e-12);
+    std::vector<double> five = {0.5, 0.3, 0.3, 0.3, 0.3};
+    std::vector<double> five_speeds(5, 0.3);
+    sc.correct(five, five_speeds);
+    EXPECT_NEAR(five_speeds[0], 0.3 / crowd, 1e-12);
+}
+
+// This test verifies that classes stored before the count was part of them still load and teach:
+// they count for their load and for everything, and a family's own figure of the old name is
+// read back under that name.
+TEST(SpeedCorrectionTest, ClassesWithoutCountStillLoad) {
+    SpeedCorrection sc("mps");
+    for (int i = 0; i < 4; ++i) {
+        sc.add("old|1", "mps/heavy", 1.4);
+    }
+    EXPECT_EQ(sc.factor("old|1", "mps/heavy").basis, "family");
+    const auto f = sc.factor("new|1", "mps/heavy/4+");
+    EXPECT_EQ(f.basis, "load");
+    EXPECT_NEAR(f.k, std::exp(4 * std::log(1.4) / 5), 1e-9);
+    EXPECT_EQ(sc.factor("new|1", "mps/light/2").basis, "all");
+    std::vector<double> speeds = {0.6, 0.6, 0.6};
+    sc.correct(std::vector<double>{0.5, 0.5, 0.5}, speeds);
+    EXPECT_NEAR(speeds[0], 0.6 / f.k, 1e-12);
 }
 
 }  // namespace
