@@ -58,7 +58,8 @@ protected:
 // task, which carma would otherwise place beside it, waits for its end); bob, who has used
 // nothing, goes before alice's tasks that were queued earlier; usage is charged to whoever ran
 // (the whole GPU for an exclusive task) and shown by GET /v1/share and `carma share`, with the
-// charged GPU time in accounting; a negative nice is refused to a user who is not root.
+// charged GPU time in accounting, and the page's view shows the same standings; a negative nice
+// is refused to a user who is not root.
 TEST_F(FairShareDaemonTest, LightUserGoesFirstAndExclusiveRunsAlone) {
     std::optional<passwd> alice;
     std::optional<passwd> bob;
@@ -88,8 +89,13 @@ TEST_F(FairShareDaemonTest, LightUserGoesFirstAndExclusiveRunsAlone) {
     ASSERT_TRUE(charged_attempt["charged_gpu_s"].is_number()) << first_done.dump(2);
     EXPECT_GT(charged_attempt["charged_gpu_s"].get<double>(), 120.0) << first_done.dump(2);
 
+    // A held task each keeps both users in the view's per-user counts, and charges nothing.
+    fake_as(*alice, "resnet3", 60, "--hold");
+    fake_as(*bob, "resnet3", 60, "--hold");
     auto share = client().share();
     ASSERT_TRUE(share) << share.error().message;
+    auto page_view = client().view();
+    ASSERT_TRUE(page_view) << page_view.error().message;
     EXPECT_EQ((*share)["fair_share"], true);
     std::map<std::string, json> by_user;
     for (const json& u : (*share)["users"]) {
@@ -101,6 +107,20 @@ TEST_F(FairShareDaemonTest, LightUserGoesFirstAndExclusiveRunsAlone) {
               by_user["carma-test-bob"]["usage_gpu_hours"].get<double>());
     EXPECT_LT(by_user["carma-test-alice"]["factor"].get<double>(),
               by_user["carma-test-bob"]["factor"].get<double>());
+    // The page's share bars and `carma top` read the same standing as `carma share`.
+    int shown = 0;
+    for (const json& u : (*page_view)["queue_users"]) {
+        const std::string name = u["user"].get<std::string>();
+        if (!by_user.contains(name)) {
+            continue;
+        }
+        ++shown;
+        for (const char* field : {"factor", "shares_norm", "usage_norm"}) {
+            EXPECT_NEAR(u[field].get<double>(), by_user[name][field].get<double>(), 1e-6)
+                << name << " " << field << "\n" << u.dump() << "\n" << by_user[name].dump();
+        }
+    }
+    EXPECT_EQ(shown, 2) << page_view->dump(2);
 
     auto [rc, table] = carma_as(*bob, "share", "");
     EXPECT_EQ(rc, 0) << table;
