@@ -87,8 +87,8 @@ class Block:
         self.commands = []
 
 
-def trailing_comment(line):
-    """The text after an unquoted `#` that starts a shell comment, or None."""
+def comment_start(line):
+    """Where an unquoted `#` starts a shell comment in `line`, or None."""
     quote = None
     i = 0
     while i < len(line):
@@ -105,31 +105,20 @@ def trailing_comment(line):
             i += 2
             continue
         elif c == "#" and (i == 0 or line[i - 1] in " \t"):
-            return line[i + 1:].strip()
+            return i
         i += 1
     return None
 
 
+def trailing_comment(line):
+    """The text after an unquoted `#` that starts a shell comment, or None."""
+    at = comment_start(line)
+    return None if at is None else line[at + 1:].strip()
+
+
 def cut_comment(line):
-    quote = None
-    i = 0
-    while i < len(line):
-        c = line[i]
-        if quote:
-            if c == "\\" and quote == '"':
-                i += 2
-                continue
-            if c == quote:
-                quote = None
-        elif c in "'\"":
-            quote = c
-        elif c == "\\":
-            i += 2
-            continue
-        elif c == "#" and (i == 0 or line[i - 1] in " \t"):
-            return line[:i]
-        i += 1
-    return line
+    at = comment_start(line)
+    return line if at is None else line[:at]
 
 
 CHECK_RE = re.compile(r'^(?:exits\s+(\d+)|prints\s+"((?:[^"\\]|\\.)*)")\s*,?\s*')
