@@ -159,14 +159,16 @@ std::string format_estimate(const json& e) {
                 if (text(c, "basis") == "none") {
                     continue;
                 }
+                // One class a line: a family can have figures in all nine classes.
                 figures += fmt::format("{}K {:.2f} {} ({}, {} observation(s))",
-                                       figures.empty() ? "" : "; ", number_of(c, "k").value_or(1),
+                                       figures.empty() ? "" : "\n" + std::string(12, ' '),
+                                       number_of(c, "k").value_or(1),
                                        text(c, "sharing_class"), text(c, "basis"),
                                        number_of(c, "samples").value_or(0));
             }
         }
-        out += fmt::format("{:<12}{} (this family: {} observation(s))\n", "correction",
-                           figures.empty() ? "none (K 1)" : figures,
+        out += fmt::format("{:<12}{}\n{:<12}this family: {} observation(s)\n", "correction",
+                           figures.empty() ? "none (K 1)" : figures, "",
                            number_of(*sc, "observations").value_or(0));
     }
     // Runs it never saw teach nothing: say why that may be, once per history that has them.
