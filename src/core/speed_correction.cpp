@@ -29,11 +29,14 @@ std::size_t class_of(double others_activity, double tasks) {
     return load_of(others_activity) * kCounts.size() + count_of(tasks);
 }
 
+std::string class_name(std::string_view mode, std::size_t load, std::size_t count) {
+    return fmt::format("{}/{}/{}", mode, kLoads[load], kCounts[count]);
+}
+
 }  // namespace
 
 std::string sharing_class(std::string_view mode, double others_activity, double tasks) {
-    return fmt::format("{}/{}/{}", mode, kLoads[load_of(others_activity)],
-                       kCounts[count_of(tasks)]);
+    return class_name(mode, load_of(others_activity), count_of(tasks));
 }
 
 std::string_view sharing_load(std::string_view cls) {
@@ -62,8 +65,7 @@ SpeedCorrection::SpeedCorrection(std::string mode, SpeedCorrectionConfig config)
     : mode_(std::move(mode)), config_(config) {
     for (std::size_t load = 0; load < kLoads.size(); ++load) {
         for (std::size_t count = 0; count < kCounts.size(); ++count) {
-            classes_[load * kCounts.size() + count] =
-                fmt::format("{}/{}/{}", mode_, kLoads[load], kCounts[count]);
+            classes_[load * kCounts.size() + count] = class_name(mode_, load, count);
         }
     }
 }
