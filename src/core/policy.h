@@ -142,6 +142,9 @@ struct PlacementConfig {
     // round while it stays the same; empty, only within a round (every predictor is taken to
     // answer the same input the same way for one round). Set it with predict_speeds.
     PredictorVersion predictor_version;
+    // For `--max-slowdown` bounds: speeds the predictor is confident of, not its mean guess
+    // (core/speed_correction.h's cautious speeds); empty: predict_speeds'.
+    SpeedPredictor predict_cautious_speeds;
 };
 
 enum class FilterOutcome { Pass, Unschedulable, WarmingUp, HeldAlone, NotEnoughMemory, HighRisk };

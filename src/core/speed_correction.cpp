@@ -87,6 +87,7 @@ void SpeedCorrection::add(const std::string& family, const std::string& cls, dou
     auto account = [&](double l, int sign) {
         for (Pool* p : {&own, &in_class, &in_load, &all_}) {
             p->sum += sign * l;
+            p->sum_sq += sign * l * l;
             p->n = sign > 0 ? p->n + 1 : p->n - 1;
         }
     };
@@ -100,39 +101,53 @@ void SpeedCorrection::add(const std::string& family, const std::string& cls, dou
     // Everything's pool changed, so every fallback may have; of the families' own figures only
     // this family's in this class.
     for (std::size_t c = 0; c < kClasses; ++c) {
-        fallback_k_[c] = factor("", classes_[c]).k;
+        const Factor f = factor("", classes_[c]);
+        fallback_k_[c] = {f.k, f.cautious_k};
         if (!family.empty() && cls == classes_[c]) {
             own_k_[family_id(family)][c] =
-                own.n >= config_.min_samples ? std::optional<double>(shrunk(own)) : std::nullopt;
+                own.n >= config_.min_samples ? std::optional<Figure>(figure(own)) : std::nullopt;
         }
     }
     ++version_;
 }
 
-double SpeedCorrection::shrunk(const Pool& p) const {
-    return std::exp(p.sum / (static_cast<double>(p.n) + config_.prior_weight));
+SpeedCorrection::Figure SpeedCorrection::figure(const Pool& p) const {
+    const double n = static_cast<double>(p.n);
+    const double log_k = p.sum / (n + config_.prior_weight);
+    if (p.n < 2) {
+        return {std::exp(log_k), std::exp(std::max(log_k, p.sum))};
+    }
+    // The mean unshrunk (the prior's k = 1 is the optimistic side), plus its standard error.
+    const double mean = p.sum / n;
+    const double variance = std::max(0.0, (p.sum_sq - p.sum * mean) / (n - 1));
+    const double upper = mean + config_.cautious_z * std::sqrt(variance / n);
+    return {std::exp(log_k), std::exp(std::max(log_k, upper))};
 }
 
 SpeedCorrection::Factor SpeedCorrection::factor(std::string_view family,
                                                 std::string_view cls) const {
+    auto of = [this](const Pool& p, const char* basis) {
+        const Figure f = figure(p);
+        return Factor{f.k, f.cautious_k, p.n, basis};
+    };
     if (!family.empty()) {
         auto own = own_.find({std::string(family), std::string(cls)});
         if (own != own_.end() && own->second.n >= config_.min_samples) {
-            return {shrunk(own->second), own->second.n, "family"};
+            return of(own->second, "family");
         }
     }
     auto in_class = by_class_.find(cls);
     if (in_class != by_class_.end() && in_class->second.n >= config_.min_samples) {
-        return {shrunk(in_class->second), in_class->second.n, "class"};
+        return of(in_class->second, "class");
     }
     auto in_load = by_load_.find(sharing_load(cls));
     if (in_load != by_load_.end() && in_load->second.n >= config_.min_samples) {
-        return {shrunk(in_load->second), in_load->second.n, "load"};
+        return of(in_load->second, "load");
     }
     if (all_.n >= config_.min_samples) {
-        return {shrunk(all_), all_.n, "all"};
+        return of(all_, "all");
     }
-    return {1.0, 0, "none"};
+    return {1.0, 1.0, 0, "none"};
 }
 
 std::size_t SpeedCorrection::family_id(const std::string& family) {
@@ -146,8 +161,12 @@ std::size_t SpeedCorrection::family_id(const std::string& family) {
     return it->second;
 }
 
-double SpeedCorrection::bound_k(std::size_t family, std::size_t cls) const {
-    return family == kNoFamily ? fallback_k_[cls] : own_k_[family][cls].value_or(fallback_k_[cls]);
+const SpeedCorrection::Figure& SpeedCorrection::bound_k(std::size_t family,
+                                                        std::size_t cls) const {
+    if (family != kNoFamily && own_k_[family][cls]) {
+        return *own_k_[family][cls];
+    }
+    return fallback_k_[cls];
 }
 
 void SpeedCorrection::bind(double activity, const std::string& family) {
@@ -163,8 +182,11 @@ void SpeedCorrection::bind(double activity, const std::string& family) {
         return;
     }
     for (std::size_t c = 0; c < kClasses; ++c) {
-        if (std::bit_cast<std::uint64_t>(bound_k(before, c)) !=
-            std::bit_cast<std::uint64_t>(bound_k(it->second, c))) {
+        const Figure& was = bound_k(before, c);
+        const Figure& is = bound_k(it->second, c);
+        if (std::bit_cast<std::uint64_t>(was.k) != std::bit_cast<std::uint64_t>(is.k) ||
+            std::bit_cast<std::uint64_t>(was.cautious_k) !=
+                std::bit_cast<std::uint64_t>(is.cautious_k)) {
             ++version_;
             return;
         }
@@ -184,6 +206,16 @@ std::vector<SpeedCorrection::Entry> SpeedCorrection::entries() const {
 }
 
 void SpeedCorrection::correct(std::span<const double> activities, std::span<double> speeds) const {
+    apply<false>(activities, speeds);
+}
+
+void SpeedCorrection::correct_cautiously(std::span<const double> activities,
+                                         std::span<double> speeds) const {
+    apply<true>(activities, speeds);
+}
+
+template <bool kCautious>
+void SpeedCorrection::apply(std::span<const double> activities, std::span<double> speeds) const {
     const std::size_t n = std::min(activities.size(), speeds.size());
     if (n < 2 || samples_.empty()) {
         return;
@@ -195,7 +227,8 @@ void SpeedCorrection::correct(std::span<const double> activities, std::span<doub
     for (std::size_t i = 0; i < n; ++i) {
         const std::size_t cls = class_of(total - activities[i], static_cast<double>(n));
         auto it = bound_.find(activity_key(activities[i]));
-        const double k = bound_k(it == bound_.end() ? kNoFamily : it->second, cls);
+        const Figure& f = bound_k(it == bound_.end() ? kNoFamily : it->second, cls);
+        const double k = kCautious ? f.cautious_k : f.k;
         speeds[i] = std::min(1.0, speeds[i] / k);
     }
 }
@@ -209,6 +242,18 @@ SpeedPredictor corrected_predictor(SpeedPredictor raw,
                std::span<const double> activities, std::span<double> speeds) {
         raw(activities, speeds);
         correction->correct(activities, speeds);
+    };
+}
+
+SpeedPredictor cautious_predictor(SpeedPredictor raw,
+                                  std::shared_ptr<const SpeedCorrection> correction) {
+    if (!raw || !correction) {
+        return raw;
+    }
+    return [raw = std::move(raw), correction = std::move(correction)](
+               std::span<const double> activities, std::span<double> speeds) {
+        raw(activities, speeds);
+        correction->correct_cautiously(activities, speeds);
     };
 }
 

@@ -251,6 +251,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
         spdlog::warn("cannot read the learned speed factors, predicting without them: {}",
                      factors.error().message);
     }
+    sc.placement.predict_cautious_speeds = cautious_predictor(raw_predict, correction);
     sc.placement.predict_speeds = corrected_predictor(std::move(sc.placement.predict_speeds),
                                                       correction);
     // It learns between rounds (attempts that end, activities bound to families): the policy

@@ -143,16 +143,14 @@ nlohmann::json Daemon::correction_json(const std::string& family) {
             observations += e.k.size();
         }
     }
-    for (double load : {0.0, 0.5, 1.0}) {
-        for (double tasks : {2.0, 3.0, 4.0}) {
-            const std::string cls = sharing_class(correction_->mode(), load, tasks);
-            const SpeedCorrection::Factor f = correction_->factor(family, cls);
-            classes.push_back({{"sharing_class", cls},
-                               {"k", f.k},
-                               {"basis", f.basis},
-                               {"samples", f.samples},
-                               {"observations", own.contains(cls) ? own[cls] : 0}});
-        }
+    for (const std::string& cls : correction_->classes()) {
+        const SpeedCorrection::Factor f = correction_->factor(family, cls);
+        classes.push_back({{"sharing_class", cls},
+                           {"k", f.k},
+                           {"cautious_k", f.cautious_k},
+                           {"basis", f.basis},
+                           {"samples", f.samples},
+                           {"observations", own.contains(cls) ? own[cls] : 0}});
     }
     return {{"mode", correction_->mode()}, {"observations", observations}, {"classes", classes}};
 }

@@ -94,6 +94,51 @@ TEST(SpeedCorrectionTest, WrappedPredictorAndReplay) {
     EXPECT_NEAR(replay.factor("a|1", "mps/medium/2").k, sc->factor("a|1", "mps/medium/2").k, 1e-12);
 }
 
+// This test verifies the cautious factor a --max-slowdown bound is checked against: the upper
+// one-sided 95 % confidence bound of the mean log k (unshrunk: the prior's k = 1 is the
+// optimistic side), never below the shrunk mean; equal observations give their own k; the
+// cautious predictor divides by it, and only tasks that share.
+TEST(SpeedCorrectionTest, CautiousFactorBoundsTheMeanFromAbove) {
+    auto sc = std::make_shared<SpeedCorrection>("mps");
+    const std::vector<double> ks = {1.1, 1.5, 1.3, 1.2, 1.4};
+    for (double k : ks) {
+        sc->observe(shared_run(k, "a|1", "mps/heavy/2"));
+    }
+    double sum = 0, sum_sq = 0;
+    for (double k : ks) {
+        sum += std::log(k);
+        sum_sq += std::log(k) * std::log(k);
+    }
+    const double mean = sum / 5;
+    const double sd = std::sqrt((sum_sq - sum * mean) / 4);
+    const auto f = sc->factor("a|1", "mps/heavy/2");
+    EXPECT_NEAR(f.k, std::exp(sum / 6), 1e-9);
+    EXPECT_NEAR(f.cautious_k, std::exp(mean + 1.645 * sd / std::sqrt(5.0)), 1e-9);
+    EXPECT_GT(f.cautious_k, std::exp(mean));
+
+    SpeedCorrection same("mps");
+    for (int i = 0; i < 4; ++i) {
+        same.observe(shared_run(1.25, "b|1", "mps/heavy/2"));
+    }
+    EXPECT_NEAR(same.factor("b|1", "mps/heavy/2").cautious_k, 1.25, 1e-9);
+    EXPECT_LT(same.factor("b|1", "mps/heavy/2").k, 1.25);
+    EXPECT_NEAR(same.factor("c|1", "mps/light/2").cautious_k, 1.25, 1e-9);  // everything's
+
+    SpeedPredictor raw = [](std::span<const double> a, std::span<double> s) {
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            s[i] = 0.8;
+        }
+    };
+    sc->bind(0.9, "a|1");
+    std::vector<double> speeds(2);
+    cautious_predictor(raw, sc)(std::vector<double>{0.9, 0.8}, speeds);
+    EXPECT_NEAR(speeds[0], 0.8 / f.cautious_k, 1e-12);
+    EXPECT_LT(speeds[0], 0.8 / f.k);
+    std::vector<double> alone(1);
+    cautious_predictor(raw, sc)(std::vector<double>{0.9}, alone);
+    EXPECT_DOUBLE_EQ(alone[0], 0.8);
+}
+
 // This test verifies that the version changes whenever correct() may answer the same input
 // differently, and only then for a binding: an activity bound to a family that has no figure of
 // its own is corrected as before.
