@@ -61,8 +61,7 @@ bool bounds_slowdown(const TaskSpec& task, const GpuView& gpu) {
 // Which bound the predicted speeds with the newcomer (last) would break, in words; nothing when
 // none. Slowdown = 1 / speed.
 std::optional<std::string> slowdown_bound_broken(const TaskSpec& task, const GpuView& gpu,
-                                                 const GpuPredictions::Joined& joined) {
-    const std::span<const double> after = joined.after;
+                                                 std::span<const double> after) {
     const double own = 1.0 / std::max(after.back(), 1e-9);
     if (task.max_slowdown && own > *task.max_slowdown) {
         return fmt::format("{}'s predicted slowdown {:.2f} > its --max-slowdown {:g}", task.name,
@@ -315,11 +314,12 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
     std::size_t count = 0;
     GpuClauses rejections;
     const double activity = activity_of(task);
+    std::vector<double> cautious, cautious_speeds;  // a bounded placement's activities, speeds
     for (std::size_t i = 0; i < gpus.size(); ++i) {
         const GpuView& g = gpus[i];
         if (!allowed[i]) {
             if (config.explain) {
-                rejections.add(g.index, g.node, "kept for the queue's head");
+                rejections.add(g.index, g.node, "kept for a task ahead in the queue");
             }
             continue;
         }
@@ -354,7 +354,17 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
             GpuPredictions& cache = predictions.empty() ? local.emplace() : predictions[i];
             const GpuPredictions::Joined joined = cache.joined(g, activity, config.predict_speeds);
             predicted = joined.sharing;
-            if (auto why = slowdown_bound_broken(task, g, joined)) {
+            std::span<const double> after = joined.after;
+            if (config.predict_cautious_speeds) {
+                // Not cached: only bounded tasks and their GPUs come here.
+                cautious.clear();
+                for_each_activity(g, [&](double a) { cautious.push_back(a); });
+                cautious.push_back(activity);
+                cautious_speeds.assign(cautious.size(), 1.0);
+                config.predict_cautious_speeds(cautious, cautious_speeds);
+                after = cautious_speeds;
+            }
+            if (auto why = slowdown_bound_broken(task, g, after)) {
                 if (config.explain) {
                     rejections.add(g.index, g.node, *why);
                 }
@@ -539,7 +549,7 @@ const HeadReadiness& HeadReadinessCache::get(const GpuView& g, bool risky,
 
 HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const GpuView> gpus,
                    std::span<const char> open, double now, double settle_s,
-                   std::span<HeadReadinessCache> readiness) {
+                   std::span<HeadReadinessCache> readiness, std::span<const char> taken) {
     HeadPlan plan;
     plan.shadow.assign(gpus.size(), 0);
     const auto wanted = static_cast<std::size_t>(std::max(head.gpus, 1));
@@ -561,6 +571,9 @@ HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const 
     std::vector<Rank> ranks;
     ranks.reserve(gpus.size());
     for (std::size_t i = 0; i < gpus.size(); ++i) {
+        if (!taken.empty() && taken[i] != 0) {
+            continue;
+        }
         const GpuView& g = gpus[i];
         const bool risky = g.schedulable && !g.locked && open[i] == 0;
         const HeadReadiness r =
@@ -589,7 +602,9 @@ HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const 
             nth = k;
         });
     if (!pick.found) {
-        std::fill(plan.shadow.begin(), plan.shadow.end(), 1);
+        if (taken.empty()) {
+            std::fill(plan.shadow.begin(), plan.shadow.end(), 1);
+        }
         return plan;
     }
     plan.start = ranks[nth].ready;

@@ -196,10 +196,13 @@ private:
 };
 
 // Step 4. `settle_s`: how long a warming-up GPU stays closed at most. `readiness`, when not
-// empty, one cache per GPU position.
+// empty, one cache per GPU position. `taken`, when not empty: GPUs already reserved for another
+// task, which this plan leaves out; then a plan that finds too few GPUs reserves none (the head's
+// plan, without `taken`, reserves every GPU instead).
 HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const GpuView> gpus,
                    std::span<const char> open, double now, double settle_s,
-                   std::span<HeadReadinessCache> readiness = {});
+                   std::span<HeadReadinessCache> readiness = {},
+                   std::span<const char> taken = {});
 
 // Step 5 for a shadow GPU: whether `task` may start there now without delaying the head. It may
 // if (a) it is predicted to end before the head's start, or (b) its own need + margin leaves room

@@ -28,7 +28,9 @@
 //   P = fair_share_weight * F(user) + age_weight * [waited >= max_wait_s] - nice,
 // ties in carma's order (overdue by arrival, then long-first, then arrival). With one user and
 // no nice this is exactly carma's order. F comes from the caller (set_standings), which keeps
-// the usage ledger. The paper's policies keep arrival order.
+// the usage ledger. The paper's policies keep arrival order. With several users waiting, the
+// first waiting task of each user besides the head's gets a reservation too (on GPUs no earlier
+// one holds), and later tasks backfill around all of them.
 // Per-user running limits (UserLimits::max_gpus_per_user, max_running_per_user), under every
 // policy: a task whose user would pass one is passed over (never the head, never backfilled;
 // when explaining, it waits with the limit named) and the next task is considered.

@@ -169,6 +169,55 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
     const HeadPlan plan =
         plan_head(head->spec, head_need, scratch_, open_, now, config_.warmup.settle_s,
                   readiness_);
+    // Under fair share among several users, the first waiting task of each other user gets a
+    // reservation too (on GPUs no earlier one holds), and a task behind it backfills only where
+    // it delays none of them (Slurm's backfill reserves for every higher-priority job): with
+    // the head's alone, a flood's tasks refilled every other GPU as it freed, and the users who
+    // go first still queued behind one draining GPU.
+    struct Reservation {
+        const QueuedTask* task;
+        CarmaNeed need;
+        HeadPlan plan;
+    };
+    std::vector<Reservation> reserved;
+    // Whether a task met now may still earn a reservation: some user waits without one, and
+    // some GPU is not reserved yet.
+    bool reserving = config_.carma.fair_share && !buckets_.empty() &&
+                     buckets_.begin()->first.first != buckets_.rbegin()->first.first;
+    std::size_t users_waiting = 0;
+    std::vector<char> taken;
+    if (reserving) {
+        taken = plan.shadow;
+        const std::string* last = nullptr;
+        for (const auto& [key, bucket] : buckets_) {
+            users_waiting += last == nullptr || *last != key.first ? 1 : 0;
+            last = &key.first;
+        }
+        reserving = std::any_of(taken.begin(), taken.end(), [](char c) { return c == 0; });
+    }
+    auto has_reservation = [&](const std::string& user) {
+        return user == head->spec.user ||
+               std::any_of(reserved.begin(), reserved.end(),
+                           [&](const Reservation& r) { return r.task->spec.user == user; });
+    };
+    // `need`: carma_need of `t`, asked only when it gets one.
+    auto reserve = [&](const QueuedTask& t, auto need) {
+        if (!reserving || has_reservation(t.spec.user)) {
+            return;
+        }
+        const CarmaNeed own = need();
+        HeadPlan p = plan_head(t.spec, own, scratch_, open_, now, config_.warmup.settle_s, {},
+                               taken);
+        if (std::none_of(p.shadow.begin(), p.shadow.end(), [](char c) { return c != 0; })) {
+            return;
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+            taken[i] = taken[i] != 0 || p.shadow[i] != 0 ? 1 : 0;
+        }
+        reserved.push_back(Reservation{&t, own, std::move(p)});
+        reserving = reserved.size() + 1 < users_waiting &&
+                    std::any_of(taken.begin(), taken.end(), [](char c) { return c == 0; });
+    };
     // What the GPUs could take now (the most planned available memory of an open one; whether
     // one is idle), after each placement: most candidates of a busy round are turned down on it
     // alone. (available_ and idle_ per GPU are kept up to date by commit.)
@@ -211,11 +260,13 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
     // Until the round places or rejects a task, every class met is turned down at its first
     // task, so the loop goes from one class's first task to the next class's (a backlog's 256
     // candidates hold a few dozen classes, and rounds without a placement are most of a run);
-    // the tasks it passes over would each be skipped below. Not while reasons are spelled out.
+    // the tasks it passes over would each be skipped below. Not while reasons are spelled out,
+    // nor while a task passed over could earn a reservation. (A reservation leaves what was
+    // turned down turned down: it only takes GPUs away.)
     bool unchanged = true;
     auto next = [&](std::size_t k) {
         const bool explaining = pc.explain && result.waiting.size() <= kExplainedWaiting;
-        return unchanged && !explaining ? next_class_at_[k] : k + 1;
+        return unchanged && !explaining && !reserving ? next_class_at_[k] : k + 1;
     };
     for (std::size_t k = 0; k < candidates_.size(); k = next(k)) {
         const Candidate& candidate = candidates_[k];
@@ -225,10 +276,11 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         const bool explain = pc.explain && result.waiting.size() <= kExplainedWaiting;
         // Same answer as a task of its class turned down since the last placement; a task
         // whose reason is spelled out is examined for its own words.
+        const QueuedTask& t = *candidate.task;
         if (!explain && class_waited_[candidate.decision_class] == epoch_) {
+            reserve(t, [&] { return carma_need(t.spec, false, pc); });
             continue;
         }
-        const QueuedTask& t = *candidate.task;
         if (limited) {
             if (auto why = limit_reason(t)) {
                 // Not a turn-down of its class: the next task of the class may be another
@@ -254,6 +306,7 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         const CarmaNeed need = carma_need(t.spec, false, pc);
         if (!idle_open && (need.idle_only || need.min_available_mib > most)) {
             class_waited_[t.decision_class] = epoch_;
+            reserve(t, [&] { return need; });
             if (explain) {
                 result.waiting.push_back(Waiting{
                     t.id, fmt::format("behind {} ({}): no GPU has {} available ({})",
@@ -272,10 +325,18 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
             // A shadow GPU without room turns the task down anyway; spare the prediction.
             const bool room = available_[i] >= need.min_available_mib;
             const bool usable = idle_[i] != 0 || (open_[i] != 0 && room);
-            if (plan.shadow[i] == 0) {
+            const Reservation* other = nullptr;  // the reservation of another user's task here
+            for (const Reservation& r : reserved) {
+                other = r.plan.shadow[i] != 0 ? &r : other;
+            }
+            if (plan.shadow[i] == 0 && other == nullptr) {
                 allowed_[i] = 1;
             } else if (!explain && !usable) {
                 allowed_[i] = 0;  // turned down there either way; only the reason would differ
+            } else if (other != nullptr) {
+                allowed_[i] = room && !mps_users_differ(t.spec, other->task->spec) &&
+                              may_pass_head(t.spec, scratch_[i], other->plan, other->need, now,
+                                            pc.predict_speeds, &predictions_[i]);
             } else {
                 // Another MPS user's task on a GPU kept for the head keeps the head out until
                 // it ends.
@@ -288,6 +349,7 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         }
         if (!explain && idle_usable < wanted && open_usable < wanted) {
             class_waited_[t.decision_class] = epoch_;
+            reserve(t, [&] { return need; });
             continue;
         }
         Selection sel =
@@ -295,6 +357,7 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
                          explain ? pc : quiet_, config_.carma, predictions_, available_);
         if (sel.gpus.empty()) {
             class_waited_[t.decision_class] = epoch_;
+            reserve(t, [&] { return need; });
             if (explain) {
                 result.waiting.push_back(
                     Waiting{t.id, fmt::format("behind {} ({}): {}", head->spec.name, wait_text,

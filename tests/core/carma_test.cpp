@@ -191,7 +191,8 @@ TEST(CarmaTest, BackfillNeverDelaysTheHead) {
     EXPECT_NE(r.waiting[1].reason.find("behind head (predicted start of head in 2 min)"),
               std::string::npos)
         << r.waiting[1].reason;
-    EXPECT_NE(r.waiting[1].reason.find("GPU 0: kept for the queue's head"), std::string::npos)
+    EXPECT_NE(r.waiting[1].reason.find("GPU 0: kept for a task ahead in the queue"),
+              std::string::npos)
         << r.waiting[1].reason;
 
     std::vector<GpuView> after = gpus;

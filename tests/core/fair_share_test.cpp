@@ -156,6 +156,40 @@ TEST(FairShareSchedulerTest, MergeOrderAcrossUsers) {
     EXPECT_EQ(ids(s.step(std::vector<GpuView>{MakeGpu(0)}, 100)), std::vector<TaskId>{5});
 }
 
+// This test verifies the reservation of each user's first waiting task under fair share: a
+// (F 0.9) and b (F 0.8) each wait for 30,000 MiB, and flood (F 0.1) has a long 8,000 MiB task
+// that fits beside either resident now but would leave neither room for them. The head (a's)
+// keeps GPU 0, which frees first; b's task keeps GPU 1, so flood's long task waits, and its
+// short one, which ends before either frees, still backfills. Without fair share, or when b's
+// task is a's own, only the head holds a GPU and the long task takes GPU 1.
+TEST(FairShareSchedulerTest, EachUsersFirstTaskKeepsAGpu) {
+    const std::vector<GpuView> gpus = {MakeGpu(0).Resident(10, 25000, 100, 0.6),
+                                       MakeGpu(1).Resident(11, 25000, 200, 0.6)};
+    auto run = [&](bool fair_share, const std::string& second_user, bool with_short) {
+        SchedulerConfig cfg = carma_config();
+        cfg.carma.fair_share = fair_share;
+        Scheduler s(cfg);
+        s.enqueue(1, MakeTask("a-big").User("a").Knows(30000, 5000), 0);
+        s.enqueue(2, MakeTask("b-big").User(second_user).Knows(30000, 5000), 0);
+        s.enqueue(3, MakeTask("flood-long").User("flood").Knows(8000, 1000, 0.1), 0);
+        if (with_short) {
+            s.enqueue(4, MakeTask("flood-short").User("flood").Knows(8000, 50, 0.1), 0);
+        }
+        s.set_standings({{"a", {0.9, {}}}, {"b", {0.8, {}}}, {"flood", {0.1, {}}}});
+        return s.step(gpus, 0);
+    };
+    StepResult r = run(true, "b", false);
+    EXPECT_TRUE(r.placed.empty()) << r.pending_reason;
+    r = run(true, "b", true);
+    ASSERT_EQ(ids(r), std::vector<TaskId>{4});
+    r = run(false, "b", false);
+    ASSERT_EQ(ids(r), std::vector<TaskId>{3});
+    EXPECT_EQ(r.placed[0].gpus, std::vector<int>{1});
+    r = run(true, "a", false);
+    ASSERT_EQ(ids(r), std::vector<TaskId>{3});
+    EXPECT_EQ(r.placed[0].gpus, std::vector<int>{1});
+}
+
 // This test verifies that with one user (every task's user "") the order is carma's order
 // whatever the standings say, and with nice a user's own tasks reorder by it.
 TEST(FairShareSchedulerTest, OneUserKeepsCarmaOrder) {
@@ -282,6 +316,27 @@ TEST(FairShareSchedulerTest, MaxSlowdownRespected) {
         Scheduler s(carma_config());
         s.enqueue(1, MakeTask("light").Knows(1000, 100, 0.3), 0);
         EXPECT_EQ(ids(s.step(bounded, 0)), std::vector<TaskId>{1});
+    }
+    {
+        // The bound is checked against the cautious speeds where there are any: the mean says
+        // 1.2 <= 1.3, a cautious 1.2 * 1.15 = 1.38 does not; the mean still decides the rest.
+        SchedulerConfig cfg = carma_config();
+        cfg.placement.predict_cautious_speeds = [](std::span<const double> a,
+                                                   std::span<double> speeds) {
+            simple_model(a, speeds);
+            for (double& v : speeds) {
+                v /= 1.15;
+            }
+        };
+        Scheduler s(cfg);
+        s.enqueue(1, MakeTask("loose").MaxSlowdown(1.3).Knows(1000, 100, 0.6), 0);
+        StepResult r = s.step(shared, 0);
+        EXPECT_TRUE(r.placed.empty());
+        EXPECT_NE(r.pending_reason.find("1.38 > its --max-slowdown 1.3"), std::string::npos)
+            << r.pending_reason;
+        s.cancel(1);
+        s.enqueue(2, MakeTask("unbounded").Knows(1000, 100, 0.6), 0);
+        EXPECT_EQ(ids(s.step(shared, 1)), std::vector<TaskId>{2});
     }
     {
         SchedulerConfig paper;

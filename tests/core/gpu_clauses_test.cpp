@@ -15,12 +15,13 @@ TEST(GpuClausesTest, GroupsGpusWithTheSameClause) {
     EXPECT_EQ(c.text(), "GPUs 0-3: warming up");
 
     GpuClauses mixed;
-    mixed.add(0, "", "kept for the queue's head");
+    mixed.add(0, "", "kept for a task ahead in the queue");
     mixed.add(1, "", "warming up");
     mixed.add(2, "", "warming up");
-    mixed.add(3, "", "kept for the queue's head");
+    mixed.add(3, "", "kept for a task ahead in the queue");
     mixed.add(5, "", "warming up");
-    EXPECT_EQ(mixed.text(), "GPUs 0, 3: kept for the queue's head; GPUs 1-2, 5: warming up");
+    EXPECT_EQ(mixed.text(),
+              "GPUs 0, 3: kept for a task ahead in the queue; GPUs 1-2, 5: warming up");
 }
 
 // This test verifies that one GPU keeps the singular, that nothing gives "", and that the same
