@@ -3,6 +3,7 @@
 // web listener's rules (loopback free, elsewhere the token; read-only; no secrets).
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -15,6 +16,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +29,7 @@
 #include "http_support.h"
 #include "support.h"
 #include "browser.h"
+#include "users.h"
 
 #ifndef CARMA_BIN
 #error "CARMA_BIN must name the carma executable"
@@ -295,6 +299,90 @@ TEST_F(WebTest, PageInAHeadlessBrowser) {
         return all;
     }();
     over_socket(socket_, "DELETE", "/v1/tasks/" + std::to_string(secret_id));
+}
+
+// This test verifies the share bars of fair share (issue 23) in Chromium, with two users: root's
+// --exclusive task has run and been charged the whole GPU, and a held task of each of root and a
+// useradd user keeps both on the page; each user's row shows, as its bar and mark, the same
+// normalised usage and shares as GET /v1/share, the one over its share marked so.
+TEST_F(WebTest, ShareBarsOfTwoUsers) {
+    const std::string chromium = test_support::find_chromium();
+    ASSERT_FALSE(chromium.empty())
+        << "no chromium on PATH (nor $CARMA_CHROMIUM): scripts/setup installs Debian's chromium";
+    std::optional<passwd> bob;
+    ASSERT_NO_FATAL_FAILURE(
+        test_support::root_and_user("carma-test-bob", bob, "for a second user's share bar"));
+    ASSERT_EQ(::chmod(dir_.c_str(), 0711), 0);  // bob reaches the socket, lists nothing
+    ASSERT_EQ(start({"--web", "127.0.0.1:" + std::to_string(port_)}), -1) << log_text();
+
+    const json charged = {{"name", "charged"},
+                          {"command", {"/bin/sleep", "2"}},
+                          {"workdir", "/tmp"},
+                          {"exclusive", true}};
+    Reply r = over_socket(socket_, "POST", "/v1/tasks", charged.dump());
+    ASSERT_EQ(r.status, 201) << r.body;
+    const int charged_id = json::parse(r.body)["id"];
+    const json held = {{"name", "held"},
+                       {"command", {"/bin/sleep", "600"}},
+                       {"workdir", "/tmp"},
+                       {"hold", true}};
+    r = over_socket(socket_, "POST", "/v1/tasks", held.dump());
+    ASSERT_EQ(r.status, 201) << r.body;
+    // bob's, from a child process of his (before the browser: no threads yet to fork beside).
+    const pid_t child = ::fork();
+    if (child == 0) {
+        if (::initgroups(bob->pw_name, bob->pw_gid) != 0 || ::setgid(bob->pw_gid) != 0 ||
+            ::setuid(bob->pw_uid) != 0) {
+            ::_exit(90);
+        }
+        ::_exit(over_socket(socket_, "POST", "/v1/tasks", held.dump()).status == 201 ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "bob's submission failed";
+    ASSERT_TRUE(eventually([&] {
+        const Reply t = over_socket(socket_, "GET", "/v1/tasks/" + std::to_string(charged_id));
+        return t.status == 200 && json::parse(t.body)["state"] == "succeeded";
+    }, 60s)) << log_text();
+
+    const Reply share_reply = over_socket(socket_, "GET", "/v1/share");
+    ASSERT_EQ(share_reply.status, 200) << share_reply.body;
+    std::map<std::string, json> share;
+    const json standings = json::parse(share_reply.body);
+    for (const json& u : standings["users"]) {
+        share[u["user"].get<std::string>()] = u;
+    }
+    ASSERT_TRUE(share.contains("root") && share.contains("carma-test-bob")) << share_reply.body;
+    EXPECT_GT(share["root"]["usage_norm"].get<double>(), 0.99) << share_reply.body;
+    EXPECT_EQ(share["carma-test-bob"]["usage_norm"].get<double>(), 0) << share_reply.body;
+
+    Browser browser(chromium, dir_ + "/profile", dir_ + "/chromium.log");
+    const std::string page = browser.open_page();
+    browser.call("Page.navigate", {{"url", "http://127.0.0.1:" + std::to_string(port_) + "/"}},
+                 page);
+    auto eval = [&](const std::string& js) { return browser.evaluate(page, js); };
+    ASSERT_TRUE(eventually([&] {
+        return eval("document.querySelectorAll('#queue-summary tr[data-user] svg.share-bar')"
+                    ".length >= 2") == true;
+    }, 60s)) << eval("document.body.innerText");
+    const json bars = eval(
+        "Object.fromEntries([...document.querySelectorAll('#queue-summary tr[data-user]')].map("
+        "r => [r.dataset.user, {usage: Number(r.querySelector('rect[data-usage]').dataset.usage),"
+        " share: Number(r.querySelector('line[data-share]').dataset.share),"
+        " over: r.querySelector('rect[data-usage]').classList.contains('share-over')}]))");
+    for (const char* user : {"root", "carma-test-bob"}) {
+        ASSERT_TRUE(bars.contains(user)) << bars.dump();
+        EXPECT_NEAR(bars[user]["usage"].get<double>(), share[user]["usage_norm"].get<double>(),
+                    1e-3)
+            << user;
+        EXPECT_NEAR(bars[user]["share"].get<double>(), share[user]["shares_norm"].get<double>(),
+                    1e-3)
+            << user;
+    }
+    EXPECT_EQ(bars["root"]["over"], true) << bars.dump();
+    EXPECT_EQ(bars["carma-test-bob"]["over"], false) << bars.dump();
+    browser.drain();
+    EXPECT_TRUE(browser.errors().empty()) << browser.errors().front();
 }
 
 // This test verifies the web listener's rules: on loopback it needs nothing; it serves the page
