@@ -233,28 +233,35 @@ void SpeedCorrection::apply(std::span<const double> activities, std::span<double
     }
 }
 
-SpeedPredictor corrected_predictor(SpeedPredictor raw,
-                                   std::shared_ptr<const SpeedCorrection> correction) {
+namespace {
+
+// `raw`, then corrected by the mean factors or the cautious ones.
+template <bool kCautious>
+SpeedPredictor wrapped(SpeedPredictor raw, std::shared_ptr<const SpeedCorrection> correction) {
     if (!raw || !correction) {
         return raw;
     }
     return [raw = std::move(raw), correction = std::move(correction)](
                std::span<const double> activities, std::span<double> speeds) {
         raw(activities, speeds);
-        correction->correct(activities, speeds);
+        if constexpr (kCautious) {
+            correction->correct_cautiously(activities, speeds);
+        } else {
+            correction->correct(activities, speeds);
+        }
     };
+}
+
+}  // namespace
+
+SpeedPredictor corrected_predictor(SpeedPredictor raw,
+                                   std::shared_ptr<const SpeedCorrection> correction) {
+    return wrapped<false>(std::move(raw), std::move(correction));
 }
 
 SpeedPredictor cautious_predictor(SpeedPredictor raw,
                                   std::shared_ptr<const SpeedCorrection> correction) {
-    if (!raw || !correction) {
-        return raw;
-    }
-    return [raw = std::move(raw), correction = std::move(correction)](
-               std::span<const double> activities, std::span<double> speeds) {
-        raw(activities, speeds);
-        correction->correct_cautiously(activities, speeds);
-    };
+    return wrapped<true>(std::move(raw), std::move(correction));
 }
 
 PredictorVersion corrected_predictor_version(std::shared_ptr<const SpeedCorrection> correction) {
