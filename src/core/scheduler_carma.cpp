@@ -200,9 +200,10 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
                std::any_of(reserved.begin(), reserved.end(),
                            [&](const Reservation& r) { return r.task->spec.user == user; });
     };
-    // `need`: carma_need of `t`, asked only when it gets one.
+    // `need`: carma_need of `t`, asked only when it gets one. A task its user's running limit
+    // holds back could not take a GPU kept for it.
     auto reserve = [&](const QueuedTask& t, auto need) {
-        if (!reserving || has_reservation(t.spec.user)) {
+        if (!reserving || has_reservation(t.spec.user) || (limited && limit_reason(t))) {
             return;
         }
         const CarmaNeed own = need();
