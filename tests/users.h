@@ -2,11 +2,14 @@
 // Users a test makes to check what other users may do: root is needed, and useradd makes each
 // user once (no home, /bin/sh); later tests find it.
 
+#include <grp.h>
 #include <pwd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -48,6 +51,22 @@ inline void root_and_user(const std::string& name, std::optional<passwd>& user, 
     ASSERT_EQ(::geteuid(), 0u) << "needs root " << why;
     user = ensure_user(name);
     ASSERT_TRUE(user) << "useradd could not create " << name;
+}
+
+// Runs `body` in a child process as `pw`; the child's exit code (90: it could not become `pw`).
+// Fork before a test starts threads of its own.
+inline int as_user(const passwd& pw, const std::function<int()>& body) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        if (::initgroups(pw.pw_name, pw.pw_gid) != 0 || ::setgid(pw.pw_gid) != 0 ||
+            ::setuid(pw.pw_uid) != 0) {
+            ::_exit(90);
+        }
+        ::_exit(body());
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
 }
 
 }  // namespace carma::test_support

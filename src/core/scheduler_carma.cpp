@@ -180,21 +180,24 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         HeadPlan plan;
     };
     std::vector<Reservation> reserved;
-    // Whether a task met now may still earn a reservation: some user waits without one, and
-    // some GPU is not reserved yet.
-    bool reserving = config_.carma.fair_share && !buckets_.empty() &&
-                     buckets_.begin()->first.first != buckets_.rbegin()->first.first;
-    std::size_t users_waiting = 0;
-    std::vector<char> taken;
-    if (reserving) {
-        taken = plan.shadow;
+    std::size_t users_waiting = 0;  // buckets_ is ordered by (user, nice)
+    if (config_.carma.fair_share) {
         const std::string* last = nullptr;
         for (const auto& [key, bucket] : buckets_) {
             users_waiting += last == nullptr || *last != key.first ? 1 : 0;
             last = &key.first;
         }
-        reserving = std::any_of(taken.begin(), taken.end(), [](char c) { return c == 0; });
     }
+    std::vector<char> taken;  // GPUs the head or a reservation holds (only with several users)
+    if (users_waiting > 1) {
+        taken = plan.shadow;
+    }
+    auto some_gpu_free = [&] {
+        return std::any_of(taken.begin(), taken.end(), [](char c) { return c == 0; });
+    };
+    // Whether a task met now may still earn a reservation: some user waits without one, and
+    // some GPU is not reserved yet.
+    bool reserving = users_waiting > 1 && some_gpu_free();
     auto has_reservation = [&](const std::string& user) {
         return user == head->spec.user ||
                std::any_of(reserved.begin(), reserved.end(),
@@ -216,8 +219,7 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
             taken[i] = taken[i] != 0 || p.shadow[i] != 0 ? 1 : 0;
         }
         reserved.push_back(Reservation{&t, own, std::move(p)});
-        reserving = reserved.size() + 1 < users_waiting &&
-                    std::any_of(taken.begin(), taken.end(), [](char c) { return c == 0; });
+        reserving = reserved.size() + 1 < users_waiting && some_gpu_free();
     };
     // What the GPUs could take now (the most planned available memory of an open one; whether
     // one is idle), after each placement: most candidates of a busy round are turned down on it

@@ -1,7 +1,6 @@
 #include "core/speed_correction.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -114,13 +113,11 @@ void SpeedCorrection::add(const std::string& family, const std::string& cls, dou
 SpeedCorrection::Figure SpeedCorrection::figure(const Pool& p) const {
     const double n = static_cast<double>(p.n);
     const double log_k = p.sum / (n + config_.prior_weight);
-    if (p.n < 2) {
-        return {std::exp(log_k), std::exp(std::max(log_k, p.sum))};
-    }
-    // The mean unshrunk (the prior's k = 1 is the optimistic side), plus its standard error.
-    const double mean = p.sum / n;
-    const double variance = std::max(0.0, (p.sum_sq - p.sum * mean) / (n - 1));
-    const double upper = mean + config_.cautious_z * std::sqrt(variance / n);
+    // The mean unshrunk (the prior's k = 1 is the optimistic side), plus its standard error (none
+    // from one observation).
+    const double mean = p.n > 0 ? p.sum / n : 0;
+    const double variance = p.n > 1 ? std::max(0.0, (p.sum_sq - p.sum * mean) / (n - 1)) : 0;
+    const double upper = mean + config_.cautious_z * std::sqrt(variance / std::max(n, 1.0));
     return {std::exp(log_k), std::exp(std::max(log_k, upper))};
 }
 
@@ -182,11 +179,7 @@ void SpeedCorrection::bind(double activity, const std::string& family) {
         return;
     }
     for (std::size_t c = 0; c < kClasses; ++c) {
-        const Figure& was = bound_k(before, c);
-        const Figure& is = bound_k(it->second, c);
-        if (std::bit_cast<std::uint64_t>(was.k) != std::bit_cast<std::uint64_t>(is.k) ||
-            std::bit_cast<std::uint64_t>(was.cautious_k) !=
-                std::bit_cast<std::uint64_t>(is.cautious_k)) {
+        if (bound_k(before, c) != bound_k(it->second, c)) {
             ++version_;
             return;
         }
@@ -269,6 +262,12 @@ PredictorVersion corrected_predictor_version(std::shared_ptr<const SpeedCorrecti
         return [] { return std::uint64_t{0}; };
     }
     return [correction = std::move(correction)] { return correction->version(); };
+}
+
+void use_correction(PlacementConfig& placement, std::shared_ptr<const SpeedCorrection> correction) {
+    placement.predict_cautious_speeds = cautious_predictor(placement.predict_speeds, correction);
+    placement.predict_speeds = corrected_predictor(std::move(placement.predict_speeds), correction);
+    placement.predictor_version = corrected_predictor_version(std::move(correction));
 }
 
 }  // namespace carma

@@ -135,6 +135,7 @@ private:
     struct Figure {
         double k = 1;
         double cautious_k = 1;
+        bool operator==(const Figure&) const = default;
     };
     static constexpr std::size_t kNoFamily = static_cast<std::size_t>(-1);
     // The figure of a pool: exp(mean log k), shrunk toward 1 by the prior, and its cautious
@@ -181,6 +182,12 @@ SpeedPredictor corrected_predictor(SpeedPredictor raw,
 // predict_cautious_speeds.
 SpeedPredictor cautious_predictor(SpeedPredictor raw,
                                   std::shared_ptr<const SpeedCorrection> correction);
+
+// `placement`'s predict_speeds (a raw predictor that answers the same input the same way, as
+// the device model's does) corrected by `correction`, with the cautious speeds for slowdown
+// bounds and the version that changes as it learns: what the daemon and the simulator hand
+// `carma`.
+void use_correction(PlacementConfig& placement, std::shared_ptr<const SpeedCorrection> correction);
 
 // The version of corrected_predictor(raw, correction)'s answers (PlacementConfig's
 // predictor_version), for a `raw` that always answers the same input the same way, as the

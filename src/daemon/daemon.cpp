@@ -251,12 +251,9 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
         spdlog::warn("cannot read the learned speed factors, predicting without them: {}",
                      factors.error().message);
     }
-    sc.placement.predict_cautious_speeds = cautious_predictor(raw_predict, correction);
-    sc.placement.predict_speeds = corrected_predictor(std::move(sc.placement.predict_speeds),
-                                                      correction);
     // It learns between rounds (attempts that end, activities bound to families): the policy
-    // keeps its predictions only while this version stays.
-    sc.placement.predictor_version = corrected_predictor_version(correction);
+    // keeps its predictions only while its version stays.
+    use_correction(sc.placement, correction);
 
     // One control daemon per GPU (exec/mps.h says why), each adopted if it still runs from
     // before a restart. Named by UUID: GPU indices may shift when a GPU is left out.

@@ -104,11 +104,7 @@ SchedulerConfig Simulation::scheduler_config(const SimConfig& config,
         // its answers when it learns, and says so.
         sc.placement.predictor_version = [] { return std::uint64_t{0}; };
         if (config.speed_correction && config.scheduler.policy.carma) {
-            sc.placement.predict_cautious_speeds =
-                cautious_predictor(sc.placement.predict_speeds, correction);
-            sc.placement.predict_speeds =
-                corrected_predictor(std::move(sc.placement.predict_speeds), correction);
-            sc.placement.predictor_version = corrected_predictor_version(correction);
+            use_correction(sc.placement, correction);
         }
     }
     return sc;

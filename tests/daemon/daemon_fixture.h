@@ -26,6 +26,7 @@
 
 #include "api/client.h"
 #include "support.h"
+#include "users.h"
 
 #ifndef CARMA_BIN
 #error "CARMA_BIN must name the carma executable"
@@ -222,19 +223,6 @@ protected:
     pid_t daemon_ = 0;
 };
 
-// Runs `body` in a child process as `user`; returns the child's exit code.
-inline int as_user(const passwd& pw, const std::function<int()>& body) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (initgroups(pw.pw_name, pw.pw_gid) != 0 || setgid(pw.pw_gid) != 0 ||
-            setuid(pw.pw_uid) != 0) {
-            _exit(90);
-        }
-        _exit(body());
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
-}
+using test_support::as_user;  // tests/users.h
 
 }  // namespace carma::daemon_test

@@ -71,20 +71,7 @@ std::size_t count_of(const std::string& text, const std::string& needle) {
     return n;
 }
 
-// Runs `body` in a child process as `pw`; the child's exit code.
-int as_user(const passwd& pw, const std::function<int()>& body) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        if (::initgroups(pw.pw_name, pw.pw_gid) != 0 || ::setgid(pw.pw_gid) != 0 ||
-            ::setuid(pw.pw_uid) != 0) {
-            ::_exit(90);
-        }
-        ::_exit(body());
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
-}
+using test_support::as_user;
 
 class MpsDaemonTest : public ::testing::Test {
   protected:

@@ -3,7 +3,6 @@
 // web listener's rules (loopback free, elsewhere the token; read-only; no secrets).
 
 #include <arpa/inet.h>
-#include <grp.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -329,17 +328,13 @@ TEST_F(WebTest, ShareBarsOfTwoUsers) {
     r = over_socket(socket_, "POST", "/v1/tasks", held.dump());
     ASSERT_EQ(r.status, 201) << r.body;
     // bob's, from a child process of his (before the browser: no threads yet to fork beside).
-    const pid_t child = ::fork();
-    if (child == 0) {
-        if (::initgroups(bob->pw_name, bob->pw_gid) != 0 || ::setgid(bob->pw_gid) != 0 ||
-            ::setuid(bob->pw_uid) != 0) {
-            ::_exit(90);
-        }
-        ::_exit(over_socket(socket_, "POST", "/v1/tasks", held.dump()).status == 201 ? 0 : 1);
-    }
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "bob's submission failed";
+    ASSERT_EQ(test_support::as_user(*bob, [&] {
+                  return over_socket(socket_, "POST", "/v1/tasks", held.dump()).status == 201
+                             ? 0
+                             : 1;
+              }),
+              0)
+        << "bob's submission failed";
     ASSERT_TRUE(eventually([&] {
         const Reply t = over_socket(socket_, "GET", "/v1/tasks/" + std::to_string(charged_id));
         return t.status == 200 && json::parse(t.body)["state"] == "succeeded";
