@@ -101,15 +101,24 @@ double fair_share_factor(double usage_norm, double shares_norm) {
 }
 
 std::map<std::string, double> fair_share_factors(const UsageLedger& ledger,
-                                                 const ShareTable& shares, double now) {
+                                                 const ShareTable& shares, double now,
+                                                 const ChargeRates& running, double horizon_s) {
     double share_sum = 0;
     for (const auto& [user, s] : shares) {
         share_sum += s;
     }
-    const double total = ledger.total(now);
+    const double horizon = std::isfinite(horizon_s) ? std::max(0.0, horizon_s) : 0.0;
+    const auto committed = [&](const std::string& user) {
+        const auto r = running.find(user);
+        return r != running.end() && r->second > 0 ? r->second * horizon : 0.0;
+    };
+    double total = ledger.total(now);
+    for (const auto& [user, rate] : running) {
+        total += committed(user);
+    }
     std::map<std::string, double> out;
     for (const auto& [user, s] : shares) {
-        const double u = total > 0 ? ledger.usage(user, now) / total : 0;
+        const double u = total > 0 ? (ledger.usage(user, now) + committed(user)) / total : 0;
         out[user] = fair_share_factor(u, share_sum > 0 ? s / share_sum : 0);
     }
     return out;

@@ -16,9 +16,17 @@
 // are known users without an entry of their own; a user in several such groups gets a part of
 // each. A user with an entry of their own gets exactly that.
 //
-// Factor (Slurm's classic): F = 2^(-U/S), U = the user's decayed usage / every user's (0 while
-// nobody used anything), S = the user's shares / the sum of the known users' shares. F is 1 for
-// a user who used nothing, 0.5 for one who used exactly their share, towards 0 beyond.
+// Factor (Slurm's classic): F = 2^(-U/S), U = the user's usage / every user's (0 while nobody
+// used anything), S = the user's shares / the sum of the known users' shares. F is 1 for a user
+// who used nothing, 0.5 for one who used exactly their share, towards 0 beyond.
+//
+// The usage U reads is the decayed usage plus what the user's running tasks will be charged over
+// the next horizon_s at the rate they are charged now (`fairshare_horizon`, default 1 h; 0 is
+// Slurm's classic, usage alone). Without it F moves only as charges accrue: while every user has
+// work waiting, the user of the highest F takes every GPU that frees until their usage overtakes
+// the next user's, then that one takes them all. Over an hour one user got 45 % of the GPUs and
+// another 0.4 % (docs/evaluation.md section 11). With it, a user's F drops the moment their tasks
+// start, so the GPUs that free next go to the others.
 //
 // Priority of a waiting task under `carma` (CarmaConfig's weights):
 //   P = fair_share_weight * F(user) + age_weight * [waited >= max_wait_s] - nice
@@ -84,10 +92,17 @@ ShareTable build_share_table(const std::map<std::string, double>& configured,
 // 2^(-usage_norm / shares_norm); 0 when shares_norm <= 0 (a user of no shares comes last).
 double fair_share_factor(double usage_norm, double shares_norm);
 
-// F of every user in `shares` at `now`, from the ledger (a user of the ledger missing from the
-// table counts in the total usage but gets no factor).
+// GPUs' worth each user's running tasks are charged per second now (their charge fractions
+// times the GPUs they hold, summed), by user.
+using ChargeRates = std::map<std::string, double>;
+
+// F of every user in `shares` at `now`, from the ledger and the running tasks' charge over the
+// next `horizon_s` (a user of the ledger or of `running` missing from the table counts in the
+// total usage but gets no factor).
 std::map<std::string, double> fair_share_factors(const UsageLedger& ledger,
-                                                 const ShareTable& shares, double now);
+                                                 const ShareTable& shares, double now,
+                                                 const ChargeRates& running = {},
+                                                 double horizon_s = 0);
 
 struct PriorityWeights {
     double fair_share = 10000;

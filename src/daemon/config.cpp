@@ -109,6 +109,8 @@ const std::vector<ConfigKey>& config_keys() {
         {"fair_share", "carma only: order waiting tasks by each user's fair-share factor (true), "
                        "or by age and nice alone (false)."},
         {"fairshare_half_life", "The half-life of charged usage (a span: 7d, 36h)."},
+        {"fairshare_horizon", "The fair-share factor counts what each user's running tasks "
+                              "will be charged over this span ahead (0s: usage alone)."},
         {"shares", "Shares per user, or per Unix group as \"@group\" (its members split it), "
                    "e.g. {alice: 2, \"@phd\": 3}; every other user has 1."},
         {"priority_weight_fairshare", "Weight of the fair-share factor in a waiting task's "
@@ -231,6 +233,7 @@ std::string yaml_value(const DaemonConfig& c, std::string_view key) {
          [&] { return std::to_string(c.limits.max_running_per_user); }},
         {"fair_share", [&] { return std::string(c.fair_share ? "true" : "false"); }},
         {"fairshare_half_life", [&] { return format_duration(c.fairshare_half_life_s); }},
+        {"fairshare_horizon", [&] { return format_duration(c.fairshare_horizon_s); }},
         {"shares", [&] { return yaml_shares(c.shares); }},
         {"priority_weight_fairshare", [&] { return yaml_number(c.priority_weight_fairshare); }},
         {"priority_weight_age", [&] { return yaml_number(c.priority_weight_age); }},
@@ -509,6 +512,19 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
                                         source, v.Mark().line + 1, *written));
             }
             c.fairshare_half_life_s = *span;
+        } else if (key == "fairshare_horizon") {
+            auto written = scalar<std::string>(v, key, source);
+            if (!written) {
+                return tl::unexpected(written.error());
+            }
+            auto span = parse_duration(*written);
+            if (!span || !(*span >= 0) || *span > 365 * 24 * 3600.0) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("{} line {}: fairshare_horizon '{}' must be a span "
+                                        "such as 1h or 30m, or 0s to order by usage alone",
+                                        source, v.Mark().line + 1, *written));
+            }
+            c.fairshare_horizon_s = *span;
         } else if (key == "shares") {
             r = parse_shares(v, source, c.shares);
         } else if (key == "priority_weight_fairshare" || key == "priority_weight_age") {

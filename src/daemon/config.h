@@ -54,10 +54,12 @@ struct DaemonConfig {
     // What one user may ask for (YAML section `limits:`), the running limits included.
     UserLimits limits;
     // Fair share (core/fair_share.h), which only `carma` orders by: on or off, the half-life of
-    // charged usage, shares per user or "@group" (every other user has 1), and the priority's
-    // weights (P = fair-share weight x F + age weight x [waited max_wait] - nice).
+    // charged usage, how far ahead the factor counts the running tasks' charge, shares per user
+    // or "@group" (every other user has 1), and the priority's weights (P = fair-share weight x
+    // F + age weight x [waited max_wait] - nice).
     bool fair_share = true;
     double fairshare_half_life_s = 7 * 24 * 3600.0;
+    double fairshare_horizon_s = 3600;
     std::map<std::string, double> shares;
     double priority_weight_fairshare = 10000;
     double priority_weight_age = 1000;

@@ -119,6 +119,7 @@ void Daemon::charge_usage() {
                 never_shares || live.exclusive || (live.max_slowdown && !policy.carma);
             fraction += charge_fraction(memory_share, sm_share, alone);
         }
+        live.charge_rate = fraction;
         const double gpu_s = fraction * dt;
         live.charged_gpu_s += gpu_s;
         live.charge_changed = true;
@@ -145,11 +146,13 @@ void Daemon::stand_users() {
         users.insert(user);
     }
     std::map<std::string, RunningUse> running;
+    ChargeRates rates;
     for (const auto& [id, live] : live_) {
         users.insert(live.user);
         RunningUse& use = running[live.user];
         use.gpus += live.gpus.size();
         use.tasks += 1;
+        rates[live.user] += live.charge_rate;
     }
     for (std::string& user : scheduler_.ordered_users()) {
         users.insert(std::move(user));
@@ -164,7 +167,8 @@ void Daemon::stand_users() {
         }
     }
     const ShareTable shares = build_share_table(config_.shares, groups_of_, users);
-    const std::map<std::string, double> factors = fair_share_factors(ledger_, shares, now());
+    const std::map<std::string, double> factors =
+        fair_share_factors(ledger_, shares, now(), rates, config_.fairshare_horizon_s);
     UserStandings standings;
     for (const std::string& user : users) {
         UserStanding s;
@@ -203,6 +207,10 @@ std::map<std::string, nlohmann::json> Daemon::share_rows(
         share_sum += n;
     }
     const double total = ledger_.total(clock);
+    ChargeRates rates;
+    for (const auto& [id, live] : live_) {
+        rates[live.user] += live.charge_rate;
+    }
     std::map<std::string, nlohmann::json> rows;
     for (const std::string& user : users) {
         const auto standing = scheduler_.standings().find(user);
@@ -215,6 +223,7 @@ std::map<std::string, nlohmann::json> Daemon::share_rows(
             {"shares_norm", share_sum > 0 && n != shares.end() ? n->second / share_sum : 0.0},
             {"usage_gpu_hours", usage / 3600},
             {"usage_norm", total > 0 ? usage / total : 0.0},
+            {"charge_now", rates.contains(user) ? rates.at(user) : 0.0},
             {"factor", stands ? standing->second.factor : 1.0},
             {"gpus_running", stands ? standing->second.running.gpus : 0},
             {"tasks_running", stands ? standing->second.running.tasks : 0},
@@ -237,6 +246,7 @@ api::ApiResult<nlohmann::json> Daemon::share(const api::Caller&) {
     return nlohmann::json{
         {"fair_share", scheduler_.config().policy.carma && carma.fair_share},
         {"half_life_s", config_.fairshare_half_life_s},
+        {"horizon_s", config_.fairshare_horizon_s},
         {"weights", {{"fair_share", carma.fair_share_weight}, {"age", carma.age_weight}}},
         {"limits",
          {{"max_gpus_per_user", config_.limits.max_gpus_per_user},

@@ -4,7 +4,8 @@
 // speed it runs at among its co-runners), or the whole GPU when it runs alone by request
 // (`--exclusive`, `--max-slowdown` under a paper policy) or under a policy that never shares.
 // Charges go into a UsageLedger (core/fair_share.h); with several users under `carma`, every
-// tick gives the scheduler each user's fair-share factor.
+// tick gives the scheduler each user's fair-share factor, which counts what the running tasks
+// will be charged over the fair-share horizon.
 
 #include <algorithm>
 
@@ -58,15 +59,20 @@ void Simulation::note_user(const std::string& user) {
 }
 
 void Simulation::update_standings() {
+    ChargeRates running;
     for (const SimGpu& gpu : gpus_) {
         for (std::size_t i : gpu.residents) {
-            if (tasks_[i].phase == Phase::Active) {
-                charge(tasks_[i]);
+            SimTask& t = tasks_[i];
+            if (t.phase == Phase::Active) {
+                charge(t);
+                // Each of its GPUs lists a multi-GPU task: its rate is counted once in all.
+                running[t.spec.user] += t.charge_rate / static_cast<double>(t.gpus.size());
             }
         }
     }
     UserStandings standings;
-    for (const auto& [user, factor] : fair_share_factors(ledger_, shares_, now_)) {
+    for (const auto& [user, factor] : fair_share_factors(ledger_, shares_, now_, running,
+                                                         config_.fairshare_horizon_s)) {
         standings[user].factor = factor;
     }
     scheduler_.set_standings(std::move(standings));

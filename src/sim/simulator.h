@@ -73,8 +73,11 @@ struct SimConfig {
     bool speed_correction = true;
     // Fair share (core/fair_share.h): every attempt is charged to its task's user; under `carma`
     // with CarmaConfig::fair_share the scheduler orders users by the factors of this ledger.
-    // Shares by user (default 1 each; groups are the daemon's: none here).
+    // The factors count each user's running tasks' charge over fairshare_horizon_s ahead (0:
+    // usage alone, Slurm's classic). Shares by user (default 1 each; groups are the daemon's:
+    // none here).
     double fairshare_half_life_s = 7 * 24 * 3600.0;
+    double fairshare_horizon_s = 3600;
     std::map<std::string, double> shares;
     // Called now and then with the fraction of tasks finished (0..1).
     std::function<void(double)> progress;

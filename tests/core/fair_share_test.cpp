@@ -92,6 +92,29 @@ TEST(FairShareTest, Factor) {
     EXPECT_DOUBLE_EQ(f.at("bob"), std::exp2(-0.5));
 }
 
+// This test verifies that running tasks count ahead of their charge: alice and bob used the
+// same, alice runs 2 GPUs' worth now; over a 1-h horizon she is committed 7200 GPU-s more.
+//   U(alice) = (1800 + 7200) / (1800 + 1800 + 7200) = 0.833, U(bob) = 0.167, S = 0.5 each;
+//   horizon 0 (Slurm's classic) leaves both at 2^-1; a user missing from the table (carol)
+//   still counts in the total; a negative rate commits nothing.
+TEST(FairShareTest, RunningTasksCountAheadOfTheirCharge) {
+    UsageLedger ledger(7 * 24 * 3600.0);
+    ledger.add("alice", 1800, 0);
+    ledger.add("bob", 1800, 0);
+    const ShareTable shares = {{"alice", 1}, {"bob", 1}};
+    const ChargeRates running = {{"alice", 2.0}, {"bob", -1.0}};
+    auto f = fair_share_factors(ledger, shares, 0, running, 3600);
+    EXPECT_DOUBLE_EQ(f.at("alice"), std::exp2(-(9000.0 / 10800.0) / 0.5));
+    EXPECT_DOUBLE_EQ(f.at("bob"), std::exp2(-(1800.0 / 10800.0) / 0.5));
+    EXPECT_LT(f.at("alice"), f.at("bob"));
+    f = fair_share_factors(ledger, shares, 0, running, 0);
+    EXPECT_DOUBLE_EQ(f.at("alice"), 0.5);
+    EXPECT_DOUBLE_EQ(f.at("bob"), 0.5);
+    f = fair_share_factors(ledger, shares, 0, {{"carol", 1.0}}, 3600);
+    EXPECT_DOUBLE_EQ(f.at("alice"), std::exp2(-(1800.0 / 7200.0) / 0.5));
+    EXPECT_FALSE(f.contains("carol"));
+}
+
 // This test verifies the priority formula: W_fs * F + W_age * overdue - nice.
 TEST(FairShareTest, Priority) {
     const PriorityWeights w;  // 10000, 1000

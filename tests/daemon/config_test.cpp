@@ -110,9 +110,10 @@ TEST(ConfigTest, FairShareKeys) {
     const DaemonConfig defaults;
     EXPECT_TRUE(defaults.fair_share);
     EXPECT_DOUBLE_EQ(defaults.fairshare_half_life_s, 7 * 24 * 3600.0);
+    EXPECT_DOUBLE_EQ(defaults.fairshare_horizon_s, 3600.0);
     EXPECT_TRUE(defaults.shares.empty());
     EXPECT_EQ(defaults.limits.max_gpus_per_user, 0u);
-    auto c = parse_config("fair_share: false\nfairshare_half_life: 36h\n"
+    auto c = parse_config("fair_share: false\nfairshare_half_life: 36h\nfairshare_horizon: 0s\n"
                           "shares: {alice: 2, \"@phd\": 3}\n"
                           "priority_weight_fairshare: 5000\npriority_weight_age: 0\n"
                           "limits: {max_gpus_per_user: 4, max_running_per_user: 2}\n",
@@ -120,6 +121,7 @@ TEST(ConfigTest, FairShareKeys) {
     ASSERT_TRUE(c) << c.error().message;
     EXPECT_FALSE(c->fair_share);
     EXPECT_DOUBLE_EQ(c->fairshare_half_life_s, 36 * 3600.0);
+    EXPECT_DOUBLE_EQ(c->fairshare_horizon_s, 0.0);
     EXPECT_EQ(c->shares, (std::map<std::string, double>{{"alice", 2}, {"@phd", 3}}));
     EXPECT_DOUBLE_EQ(c->priority_weight_fairshare, 5000);
     EXPECT_DOUBLE_EQ(c->priority_weight_age, 0);
@@ -130,11 +132,14 @@ TEST(ConfigTest, FairShareKeys) {
     ASSERT_TRUE(again) << again.error().message;
     EXPECT_EQ(again->shares, c->shares);
     EXPECT_DOUBLE_EQ(again->fairshare_half_life_s, c->fairshare_half_life_s);
+    EXPECT_DOUBLE_EQ(again->fairshare_horizon_s, 0.0);
     EXPECT_EQ(again->limits.max_running_per_user, 2u);
 
     for (const auto& [text, says] : std::vector<std::pair<const char*, const char*>>{
              {"fairshare_half_life: 0s\n", "fairshare_half_life"},
              {"fairshare_half_life: soon\n", "7d"},
+             {"fairshare_horizon: -1h\n", "fairshare_horizon"},
+             {"fairshare_horizon: later\n", "0s to order by usage alone"},
              {"shares: {alice: 0}\n", "shares of 'alice'"},
              {"shares: [alice]\n", "shares must map"},
              {"priority_weight_age: -1\n", "priority_weight_age"}}) {

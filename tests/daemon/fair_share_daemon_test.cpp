@@ -55,7 +55,8 @@ protected:
 };
 
 // This test verifies, on one GPU under `carma`: alice's --exclusive task runs alone (bob's small
-// task, which carma would otherwise place beside it, waits for its end); bob, who has used
+// task, which carma would otherwise place beside it, waits for its end), charged the whole GPU
+// now (`charge_now`, which the factor counts an hour ahead); bob, who has used
 // nothing, goes before alice's tasks that were queued earlier; usage is charged to whoever ran
 // (the whole GPU for an exclusive task) and shown by GET /v1/share and `carma share`, with the
 // charged GPU time in accounting, and the page's view shows the same standings; a negative nice
@@ -71,6 +72,22 @@ TEST_F(FairShareDaemonTest, LightUserGoesFirstAndExclusiveRunsAlone) {
 
     const TaskId first = fake_as(*alice, "resnet3", 240, "--exclusive");
     ASSERT_TRUE(eventually([&] { return state(first) == "running"; })) << daemon_log();
+    // While it runs, alice is charged the whole GPU now, which her factor counts an hour ahead.
+    json standing_now;
+    EXPECT_TRUE(eventually([&] {
+        auto share = client().share();
+        if (!share) {
+            return false;
+        }
+        standing_now = *share;
+        for (const json& u : (*share)["users"]) {
+            if (u["user"] == "carma-test-alice") {
+                return u["charge_now"].get<double>() > 0.99;
+            }
+        }
+        return false;
+    })) << standing_now.dump(2);
+    EXPECT_EQ(standing_now["horizon_s"], 3600.0);
     const TaskId second = fake_as(*alice, "resnet3", 120);
     const TaskId third = fake_as(*alice, "resnet3", 120);
     const TaskId light = fake_as(*bob, "dlrm", 60);

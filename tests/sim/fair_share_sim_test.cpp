@@ -194,5 +194,37 @@ TEST(FairShareSimTest, FloodWaitsLightUserGoesFirst) {
     EXPECT_LT(on, off) << "on " << on << " s, off " << off << " s";
 }
 
+// This test verifies that the factor counts running tasks' charge ahead (fairshare_horizon): on
+// 2 GPUs alice's first task runs from t = 0; at t = 60 s alice and bob queue five more each, all
+// exclusive. Bob's first takes the idle GPU. When alice's first ends, bob has been charged about
+// a minute less than alice: by usage alone (horizon 0, Slurm's classic factor) bob takes that GPU
+// too and holds both, while alice waits; counting his running task an hour ahead, alice takes it.
+TEST(FairShareSimTest, RunningTasksCountAhead) {
+    std::string csv = "submit_offset_s,task_name,user,exclusive\n0,mnist_train,alice,1\n";
+    for (int i = 0; i < 5; ++i) {
+        csv += "60,mnist_train,alice,1\n60,mnist_train,bob,1\n";
+    }
+    const Trace trace = *parse_trace(csv, "ahead");
+    // Who started first after alice's first task ended, and whether bob ever held both GPUs.
+    auto next_after_first = [&](double horizon_s) {
+        SimConfig c = config_for("carma");
+        c.fairshare_horizon_s = horizon_s;
+        const PolicyResult r = simulate(trace, model::Catalog::embedded(), c);
+        EXPECT_EQ(r.tasks_completed, 11);
+        const double freed = r.tasks.at(0).finish_s;
+        std::size_t next = 0;
+        for (std::size_t i = 1; i < r.tasks.size(); ++i) {
+            const double start = r.tasks[i].first_start_s;
+            if (start >= freed && (next == 0 || start < r.tasks[next].first_start_s)) {
+                next = i;
+            }
+        }
+        EXPECT_NE(next, 0u) << "nothing started after the first task ended";
+        return trace.entries.at(next).user;
+    };
+    EXPECT_EQ(next_after_first(3600), "alice");
+    EXPECT_EQ(next_after_first(0), "bob");
+}
+
 }  // namespace
 }  // namespace carma::sim

@@ -31,10 +31,12 @@ void print_share(const json& answer) {
     const json* weights = member(answer, "weights");
     const json* limits = member(answer, "limits");
     const std::optional<double> half_life = number_of(answer, "half_life_s");
-    print_line(stdout, "fair share: {}; usage half-life {}; priority = {} x factor + {} x "
-                       "[waited max_wait] - nice",
+    const std::optional<double> horizon = number_of(answer, "horizon_s");
+    print_line(stdout, "fair share: {}; usage half-life {}; the factor counts running tasks' "
+                       "charge {} ahead; priority = {} x factor + {} x [waited max_wait] - nice",
                flag_of(answer, "fair_share") ? "on" : "off (the policy orders by arrival)",
                half_life ? format_duration(*half_life) : "-",
+               horizon ? format_duration(*horizon) : "-",
                weights != nullptr ? fixed(*weights, "fair_share", 0) : "-",
                weights != nullptr ? fixed(*weights, "age", 0) : "-");
     if (limits != nullptr) {
@@ -45,13 +47,13 @@ void print_share(const json& answer) {
         print_line(stdout, "limits: max_gpus_per_user {}, max_running_per_user {}",
                    limit("max_gpus_per_user"), limit("max_running_per_user"));
     }
-    TextTable table({"USER", "SHARES", "NORM_SHARES", "USAGE_GPU_H", "NORM_USAGE", "FACTOR",
-                     "GPUS", "RUNNING", "WAITING"});
+    TextTable table({"USER", "SHARES", "NORM_SHARES", "USAGE_GPU_H", "NORM_USAGE", "CHARGE_NOW",
+                     "FACTOR", "GPUS", "RUNNING", "WAITING"});
     for (const json& u : array_of(answer, "users")) {
         table.add({text_of(u, "user"), fixed(u, "shares", 2), fixed(u, "shares_norm", 3),
                    fixed(u, "usage_gpu_hours", 3), fixed(u, "usage_norm", 3),
-                   fixed(u, "factor", 3), text_of(u, "gpus_running"), text_of(u, "tasks_running"),
-                   text_of(u, "tasks_waiting")});
+                   fixed(u, "charge_now", 2), fixed(u, "factor", 3), text_of(u, "gpus_running"),
+                   text_of(u, "tasks_running"), text_of(u, "tasks_waiting")});
     }
     table.print();
 }

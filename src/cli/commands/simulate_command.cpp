@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/common/die.h"
 #include "core/policy.h"
+#include "core/time_text.h"
 #include "model/catalog.h"
 #include "model/gpu_type.h"
 #include "model/world.h"
@@ -44,6 +45,7 @@ struct SimulateOptions {
     double world_noise = 0;
     bool no_speed_correction = false;
     std::string fair_share = "on";
+    std::string fairshare_horizon = "1h";
 };
 
 sim::Trace load_trace(const std::string& spec, std::uint64_t seed) {
@@ -94,6 +96,12 @@ int run_simulate(const SimulateOptions& o) {
                            o.seed}));
     base.speed_correction = !o.no_speed_correction;
     base.scheduler.carma.fair_share = o.fair_share == "on";
+    base.fairshare_horizon_s = or_die(parse_duration(o.fairshare_horizon));
+    if (base.fairshare_horizon_s < 0) {
+        die(fmt::format("--fair-share-horizon '{}' is negative; give a span such as 1h, or 0s "
+                        "for usage alone",
+                        o.fairshare_horizon));
+    }
     if (o.history == "warm") {
         base.history = std::make_shared<const sim::SimHistory>(
             sim::earlier_run_history(trace, model::Catalog::embedded(), base));
@@ -205,6 +213,10 @@ Action add_simulate_command(CLI::App& app) {
                     "carma orders users by their fair-share factor (on) or not (off); the "
                     "paper's policies keep arrival order")
         ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
+    cmd->add_option("--fair-share-horizon", opts->fairshare_horizon,
+                    "The fair-share factor counts what each user's running tasks will be "
+                    "charged over this span ahead (0s: usage alone, Slurm's classic)")
         ->capture_default_str();
     cmd->add_flag("--json", opts->json, "Print one JSON object instead of the table");
     cmd->add_option("--report", opts->report_dir, "Write an HTML report with plots into DIR");
