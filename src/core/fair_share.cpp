@@ -13,6 +13,15 @@ double charge_fraction(double memory_share, double sm_share, bool exclusive) {
     return std::isnan(share) ? 0 : std::clamp(share, 0.0, 1.0);
 }
 
+double expected_charge_rate(const Learned& learned, MiB usable_mib, int gpus, bool exclusive) {
+    const double memory_share =
+        learned.need_mib && usable_mib > 0
+            ? static_cast<double>(*learned.need_mib) / static_cast<double>(usable_mib)
+            : 1.0;
+    return static_cast<double>(std::max(1, gpus)) *
+           charge_fraction(memory_share, learned.activity.value_or(1.0), exclusive);
+}
+
 double decay(double usage, double dt_s, double half_life_s) {
     if (dt_s <= 0 || !(half_life_s > 0) || std::isinf(half_life_s)) {
         return usage;

@@ -41,11 +41,19 @@
 #include <string>
 #include <vector>
 
+#include "core/task.h"
+
 namespace carma {
 
 // The fraction of a GPU an attempt is charged for, in [0, 1]: 1 when exclusive, else
 // max(memory_share, sm_share) clamped to [0, 1].
 double charge_fraction(double memory_share, double sm_share, bool exclusive);
+
+// GPUs' worth a task that has not been charged yet (starting: no reading of its own so far) is
+// expected to be charged per second: per GPU it holds, charge_fraction of its learned need over
+// the GPU's usable memory and its learned activity; a figure it lacks counts as the whole GPU.
+// So a task counts in its user's factor from the moment it is placed, not from its first reading.
+double expected_charge_rate(const Learned& learned, MiB usable_mib, int gpus, bool exclusive);
 
 // `usage` decayed over `dt_s` seconds with a half-life of `half_life_s` (<= 0 or infinite: no
 // decay; dt_s <= 0: unchanged).

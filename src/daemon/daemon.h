@@ -201,6 +201,10 @@ private:
                                             const store::AttemptRow& attempt,
                                             const LiveAttempt& live);
     void stand_users();
+    // GPUs' worth each user's live attempts are charged per second now: what the last charge
+    // measured, or, for an attempt with nothing measured yet (starting, or processes CARMA
+    // cannot see), what it is expected to be charged.
+    ChargeRates charge_rates() const;
     // Each user's row of GET /v1/share, for everyone with usage, running attempts or tasks
     // waiting (`counts`: the store's live counts); the page and `carma top` show the same.
     std::map<std::string, nlohmann::json> share_rows(const std::vector<store::StateCount>& counts);

@@ -83,6 +83,16 @@ void Daemon::save_usage() {
     }
 }
 
+namespace {
+
+// Whether an attempt is charged the whole GPU: it runs alone by request (--exclusive;
+// --max-slowdown under a policy that predicts no slowdown) or under a policy that never shares.
+bool runs_alone(const LiveAttempt& live, const PolicySpec& policy) {
+    return !policy.collocate || live.exclusive || (live.max_slowdown && !policy.carma);
+}
+
+}  // namespace
+
 // An attempt pays per GPU and second the larger of its share of the GPU's memory (what its
 // processes hold) and of its SM activity (its processes' own), or the whole GPU when it runs
 // alone: by request (--exclusive; --max-slowdown under a policy that predicts no slowdown) or
@@ -90,7 +100,6 @@ void Daemon::save_usage() {
 void Daemon::charge_usage() {
     const double clock = now();
     const PolicySpec& policy = scheduler_.config().policy;
-    const bool never_shares = !policy.collocate;
     std::map<int, MiB> total_mib;
     for (const device::GpuSample& s : last_samples_) {
         total_mib[s.index] = s.free_mib + s.used_mib;
@@ -115,9 +124,7 @@ void Daemon::charge_usage() {
                     : 0.0;
             const auto active = live.activity_now.find(g);
             const double sm_share = active != live.activity_now.end() ? active->second : 0.0;
-            const bool alone =
-                never_shares || live.exclusive || (live.max_slowdown && !policy.carma);
-            fraction += charge_fraction(memory_share, sm_share, alone);
+            fraction += charge_fraction(memory_share, sm_share, runs_alone(live, policy));
         }
         live.charge_rate = fraction;
         const double gpu_s = fraction * dt;
@@ -137,6 +144,27 @@ void Daemon::charge_usage() {
     }
 }
 
+ChargeRates Daemon::charge_rates() const {
+    const PolicySpec& policy = scheduler_.config().policy;
+    ChargeRates rates;
+    for (const auto& [id, live] : live_) {
+        if (live.charge_rate > 0) {
+            rates[live.user] += live.charge_rate;
+            continue;
+        }
+        MiB usable = 0;
+        for (const device::GpuSample& s : last_samples_) {
+            if (!live.gpus.empty() && s.index == live.gpus.front()) {
+                usable = s.free_mib + s.used_mib;
+            }
+        }
+        rates[live.user] += expected_charge_rate(live.learned, usable,
+                                                 static_cast<int>(live.gpus.size()),
+                                                 runs_alone(live, policy));
+    }
+    return rates;
+}
+
 // Every user the scheduler may ask about: those with usage or running attempts (the limits count
 // what they run) and, where the order reads F, those with waiting tasks. It runs before every
 // round, so the queue is not walked: the scheduler names its users from its per-user buckets.
@@ -146,13 +174,11 @@ void Daemon::stand_users() {
         users.insert(user);
     }
     std::map<std::string, RunningUse> running;
-    ChargeRates rates;
     for (const auto& [id, live] : live_) {
         users.insert(live.user);
         RunningUse& use = running[live.user];
         use.gpus += live.gpus.size();
         use.tasks += 1;
-        rates[live.user] += live.charge_rate;
     }
     for (std::string& user : scheduler_.ordered_users()) {
         users.insert(std::move(user));
@@ -168,7 +194,7 @@ void Daemon::stand_users() {
     }
     const ShareTable shares = build_share_table(config_.shares, groups_of_, users);
     const std::map<std::string, double> factors =
-        fair_share_factors(ledger_, shares, now(), rates, config_.fairshare_horizon_s);
+        fair_share_factors(ledger_, shares, now(), charge_rates(), config_.fairshare_horizon_s);
     UserStandings standings;
     for (const std::string& user : users) {
         UserStanding s;
@@ -207,10 +233,7 @@ std::map<std::string, nlohmann::json> Daemon::share_rows(
         share_sum += n;
     }
     const double total = ledger_.total(clock);
-    ChargeRates rates;
-    for (const auto& [id, live] : live_) {
-        rates[live.user] += live.charge_rate;
-    }
+    const ChargeRates rates = charge_rates();
     std::map<std::string, nlohmann::json> rows;
     for (const std::string& user : users) {
         const auto standing = scheduler_.standings().find(user);

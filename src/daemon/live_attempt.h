@@ -43,7 +43,7 @@ struct LiveAttempt {
     // second), and the scheduler clock up to which it was charged (-1: not yet).
     double charged_gpu_s = 0;
     double charged_until = -1;
-    double charge_rate = 0;  // GPUs' worth charged per second at the last charge
+    double charge_rate = 0;  // GPUs' worth charged per second at the last charge (0: none yet)
     bool charge_changed = false;  // not yet written to the store
     double started_clock = 0;  // scheduler clock when the attempt started
     double started_unix = 0;   // what the store says; time limits count from it

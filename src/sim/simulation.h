@@ -188,6 +188,8 @@ private:
     // The rate after its speed changed: per GPU, the larger of its memory and SM shares, or the
     // whole GPU when it runs alone.
     void set_charge_rate(SimTask& t) const;
+    // What a starting task (not charged yet) is expected to be charged per second, all GPUs.
+    double expected_rate(const SimTask& t) const;
     // Before a tick of a run with several users: charges every running attempt up to now and
     // gives the scheduler every user's fair-share factor.
     void update_standings();

@@ -5,7 +5,8 @@
 // (`--exclusive`, `--max-slowdown` under a paper policy) or under a policy that never shares.
 // Charges go into a UsageLedger (core/fair_share.h); with several users under `carma`, every
 // tick gives the scheduler each user's fair-share factor, which counts what the running tasks
-// will be charged over the fair-share horizon.
+// will be charged over the fair-share horizon (a task still starting at what it is expected to
+// be charged, from what the policy learned of it).
 
 #include <algorithm>
 
@@ -52,6 +53,13 @@ void Simulation::set_charge_rate(SimTask& t) const {
                     charge_fraction(memory_share, sm_share, alone);
 }
 
+double Simulation::expected_rate(const SimTask& t) const {
+    const PolicySpec& policy = config_.scheduler.policy;
+    return expected_charge_rate(t.spec.learned, config_.gpus.type.usable_mib,
+                                static_cast<int>(t.gpus.size()),
+                                !policy.collocate || runs_alone(t.spec, policy.carma));
+}
+
 void Simulation::note_user(const std::string& user) {
     if (users_seen_.insert(user).second) {
         shares_ = build_share_table(config_.shares, {}, users_seen_);
@@ -63,10 +71,13 @@ void Simulation::update_standings() {
     for (const SimGpu& gpu : gpus_) {
         for (std::size_t i : gpu.residents) {
             SimTask& t = tasks_[i];
+            // Each of its GPUs lists a multi-GPU task: its rate is counted once in all.
+            const double per_gpu = 1.0 / static_cast<double>(t.gpus.size());
             if (t.phase == Phase::Active) {
                 charge(t);
-                // Each of its GPUs lists a multi-GPU task: its rate is counted once in all.
-                running[t.spec.user] += t.charge_rate / static_cast<double>(t.gpus.size());
+                running[t.spec.user] += t.charge_rate * per_gpu;
+            } else if (t.phase == Phase::Starting) {
+                running[t.spec.user] += expected_rate(t) * per_gpu;
             }
         }
     }

@@ -115,6 +115,27 @@ TEST(FairShareTest, RunningTasksCountAheadOfTheirCharge) {
     EXPECT_FALSE(f.contains("carol"));
 }
 
+// This test verifies what a task not charged yet is expected to be charged: per GPU, the larger
+// of its learned need over the usable memory and its learned activity; a missing figure counts as
+// the whole GPU, and an exclusive task pays the whole GPU.
+//   need 10000 of 40000 MiB (0.25), activity 0.6, 2 GPUs: 2 x 0.6 = 1.2; activity 0.1, 1 GPU:
+//   0.25; exclusive on 2 GPUs: 2; usable memory unknown, no activity or no need: 1
+TEST(FairShareTest, ExpectedChargeOfATaskNotChargedYet) {
+    Learned l;
+    l.need_mib = 10000;
+    l.activity = 0.6;
+    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 2, false), 1.2);
+    l.activity = 0.1;
+    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 1, false), 0.25);
+    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 2, true), 2.0);
+    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 0, 1, false), 1.0);
+    l.activity.reset();
+    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 1, false), 1.0);
+    l.activity = 0.3;
+    l.need_mib.reset();
+    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 1, false), 1.0);
+}
+
 // This test verifies the priority formula: W_fs * F + W_age * overdue - nice.
 TEST(FairShareTest, Priority) {
     const PriorityWeights w;  // 10000, 1000

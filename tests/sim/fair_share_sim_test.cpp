@@ -226,5 +226,32 @@ TEST(FairShareSimTest, RunningTasksCountAhead) {
     EXPECT_EQ(next_after_first(0), "bob");
 }
 
+// This test verifies that a task counts in its user's factor from the moment it is placed, not
+// from its first reading: on 2 GPUs bob's two tasks end 3 s apart, both while alice (who used
+// nothing) and bob have three tasks each waiting. Alice's takes the first GPU that frees; 3 s
+// later it is still starting, not yet charged, but expected to take the whole GPU (exclusive), so
+// the second GPU goes to bob, not to alice again.
+TEST(FairShareSimTest, StartingTaskCountsFromItsPlacement) {
+    std::string csv = "submit_offset_s,task_name,user,exclusive\n0,mnist_train,bob,1\n"
+                      "3,mnist_train,bob,1\n";
+    for (int i = 0; i < 3; ++i) {
+        csv += "10,mnist_train,alice,1\n10,mnist_train,bob,1\n";
+    }
+    const Trace trace = *parse_trace(csv, "starting");
+    const PolicyResult r = simulate(trace, model::Catalog::embedded(), config_for("carma"));
+    ASSERT_EQ(r.tasks_completed, 8);
+    // The two tasks that started when bob's first two ended, in order.
+    std::vector<std::pair<double, std::string>> next;
+    for (std::size_t i = 2; i < r.tasks.size(); ++i) {
+        next.emplace_back(r.tasks[i].first_start_s, trace.entries[i].user);
+    }
+    std::sort(next.begin(), next.end());
+    ASSERT_GE(next.size(), 2u);
+    EXPECT_GE(next[0].first, r.tasks[0].finish_s);
+    EXPECT_LT(next[1].first - next[0].first, 10.0) << "the second GPU should free 3 s later";
+    EXPECT_EQ(next[0].second, "alice");
+    EXPECT_EQ(next[1].second, "bob");
+}
+
 }  // namespace
 }  // namespace carma::sim
