@@ -221,6 +221,33 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         reserved.push_back(Reservation{&t, own, std::move(p)});
         reserving = reserved.size() + 1 < users_waiting && some_gpu_free();
     };
+    // For a reason: the GPUs turned down to `t` because another user's task keeps them (the
+    // head is named already), as "; GPUs 1, 3 kept for task 12 of bob".
+    auto kept_for_others = [&](const QueuedTask& t) {
+        std::string text;
+        for (const Reservation& r : reserved) {
+            if (r.task == &t) {
+                continue;
+            }
+            std::vector<int> kept;
+            for (std::size_t i = 0; i < n; ++i) {
+                const Reservation* holder = nullptr;  // the last one holding it, as placement reads
+                for (const Reservation& other : reserved) {
+                    holder = other.plan.shadow[i] != 0 ? &other : holder;
+                }
+                if (holder == &r && allowed_[i] == 0) {
+                    kept.push_back(scratch_[i].index);
+                }
+            }
+            if (!kept.empty()) {
+                text += fmt::format("; GPU{} {} kept for task {}{}", kept.size() > 1 ? "s" : "",
+                                    fmt::join(kept, ", "), r.task->id,
+                                    r.task->spec.user.empty() ? ""
+                                                              : " of " + r.task->spec.user);
+            }
+        }
+        return text;
+    };
     // What the GPUs could take now (the most planned available memory of an open one; whether
     // one is idle), after each placement: most candidates of a busy round are turned down on it
     // alone. (available_ and idle_ per GPU are kept up to date by commit.)
@@ -363,8 +390,8 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
             reserve(t, [&] { return need; });
             if (explain) {
                 result.waiting.push_back(
-                    Waiting{t.id, fmt::format("behind {} ({}): {}", head->spec.name, wait_text,
-                                              sel.pending_reason)});
+                    Waiting{t.id, fmt::format("behind {} ({}): {}{}", head->spec.name, wait_text,
+                                              sel.pending_reason, kept_for_others(t))});
             }
             continue;
         }

@@ -206,7 +206,8 @@ TEST(FairShareSchedulerTest, MergeOrderAcrossUsers) {
 // keeps GPU 0, which frees first; b's task keeps GPU 1, so flood's long task waits, and its
 // short one, which ends before either frees, still backfills. Without fair share, when b's
 // task is a's own, or when b is at a running limit (its task could not take a GPU kept for it),
-// only the head holds a GPU and the long task takes GPU 1.
+// only the head holds a GPU and the long task takes GPU 1. Explained (the daemon's reasons), the
+// long task's reason names the task that keeps GPU 1 and its user.
 TEST(FairShareSchedulerTest, EachUsersFirstTaskKeepsAGpu) {
     const std::vector<GpuView> gpus = {MakeGpu(0).Resident(10, 25000, 100, 0.6),
                                        MakeGpu(1).Resident(11, 25000, 200, 0.6)};
@@ -242,6 +243,22 @@ TEST(FairShareSchedulerTest, EachUsersFirstTaskKeepsAGpu) {
     r = run(true, "b", false, 1);
     ASSERT_EQ(ids(r), std::vector<TaskId>{3});
     EXPECT_EQ(r.placed[0].gpus, std::vector<int>{1});
+
+    // As the daemon explains it: the flood's long task names whose task keeps GPU 1.
+    SchedulerConfig cfg = carma_config();
+    Scheduler s(cfg);
+    s.enqueue(1, MakeTask("a-big").User("a").Knows(30000, 5000), 0);
+    s.enqueue(2, MakeTask("b-big").User("b").Knows(30000, 5000), 0);
+    s.enqueue(3, MakeTask("flood-long").User("flood").Knows(8000, 1000, 0.1), 0);
+    s.set_standings({{"a", {0.9, {}}}, {"b", {0.8, {}}}, {"flood", {0.1, {}}}});
+    r = s.step(gpus, 0);
+    EXPECT_TRUE(r.placed.empty());
+    std::string reason;
+    for (const Waiting& w : r.waiting) {
+        reason = w.task == 3 ? w.reason : reason;
+    }
+    EXPECT_NE(reason.find("behind a-big"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("; GPU 1 kept for task 2 of b"), std::string::npos) << reason;
 }
 
 // This test verifies that with one user (every task's user "") the order is carma's order
