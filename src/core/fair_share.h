@@ -26,7 +26,8 @@
 // work waiting, the user of the highest F takes every GPU that frees until their usage overtakes
 // the next user's, then that one takes them all. Over an hour one user got 45 % of the GPUs and
 // another 0.4 % (docs/evaluation.md section 11). With it, a user's F drops the moment their tasks
-// start, so the GPUs that free next go to the others.
+// are placed (expected_charge_rate until they are charged), so the GPUs that free next go to the
+// others.
 //
 // Priority of a waiting task under `carma` (CarmaConfig's weights):
 //   P = fair_share_weight * F(user) + age_weight * [waited >= max_wait_s] - nice
