@@ -222,29 +222,30 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         reserving = reserved.size() + 1 < users_waiting && some_gpu_free();
     };
     // For a reason: the GPUs turned down to `t` because another user's task keeps them (the
-    // head is named already), as "; GPUs 1, 3 kept for task 12 of bob".
+    // head is named already), as "; GPUs 1, 3 kept for task 12 of bob". A GPU's holder is the
+    // last reservation over it, as the placement loop reads it.
     auto kept_for_others = [&](const QueuedTask& t) {
-        std::string text;
-        for (const Reservation& r : reserved) {
-            if (r.task == &t) {
+        std::vector<std::pair<const Reservation*, std::vector<int>>> kept;
+        for (std::size_t i = 0; i < n; ++i) {
+            const Reservation* holder = nullptr;
+            for (const Reservation& r : reserved) {
+                holder = r.plan.shadow[i] != 0 ? &r : holder;
+            }
+            if (holder == nullptr || holder->task == &t || allowed_[i] != 0) {
                 continue;
             }
-            std::vector<int> kept;
-            for (std::size_t i = 0; i < n; ++i) {
-                const Reservation* holder = nullptr;  // the last one holding it, as placement reads
-                for (const Reservation& other : reserved) {
-                    holder = other.plan.shadow[i] != 0 ? &other : holder;
-                }
-                if (holder == &r && allowed_[i] == 0) {
-                    kept.push_back(scratch_[i].index);
-                }
+            auto same = std::find_if(kept.begin(), kept.end(),
+                                     [&](const auto& k) { return k.first == holder; });
+            if (same == kept.end()) {
+                same = kept.insert(kept.end(), {holder, {}});
             }
-            if (!kept.empty()) {
-                text += fmt::format("; GPU{} {} kept for task {}{}", kept.size() > 1 ? "s" : "",
-                                    fmt::join(kept, ", "), r.task->id,
-                                    r.task->spec.user.empty() ? ""
-                                                              : " of " + r.task->spec.user);
-            }
+            same->second.push_back(scratch_[i].index);
+        }
+        std::string text;
+        for (const auto& [r, gpus] : kept) {
+            text += fmt::format("; GPU{} {} kept for task {}{}", gpus.size() > 1 ? "s" : "",
+                                fmt::join(gpus, ", "), r->task->id,
+                                r->task->spec.user.empty() ? "" : " of " + r->task->spec.user);
         }
         return text;
     };

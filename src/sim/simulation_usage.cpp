@@ -19,6 +19,11 @@ namespace {
 // The report's usage series keep a point at most every this many seconds per user.
 constexpr double kUsagePointS = 60;
 
+// Whether an attempt pays the whole GPU: it runs alone by request, or the policy never shares.
+bool pays_whole_gpu(const TaskSpec& spec, const PolicySpec& policy) {
+    return !policy.collocate || runs_alone(spec, policy.carma);
+}
+
 }  // namespace
 
 void Simulation::charge(SimTask& t) {
@@ -44,8 +49,7 @@ void Simulation::charge(SimTask& t) {
 }
 
 void Simulation::set_charge_rate(SimTask& t) const {
-    const PolicySpec& policy = config_.scheduler.policy;
-    const bool alone = !policy.collocate || runs_alone(t.spec, policy.carma);
+    const bool alone = pays_whole_gpu(t.spec, config_.scheduler.policy);
     const double memory_share = static_cast<double>(t.world_peak_mib) /
                                 static_cast<double>(std::max<MiB>(1, config_.gpus.type.usable_mib));
     const double sm_share = t.profile.smact * t.speed;
@@ -54,10 +58,9 @@ void Simulation::set_charge_rate(SimTask& t) const {
 }
 
 double Simulation::expected_rate(const SimTask& t) const {
-    const PolicySpec& policy = config_.scheduler.policy;
     return expected_charge_rate(t.spec.learned, config_.gpus.type.usable_mib,
                                 static_cast<int>(t.gpus.size()),
-                                !policy.collocate || runs_alone(t.spec, policy.carma));
+                                pays_whole_gpu(t.spec, config_.scheduler.policy));
 }
 
 void Simulation::note_user(const std::string& user) {
