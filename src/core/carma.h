@@ -13,8 +13,11 @@
 //      head after all), never a crash; memory is never planned below what knowledge says.
 // Steps of one decision round:
 //   1. Order: the recovery queue's front first; then every task that has waited max_wait_s or
-//      longer, in arrival order; then the longest expected run first (an unknown run time counts
-//      as longest: it may be long, and starting it early cannot hurt the makespan much).
+//      longer, in arrival order; then the shortest expected run first (an unknown run time goes
+//      first: running the command is how it is learned). Shortest first is the classic rule for
+//      mean completion time, and a short debugging run gets through a backlog; over the
+//      evaluation's traces and seeds its makespan is on par with longest first's
+//      (docs/evaluation.md section 10). The bounded wait keeps long runs from starving.
 //   2. The head takes n idle GPUs if there are (exclusive path), else the n GPUs that pass the
 //      filters with the least predicted added slowdown. Filters: schedulable, not warming up,
 //      memory, and on a shared GPU a predicted gain in summed progress above min_gain (the

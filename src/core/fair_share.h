@@ -32,7 +32,7 @@
 // Priority of a waiting task under `carma` (CarmaConfig's weights):
 //   P = fair_share_weight * F(user) + age_weight * [waited >= max_wait_s] - nice
 // Higher first. Among equal P, carma's own order: tasks past their bounded wait by arrival, then
-// the longest expected run first. The bounded wait is a priority component, not an override: a
+// the shortest expected run first. The bounded wait is a priority component, not an override: a
 // flood of overdue tasks of a heavy user does not pass a light user of higher F (with the
 // default weights, 10000 * dF > 1000 once F differs by more than 0.1).
 

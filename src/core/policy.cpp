@@ -92,21 +92,25 @@ std::optional<PolicySpec> carma_policy(const std::string& name) {
     p.risk_filter = false;  // the predicted gain decides instead (CarmaConfig::min_gain)
     p.carma = true;
     p.backfill = true;
-    p.long_first = true;
+    p.order = RunTimeOrder::ShortestFirst;
     std::string rest = name.substr(5);
     while (!rest.empty()) {
         bool matched = false;
-        for (std::string_view suffix : {"-nobackfill", "-fifo", "-magm", "-risk"}) {
+        for (std::string_view suffix : {"-nobackfill", "-fifo", "-longfirst", "-magm", "-risk"}) {
             if (!rest.starts_with(suffix)) {
                 continue;
             }
-            if (p.name.find(suffix) != std::string::npos) {
+            const bool reorders = suffix == "-fifo" || suffix == "-longfirst";
+            if (p.name.find(suffix) != std::string::npos ||
+                (reorders && p.order != RunTimeOrder::ShortestFirst)) {
                 return std::nullopt;  // each ingredient at most once
             }
             if (suffix == "-nobackfill") {
                 p.backfill = false;
             } else if (suffix == "-fifo") {
-                p.long_first = false;
+                p.order = RunTimeOrder::Arrival;
+            } else if (suffix == "-longfirst") {
+                p.order = RunTimeOrder::LongestFirst;
             } else if (suffix == "-magm") {
                 p.score = Score::MostAvailableMemory;
             } else {

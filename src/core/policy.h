@@ -10,7 +10,7 @@
 //        RR   round robin: a cursor that keeps moving across decisions
 // Ties always fall back to GPU index order (the paper's sorts are stable over nvidia-smi order).
 // CARMA's own policy, `carma`, is described in core/carma.h: learned memory knowledge, the least
-// predicted slowdown as its score, backfilling and a long-first order with a bounded wait.
+// predicted slowdown as its score, backfilling and a shortest-first order with a bounded wait.
 // The exclusive path (idle GPUs first) is not part of a policy: Scheduler::step tries it before
 // any policy is consulted, and `exclusive` is simply the policy that never collocates.
 
@@ -44,6 +44,10 @@ enum class Score {
 
 std::string_view to_string(Score s);
 
+// `carma` runs the shortest expected run first (core/carma.h says why); longest first is the
+// `-longfirst` ablation.
+enum class RunTimeOrder { Arrival, ShortestFirst, LongestFirst };
+
 struct PolicySpec {
     std::string name;          // canonical name, e.g. "oracle-MAGM"
     bool collocate = false;    // false: exclusive only
@@ -53,16 +57,19 @@ struct PolicySpec {
     // CARMA's own scheduling (core/carma.h); the paper's policies leave these off.
     bool carma = false;       // memory from TaskSpec::learned, per-GPU ledger, unknown-need rule
     bool backfill = false;    // tasks behind a waiting head may start if they cannot delay it
-    bool long_first = false;  // longest expected run first, a bounded wait for everyone
+    // The order of the waiting tasks that have not waited max_wait_s yet (those go first, by
+    // arrival): arrival, or by expected run time (an unknown one goes first either way).
+    RunTimeOrder order = RunTimeOrder::Arrival;
+    bool by_run_time() const { return order != RunTimeOrder::Arrival; }
 };
 
 // Accepts the paper's names as they are (`oracle-MAGM`, `OR-RR`, `EST-LUG`, `exclusive`, ...),
 // case-insensitively, plus long aliases (`round-robin`, `oracle-most-available-memory`,
 // `least-utilised`) and a `-norisk` suffix that turns the risk filter off. `carma` is CARMA's
 // own policy; its ablations take suffixes that each change one ingredient: `-nobackfill`,
-// `-fifo` (arrival order instead of long-first), `-magm` (most available memory instead of the
-// least predicted slowdown), `-risk` (the paper's risk filter as well); e.g.
-// `carma-fifo-nobackfill`.
+// `-fifo` (arrival order instead of shortest first) or `-longfirst` (longest expected run
+// first), `-magm` (most available memory instead of the least predicted slowdown), `-risk` (the
+// paper's risk filter as well); e.g. `carma-fifo-nobackfill`.
 Result<PolicySpec> find_policy(std::string_view name);
 
 // The ten policies of the paper's v2/v3 evaluation (spec §2.2), in its order; what `all` means.

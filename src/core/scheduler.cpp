@@ -96,9 +96,13 @@ Scheduler::Scheduler(SchedulerConfig config)
 }
 
 double Scheduler::order_key(const TaskSpec& spec) const {
-    // Longest first; an unknown run time counts as the longest.
-    return spec.learned.duration_s ? -*spec.learned.duration_s
-                                   : -std::numeric_limits<double>::infinity();
+    // An unknown run time goes first: running the command is how it is learned, and it may be
+    // short.
+    if (!spec.learned.duration_s) {
+        return -std::numeric_limits<double>::infinity();
+    }
+    return config_.policy.order == RunTimeOrder::LongestFirst ? -*spec.learned.duration_s
+                                                              : *spec.learned.duration_s;
 }
 
 void Scheduler::push(TaskId id, TaskSpec spec, std::optional<double> queued_at, bool recovery,
@@ -134,11 +138,11 @@ void Scheduler::push(TaskId id, TaskSpec spec, std::optional<double> queued_at, 
         }
         w.bucket = &b->second;
         w.arrived = w.bucket->arrival.insert(OrderKey{0, it->seq, id, it}).first;
-        if (config_.policy.long_first) {
+        if (config_.policy.by_run_time()) {
             w.ranked = w.bucket->length.insert(OrderKey{it->order_key, it->seq, id, it}).first;
         }
     }
-    if (!recovery && config_.policy.long_first) {
+    if (!recovery && config_.policy.by_run_time()) {
         ages_.insert(it->queued_at + config_.carma.max_wait_s);
     }
     ++queue_version_;
@@ -214,14 +218,14 @@ void Scheduler::remove(TaskId id) {
     const Queue::iterator it = w->second.it;
     if (Bucket* b = w->second.bucket) {
         b->arrival.erase(w->second.arrived);
-        if (config_.policy.long_first) {
+        if (config_.policy.by_run_time()) {
             b->length.erase(w->second.ranked);
         }
         if (b->arrival.empty()) {
             buckets_.erase(BucketKey{b->user, b->nice});
         }
     }
-    if (!w->second.recovery && config_.policy.long_first) {
+    if (!w->second.recovery && config_.policy.by_run_time()) {
         ages_.erase(ages_.find(it->queued_at + config_.carma.max_wait_s));
     }
     ++queue_version_;
@@ -283,7 +287,7 @@ void Scheduler::relearn_one(Where& w, const Learned& learned, RelearnHint& hint)
     // changed decision key changes its class.
     const double key = order_key(t.spec);
     if (std::bit_cast<std::uint64_t>(key) != std::bit_cast<std::uint64_t>(t.order_key)) {
-        const bool indexed = w.bucket != nullptr && config_.policy.long_first;
+        const bool indexed = w.bucket != nullptr && config_.policy.by_run_time();
         if (indexed) {
             w.bucket->length.erase(w.ranked);
         }
@@ -388,7 +392,7 @@ void Scheduler::stamp(double now) {
     for (TaskId id : unstamped_) {
         auto w = where_.find(id);
         if (w != where_.end() && w->second.it->queued_at == kUnstamped) {
-            if (!w->second.recovery && config_.policy.long_first) {
+            if (!w->second.recovery && config_.policy.by_run_time()) {
                 ages_.erase(ages_.find(kUnstamped + config_.carma.max_wait_s));
                 ages_.insert(now + config_.carma.max_wait_s);
             }
@@ -551,7 +555,7 @@ StepResult Scheduler::step_paper(double now, const CapacitySummary& capacity) {
 }
 
 std::optional<double> Scheduler::next_order_change(double now) const {
-    if (!config_.policy.long_first) {
+    if (!config_.policy.by_run_time()) {
         return std::nullopt;
     }
     if (now < aged_now_) {
@@ -590,7 +594,7 @@ std::vector<TaskId> Scheduler::waiting_order(double now, std::size_t limit) cons
         out.push_back(t.id);
     }
     if (out.size() < limit) {
-        // Without long-first (every paper policy, and -fifo) carma_order is arrival order.
+        // Without an order by run time (every paper policy, and -fifo) carma_order is arrival order.
         carma_order(now, std::nullopt, limit, out);
     }
     return out;

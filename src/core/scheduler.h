@@ -20,13 +20,13 @@
 // Ties: GPU index order everywhere. Nodes: a task's GPUs are always on one node (GpuView::node;
 // all "" for the one server, where this changes nothing).
 // The `carma` policy changes the order, the placement and step 5 (core/carma.h): the recovery
-// head first, then tasks that waited max_wait_s, then the longest expected run first; a waiting
+// head first, then tasks that waited max_wait_s, then the shortest expected run first; a waiting
 // head gets a reservation and the tasks behind it may backfill around it.
 // Fair share (`carma`, CarmaConfig::fair_share; core/fair_share.h): the main queue is a merge
 // across users. Each user's tasks (and within a user each `nice` value) keep carma's order; the
 // next task overall is the head of highest priority
 //   P = fair_share_weight * F(user) + age_weight * [waited >= max_wait_s] - nice,
-// ties in carma's order (overdue by arrival, then long-first, then arrival). With one user and
+// ties in carma's order (overdue by arrival, then shortest first, then arrival). With one user and
 // no nice this is exactly carma's order. F comes from the caller (set_standings), which keeps
 // the usage ledger. The paper's policies keep arrival order. With several users waiting, the
 // first waiting task of each user besides the head's gets a reservation too (on GPUs no earlier
@@ -137,7 +137,7 @@ struct QueuedTask {
     TaskId id = 0;
     double queued_at = 0;       // when it (re)entered its queue
     std::int64_t seq = 0;       // arrival order; smaller = earlier
-    double order_key = 0;       // carma long-first: minus the expected run time
+    double order_key = 0;       // by run time: the expected run time (minus it, longest first)
     std::uint32_t decision_class = 0;  // carma with backfilling: see Scheduler::DecisionKey
     TaskSpec spec;
 };
@@ -190,7 +190,7 @@ public:
     std::optional<double> next_order_change(double now) const;
 
     // Every waiting task in the order the next step considers it: the recovery queue, then the
-    // main queue in the policy's order (carma: aged first, then long-first; the paper's policies
+    // main queue in the policy's order (carma: aged first, then by run time; the paper's policies
     // and `-fifo`: arrival). What a person reading the queue wants to see.
     // At most `limit` of them: the live view shows the head of a queue that may be 100,000 long.
     std::vector<TaskId> waiting_order(double now,
@@ -221,18 +221,18 @@ private:
         std::string user;
         int nice = 0;
         std::set<OrderKey> arrival;  // key 0: by seq, i.e. main_'s order
-        std::set<OrderKey> length;   // long-first: by (order_key, seq)
+        std::set<OrderKey> length;   // by run time: by (order_key, seq)
     };
     using BucketKey = std::pair<std::string, int>;
     struct Where {
         Queue::iterator it;
         bool recovery = false;
-        // A main-queue task of `carma` (or any long-first policy): its bucket, and its entries
-        // there, erased where they are, not looked up, when the task leaves or moves (a
-        // backlog's relearning moves many).
+        // A main-queue task of `carma` (or any policy ordered by run time): its bucket, and its
+        // entries there, erased where they are, not looked up, when the task leaves or moves
+        // (a backlog's relearning moves many).
         Bucket* bucket = nullptr;
         std::set<OrderKey>::iterator arrived{};
-        std::set<OrderKey>::iterator ranked{};  // long-first only
+        std::set<OrderKey>::iterator ranked{};  // by run time only
     };
 
     void push(TaskId id, TaskSpec spec, std::optional<double> queued_at, bool recovery,
@@ -244,7 +244,7 @@ private:
     StepResult step_carma(double now, const CapacitySummary& capacity);
     // Places one task on `gpus` for the rest of this round: warm-up lock, ledger.
     void commit(const QueuedTask& task, const std::vector<int>& gpus, double now);
-    // The next waiting main-queue tasks in carma's order (aged first, then long-first or FIFO),
+    // The next waiting main-queue tasks in carma's order (aged first, then by run time or FIFO),
     // skipping `skip`, at most `limit`.
     // `take(const QueuedTask&)` returns true to stop.
     template <typename Take>
@@ -286,11 +286,11 @@ private:
     mutable double aged_now_ = 0;
 
     // Invariant: every task in main_ or recovery_ has exactly one entry here, and every main_
-    // task of a bucketed policy exactly one in its bucket's `arrival` and, long-first, one in
+    // task of a bucketed policy exactly one in its bucket's `arrival` and, by run time, one in
     // its `length` (none otherwise). A bucket without tasks is erased.
     std::unordered_map<TaskId, Where> where_;
     std::map<BucketKey, Bucket> buckets_;
-    bool bucketed() const { return config_.policy.carma || config_.policy.long_first; }
+    bool bucketed() const { return config_.policy.carma || config_.policy.by_run_time(); }
     BucketKey bucket_key(const TaskSpec& spec) const;
     // The merge of several buckets in carma_order (scheduler_order.h).
     template <typename Take>
@@ -339,7 +339,7 @@ private:
     std::uint64_t candidates_version_ = std::numeric_limits<std::uint64_t>::max();
     double candidates_now_ = 0;
     TaskId candidates_head_ = 0;
-    std::multiset<double> ages_;  // long-first: queued_at + max_wait_s of every main_ task
+    std::multiset<double> ages_;  // by run time: queued_at + max_wait_s of every main_ task
     bool candidates_fresh(double now, TaskId head) const;
     // Decision classes of the waiting tasks (carma with backfilling): id by key, tasks per id,
     // ids free for reuse; and per id the round epoch in which one of its tasks was turned down.

@@ -36,7 +36,7 @@ bool Scheduler::candidates_fresh(double now, TaskId head) const {
     if (candidates_version_ != queue_version_ || candidates_head_ != head) {
         return false;
     }
-    if (!config_.policy.long_first) {
+    if (!config_.policy.by_run_time()) {
         return true;  // arrival order: time changes nothing
     }
     // The order changes with time only when a task's bounded wait runs out between the two

@@ -1,6 +1,6 @@
 #pragma once
 // Scheduler::carma_order (core/scheduler.h), the order carma takes waiting tasks in: those past
-// their bounded wait in arrival order, then the longest expected run first; with several users
+// their bounded wait in arrival order, then the shortest expected run first; with several users
 // (fair share) or nice values, the merge of each one's order by priority. A template over what is
 // done with each task, so both halves of the scheduler (scheduler.cpp, scheduler_carma.cpp) need
 // its body.
@@ -22,7 +22,7 @@ void Scheduler::carma_order(double now, Take take) const {
     auto aged = [&](const QueuedTask& t) { return t.queued_at + max_wait <= now; };
     // Arrival order is queue order, so the aged tasks are a prefix of it.
     for (const QueuedTask& t : main_) {
-        if (!config_.policy.long_first) {
+        if (!config_.policy.by_run_time()) {
             if (take(t)) {
                 return;
             }
@@ -35,7 +35,7 @@ void Scheduler::carma_order(double now, Take take) const {
             return;
         }
     }
-    if (!config_.policy.long_first || buckets_.empty()) {
+    if (!config_.policy.by_run_time() || buckets_.empty()) {
         return;
     }
     for (const OrderKey& k : buckets_.begin()->second.length) {
@@ -48,10 +48,10 @@ void Scheduler::carma_order(double now, Take take) const {
 template <typename Take>
 void Scheduler::merge_buckets(double now, Take take) const {
     const double max_wait = config_.carma.max_wait_s;
-    const bool long_first = config_.policy.long_first;
+    const bool by_run_time = config_.policy.by_run_time();
     auto aged = [&](const QueuedTask& t) { return t.queued_at + max_wait <= now; };
-    // One cursor per bucket over its own order: its aged tasks by arrival, then (long-first) the
-    // others longest first. Its keys never decrease, so taking the least head each time is
+    // One cursor per bucket over its own order: its aged tasks by arrival, then (by run time) the
+    // others by run time. Its keys never decrease, so taking the least head each time is
     // the order of the whole queue.
     struct Cursor {
         const Bucket* bucket = nullptr;
@@ -63,7 +63,7 @@ void Scheduler::merge_buckets(double now, Take take) const {
     cursors.reserve(buckets_.size());
     auto settle = [&](Cursor& c) {
         if (!c.in_length) {
-            if (!long_first || (c.it != c.bucket->arrival.end() && aged(*c.it->it))) {
+            if (!by_run_time || (c.it != c.bucket->arrival.end() && aged(*c.it->it))) {
                 return;
             }
             c.in_length = true;
@@ -83,13 +83,13 @@ void Scheduler::merge_buckets(double now, Take take) const {
             cursors.push_back(c);
         }
     }
-    // Higher priority first; then overdue by arrival; then long-first (or arrival).
+    // Higher priority first; then overdue by arrival; then by run time (or arrival).
     auto key = [&](const Cursor& c) {
         const QueuedTask& t = *c.it->it;
         const bool overdue = aged(t);
         const double p = c.base + (overdue ? config_.carma.age_weight : 0);
         return std::make_tuple(-p, overdue ? 0 : 1,
-                               long_first && !overdue ? t.order_key : 0.0, t.seq);
+                               by_run_time && !overdue ? t.order_key : 0.0, t.seq);
     };
     while (!cursors.empty()) {
         std::size_t best = 0;

@@ -39,7 +39,7 @@ SpeedPredictor counting_model(std::shared_ptr<int> calls) {
 TEST(CarmaScaleTest, PredictsPerKindOfTaskNotPerTask) {
     auto calls = std::make_shared<int>(0);
     SchedulerConfig cfg;
-    cfg.policy = *find_policy("carma");
+    cfg.policy = *find_policy("carma-longfirst");  // the head leads by being longest
     cfg.placement.predict_speeds = counting_model(calls);
     cfg.carma.min_gain = 0.9;
     Scheduler s(cfg);

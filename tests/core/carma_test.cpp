@@ -41,13 +41,13 @@ TEST(CarmaTest, Names) {
     auto p = find_policy("CARMA");
     ASSERT_TRUE(p);
     EXPECT_EQ(p->name, "carma");
-    EXPECT_TRUE(p->carma && p->backfill && p->long_first && p->collocate);
+    EXPECT_TRUE(p->carma && p->backfill && p->by_run_time() && p->collocate);
     EXPECT_EQ(p->knowledge, MemoryKnowledge::Learned);
     EXPECT_EQ(p->score, Score::LeastSlowdown);
     EXPECT_FALSE(p->risk_filter);
     auto a = find_policy("carma-fifo-nobackfill-magm-risk");
     ASSERT_TRUE(a);
-    EXPECT_FALSE(a->backfill || a->long_first);
+    EXPECT_FALSE(a->backfill || a->by_run_time());
     EXPECT_EQ(a->score, Score::MostAvailableMemory);
     EXPECT_TRUE(a->risk_filter);
     EXPECT_FALSE(find_policy("carma-fifo-fifo"));
@@ -175,9 +175,9 @@ TEST(CarmaTest, BackfillNeverDelaysTheHead) {
     EXPECT_TRUE(may_pass_head(MakeTask("small").Knows(1000, 5000, 0.3), gpus[0], plan, head_need,
                               0, model));
 
-    // Through the scheduler: head first (long-first), the long task waits with a reason, the
-    // short one backfills on GPU0; the head's predicted start is unchanged by it.
-    Scheduler s(carma_config());
+    // Through the scheduler, longest first so that the head leads: the long task waits with a
+    // reason, the short one backfills on GPU0; the head's predicted start is unchanged by it.
+    Scheduler s(carma_config("carma-longfirst"));
     s.enqueue(1, head, 0);
     s.enqueue(2, MakeTask("long").Knows(10000, 500, 0.3), 0);
     s.enqueue(3, MakeTask("short").Knows(10000, 50, 0.3), 0);
@@ -213,39 +213,48 @@ TEST(CarmaTest, UnknownRunTimeBackfillsOutsideTheShadow) {
     EXPECT_EQ(r.placed[0].gpus, std::vector<int>{1});
 }
 
-// This test verifies the order: the longest expected run first (an unknown run time counts as
-// the longest), and a task that has waited max_wait_s goes to the front.
-TEST(CarmaTest, LongFirstWithBoundedWait) {
-    SchedulerConfig cfg = carma_config();
-    cfg.carma.max_wait_s = 50;
-    auto make = [&] {
+// This test verifies the order: the shortest expected run first (an unknown run time goes
+// first), and a task that has waited max_wait_s goes to the front; `carma-longfirst` takes the
+// longest first, `carma-fifo` arrival order, and they do not combine.
+TEST(CarmaTest, ShortFirstWithBoundedWait) {
+    auto make = [&](const char* policy) {
+        SchedulerConfig cfg = carma_config(policy);
+        cfg.carma.max_wait_s = 50;
         Scheduler s(cfg);
-        s.enqueue(1, MakeTask("short").Knows(1000, 100, 0.3), 0);
-        s.enqueue(2, MakeTask("long").Knows(1000, 1000, 0.3), 10);
+        s.enqueue(1, MakeTask("long").Knows(1000, 1000, 0.3), 0);
+        s.enqueue(2, MakeTask("short").Knows(1000, 100, 0.3), 10);
         s.enqueue(3, MakeTask("unknown").Knows(1000, std::nullopt, 0.3), 20);
+        s.enqueue(4, MakeTask("middle").Knows(1000, 500, 0.3), 25);
         return s;
     };
     const std::vector<GpuView> one_idle = {MakeGpu(0)};
     {
-        Scheduler s = make();
-        EXPECT_EQ(s.next_order_change(30), 50);  // "short" ages at 0 + 50
+        Scheduler s = make("carma");
+        EXPECT_EQ(s.next_order_change(30), 50);  // "long" ages at 0 + 50
+        EXPECT_EQ(s.waiting_order(30), (std::vector<TaskId>{3, 2, 4, 1}));
         EXPECT_EQ(placed_ids(s.step(one_idle, 30)), std::vector<int>{3});
     }
     {
-        Scheduler s = make();
+        Scheduler s = make("carma");
         s.cancel(3);
         EXPECT_EQ(placed_ids(s.step(one_idle, 30)), std::vector<int>{2});
     }
     {
-        Scheduler s = make();
-        // At 60 "short" (queued at 0) and "long" (at 10) have waited 50 s or more: arrival order.
+        Scheduler s = make("carma");
+        // At 60 "long" (queued at 0) and "short" (at 10) have waited 50 s or more: arrival order.
         EXPECT_EQ(placed_ids(s.step(one_idle, 60)), std::vector<int>{1});
         EXPECT_EQ(s.next_order_change(60), 70);  // "unknown" ages at 20 + 50
     }
+    EXPECT_EQ(make("carma-longfirst").waiting_order(30), (std::vector<TaskId>{3, 1, 4, 2}));
+    EXPECT_EQ(make("carma-fifo").waiting_order(30), (std::vector<TaskId>{1, 2, 3, 4}));
+    EXPECT_FALSE(find_policy("carma-fifo-longfirst"));
+    EXPECT_FALSE(find_policy("carma-longfirst-longfirst"));
+    ASSERT_TRUE(find_policy("carma-longfirst-nobackfill"));
+    EXPECT_EQ(find_policy("carma-longfirst-nobackfill")->order, RunTimeOrder::LongestFirst);
 }
 
 // This test verifies that the order a person is shown (Scheduler::waiting_order) is the one a
-// round takes: the recovery queue first, then aged tasks in arrival order, then long-first; the
+// round takes: the recovery queue first, then aged tasks in arrival order, then shortest first; the
 // paper's policies keep arrival order.
 TEST(CarmaTest, WaitingOrderIsTheOrderARoundTakes) {
     SchedulerConfig cfg = carma_config();
@@ -256,7 +265,7 @@ TEST(CarmaTest, WaitingOrderIsTheOrderARoundTakes) {
     s.enqueue(3, MakeTask("unknown").Knows(1000, std::nullopt, 0.3), 20);
     s.enqueue(4, MakeTask("middle").Knows(1000, 500, 0.3), 40);
     s.enqueue_recovery(5, MakeTask("crashed").Knows(1000, 50, 0.3), 45);
-    EXPECT_EQ(s.waiting_order(30), (std::vector<TaskId>{5, 3, 2, 4, 1}));
+    EXPECT_EQ(s.waiting_order(30), (std::vector<TaskId>{5, 3, 1, 4, 2}));
     // At 60 "short" (0) and "long" (10) have waited 50 s: they lead, in arrival order.
     EXPECT_EQ(s.waiting_order(60), (std::vector<TaskId>{5, 1, 2, 3, 4}));
     // The head a round places from an idle GPU is the first of that order.
@@ -276,10 +285,11 @@ TEST(CarmaTest, RelearnReorders) {
     Scheduler s(carma_config());
     s.enqueue(1, MakeTask("a").Knows(1000, 100, 0.3), 0);
     s.enqueue(2, MakeTask("b").Knows(1000, 200, 0.3), 0);
+    EXPECT_EQ(s.waiting_order(1), (std::vector<TaskId>{1, 2}));
     Learned longer = MakeTask().Knows(1000, 900, 0.3).Obj().learned;
     EXPECT_TRUE(s.relearn(1, longer));
     EXPECT_FALSE(s.relearn(7, longer));
-    EXPECT_EQ(placed_ids(s.step(std::vector<GpuView>{MakeGpu(0)}, 1)), std::vector<int>{1});
+    EXPECT_EQ(placed_ids(s.step(std::vector<GpuView>{MakeGpu(0)}, 1)), std::vector<int>{2});
 }
 
 // This test verifies that tasks behind a recovered head (which waits for an idle GPU) may still

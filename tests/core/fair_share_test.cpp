@@ -162,7 +162,7 @@ std::vector<TaskId> ids(const StepResult& r) {
 
 // This test verifies the merge across users: a heavy user's flood of overdue tasks does not pass
 // a light user of higher F, and each user's own tasks keep carma's order (overdue by arrival,
-// then long-first).
+// then shortest first).
 //   flood: F 0.1 -> P 1000 (+1000 overdue = 2000); light: F 0.9 -> P 9000
 TEST(FairShareSchedulerTest, MergeOrderAcrossUsers) {
     SchedulerConfig cfg = carma_config();
@@ -177,11 +177,11 @@ TEST(FairShareSchedulerTest, MergeOrderAcrossUsers) {
     // The users to stand are named from the per-user buckets, once each.
     EXPECT_EQ(s.ordered_users(), (std::vector<std::string>{"flood", "light"}));
     // At 100 f1 and f2 are overdue (waited 100 >= 50), f3 is not.
-    EXPECT_EQ(s.waiting_order(100), (std::vector<TaskId>{5, 4, 1, 2, 3}));
+    EXPECT_EQ(s.waiting_order(100), (std::vector<TaskId>{4, 5, 1, 2, 3}));
     EXPECT_DOUBLE_EQ(*s.priority(1, 100), 2000);
     EXPECT_DOUBLE_EQ(*s.priority(4, 100), 9000);
     // Without fair share (or with equal F) the order is carma's own: overdue by arrival, then
-    // long-first.
+    // shortest first.
     SchedulerConfig off = cfg;
     off.carma.fair_share = false;
     Scheduler plain(off);
@@ -191,13 +191,13 @@ TEST(FairShareSchedulerTest, MergeOrderAcrossUsers) {
         plain.enqueue(id, t.spec, t.queued_at);
     }
     plain.set_standings(s.standings());
-    EXPECT_EQ(plain.waiting_order(100), (std::vector<TaskId>{1, 2, 3, 5, 4}));
+    EXPECT_EQ(plain.waiting_order(100), (std::vector<TaskId>{1, 2, 4, 5, 3}));
     EXPECT_TRUE(plain.ordered_users().empty());  // no order reads F
     s.set_standings({{"flood", {0.5, {}}}, {"light", {0.5, {}}}});
     EXPECT_EQ(s.waiting_order(100), plain.waiting_order(100));
     // A round on one idle GPU takes the light user's first in the fair-share order.
     s.set_standings({{"flood", {0.1, {}}}, {"light", {0.9, {}}}});
-    EXPECT_EQ(ids(s.step(std::vector<GpuView>{MakeGpu(0)}, 100)), std::vector<TaskId>{5});
+    EXPECT_EQ(ids(s.step(std::vector<GpuView>{MakeGpu(0)}, 100)), std::vector<TaskId>{4});
 }
 
 // This test verifies the reservation of each user's first waiting task under fair share: a
@@ -213,7 +213,7 @@ TEST(FairShareSchedulerTest, EachUsersFirstTaskKeepsAGpu) {
                                        MakeGpu(1).Resident(11, 25000, 200, 0.6)};
     auto run = [&](bool fair_share, const std::string& second_user, bool with_short,
                    std::size_t b_running = 0) {
-        SchedulerConfig cfg = carma_config();
+        SchedulerConfig cfg = carma_config("carma-longfirst");  // flood's long task leads its own
         cfg.carma.fair_share = fair_share;
         cfg.limits.max_running_per_user = 1;
         cfg.placement.explain = false;  // as in the simulator: classes turned down are skipped
@@ -280,10 +280,10 @@ TEST(FairShareSchedulerTest, OneUserKeepsCarmaOrder) {
         EXPECT_EQ(on.waiting_order(now), plain.waiting_order(now)) << now;
     }
     EXPECT_EQ(on.waiting_order(70), (std::vector<TaskId>{1, 2, 4, 3}));
-    // nice 5 on the longest: behind the others of its user (P lower by 5).
+    // nice 5 on the shortest: behind the others of its user (P lower by 5).
     Scheduler n(cfg);
-    n.enqueue(1, MakeTask("a").Knows(1000, 100), 0);
-    n.enqueue(2, MakeTask("b").Knows(1000, 300).Nice(5), 0);
+    n.enqueue(1, MakeTask("a").Knows(1000, 300), 0);
+    n.enqueue(2, MakeTask("b").Knows(1000, 100).Nice(5), 0);
     n.enqueue(3, MakeTask("c").Knows(1000, 200), 0);
     EXPECT_EQ(n.waiting_order(10), (std::vector<TaskId>{3, 1, 2}));
 }
@@ -295,8 +295,8 @@ TEST(FairShareSchedulerTest, LimitsSkipWithReason) {
     SchedulerConfig cfg = carma_config();
     cfg.limits.max_gpus_per_user = 2;
     Scheduler s(cfg);
-    s.enqueue(1, MakeTask("a1").User("alice").Knows(1000, 900), 0);
-    s.enqueue(2, MakeTask("a2").User("alice").Knows(1000, 800), 0);
+    s.enqueue(1, MakeTask("a1").User("alice").Knows(1000, 800), 0);
+    s.enqueue(2, MakeTask("a2").User("alice").Knows(1000, 900), 0);
     s.enqueue(3, MakeTask("b1").User("bob").Knows(1000, 100), 0);
     s.set_standings({{"alice", {0.9, {1, 1}}}, {"bob", {0.1, {}}}});
     const std::vector<GpuView> gpus = {MakeGpu(0), MakeGpu(1), MakeGpu(2)};

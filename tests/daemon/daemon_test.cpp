@@ -1181,7 +1181,7 @@ TEST_F(DaemonTest, CarmaPolicySharesOnlyWhatItHasLearned) {
 }
 
 // This test verifies that the live view lists the queue in the order the policy takes it: under
-// `carma`, long-first (the time limit is the run time it plans with), not arrival order.
+// `carma`, shortest first (the time limit is the run time it plans with), not arrival order.
 TEST_F(DaemonTest, ViewListsTheQueueInThePolicysOrder) {
     start("carma");
     const auto busy = one_per_gpu({{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}});
@@ -1190,9 +1190,9 @@ TEST_F(DaemonTest, ViewListsTheQueueInThePolicysOrder) {
         return submit({{"command", {"/bin/sleep", "1"}}, {"workdir", "/tmp"},
                        {"time_limit_s", limit_s}});
     };
-    const TaskId shorter = waiting(600);
-    const TaskId longest = waiting(6000);
     const TaskId middle = waiting(3000);
+    const TaskId longest = waiting(6000);
+    const TaskId shortest = waiting(600);
     std::vector<TaskId> shown;
     ASSERT_TRUE(eventually([&] {
         auto v = client().view();
@@ -1204,7 +1204,8 @@ TEST_F(DaemonTest, ViewListsTheQueueInThePolicysOrder) {
         }
         return shown.size() == 3;
     }));
-    EXPECT_EQ(shown, (std::vector<TaskId>{longest, middle, shorter})) << client().view()->dump(2);
+    EXPECT_EQ(shown, (std::vector<TaskId>{shortest, middle, longest}))
+        << client().view()->dump(2);
 }
 
 // This test verifies that tasks waiting while the same command runs learn from its end, not
