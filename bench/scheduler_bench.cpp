@@ -16,7 +16,7 @@
 // simulator's setting).
 //
 // BM_CarmaWaiting / BM_CarmaPlacing: the same two situations under `carma` (learned knowledge,
-// long-first order, backfilling). Every task carries learned figures (need = its peak, a run
+// shortest-first order, backfilling). Every task carries learned figures (need = its peak, a run
 // time, an activity) and every GPU lists its residents with expected ends, so each step also
 // plans the head's reservation and, when the head waits, examines up to 256 tasks behind it for
 // backfilling (the worst case: none fits, every one is examined). The slowdown predictor is a
