@@ -17,7 +17,7 @@ double quantile_sorted(const std::vector<double>& sorted, double q) {
     return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
 }
 
-SeriesStats series_stats(const std::vector<double>& values) {
+SeriesStats series_stats(const std::vector<double>& values, bool order_statistics) {
     SeriesStats s;
     s.known = values.size();
     if (values.empty()) {
@@ -28,6 +28,9 @@ SeriesStats series_stats(const std::vector<double>& values) {
         sum += v;
     }
     s.mean = sum / static_cast<double>(values.size());
+    if (!order_statistics) {
+        return s;
+    }
 
     std::vector<double> sorted = values;
     std::sort(sorted.begin(), sorted.end());
@@ -81,12 +84,16 @@ std::vector<MetricSample> MetricWindow::samples() const {
 
 const WindowStats& MetricWindow::stats() const {
     if (!stats_) {
-        stats_ = compute_stats();
+        stats_ = compute_stats(true);
     }
     return *stats_;
 }
 
-WindowStats MetricWindow::compute_stats() const {
+WindowStats MetricWindow::stats_without_risk() const {
+    return stats_ ? *stats_ : compute_stats(false);
+}
+
+WindowStats MetricWindow::compute_stats(bool order_statistics) const {
     WindowStats w;
     w.samples = count_;
     if (count_ == 0) {
@@ -114,11 +121,11 @@ WindowStats MetricWindow::compute_stats() const {
     w.sources = ordered.back().sources;
     w.last_free_mib = ordered.back().free_mib;
     w.available_mib = std::max<MiB>(0, w.last_free_mib - kFreeMemoryReserveMiB);
-    w.smact = series_stats(smact);
-    w.smocc = series_stats(smocc);
-    w.drama = series_stats(drama);
-    w.util = series_stats(util);
-    w.power_w = series_stats(power);
+    w.smact = series_stats(smact, order_statistics);
+    w.smocc = series_stats(smocc, order_statistics);
+    w.drama = series_stats(drama, order_statistics);
+    w.util = series_stats(util, order_statistics);
+    w.power_w = series_stats(power, order_statistics);
     return w;
 }
 

@@ -53,7 +53,9 @@ struct WindowStats {
 };
 
 // Pure statistic over a sequence in sample order (oldest first). Empty input gives zeros.
-SeriesStats series_stats(const std::vector<double>& values);
+// Without `order_statistics` only `known` and `mean` are filled (median, p95, EMA and risk stay
+// 0): they cost a sort per series, and only the risk filter reads them.
+SeriesStats series_stats(const std::vector<double>& values, bool order_statistics = true);
 
 // Linear-interpolated quantile of already sorted values, q in [0,1].
 double quantile_sorted(const std::vector<double>& sorted, double q);
@@ -74,9 +76,13 @@ public:
     std::vector<MetricSample> samples() const;
     // Kept until the next push: the risk rule, the planner and the API all read one tick's.
     const WindowStats& stats() const;
+    // stats() without the order statistics (series_stats): memory, sources and means, for a
+    // caller whose policy reads none (PolicySpec::reads_order_statistics; in the simulator
+    // they were a fifth of a `carma` run's time). Not kept.
+    WindowStats stats_without_risk() const;
 
 private:
-    WindowStats compute_stats() const;
+    WindowStats compute_stats(bool order_statistics) const;
 
     std::vector<MetricSample> ring_;  // invariant: size() == capacity, first count_ slots valid
     std::size_t next_ = 0;            // slot the next sample goes to

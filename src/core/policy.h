@@ -61,6 +61,11 @@ struct PolicySpec {
     // arrival): arrival, or by expected run time (an unknown one goes first either way).
     RunTimeOrder order = RunTimeOrder::Arrival;
     bool by_run_time() const { return order != RunTimeOrder::Arrival; }
+    // Whether it reads the metric windows' order statistics (median, p95, EMA, risk; see
+    // core/metric_window.h): the risk filter and the least-utilised score do.
+    bool reads_order_statistics() const {
+        return risk_filter || score == Score::LeastUtilised;
+    }
 };
 
 // Accepts the paper's names as they are (`oracle-MAGM`, `OR-RR`, `EST-LUG`, `exclusive`, ...),

@@ -177,9 +177,12 @@ void Simulation::tick(double t) {
     for (std::size_t g = 0; g < gpus_.size(); ++g) {
         SimGpu& gpu = gpus_[g];
         flush_samples(g, t);
-        // Only the collocation path reads window statistics; exclusive never does.
+        // Only the collocation path reads window statistics; exclusive never does, and most
+        // of `carma`'s variants read no order statistics.
         if (gpu.stats_dirty && config_.scheduler.policy.collocate) {
-            gpu.stats = gpu.window.stats();
+            gpu.stats = config_.scheduler.policy.reads_order_statistics()
+                            ? gpu.window.stats()
+                            : gpu.window.stats_without_risk();
             gpu.stats_dirty = false;
         }
         GpuView& v = views_[g];

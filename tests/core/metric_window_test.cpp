@@ -103,5 +103,30 @@ TEST(MetricWindowTest, UnknownMetricsAreNotZero) {
     EXPECT_EQ(st.sources.smocc, MetricSource::Unavailable);
 }
 
+// This test verifies the statistics without the order statistics: memory, samples, sources and
+// each series' count and mean are those of stats(); median, p95, EMA and risk are left 0.
+TEST(MetricWindowTest, StatsWithoutRiskKeepMemoryAndMeans) {
+    MetricWindow w(4);
+    MetricSample a{.free_mib = 9000, .smact = 0.1, .util = 0.4};
+    a.sources.smact = MetricSource::Dcgm;
+    w.push(a);
+    w.push(MetricSample{.free_mib = 3000, .smact = 0.3});
+    const WindowStats cheap = w.stats_without_risk();
+    const WindowStats full = w.stats();
+    EXPECT_EQ(cheap.samples, full.samples);
+    EXPECT_EQ(cheap.last_free_mib, 3000);
+    EXPECT_EQ(cheap.available_mib, full.available_mib);
+    EXPECT_EQ(cheap.smact.known, 2u);
+    EXPECT_DOUBLE_EQ(cheap.smact.mean, full.smact.mean);
+    EXPECT_EQ(cheap.util.known, 1u);
+    EXPECT_DOUBLE_EQ(cheap.util.mean, 0.4);
+    EXPECT_EQ(cheap.sources.smact, full.sources.smact);
+    EXPECT_EQ(cheap.smact.p95, 0.0);
+    EXPECT_EQ(cheap.smact.risk, 0.0);
+    EXPECT_GT(full.smact.p95, 0.0);
+    EXPECT_EQ(series_stats({0.5, 0.7}, false).median, 0.0);
+    EXPECT_DOUBLE_EQ(series_stats({0.5, 0.7}, false).mean, 0.6);
+}
+
 }  // namespace
 }  // namespace carma
