@@ -89,13 +89,14 @@ const WindowStats& MetricWindow::stats() const {
     return *stats_;
 }
 
-WindowStats MetricWindow::stats_without_risk() const {
+WindowStats MetricWindow::stats_without_order_statistics() const {
     return stats_ ? *stats_ : compute_stats(false);
 }
 
 WindowStats MetricWindow::compute_stats(bool order_statistics) const {
     WindowStats w;
     w.samples = count_;
+    w.order_statistics = order_statistics;
     if (count_ == 0) {
         return w;
     }

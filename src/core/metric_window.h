@@ -50,11 +50,15 @@ struct WindowStats {
     SeriesStats util;
     SeriesStats power_w;
     MetricSources sources;  // of the newest sample
+    // False from MetricWindow::stats_without_order_statistics: every series' median, p95, EMA
+    // and risk are then 0, not measured (core/risk_filter reads such stats as high risk).
+    bool order_statistics = true;
 };
 
 // Pure statistic over a sequence in sample order (oldest first). Empty input gives zeros.
 // Without `order_statistics` only `known` and `mean` are filled (median, p95, EMA and risk stay
-// 0): they cost a sort per series, and only the risk filter reads them.
+// 0): they cost a sort per series, and only the risk filter and the least-utilised score read
+// them.
 SeriesStats series_stats(const std::vector<double>& values, bool order_statistics = true);
 
 // Linear-interpolated quantile of already sorted values, q in [0,1].
@@ -78,8 +82,8 @@ public:
     const WindowStats& stats() const;
     // stats() without the order statistics (series_stats): memory, sources and means, for a
     // caller whose policy reads none (PolicySpec::reads_order_statistics; in the simulator
-    // they were a fifth of a `carma` run's time). Not kept.
-    WindowStats stats_without_risk() const;
+    // they were a quarter of a `carma` run's time). Not kept.
+    WindowStats stats_without_order_statistics() const;
 
 private:
     WindowStats compute_stats(bool order_statistics) const;

@@ -79,7 +79,8 @@ std::string_view to_string(Score s) {
 
 namespace {
 
-// "carma" and its ablations: each suffix removes one ingredient, in any order, each at most once.
+// "carma" and its ablations: each suffix changes one ingredient, in any order, each at most once
+// (-fifo and -longfirst both change the order, so they exclude each other).
 std::optional<PolicySpec> carma_policy(const std::string& name) {
     if (name != "carma" && !name.starts_with("carma-")) {
         return std::nullopt;
@@ -171,7 +172,8 @@ Result<PolicySpec> find_policy(std::string_view raw) {
         }
     }
     return fail(ErrorCode::NotFound,
-                fmt::format("unknown policy '{}'; known: carma[-nobackfill][-fifo][-magm][-risk], "
+                fmt::format("unknown policy '{}'; known: "
+                            "carma[-nobackfill][-fifo|-longfirst][-magm][-risk], "
                             "exclusive and <oracle|OR|EST>-<FF|BF|MAGM|LUG|RR>[-norisk], e.g. "
                             "oracle-MAGM, OR-RR, EST-LUG, or 'all'",
                             raw));
@@ -309,7 +311,8 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
                 // SM activity where known, else the utilisation rate; a GPU with neither is
                 // idle here (the blind risk rule keeps busy ones out) and sorts first.
                 by([](const GpuView& g) {
-                    return g.stats.smact.known > 0 ? g.stats.smact.risk : g.stats.util.risk;
+                    const SeriesStats& busy = g.stats.smact.known > 0 ? g.stats.smact : g.stats.util;
+                    return g.stats.order_statistics ? busy.risk : busy.mean;
                 });
                 break;
             case Score::RoundRobin: break;

@@ -71,6 +71,9 @@ std::string describe_rule(const WindowStats& w, const RiskThresholds& t) {
 }
 
 bool is_high_risk(const WindowStats& w, const RiskThresholds& t, bool in_use) {
+    if (!w.order_statistics) {
+        return true;  // the risks were never computed: a 0 would wave every GPU through
+    }
     switch (risk_rule(w)) {
         case RiskRule::Paper: {
             const Terms terms = paper_terms(w);
@@ -92,6 +95,9 @@ bool is_high_risk(const WindowStats& w, const RiskThresholds& t, bool in_use) {
 }
 
 std::string describe_risk(const WindowStats& w, const RiskThresholds& t) {
+    if (!w.order_statistics) {
+        return "risk not computed (statistics without median, p95 and EMA)";
+    }
     auto value = [](const SeriesStats& s) {
         return s.known > 0 ? fmt::format("{:.2f}", s.risk) : std::string("unknown");
     };

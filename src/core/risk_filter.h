@@ -41,7 +41,9 @@ RiskRule risk_rule(const WindowStats& w);
 // "paper: SMACT >= 0.80 and (SMOCC >= 0.45 or DRAMA >= 0.40)".
 std::string describe_rule(const WindowStats& w, const RiskThresholds& t);
 
-// `in_use`: the GPU already runs a process (only the blind rule looks at it).
+// `in_use`: the GPU already runs a process (only the blind rule looks at it). Stats without
+// order statistics (MetricWindow::stats_without_order_statistics) are high risk: the rule
+// cannot be applied to risks never computed.
 bool is_high_risk(const WindowStats& w, const RiskThresholds& t, bool in_use);
 
 // Why a GPU was judged high risk, with the values the rule looked at.

@@ -263,7 +263,7 @@ private:
     };
     static DecisionKey decision_key(const TaskSpec& spec);
     // What relearning one task of a group found, handed to the next: the class of the last
-    // decision key, and the last task moved in by_length_ (the next of the group, later in
+    // decision key, and the last task moved in Bucket::length (the next of the group, later in
     // arrival, goes right after it).
     struct RelearnHint {
         std::optional<DecisionKey> key;

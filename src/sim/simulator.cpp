@@ -182,7 +182,7 @@ void Simulation::tick(double t) {
         if (gpu.stats_dirty && config_.scheduler.policy.collocate) {
             gpu.stats = config_.scheduler.policy.reads_order_statistics()
                             ? gpu.window.stats()
-                            : gpu.window.stats_without_risk();
+                            : gpu.window.stats_without_order_statistics();
             gpu.stats_dirty = false;
         }
         GpuView& v = views_[g];

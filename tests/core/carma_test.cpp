@@ -42,6 +42,7 @@ TEST(CarmaTest, Names) {
     ASSERT_TRUE(p);
     EXPECT_EQ(p->name, "carma");
     EXPECT_TRUE(p->carma && p->backfill && p->by_run_time() && p->collocate);
+    EXPECT_EQ(p->order, RunTimeOrder::ShortestFirst);
     EXPECT_EQ(p->knowledge, MemoryKnowledge::Learned);
     EXPECT_EQ(p->score, Score::LeastSlowdown);
     EXPECT_FALSE(p->risk_filter);
@@ -52,7 +53,8 @@ TEST(CarmaTest, Names) {
     EXPECT_TRUE(a->risk_filter);
     EXPECT_FALSE(find_policy("carma-fifo-fifo"));
     EXPECT_FALSE(find_policy("carma-bogus"));
-    EXPECT_NE(find_policy("carma-bogus").error().message.find("carma[-nobackfill]"),
+    EXPECT_NE(find_policy("carma-bogus").error().message.find(
+                  "carma[-nobackfill][-fifo|-longfirst]"),
               std::string::npos);
 }
 
@@ -201,14 +203,17 @@ TEST(CarmaTest, BackfillNeverDelaysTheHead) {
 }
 
 // This test verifies that tasks without a run-time estimate still backfill on GPUs outside the
-// head's shadow, where they cannot delay it.
+// head's shadow, where they cannot delay it. (The head leads by having waited max_wait_s: an
+// unknown run time goes first otherwise.)
 TEST(CarmaTest, UnknownRunTimeBackfillsOutsideTheShadow) {
-    Scheduler s(carma_config());
-    s.enqueue(1, MakeTask("head").Knows(30000, 3600, 0.3), 0);
+    SchedulerConfig cfg = carma_config();
+    Scheduler s(cfg);
+    s.enqueue(1, MakeTask("head").Knows(30000, 3600, 0.3), -cfg.carma.max_wait_s);
     // 6,000 + 2,048: fits GPU1 (9,929 available); on GPU0 it would leave the head too little
     // (39,929 - 8,048 < 32,048) for an unknown time.
     s.enqueue(2, MakeTask("unknown").Knows(6000, std::nullopt, 0.3), 0);
     StepResult r = s.step(backfill_scene(), 0);
+    EXPECT_EQ(r.pending_task, 1);
     ASSERT_EQ(placed_ids(r), std::vector<int>{2});
     EXPECT_EQ(r.placed[0].gpus, std::vector<int>{1});
 }
@@ -248,6 +253,7 @@ TEST(CarmaTest, ShortFirstWithBoundedWait) {
     EXPECT_EQ(make("carma-longfirst").waiting_order(30), (std::vector<TaskId>{3, 1, 4, 2}));
     EXPECT_EQ(make("carma-fifo").waiting_order(30), (std::vector<TaskId>{1, 2, 3, 4}));
     EXPECT_FALSE(find_policy("carma-fifo-longfirst"));
+    EXPECT_FALSE(find_policy("carma-longfirst-fifo"));
     EXPECT_FALSE(find_policy("carma-longfirst-longfirst"));
     ASSERT_TRUE(find_policy("carma-longfirst-nobackfill"));
     EXPECT_EQ(find_policy("carma-longfirst-nobackfill")->order, RunTimeOrder::LongestFirst);

@@ -111,7 +111,7 @@ TEST(MetricWindowTest, StatsWithoutRiskKeepMemoryAndMeans) {
     a.sources.smact = MetricSource::Dcgm;
     w.push(a);
     w.push(MetricSample{.free_mib = 3000, .smact = 0.3});
-    const WindowStats cheap = w.stats_without_risk();
+    const WindowStats cheap = w.stats_without_order_statistics();
     const WindowStats full = w.stats();
     EXPECT_EQ(cheap.samples, full.samples);
     EXPECT_EQ(cheap.last_free_mib, 3000);

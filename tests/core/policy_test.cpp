@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "builders.h"
+#include "core/metric_window.h"
+#include "core/risk_filter.h"
 #include "core/scheduler.h"
 
 namespace carma {
@@ -144,6 +146,37 @@ TEST(PolicyTest, RiskFilter) {
     EXPECT_EQ(select_gpus(*find_policy("oracle-FF-norisk"), t, gpus, {}, 0).gpus,
               std::vector<int>{0});
     EXPECT_EQ(select_gpus(*find_policy("OR-RR"), t, gpus, {}, 0).gpus, std::vector<int>{0});
+}
+
+// This test verifies that statistics computed without their order statistics (median, p95, EMA,
+// risk all 0) are never read as a quiet GPU: the risk rule calls them high risk and says why, and
+// the least-utilised score falls back on the means.
+TEST(PolicyTest, StatisticsWithoutOrderStatisticsAreHighRisk) {
+    MetricWindow w;
+    w.push(MetricSample{.free_mib = 30000, .smact = 0.1, .smocc = 0.1, .drama = 0.1});
+    const WindowStats cheap = w.stats_without_order_statistics();
+    EXPECT_FALSE(cheap.order_statistics);
+    EXPECT_TRUE(is_high_risk(cheap, RiskThresholds{}, true));
+    EXPECT_FALSE(is_high_risk(w.stats(), RiskThresholds{}, true));
+    EXPECT_NE(describe_risk(cheap, RiskThresholds{}).find("not computed"), std::string::npos);
+
+    SchedulerConfig cfg;
+    cfg.policy = *find_policy("oracle-LUG-norisk");
+    EXPECT_TRUE(cfg.policy.reads_order_statistics());
+    EXPECT_FALSE(find_policy("carma")->reads_order_statistics());
+    EXPECT_TRUE(find_policy("carma-risk")->reads_order_statistics());
+    EXPECT_FALSE(find_policy("OR-MAGM-norisk")->reads_order_statistics());
+    GpuView busy = MakeGpu(0).Busy().Free(30000).Smact(0.9);
+    GpuView quiet = MakeGpu(1).Busy().Free(30000).Smact(0.2);
+    busy.stats.order_statistics = false;
+    quiet.stats.order_statistics = false;
+    busy.stats.smact.risk = 0;  // as computed without order statistics
+    quiet.stats.smact.risk = 0;
+    Scheduler s(cfg);
+    s.enqueue(1, MakeTask("t").Profiled(1000), 0);
+    StepResult r = s.step(std::vector<GpuView>{busy, quiet}, 0);
+    ASSERT_EQ(r.placed.size(), 1u);
+    EXPECT_EQ(r.placed[0].gpus, std::vector<int>{1});  // the lower mean
 }
 
 // This test verifies the rule the risk filter falls back to as real metrics go missing: the
