@@ -202,9 +202,10 @@ TEST(FairShareSchedulerTest, MergeOrderAcrossUsers) {
 
 // This test verifies the reservation of each user's first waiting task under fair share: a
 // (F 0.9, two tasks) and b (F 0.8) wait for 30,000 MiB, and flood (F 0.1) has a long 8,000 MiB
-// task that fits beside either resident now but would leave neither room for them. The head (a's)
-// keeps GPU 0, which frees first; b's task keeps GPU 1, so flood's long task waits, and its
-// short one, which ends before either frees, still backfills. Without fair share, when b's
+// task (longer than theirs, so that without fair share a-big, not it, heads the shortest-first
+// order) that fits beside either resident now but would leave neither room for them. The head
+// (a's) keeps GPU 0, which frees first; b's task keeps GPU 1, so flood's long task waits, and
+// its short one, which ends before either frees, still backfills. Without fair share, when b's
 // task is a's own, or when b is at a running limit (its task could not take a GPU kept for it),
 // only the head holds a GPU and the long task takes GPU 1. Explained (the daemon's reasons), the
 // long task's reason names the task that keeps GPU 1 and its user.
@@ -213,7 +214,7 @@ TEST(FairShareSchedulerTest, EachUsersFirstTaskKeepsAGpu) {
                                        MakeGpu(1).Resident(11, 25000, 200, 0.6)};
     auto run = [&](bool fair_share, const std::string& second_user, bool with_short,
                    std::size_t b_running = 0) {
-        SchedulerConfig cfg = carma_config("carma-longfirst");  // flood's long task leads its own
+        SchedulerConfig cfg = carma_config();
         cfg.carma.fair_share = fair_share;
         cfg.limits.max_running_per_user = 1;
         cfg.placement.explain = false;  // as in the simulator: classes turned down are skipped
@@ -221,7 +222,7 @@ TEST(FairShareSchedulerTest, EachUsersFirstTaskKeepsAGpu) {
         s.enqueue(1, MakeTask("a-big").User("a").Knows(30000, 5000), 0);
         s.enqueue(5, MakeTask("a-big-2").User("a").Knows(30000, 5000), 0);
         s.enqueue(2, MakeTask("b-big").User(second_user).Knows(30000, 5000), 0);
-        s.enqueue(3, MakeTask("flood-long").User("flood").Knows(8000, 1000, 0.1), 0);
+        s.enqueue(3, MakeTask("flood-long").User("flood").Knows(8000, 9000, 0.1), 0);
         if (with_short) {
             s.enqueue(4, MakeTask("flood-short").User("flood").Knows(8000, 50, 0.1), 0);
         }
@@ -249,7 +250,7 @@ TEST(FairShareSchedulerTest, EachUsersFirstTaskKeepsAGpu) {
     Scheduler s(cfg);
     s.enqueue(1, MakeTask("a-big").User("a").Knows(30000, 5000), 0);
     s.enqueue(2, MakeTask("b-big").User("b").Knows(30000, 5000), 0);
-    s.enqueue(3, MakeTask("flood-long").User("flood").Knows(8000, 1000, 0.1), 0);
+    s.enqueue(3, MakeTask("flood-long").User("flood").Knows(8000, 9000, 0.1), 0);
     s.set_standings({{"a", {0.9, {}}}, {"b", {0.8, {}}}, {"flood", {0.1, {}}}});
     r = s.step(gpus, 0);
     EXPECT_TRUE(r.placed.empty());
