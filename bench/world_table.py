@@ -30,7 +30,18 @@ WORLDS = [("model", []),
            ["--world", "measured", "--world-bias", "0.25", "--world-noise", "0.1"])]
 
 
+_runs = {}
+
+
 def simulate(trace, seed, world_args, history, policies):
+    """One `carma simulate --json` run, each asked for once (the seeds table repeats seed 1)."""
+    key = (trace, seed, tuple(world_args), history, tuple(policies))
+    if key not in _runs:
+        _runs[key] = _simulate(trace, seed, world_args, history, policies)
+    return _runs[key]
+
+
+def _simulate(trace, seed, world_args, history, policies):
     out = subprocess.run([CARMA, "simulate", "--quiet", "--json", "--trace", trace,
                           "--seed", str(seed), "--history", history, "--policy",
                           ",".join(policies)] + world_args,

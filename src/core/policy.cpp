@@ -311,7 +311,8 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
                 // SM activity where known, else the utilisation rate; a GPU with neither is
                 // idle here (the blind risk rule keeps busy ones out) and sorts first.
                 by([](const GpuView& g) {
-                    const SeriesStats& busy = g.stats.smact.known > 0 ? g.stats.smact : g.stats.util;
+                    const SeriesStats& busy =
+                        g.stats.smact.known > 0 ? g.stats.smact : g.stats.util;
                     return g.stats.order_statistics ? busy.risk : busy.mean;
                 });
                 break;

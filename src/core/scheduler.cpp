@@ -594,7 +594,8 @@ std::vector<TaskId> Scheduler::waiting_order(double now, std::size_t limit) cons
         out.push_back(t.id);
     }
     if (out.size() < limit) {
-        // Without an order by run time (every paper policy, and -fifo) carma_order is arrival order.
+        // Without an order by run time (every paper policy, and -fifo) carma_order is arrival
+        // order.
         carma_order(now, std::nullopt, limit, out);
     }
     return out;
