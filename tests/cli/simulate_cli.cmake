@@ -61,7 +61,8 @@ if(NOT n_lines EQUAL 661
 endif()
 
 # Cold is the default; an unknown history mode or an unwritable tasks file fails with a message.
-foreach(bad "--history;lukewarm" "--tasks;/nonexistent-dir/tasks.csv")
+foreach(bad "--history;lukewarm" "--tasks;/nonexistent-dir/tasks.csv"
+            "--fair-share-half-life;0s" "--fair-share-half-life;soon")
   execute_process(COMMAND ${CARMA} simulate --trace t1 --policy carma ${bad} --quiet
                   RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
   if(rc EQUAL 0 OR err STREQUAL "" OR rc GREATER 2)

@@ -226,6 +226,29 @@ TEST(FairShareSimTest, RunningTasksCountAhead) {
     EXPECT_EQ(next_after_first(0), "bob");
 }
 
+// This test verifies that usage decays with the configured half-life (fairshare_half_life, `carma
+// simulate --fair-share-half-life`): on one GPU alice's hour-long task runs first, then bob's
+// short one; then one more of each waits. With the default week, alice's hour outweighs bob's
+// two minutes and bob goes first; with a ten-second half-life alice's hour, last charged when it
+// ended two minutes before bob's, has faded below bob's two minutes and she does.
+TEST(FairShareSimTest, UsageDecaysWithTheHalfLife) {
+    const Trace trace = *parse_trace(
+        "submit_offset_s,task_name,user,exclusive\n0,Inception,alice,1\n1,mnist_train,bob,1\n"
+        "10,mnist_train,alice,1\n10,mnist_train,bob,1\n",
+        "decay");
+    auto first_of_the_last_two = [&](double half_life_s) {
+        SimConfig c = config_for("carma");
+        c.gpus = *model::parse_gpu_set("1xA100-40GB");
+        c.fairshare_half_life_s = half_life_s;
+        const PolicyResult r = simulate(trace, model::Catalog::embedded(), c);
+        EXPECT_EQ(r.tasks_completed, 4);
+        EXPECT_LT(r.tasks.at(1).first_start_s, r.tasks.at(2).first_start_s);
+        return r.tasks.at(2).first_start_s < r.tasks.at(3).first_start_s ? "alice" : "bob";
+    };
+    EXPECT_EQ(std::string(first_of_the_last_two(7 * 24 * 3600.0)), "bob");
+    EXPECT_EQ(std::string(first_of_the_last_two(10)), "alice");
+}
+
 // This test verifies that a task counts in its user's factor from the moment it is placed, not
 // from its first reading: on 2 GPUs bob's two tasks end 3 s apart, both while alice (who used
 // nothing) and bob have three tasks each waiting. Alice's takes the first GPU that frees; 3 s

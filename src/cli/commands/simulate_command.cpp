@@ -46,6 +46,7 @@ struct SimulateOptions {
     bool no_speed_correction = false;
     std::string fair_share = "on";
     std::string fairshare_horizon = "1h";
+    std::string fairshare_half_life = "7d";
 };
 
 sim::Trace load_trace(const std::string& spec, std::uint64_t seed) {
@@ -101,6 +102,12 @@ int run_simulate(const SimulateOptions& o) {
         die(fmt::format("--fair-share-horizon '{}' is negative; give a span such as 1h, or 0s "
                         "for usage alone",
                         o.fairshare_horizon));
+    }
+    base.fairshare_half_life_s = or_die(parse_duration(o.fairshare_half_life));
+    if (base.fairshare_half_life_s <= 0) {
+        die(fmt::format("--fair-share-half-life '{}' is not positive; give a span such as 7d "
+                        "(the daemon's fairshare_half_life)",
+                        o.fairshare_half_life));
     }
     if (o.history == "warm") {
         base.history = std::make_shared<const sim::SimHistory>(
@@ -217,6 +224,10 @@ Action add_simulate_command(CLI::App& app) {
     cmd->add_option("--fair-share-horizon", opts->fairshare_horizon,
                     "The fair-share factor counts what each user's running tasks will be "
                     "charged over this span ahead (0s: usage alone, Slurm's classic)")
+        ->capture_default_str();
+    cmd->add_option("--fair-share-half-life", opts->fairshare_half_life,
+                    "Charged usage loses half its weight over this span (the daemon's "
+                    "fairshare_half_life)")
         ->capture_default_str();
     cmd->add_flag("--json", opts->json, "Print one JSON object instead of the table");
     cmd->add_option("--report", opts->report_dir, "Write an HTML report with plots into DIR");
