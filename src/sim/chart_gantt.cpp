@@ -115,7 +115,8 @@ std::string svg_gantt(const std::string& title, const PolicyResult& r, const Tim
         items.push_back({Swatch::Ring, "", "relaunch", ""});
     }
     if (any_failed) {
-        items.push_back({Swatch::FailedBar, "", "failed, cancelled, timed out or lost", ""});
+        items.push_back(
+            {Swatch::FailedBar, "", "failed, cancelled, preempted, timed out or lost", ""});
     }
     if (any_running) {
         items.push_back({Swatch::RunningBar, "", "still running", ""});

@@ -83,6 +83,7 @@ nlohmann::json to_json(const Comparison& c) {
                                  {"max_wait_s", r.max_wait_s},
                                  {"p95_slowdown", r.p95_slowdown},
                                  {"oom_crashes", r.oom_crashes},
+                                 {"preemptions", r.preemptions},
                                  {"tasks_completed", r.tasks_completed},
                                  {"tasks_rejected", r.tasks_rejected},
                                  {"attempts", r.attempts},

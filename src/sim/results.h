@@ -39,12 +39,22 @@ struct GpuSummary {
 };
 
 // How one attempt of a task ended; the daemon's words (docs/api.md) are its text form.
-enum class AttemptOutcome { Running, Succeeded, OutOfMemory, Failed, Cancelled, Timeout, Lost };
+// Preempted: stopped to let another user's task run, and queued again (core/preemption.h).
+enum class AttemptOutcome {
+    Running,
+    Succeeded,
+    OutOfMemory,
+    Failed,
+    Cancelled,
+    Timeout,
+    Lost,
+    Preempted
+};
 
 inline constexpr AttemptOutcome kAttemptOutcomes[] = {
-    AttemptOutcome::Running,   AttemptOutcome::Succeeded, AttemptOutcome::OutOfMemory,
-    AttemptOutcome::Failed,    AttemptOutcome::Cancelled, AttemptOutcome::Timeout,
-    AttemptOutcome::Lost};
+    AttemptOutcome::Running, AttemptOutcome::Succeeded, AttemptOutcome::OutOfMemory,
+    AttemptOutcome::Failed,  AttemptOutcome::Cancelled, AttemptOutcome::Timeout,
+    AttemptOutcome::Lost,    AttemptOutcome::Preempted};
 
 constexpr std::string_view to_string(AttemptOutcome outcome) {
     switch (outcome) {
@@ -55,6 +65,7 @@ constexpr std::string_view to_string(AttemptOutcome outcome) {
         case AttemptOutcome::Cancelled: return "cancelled";
         case AttemptOutcome::Timeout: return "timeout";
         case AttemptOutcome::Lost: return "lost";
+        case AttemptOutcome::Preempted: return "preempted";
     }
     return "unknown";
 }
@@ -131,6 +142,7 @@ struct PolicyResult {
     double max_wait_s = 0;     // the longest any completed task waited (over all its attempts)
     double p95_slowdown = 0;   // of the completed tasks' slowdowns (TaskRecord::slowdown)
     int oom_crashes = 0;
+    int preemptions = 0;       // attempts stopped for another user's task (core/preemption.h)
     int tasks_completed = 0;
     int tasks_rejected = 0;
     int attempts = 0;

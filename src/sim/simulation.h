@@ -81,6 +81,11 @@ struct SimTask {
     double predicted_now = 1, others_now = 0, sharers_now = 0;
     // Fair share: GPUs' worth it is charged per second now (charge fraction x GPUs), since when.
     double charge_rate = 0, charged_at = 0;
+    // Preemption: whether it may be stopped and queued again, how often it saves its progress
+    // (0: never, it starts over), and the solo seconds of work saved so far.
+    bool requeue = false;
+    double checkpoint_s = 0;
+    double kept_work = 0;
     TaskRecord record;
 };
 
@@ -134,6 +139,9 @@ private:
     void oom(std::size_t g, long version);
     void end_span(TaskRecord& record, AttemptOutcome outcome) const;
     RunFacts attempt_facts(const SimTask& t, MiB peak) const;
+    // A task that resumed from a checkpoint did only part of its work in this attempt: what its
+    // run time is multiplied by to stand for a whole run at the same pace (1 otherwise).
+    static double resumed_scale(const SimTask& t);
 
     // --- what the residents do to a GPU (simulation_devices.cpp) ---------------------------------
     // Every GPU whose rates can change when the set `changed` changes: those GPUs, plus the other
@@ -193,6 +201,9 @@ private:
     // Before a tick of a run with several users: charges every running attempt up to now and
     // gives the scheduler every user's fair-share factor.
     void update_standings();
+    // After a round that left `head` waiting: stops the attempt core/preemption.h chooses, if any.
+    void maybe_preempt(TaskId head);
+    void preempt(std::size_t i);
     void note_user(const std::string& user);
 
     // --- the figures (simulation_results.cpp) ----------------------------------------------------
@@ -227,6 +238,7 @@ private:
     double last_completion_ = 0;
     std::size_t completed_ = 0;
     int oom_crashes_ = 0;
+    int preemptions_ = 0;
     bool learning_ = false;  // the policy reads TaskSpec::learned
     std::unordered_map<std::string, std::size_t> exact_keys_, family_keys_;
     std::vector<std::vector<RunFacts>> exact_, family_;  // history, by key index

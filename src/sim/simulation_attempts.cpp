@@ -77,7 +77,7 @@ void Simulation::activate(std::size_t i, long version) {
     before_change(gpus);
     t.phase = Phase::Active;
     t.active_at = now_;
-    t.work_left = std::max(0.0, t.profile.t_solo_s - t.profile.t_start_s);
+    t.work_left = std::max(0.0, t.profile.t_solo_s - t.profile.t_start_s - t.kept_work);
     t.speed = 1;
     t.progress_at = now_;
     // The monitor sees the process at its next sample; the warm-up lock counts from there.
@@ -111,12 +111,13 @@ void Simulation::complete(std::size_t i, long version) {
     before_change(gpus);
     account_segment(t);
     charge(t);
-    learn_speed_error(i, now_ - t.dispatched_at);
+    learn_speed_error(i, (now_ - t.dispatched_at) * resumed_scale(t));
     remove_from_gpus(i);
     t.phase = Phase::Done;
     t.record.finish_s = now_;
     end_span(t.record, AttemptOutcome::Succeeded);
-    t.record.slowdown = (now_ - t.dispatched_at) / std::max(t.profile.t_solo_s, 1e-9);
+    // Over what this attempt had to do alone: a preempted task resumes from its checkpoint.
+    t.record.slowdown = (now_ - t.dispatched_at) / std::max(t.profile.t_solo_s - t.kept_work, 1e-9);
     RunFacts facts = attempt_facts(t, t.world_peak_mib);
     facts.succeeded = true;
     remember(i, facts);
@@ -170,6 +171,11 @@ void Simulation::oom(std::size_t g, long version) {
     after_change(gpus);
 }
 
+double Simulation::resumed_scale(const SimTask& t) {
+    return t.kept_work > 0 ? t.profile.t_solo_s / std::max(t.profile.t_solo_s - t.kept_work, 1e-9)
+                           : 1.0;
+}
+
 void Simulation::end_span(TaskRecord& record, AttemptOutcome outcome) const {
     if (!record.spans.empty()) {
         record.spans.back().end_s = now_;
@@ -180,7 +186,7 @@ void Simulation::end_span(TaskRecord& record, AttemptOutcome outcome) const {
 RunFacts Simulation::attempt_facts(const SimTask& t, MiB peak) const {
     RunFacts f;
     f.peak_mib = peak;
-    f.run_s = now_ - t.dispatched_at;
+    f.run_s = (now_ - t.dispatched_at) * resumed_scale(t);
     // Only what the monitor can attribute to the task: its GPUs' activity while it ran alone.
     // A GPU-level reading with co-runners includes theirs and would over-state its demand.
     if (t.time_alone > 0) {

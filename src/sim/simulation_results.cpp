@@ -40,6 +40,7 @@ PolicyResult Simulation::finish() {
         }
     }
     r.oom_crashes = oom_crashes_;
+    r.preemptions = preemptions_;
     auto mean = [](const std::vector<double>& v) {
         double s = 0;
         for (double x : v) {

@@ -9,6 +9,8 @@
 // be charged, from what the policy learned of it).
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "sim/simulation.h"
 
@@ -90,6 +92,56 @@ void Simulation::update_standings() {
         standings[user].factor = factor;
     }
     scheduler_.set_standings(std::move(standings));
+}
+
+void Simulation::maybe_preempt(TaskId head) {
+    std::vector<RunningAttempt> running;
+    for (std::size_t i = 0; i < tasks_.size(); ++i) {
+        const SimTask& t = tasks_[i];
+        if (t.phase == Phase::Active || t.phase == Phase::Starting) {
+            running.push_back(RunningAttempt{
+                static_cast<TaskId>(i), t.spec.user, t.dispatched_at,
+                t.phase == Phase::Active ? t.charge_rate : expected_rate(t), t.requeue});
+        }
+    }
+    const SimTask& h = tasks_[static_cast<std::size_t>(head)];
+    const PreemptionAsk ask{
+        h.spec.user,
+        expected_charge_rate(h.spec.learned, config_.gpus.type.usable_mib, std::max(h.spec.gpus, 1),
+                             pays_whole_gpu(h.spec, config_.scheduler.policy))};
+    if (auto victim = choose_preemption_victim(ask, running, shares_, now_, config_.preemption)) {
+        preempt(static_cast<std::size_t>(*victim));
+    }
+}
+
+void Simulation::preempt(std::size_t i) {
+    SimTask& t = tasks_[i];
+    const auto gpus = affected_gpus(t.gpus);
+    before_change(gpus);
+    account_segment(t);
+    charge(t);
+    if (t.phase == Phase::Active) {
+        t.work_left = std::max(0.0, t.work_left - t.speed * (now_ - t.progress_at));
+        const double done = std::max(0.0, t.profile.t_solo_s - t.profile.t_start_s) - t.work_left;
+        if (t.checkpoint_s > 0) {
+            t.kept_work = std::floor(done / t.checkpoint_s) * t.checkpoint_s;
+        }
+    }
+    t.charge_rate = 0;
+    remove_from_gpus(i);
+    ++t.version;
+    ++preemptions_;
+    end_span(t.record, AttemptOutcome::Preempted);
+    scheduler_.task_exited(static_cast<TaskId>(i));
+    // Queued again as submitted: its bounded wait and its place among its user's tasks count
+    // from its submission.
+    t.phase = Phase::Queued;
+    t.queued_at = now_;
+    learn(i);
+    scheduler_.enqueue(static_cast<TaskId>(i), t.spec, t.record.submit_s);
+    mark_queued(i, true);
+    after_change(gpus);
+    request_tick(now_);
 }
 
 }  // namespace carma::sim::engine

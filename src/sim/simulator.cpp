@@ -68,6 +68,8 @@ Simulation::Simulation(const Trace& trace, const model::Catalog& catalog, const 
         t.spec.exclusive = e.exclusive;
         t.spec.max_slowdown = e.max_slowdown;
         t.spec.nice = e.nice;
+        t.requeue = e.requeue;
+        t.checkpoint_s = e.checkpoint_s.value_or(0);
         t.record.user = e.user;
         t.record.exclusive = e.exclusive;
         t.record.max_slowdown = e.max_slowdown;
@@ -219,6 +221,9 @@ void Simulation::tick(double t) {
     }
     for (const Placement& p : step.placed) {
         dispatch(static_cast<std::size_t>(p.task), p.gpus);
+    }
+    if (by_user_ && config_.preemption.enabled && step.pending_task) {
+        maybe_preempt(*step.pending_task);
     }
     if (scheduler_.idle()) {
         return;

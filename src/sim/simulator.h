@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/knowledge.h"
+#include "core/preemption.h"
 #include "core/scheduler.h"
 #include "core/speed_correction.h"
 #include "model/catalog.h"
@@ -79,6 +80,11 @@ struct SimConfig {
     double fairshare_half_life_s = 7 * 24 * 3600.0;
     double fairshare_horizon_s = 3600;
     std::map<std::string, double> shares;
+    // Fair-share preemption (core/preemption.h): under `carma` with fair share and several users,
+    // a waiting head of an under-served user may stop another user's attempt that opted in (the
+    // trace's `requeue` column); it is queued again and keeps the work up to its last checkpoint
+    // (`checkpoint_s`).
+    PreemptionConfig preemption;
     // Called now and then with the fraction of tasks finished (0..1).
     std::function<void(double)> progress;
 };

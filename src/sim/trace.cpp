@@ -6,6 +6,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -51,6 +52,8 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
     const int c_exclusive = table->column("exclusive");
     const int c_max_slowdown = table->column("max_slowdown");
     const int c_nice = table->column("nice");
+    const int c_requeue = table->column("requeue");
+    const int c_checkpoint = table->column("checkpoint_s");
     Trace trace;
     trace.name = std::string(name);
     for (std::size_t r = 0; r < table->rows.size(); ++r) {
@@ -88,7 +91,8 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
         auto mem = optional(c_mem);
         auto max_slowdown = optional(c_max_slowdown);
         auto nice = optional(c_nice);
-        for (const auto* v : {&gpus, &minutes, &mem, &max_slowdown, &nice}) {
+        auto checkpoint = optional(c_checkpoint);
+        for (const auto* v : {&gpus, &minutes, &mem, &max_slowdown, &nice, &checkpoint}) {
             if (!*v) {
                 return tl::unexpected(v->error());
             }
@@ -127,16 +131,29 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
         if (c_user >= 0) {
             e.user = row[static_cast<std::size_t>(c_user)];
         }
-        if (c_exclusive >= 0) {
-            const std::string& v = row[static_cast<std::size_t>(c_exclusive)];
+        for (auto [col, column, field] : {std::tuple{c_exclusive, "exclusive", &e.exclusive},
+                                          std::tuple{c_requeue, "requeue", &e.requeue}}) {
+            if (col < 0) {
+                continue;
+            }
+            const std::string& v = row[static_cast<std::size_t>(col)];
             if (v == "1" || v == "true" || v == "yes") {
-                e.exclusive = true;
+                *field = true;
             } else if (!v.empty() && v != "0" && v != "false" && v != "no") {
                 return fail(ErrorCode::InvalidArgument,
-                            fmt::format("trace {} line {}: exclusive must be 1/true/yes or "
-                                        "0/false/no (or empty), not '{}'",
-                                        name, table->line_numbers[r], v));
+                            fmt::format("trace {} line {}: {} must be 1/true/yes or 0/false/no "
+                                        "(or empty), not '{}'",
+                                        name, table->line_numbers[r], column, v));
             }
+        }
+        if (*checkpoint) {
+            if (!(**checkpoint > 0) || **checkpoint > kMaxStandaloneMinutes * 60.0) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("trace {} line {}: checkpoint_s must be a number of "
+                                        "seconds above 0 (or empty: the task starts over)",
+                                        name, table->line_numbers[r]));
+            }
+            e.checkpoint_s = **checkpoint;
         }
         if (*max_slowdown) {
             if (!(**max_slowdown >= 1) || **max_slowdown > 1e6) {

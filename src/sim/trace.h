@@ -4,7 +4,10 @@
 // Only submit_offset_s and task_name are required; the other columns describe tasks the workload
 // catalog does not know. Optional columns for fair share (issue 23): `user` (who submitted it;
 // empty: the one anonymous user), `exclusive` (1/true/yes: `--exclusive`), `max_slowdown`
-// (`--max-slowdown X`, X >= 1; empty: none) and `nice` (an integer, `--nice N`).
+// (`--max-slowdown X`, X >= 1; empty: none) and `nice` (an integer, `--nice N`). For fair-share
+// preemption (core/preemption.h): `requeue` (1/true/yes: `--requeue`, the task may be stopped and
+// queued again) and `checkpoint_s` (it saves its progress this often, in seconds of solo work; a
+// stopped attempt loses what it did since; empty: it starts over).
 
 #include <cstdint>
 #include <optional>
@@ -35,6 +38,8 @@ struct TraceEntry {
     bool exclusive = false;
     std::optional<double> max_slowdown = {};
     int nice = 0;
+    bool requeue = false;
+    std::optional<double> checkpoint_s = {};
 };
 
 struct Trace {

@@ -173,8 +173,8 @@ TEST(ComparisonFromTimeline, NamesTheBadField) {
          "tasks[1].submitted_at is missing"},
         {"id text", [](json& j) { j["tasks"][0]["id"] = "seven"; },
          "tasks[0].id should be a whole number"},
-        {"unknown outcome", [](json& j) { j["tasks"][0]["attempts"][0]["outcome"] = "preempted"; },
-         "tasks[0].attempts[0].outcome is 'preempted', not one of running, succeeded, "
+        {"unknown outcome", [](json& j) { j["tasks"][0]["attempts"][0]["outcome"] = "suspended"; },
+         "tasks[0].attempts[0].outcome is 'suspended', not one of running, succeeded, "
          "out-of-memory"},
         {"gpu index text", [](json& j) { j["tasks"][0]["attempts"][1]["gpus"][0] = "a"; },
          "tasks[0].attempts[1].gpus[0] should be a GPU index"},

@@ -62,7 +62,8 @@ endif()
 
 # Cold is the default; an unknown history mode or an unwritable tasks file fails with a message.
 foreach(bad "--history;lukewarm" "--tasks;/nonexistent-dir/tasks.csv"
-            "--fair-share-half-life;0s" "--fair-share-half-life;soon")
+            "--fair-share-half-life;0s" "--fair-share-half-life;soon"
+            "--preempt-min-run;-5m" "--preempt-margin;-1")
   execute_process(COMMAND ${CARMA} simulate --trace t1 --policy carma ${bad} --quiet
                   RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
   if(rc EQUAL 0 OR err STREQUAL "" OR rc GREATER 2)

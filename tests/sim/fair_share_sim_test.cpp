@@ -276,5 +276,71 @@ TEST(FairShareSimTest, StartingTaskCountsFromItsPlacement) {
     EXPECT_EQ(next[1].second, "bob");
 }
 
+// This test verifies the preemption columns: requeue (like exclusive) and checkpoint_s (seconds
+// above 0) are read, and bad values are refused with the line named.
+TEST(FairShareSimTest, PreemptionColumns) {
+    auto t = parse_trace(
+        "submit_offset_s,task_name,requeue,checkpoint_s\n0,dlrm,yes,600\n"
+        "1,dlrm,,\n",
+        "x");
+    ASSERT_TRUE(t) << t.error().message;
+    EXPECT_TRUE(t->entries[0].requeue);
+    EXPECT_EQ(t->entries[0].checkpoint_s, 600.0);
+    EXPECT_FALSE(t->entries[1].requeue);
+    EXPECT_FALSE(t->entries[1].checkpoint_s);
+    for (const char* bad : {"0,dlrm,perhaps,\n", "0,dlrm,1,0\n", "0,dlrm,1,-5\n"}) {
+        auto r =
+            parse_trace(std::string("submit_offset_s,task_name,requeue,checkpoint_s\n") + bad, "x");
+        ASSERT_FALSE(r) << bad;
+        EXPECT_NE(r.error().message.find("line 2"), std::string::npos) << r.error().message;
+    }
+}
+
+// This test verifies fair-share preemption (core/preemption.h) in the simulator: on 2 GPUs bob's
+// two hour-long exclusive tasks run from t = 0; alice's short one arrives at t = 1000 s. With
+// preemption on, bob's task started last gives way (bob then holds one GPU, alice one): alice
+// starts at once, bob's task is queued again and resumes from its last checkpoint (600 s of
+// work kept of about 990 done). Without a checkpoint it starts over; without `requeue`, or with
+// preemption off, alice waits for a GPU to free.
+TEST(FairShareSimTest, PreemptionLetsTheUnderServedIn) {
+    auto run = [](bool preempt, const char* requeue, const char* checkpoint) {
+        const Trace trace = *parse_trace(
+            fmt::format("submit_offset_s,task_name,user,exclusive,requeue,checkpoint_s\n"
+                        "0,Inception,bob,1,{0},{1}\n5,Inception,bob,1,{0},{1}\n"
+                        "1000,mnist_train,alice,1,,\n",
+                        requeue, checkpoint),
+            "preempt");
+        SimConfig c = config_for("carma");
+        c.preemption.enabled = preempt;
+        const PolicyResult r = simulate(trace, model::Catalog::embedded(), c);
+        EXPECT_EQ(r.tasks_completed, 3);
+        return r;
+    };
+    const double solo = model::Catalog::embedded().find("Inception")->t_solo_s;
+    {
+        const PolicyResult r = run(true, "1", "600");
+        EXPECT_EQ(r.preemptions, 1);
+        const TaskRecord& stopped = r.tasks.at(1);
+        ASSERT_EQ(stopped.spans.size(), 2u);
+        EXPECT_EQ(stopped.spans[0].outcome, AttemptOutcome::Preempted);
+        EXPECT_EQ(stopped.spans[1].outcome, AttemptOutcome::Succeeded);
+        EXPECT_EQ(r.tasks.at(0).attempts, 1);
+        EXPECT_LT(r.tasks.at(2).first_start_s, 1100.0) << "alice should start at once";
+        EXPECT_NEAR(stopped.spans[1].end_s - stopped.spans[1].start_s, solo - 600, 30);
+    }
+    {
+        const PolicyResult r = run(true, "1", "");
+        EXPECT_EQ(r.preemptions, 1);
+        const TaskRecord& stopped = r.tasks.at(1);
+        ASSERT_EQ(stopped.spans.size(), 2u);
+        EXPECT_NEAR(stopped.spans[1].end_s - stopped.spans[1].start_s, solo, 30);
+    }
+    for (const PolicyResult& r : {run(true, "", "600"), run(false, "1", "600")}) {
+        EXPECT_EQ(r.preemptions, 0);
+        EXPECT_GT(r.tasks.at(2).first_start_s, solo - 10) << "alice waits for a GPU to free";
+        EXPECT_EQ(r.tasks.at(1).attempts, 1);
+    }
+}
+
 }  // namespace
 }  // namespace carma::sim

@@ -39,8 +39,8 @@ TEST(OutputTest, JsonShape) {
     EXPECT_EQ(j["gpus"], "4xA100-40GB");
     ASSERT_EQ(j["results"].size(), 2u);
     for (const char* key : {"policy", "makespan_s", "energy_j", "mean_jct_s", "p95_jct_s",
-                            "mean_wait_s", "oom_crashes", "tasks_completed", "attempts",
-                            "mean_smact", "mean_smocc", "mean_memory_used_frac"}) {
+                            "mean_wait_s", "oom_crashes", "preemptions", "tasks_completed",
+                            "attempts", "mean_smact", "mean_smocc", "mean_memory_used_frac"}) {
         EXPECT_TRUE(j["results"][1].contains(key)) << key;
     }
     EXPECT_EQ(j["results"][1]["makespan_s"], 27000.0);

@@ -47,6 +47,9 @@ struct SimulateOptions {
     std::string fair_share = "on";
     std::string fairshare_horizon = "1h";
     std::string fairshare_half_life = "7d";
+    std::string preempt = "off";
+    std::string preempt_min_run = "10m";
+    double preempt_margin = PreemptionConfig{}.margin;
 };
 
 sim::Trace load_trace(const std::string& spec, std::uint64_t seed) {
@@ -108,6 +111,17 @@ int run_simulate(const SimulateOptions& o) {
         die(fmt::format("--fair-share-half-life '{}' is not positive; give a span such as 7d "
                         "(the daemon's fairshare_half_life)",
                         o.fairshare_half_life));
+    }
+    base.preemption.enabled = o.preempt == "on";
+    base.preemption.min_run_s = or_die(parse_duration(o.preempt_min_run));
+    base.preemption.margin = o.preempt_margin;
+    if (!(o.preempt_margin >= 0) || o.preempt_margin > 1e6) {
+        die(fmt::format("--preempt-margin {} must be 0 or more (GPUs' worth per share)",
+                        o.preempt_margin));
+    }
+    if (base.preemption.min_run_s < 0) {
+        die(fmt::format("--preempt-min-run '{}' is negative; give a span such as 10m",
+                        o.preempt_min_run));
     }
     if (o.history == "warm") {
         base.history = std::make_shared<const sim::SimHistory>(
@@ -228,6 +242,19 @@ Action add_simulate_command(CLI::App& app) {
     cmd->add_option("--fair-share-half-life", opts->fairshare_half_life,
                     "Charged usage loses half its weight over this span (the daemon's "
                     "fairshare_half_life)")
+        ->capture_default_str();
+    cmd->add_option("--preempt", opts->preempt,
+                    "carma with fair share stops an over-served user's task that opted in "
+                    "(the trace's requeue column) for an under-served user's waiting one, and "
+                    "queues it again (on) or never (off)")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
+    cmd->add_option("--preempt-min-run", opts->preempt_min_run,
+                    "An attempt runs at least this long before it may be preempted")
+        ->capture_default_str();
+    cmd->add_option("--preempt-margin", opts->preempt_margin,
+                    "A preemption must leave the waiting user at least this much (GPUs' worth "
+                    "per share) below the stopped task's user")
         ->capture_default_str();
     cmd->add_flag("--json", opts->json, "Print one JSON object instead of the table");
     cmd->add_option("--report", opts->report_dir, "Write an HTML report with plots into DIR");

@@ -1,0 +1,53 @@
+#include "core/preemption.h"
+
+#include <limits>
+#include <map>
+#include <tuple>
+
+namespace carma {
+
+std::optional<TaskId> choose_preemption_victim(const PreemptionAsk& head,
+                                               std::span<const RunningAttempt> running,
+                                               const ShareTable& shares, double now,
+                                               const PreemptionConfig& config,
+                                               double default_shares) {
+    if (!config.enabled) {
+        return std::nullopt;
+    }
+    auto shares_of = [&](const std::string& user) {
+        const auto it = shares.find(user);
+        return it != shares.end() ? it->second : default_shares;
+    };
+    std::map<std::string, double> allocated;
+    for (const RunningAttempt& a : running) {
+        allocated[a.user] += a.charge_rate;
+    }
+    const double head_shares = shares_of(head.user);
+    if (head_shares <= 0) {
+        return std::nullopt;  // a user of no shares takes nothing from anyone
+    }
+    const double head_after = (allocated[head.user] + head.expected_rate) / head_shares;
+    std::optional<TaskId> victim;
+    // (victim user's allocation after the swap, start, id): the largest wins.
+    std::tuple<double, double, TaskId> best{};
+    for (const RunningAttempt& a : running) {
+        if (!a.requeue || a.user == head.user || now - a.started_s < config.min_run_s) {
+            continue;
+        }
+        const double s = shares_of(a.user);
+        // A user of no shares is allocated nothing: any attempt of theirs is over-served.
+        const double victim_after =
+            s > 0 ? (allocated[a.user] - a.charge_rate) / s : std::numeric_limits<double>::max();
+        if (head_after + config.margin > victim_after) {
+            continue;
+        }
+        const std::tuple<double, double, TaskId> key{victim_after, a.started_s, a.task};
+        if (!victim || key > best) {
+            victim = a.task;
+            best = key;
+        }
+    }
+    return victim;
+}
+
+}  // namespace carma

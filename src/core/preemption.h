@@ -1,0 +1,63 @@
+#pragma once
+// Fair-share preemption (issue 23): which running attempt, if any, gives way to the waiting head
+// of an under-served user. Pure: the caller (the simulator; the daemon once it can stop and
+// requeue a task) lists what runs, with each attempt's charge rate and user, and stops the one
+// chosen; the head is the scheduler's waiting head of the round.
+//
+// Without it, fair share acts only when a GPU frees: a user whose head cannot start waits for the
+// others' tasks to end, and over an hour or two one user was charged 39 % of the GPUs and
+// another 11 % (docs/evaluation.md section 11).
+//
+// Rule (Kueue's fair-sharing preemption, "LessThanOrEqualToFinalShare"): a user's allocation is
+// the GPUs' worth its running attempts are charged per second (core/fair_share.h's charge rates)
+// over its shares. The head's user H may take the place of an attempt v of user V when, after
+// the swap, H's allocation would still be no larger than V's:
+//     (A_H + r_head) / S_H <= (A_V - r_v) / S_V
+// so V could never take it back by the same rule, and preemptions stop once the two are even
+// (no ping-pong). Only attempts that opted in (`--requeue`; a trace's `requeue` column) may be
+// stopped, only after min_run_s (Slurm's PreemptExemptTime: a task makes some progress
+// between preemptions), never the head's own user's. Among those allowed: the most over-served
+// user's (largest (A_V - r_v) / S_V), then the attempt started last (the least work since its
+// start is lost), then the highest task id.
+// One attempt per round: the caller schedules again, and the head may fit by then.
+
+#include <optional>
+#include <span>
+#include <string>
+
+#include "core/fair_share.h"
+#include "core/task.h"
+
+namespace carma {
+
+struct PreemptionConfig {
+    bool enabled = false;
+    double min_run_s = 600;
+    double margin = 0;
+};
+
+// A running attempt the rule may consider.
+struct RunningAttempt {
+    TaskId task = 0;
+    std::string user;
+    double started_s = 0;    // when this attempt was placed
+    double charge_rate = 0;  // GPUs' worth it is charged per second now (all its GPUs)
+    bool requeue = false;    // it opted in to being stopped and queued again
+};
+
+// The head that waits: its user and the GPUs' worth it is expected to be charged per second
+// (expected_charge_rate of its learned figures).
+struct PreemptionAsk {
+    std::string user;
+    double expected_rate = 1;
+};
+
+// The attempt to stop, if the rule allows one. `shares`: every user's effective shares
+// (build_share_table); a user missing from it has default_shares.
+std::optional<TaskId> choose_preemption_victim(const PreemptionAsk& head,
+                                               std::span<const RunningAttempt> running,
+                                               const ShareTable& shares, double now,
+                                               const PreemptionConfig& config,
+                                               double default_shares = 1);
+
+}  // namespace carma

@@ -1,0 +1,89 @@
+// Fair-share preemption (core/preemption.h): the rule that lets an under-served user's waiting
+// head take the place of an over-served user's running attempt, and only until the two are even.
+
+#include <optional>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/preemption.h"
+
+namespace carma {
+namespace {
+
+constexpr double kNow = 10000;
+
+PreemptionConfig on() {
+    PreemptionConfig c;
+    c.enabled = true;
+    c.min_run_s = 600;
+    return c;
+}
+
+RunningAttempt attempt(TaskId id, const char* user, double started_s, double rate = 1,
+                       bool requeue = true) {
+    return RunningAttempt{id, user, started_s, rate, requeue};
+}
+
+// This test verifies the swap rule: bob holds three GPUs' worth and alice none, so her head
+// (one GPU's worth) may take the place of bob's attempt started last; once she holds one and
+// bob two, taking another would leave her above him, so nothing is stopped (no ping-pong).
+TEST(PreemptionTest, StopsTheOverServedUntilEven) {
+    const std::vector<RunningAttempt> three{attempt(1, "bob", 0), attempt(2, "bob", 500),
+                                            attempt(3, "bob", 100)};
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, three, {}, kNow, on()), TaskId{2});
+    const std::vector<RunningAttempt> after{attempt(1, "bob", 0), attempt(3, "bob", 100),
+                                            attempt(4, "alice", kNow)};
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, after, {}, kNow, on()), std::nullopt);
+    // Nor may bob take it back.
+    EXPECT_EQ(choose_preemption_victim({"bob", 1}, after, {}, kNow, on()), std::nullopt);
+}
+
+// This test verifies what may never be stopped: an attempt that did not opt in, one younger
+// than min_run_s, one of the head's own user; and nothing at all while preemption is off.
+TEST(PreemptionTest, OnlyOptedInAttemptsPastTheirMinimumRun) {
+    const std::vector<RunningAttempt> young{attempt(1, "bob", kNow - 60), attempt(2, "bob", 0),
+                                            attempt(3, "bob", 0, 1, false)};
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, young, {}, kNow, on()), TaskId{2});
+    const std::vector<RunningAttempt> none{attempt(1, "bob", kNow - 60),
+                                           attempt(3, "bob", 0, 1, false),
+                                           attempt(4, "bob", kNow - 599)};
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, none, {}, kNow, on()), std::nullopt);
+    const std::vector<RunningAttempt> own{attempt(1, "alice", 0), attempt(2, "alice", 0)};
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, own, {}, kNow, on()), std::nullopt);
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, young, {}, kNow, PreemptionConfig{}),
+              std::nullopt);
+}
+
+// This test verifies that shares weigh the allocations: bob holds three GPUs' worth; with two
+// shares against alice's one he is left at (3 - 1) / 2 = 1, even with her 1 / 1 (allowed); with
+// three shares at 2 / 3, below her, so he keeps it.
+TEST(PreemptionTest, SharesWeighTheAllocations) {
+    const std::vector<RunningAttempt> three{attempt(1, "bob", 0), attempt(2, "bob", 0),
+                                            attempt(3, "bob", 0)};
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, three, {{"bob", 2}}, kNow, on()), TaskId{3});
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, three, {{"bob", 3}}, kNow, on()),
+              std::nullopt);
+    // A user of no shares takes nothing by preemption.
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, three, {{"alice", 0}}, kNow, on()),
+              std::nullopt);
+}
+
+// This test verifies the choice among users and rates: the most over-served user gives way
+// first, and a task that is charged a small fraction of a GPU frees little, so a head expected to
+// take a whole GPU may not stop it when that would leave its user below the head's.
+TEST(PreemptionTest, MostOverServedUserFirst) {
+    const std::vector<RunningAttempt> two_users{attempt(1, "bob", 0),   attempt(2, "bob", 0),
+                                                attempt(3, "carol", 0), attempt(4, "carol", 0),
+                                                attempt(5, "carol", 0), attempt(6, "carol", 50)};
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, two_users, {}, kNow, on()), TaskId{6});
+    // dave holds 1.2 GPUs' worth in two attempts; stopping his 0.2 leaves him at 1.0, and
+    // alice's head (0.5 expected) would bring her to 0.5: allowed. A head expected at 1.1 is not.
+    const std::vector<RunningAttempt> fractions{attempt(7, "dave", 0, 1.0),
+                                                attempt(8, "dave", 100, 0.2)};
+    EXPECT_EQ(choose_preemption_victim({"alice", 0.5}, fractions, {}, kNow, on()), TaskId{8});
+    EXPECT_EQ(choose_preemption_victim({"alice", 1.1}, fractions, {}, kNow, on()), std::nullopt);
+}
+
+}  // namespace
+}  // namespace carma
