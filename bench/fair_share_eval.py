@@ -14,7 +14,11 @@ the seeds. Prints Markdown.
    what the GPUs can run alone); over every 1-, 2- and 4-h window in which all four have a task
    waiting throughout, each user's share of the GPU-hours charged in it (goal: 25 % +- 10 %, i.e.
    +-2.5 points), and each user's share of everything charged so far at every hour. Fair share
-   as it ships against Slurm's classic factor (--fair-share-horizon 0s) and fair share off.
+   as it ships against Slurm's classic factor (--fair-share-horizon 0s) and fair share off; then
+   with fair-share preemption (every task opts in with `requeue`, checkpoints every 10 min of
+   work): with the default 7-day half-life, and with a 1-h one (`--fair-share-half-life 1h`),
+   at preemption margins 0 and 0.25, and the 1-h half-life alone, with what they cost
+   (makespan against fair share as it ships, preemptions per task).
 3. --exclusive: a fifth of the tasks of a busy trace exclusive; no attempt of one overlaps another
    attempt on a GPU it holds (goal: never).
 4. --max-slowdown 1.3: a third of the tasks of a busy trace carry it; p95 of their observed
@@ -197,7 +201,17 @@ def four_users(cat, tmp):
     # Fair share as it ships (the factor counts running tasks' charge an hour ahead), Slurm's
     # classic factor (usage alone: --fair-share-horizon 0s) and no fair share.
     variants = {"on": [], "classic": ["--fair-share-horizon", "0s"], "off": ["--fair-share", "off"]}
+    # Fair-share preemption (core/preemption.h): every task opts in (the trace's requeue column).
+    preempting = {
+        "1 h, no preemption": ["--fair-share-half-life", "1h"],
+        "7 d, preemption": ["--preempt", "on"],
+        "1 h, preemption": ["--preempt", "on", "--fair-share-half-life", "1h"],
+        "1 h, preemption, margin 0.25": ["--preempt", "on", "--fair-share-half-life", "1h",
+                             "--preempt-margin", "0.25"],
+    }
+    variants.update(preempting)
     results = {v: [] for v in variants}
+    costs = {v: [] for v in preempting}
     for seed in SEEDS:
         rng = random.Random(100 + seed)
         entries = []
@@ -208,13 +222,18 @@ def four_users(cat, tmp):
                 if t >= 24 * 3600:
                     break
                 entries.append({"submit_offset_s": int(t), "task_name": rng.choice(cat)[0],
-                                "user": user})
+                                "user": user, "requeue": "1", "checkpoint_s": "600"})
         path = os.path.join(tmp, f"four-{seed}.csv")
-        entries = write_trace(path, entries, ["user"])
+        entries = write_trace(path, entries, ["user", "requeue", "checkpoint_s"])
+        makespan = {}
         for name, extra in variants.items():
             with tempfile.TemporaryDirectory() as report:
                 r, rows = simulate(path, seed, ["--report", report] + extra)
             results[name].append(window_shares(r, rows, entries, windows))
+            makespan[name] = r["makespan_s"]
+            if name in costs:
+                costs[name].append((r["makespan_s"] / makespan["on"], r["preemptions"] / len(rows),
+                                    r["oom_crashes"]))
     print(f"\n### Four users of equal shares, 24 h (offered load {LOAD}x what the GPUs run "
           "alone)\n")
     print("Each cell: fair share as it ships; in brackets Slurm's classic factor "
@@ -229,6 +248,22 @@ def four_users(cat, tmp):
                  for w in windows]
         print(f"| {seed} | " + " | ".join(cells) +
               f" | {on[2]:.1f} ({classic[2]:.1f}, {off[2]:.1f}) |")
+    print("\nA shorter half-life and fair-share preemption (every task opts in; checkpoints every "
+          "10 min of work). Each cell: median over the seeds (worst seed).\n")
+    print("| half-life, preemption | worst 1-h window (points) | worst 4-h window (points) | "
+          "cumulative, hours 3-24 (points) | makespan / fair share as it ships | preemptions per task | OOM |")
+    print("|---|---|---|---|---|---|---|")
+    for name in preempting:
+        cells = []
+        for values in ([x[0][1] for x in results[name]], [x[0][4] for x in results[name]],
+                       [x[2] for x in results[name]]):
+            cells.append(f"{median(values):.1f} ({max(values):.1f})")
+        ratio = [c[0] for c in costs[name]]
+        per_task = [c[1] for c in costs[name]]
+        cells.append(f"{median(ratio):.3f} ({max(ratio):.3f})")
+        cells.append(f"{median(per_task):.2f} ({max(per_task):.2f})")
+        cells.append(f"{sum(c[2] for c in costs[name])}")
+        print(f"| {name} | " + " | ".join(cells) + " |")
     m1, m4 = ({v: median([x[0][w] for x in results[v] if x[0][w] == x[0][w]]) for v in variants}
               for w in (1, 4))
     mc = {v: median([x[2] for x in results[v]]) for v in variants}
@@ -240,7 +275,13 @@ def four_users(cat, tmp):
              m4["on"] <= 2.5),
             ("four users: worst cumulative share off 25 % (points)",
              "<= 2.5 (±10 % of 25 %)", f"{mc['on']:.1f} (classic {mc['classic']:.1f})",
-             mc["on"] <= 2.5)]
+             mc["on"] <= 2.5),
+            ("four users, preemption, 1-h half-life: worst 1-h window (points)",
+             "<= 2.5 (±10 % of 25 %)", f"{m1['1 h, preemption']:.1f}",
+             m1["1 h, preemption"] <= 2.5),
+            ("four users, preemption, 1-h half-life: worst 4-h window (points)",
+             "<= 2.5 (±10 % of 25 %)", f"{m4['1 h, preemption']:.1f}",
+             m4["1 h, preemption"] <= 2.5)]
 
 
 def busy_trace(cat, seed, column, share, value):
