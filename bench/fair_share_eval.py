@@ -9,7 +9,7 @@ the seeds. Prints Markdown.
 1. Flood: user `flood` submits 200 tasks at t = 0; users a, b and c 20 each at uniform random
    times over 6 h. Fair share on against off: the light users' mean wait (goal <= 0.25x), their
    mean slowdowns within 1.3x of each other (max / min, with fair share), makespan (<= 1.05x),
-   out-of-memory crashes (0).
+   out-of-memory crashes (0); the same with fair-share preemption (every task opts in).
 2. Four users of equal shares, 24 h: each submits at the same Poisson rate (together LOAD = 3x
    what the GPUs can run alone); over every 1-, 2- and 4-h window in which all four have a task
    waiting throughout, each user's share of the GPU-hours charged in it (goal: 25 % +- 10 %, i.e.
@@ -103,6 +103,12 @@ def flood(cat, tmp):
         alone_path = os.path.join(tmp, f"light-{seed}.csv")
         write_trace(alone_path, [e for e in entries if e["user"] != "flood"], ["user"])
         alone, _ = simulate(alone_path, seed, ["--fair-share", "on"])
+        # With fair-share preemption: every task opts in, checkpoints every 10 min of work.
+        preempt_path = os.path.join(tmp, f"flood-requeue-{seed}.csv")
+        write_trace(preempt_path, [dict(e, requeue="1", checkpoint_s="600") for e in entries],
+                    ["user", "requeue", "checkpoint_s"])
+        pre, _ = simulate(preempt_path, seed, ["--fair-share", "on", "--preempt", "on"])
+        w_pre, _, _ = light(pre)
         users = {u["user"]: u for u in alone["per_user"]}
         w_alone = sum(users[u]["mean_wait_s"] * users[u]["completed"] for u in "abc") / sum(
             users[u]["completed"] for u in "abc")
@@ -115,7 +121,10 @@ def flood(cat, tmp):
                      "makespan_off_h": off["makespan_s"] / 3600,
                      "makespan_ratio": on["makespan_s"] / off["makespan_s"],
                      "oom_on": on["oom_crashes"], "oom_off": off["oom_crashes"],
-                     "jain_on": on["jain_index"], "jain_off": off["jain_index"]})
+                     "jain_on": on["jain_index"], "jain_off": off["jain_index"],
+                     "wait_ratio_pre": w_pre / w_off if w_off > 0 else float("nan"),
+                     "makespan_ratio_pre": pre["makespan_s"] / off["makespan_s"],
+                     "preemptions": pre["preemptions"], "oom_pre": pre["oom_crashes"]})
     print("### Flood: 200 tasks of `flood` at t = 0, 20 each of a, b, c over 6 h\n")
     print("| seed | light mean wait on / off (h) | ratio | light users alone (h) | "
           "light slowdown max/min on (off) | "
@@ -130,8 +139,16 @@ def flood(cat, tmp):
               f"{r['makespan_on_h']:.2f} / {r['makespan_off_h']:.2f} | "
               f"{r['makespan_ratio']:.3f} | {r['oom_on']} / {r['oom_off']} | "
               f"{r['jain_on']:.3f} / {r['jain_off']:.3f} |")
+    print("\nWith fair-share preemption (`--preempt on`, every task opts in, checkpoints every "
+          "10 min of work), against fair share off:\n")
+    print("| seed | light mean wait ratio | makespan ratio | preemptions | OOM |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['seed']} | {r['wait_ratio_pre']:.3f} | {r['makespan_ratio_pre']:.3f} | "
+              f"{r['preemptions']} | {r['oom_pre']} |")
     m = {k: median([r[k] for r in rows]) for k in
-         ("wait_ratio", "spread_on", "makespan_ratio", "oom_on")}
+         ("wait_ratio", "spread_on", "makespan_ratio", "oom_on", "wait_ratio_pre",
+          "makespan_ratio_pre")}
     return [
         ("flood: light users' mean wait, on / off", "<= 0.25", f"{m['wait_ratio']:.3f}",
          m["wait_ratio"] <= 0.25),
@@ -140,6 +157,10 @@ def flood(cat, tmp):
         ("flood: makespan, on / off", "<= 1.05", f"{m['makespan_ratio']:.3f}",
          m["makespan_ratio"] <= 1.05),
         ("flood: OOM crashes (on)", "0", f"{m['oom_on']:g}", m["oom_on"] == 0),
+        ("flood, preemption: light users' mean wait / off", "<= 0.25",
+         f"{m['wait_ratio_pre']:.3f}", m["wait_ratio_pre"] <= 0.25),
+        ("flood, preemption: makespan / off", "<= 1.05", f"{m['makespan_ratio_pre']:.3f}",
+         m["makespan_ratio_pre"] <= 1.05),
     ]
 
 

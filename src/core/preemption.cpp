@@ -31,7 +31,8 @@ std::optional<TaskId> choose_preemption_victim(const PreemptionAsk& head,
     // (victim user's allocation after the swap, start, id): the largest wins.
     std::tuple<double, double, TaskId> best{};
     for (const RunningAttempt& a : running) {
-        if (!a.requeue || a.user == head.user || now - a.started_s < config.min_run_s) {
+        if (!a.requeue || !a.makes_room || a.user == head.user ||
+            now - a.started_s < config.min_run_s) {
             continue;
         }
         const double s = shares_of(a.user);

@@ -86,6 +86,7 @@ struct SimTask {
     bool requeue = false;
     double checkpoint_s = 0;
     double kept_work = 0;
+    bool made_room = false;  // it stopped a task to make room and has not started since
     TaskRecord record;
 };
 

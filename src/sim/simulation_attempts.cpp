@@ -43,6 +43,7 @@ void Simulation::dispatch(std::size_t i, const std::vector<int>& gpus) {
     }
     before_change(touched);
     t.phase = Phase::Starting;
+    t.made_room = false;
     mark_queued(i, false);
     t.gpus = gpus;
     t.record.gpu_ids = gpus;

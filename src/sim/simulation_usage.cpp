@@ -12,6 +12,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/carma.h"
 #include "sim/simulation.h"
 
 namespace carma::sim::engine {
@@ -95,21 +96,50 @@ void Simulation::update_standings() {
 }
 
 void Simulation::maybe_preempt(TaskId head) {
+    if (tasks_[static_cast<std::size_t>(head)].made_room) {
+        return;
+    }
+    const SimTask& h = tasks_[static_cast<std::size_t>(head)];
+    // Whether the head could start on GPU g once task i has left it: an idle GPU for a head that
+    // needs one, else room for its learned need beside the others' (unknown: the whole GPU).
+    const CarmaNeed need = carma_need(h.spec, false, config_.scheduler.placement);
+    auto room_without = [&](std::size_t g, std::size_t i) {
+        MiB committed = 0;
+        std::size_t others = 0;
+        for (std::size_t j : gpus_[g].residents) {
+            if (j != i) {
+                ++others;
+                const auto& n = tasks_[j].spec.learned.need_mib;
+                committed += n ? *n : config_.gpus.type.usable_mib;
+            }
+        }
+        if (others == 0) {
+            return true;
+        }
+        return !need.idle_only &&
+               config_.gpus.type.usable_mib - kFreeMemoryReserveMiB - committed >=
+                   need.min_available_mib;
+    };
     std::vector<RunningAttempt> running;
     for (std::size_t i = 0; i < tasks_.size(); ++i) {
         const SimTask& t = tasks_[i];
         if (t.phase == Phase::Active || t.phase == Phase::Starting) {
-            running.push_back(RunningAttempt{
-                static_cast<TaskId>(i), t.spec.user, t.dispatched_at,
-                t.phase == Phase::Active ? t.charge_rate : expected_rate(t), t.requeue});
+            bool makes_room = t.gpus.size() >= static_cast<std::size_t>(std::max(h.spec.gpus, 1));
+            for (int g : t.gpus) {
+                makes_room = makes_room && room_without(static_cast<std::size_t>(g), i);
+            }
+            running.push_back(
+                RunningAttempt{static_cast<TaskId>(i), t.spec.user, t.dispatched_at,
+                               t.phase == Phase::Active ? t.charge_rate : expected_rate(t),
+                               t.requeue, makes_room});
         }
     }
-    const SimTask& h = tasks_[static_cast<std::size_t>(head)];
     const PreemptionAsk ask{
         h.spec.user,
         expected_charge_rate(h.spec.learned, config_.gpus.type.usable_mib, std::max(h.spec.gpus, 1),
                              pays_whole_gpu(h.spec, config_.scheduler.policy))};
     if (auto victim = choose_preemption_victim(ask, running, shares_, now_, config_.preemption)) {
+        tasks_[static_cast<std::size_t>(head)].made_room = true;
         preempt(static_cast<std::size_t>(*victim));
     }
 }

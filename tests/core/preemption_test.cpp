@@ -21,8 +21,8 @@ PreemptionConfig on() {
 }
 
 RunningAttempt attempt(TaskId id, const char* user, double started_s, double rate = 1,
-                       bool requeue = true) {
-    return RunningAttempt{id, user, started_s, rate, requeue};
+                       bool requeue = true, bool makes_room = true) {
+    return RunningAttempt{id, user, started_s, rate, requeue, makes_room};
 }
 
 // This test verifies the swap rule: bob holds three GPUs' worth and alice none, so her head
@@ -40,14 +40,15 @@ TEST(PreemptionTest, StopsTheOverServedUntilEven) {
 }
 
 // This test verifies what may never be stopped: an attempt that did not opt in, one younger
-// than min_run_s, one of the head's own user; and nothing at all while preemption is off.
+// than min_run_s, one whose end would not let the head start, one of the head's own user; and
+// nothing at all while preemption is off.
 TEST(PreemptionTest, OnlyOptedInAttemptsPastTheirMinimumRun) {
     const std::vector<RunningAttempt> young{attempt(1, "bob", kNow - 60), attempt(2, "bob", 0),
                                             attempt(3, "bob", 0, 1, false)};
     EXPECT_EQ(choose_preemption_victim({"alice", 1}, young, {}, kNow, on()), TaskId{2});
-    const std::vector<RunningAttempt> none{attempt(1, "bob", kNow - 60),
-                                           attempt(3, "bob", 0, 1, false),
-                                           attempt(4, "bob", kNow - 599)};
+    const std::vector<RunningAttempt> none{
+        attempt(1, "bob", kNow - 60), attempt(3, "bob", 0, 1, false), attempt(4, "bob", kNow - 599),
+        attempt(5, "bob", 0, 1, true, false)};
     EXPECT_EQ(choose_preemption_victim({"alice", 1}, none, {}, kNow, on()), std::nullopt);
     const std::vector<RunningAttempt> own{attempt(1, "alice", 0), attempt(2, "alice", 0)};
     EXPECT_EQ(choose_preemption_victim({"alice", 1}, own, {}, kNow, on()), std::nullopt);
