@@ -342,5 +342,25 @@ TEST(FairShareSimTest, PreemptionLetsTheUnderServedIn) {
     }
 }
 
+// This test verifies that a task is stopped only where its end lets the head start: on 4 GPUs
+// bob's four exclusive one-GPU tasks run; alice's two-GPU task arrives. The rule would allow a
+// swap (alice at 2 GPUs' worth against bob's 3), but no one task of bob's frees two GPUs, so none
+// is stopped and alice waits for two to free.
+TEST(FairShareSimTest, PreemptionOnlyWhereTheHeadCanStart) {
+    std::string csv = "submit_offset_s,task_name,user,exclusive,requeue,checkpoint_s\n";
+    for (int i = 0; i < 4; ++i) {
+        csv += fmt::format("{},Inception,bob,1,1,600\n", i);
+    }
+    csv += "1000,xlnet_base_cased_2,alice,1,,\n";
+    const Trace trace = *parse_trace(csv, "room");
+    SimConfig c = config_for("carma");
+    c.gpus = *model::parse_gpu_set("4xA100-40GB");
+    c.preemption.enabled = true;
+    const PolicyResult r = simulate(trace, model::Catalog::embedded(), c);
+    EXPECT_EQ(r.tasks_completed, 5);
+    EXPECT_EQ(r.preemptions, 0);
+    EXPECT_GT(r.tasks.at(4).first_start_s, 3000.0) << "alice waits for two GPUs to free";
+}
+
 }  // namespace
 }  // namespace carma::sim
