@@ -32,7 +32,7 @@ std::optional<TaskId> choose_preemption_victim(const PreemptionAsk& head,
     std::tuple<double, double, TaskId> best{};
     for (const RunningAttempt& a : running) {
         if (!a.requeue || !a.makes_room || a.user == head.user ||
-            now - a.started_s < config.min_run_s) {
+            now - a.started_s < config.min_run_s || a.requeued_priority >= head.priority) {
             continue;
         }
         const double s = shares_of(a.user);

@@ -15,7 +15,8 @@
 //     (A_H + r_head) / S_H <= (A_V - r_v) / S_V
 // so V could never take it back by the same rule, and preemptions stop once the two are even
 // (no ping-pong). Only attempts that opted in (`--requeue`; a trace's `requeue` column) and whose
-// end would let the head start where they run may be stopped, only after min_run_s (Slurm's
+// end would let the head start where they run, and that would wait behind the head once queued
+// again, may be stopped, only after min_run_s (Slurm's
 // PreemptExemptTime: a task makes some progress between preemptions), never the head's own user's.
 // Among those allowed: the most over-served user's (largest (A_V - r_v) / S_V), then the attempt
 // started last (the least work since its start is lost), then the highest task id. One attempt per
@@ -24,6 +25,7 @@
 // the GPU's co-runners predict too little gain; without this guard the stopped task backfilled its
 // own place and was stopped again, up to 26 times in a flood).
 
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -46,10 +48,14 @@ struct RunningAttempt {
     double started_s = 0;    // when this attempt was placed
     double charge_rate = 0;  // GPUs' worth it is charged per second now (all its GPUs)
     bool requeue = false;    // it opted in to being stopped and queued again
-    // Stopping it would let the head start where it ran (the caller's judgement: memory, and an
-    // idle GPU for a head that needs one). Stopping a task that makes no room for the head only
-    // hands its place to a task behind: in a flood, 200-1,275 preemptions for 260 tasks.
+    // Stopping it would let the head start (the caller's judgement: the simulator asks
+    // core/carma_probe.h with the task taken out). Stopping a task that makes no room for the
+    // head only hands its place to a task behind: in a flood, 41-603 preemptions for 260 tasks.
     bool makes_room = true;
+    // The priority it would wait at if queued again now (core/fair_share.h's task_priority, its
+    // bounded wait starting over). It must come after the head's: a stopped task that went first
+    // took its own place back (in a flood, up to 4,134 preemptions for 260 tasks).
+    double requeued_priority = -std::numeric_limits<double>::infinity();
 };
 
 // The head that waits: its user and the GPUs' worth it is expected to be charged per second
@@ -57,6 +63,7 @@ struct RunningAttempt {
 struct PreemptionAsk {
     std::string user;
     double expected_rate = 1;
+    double priority = std::numeric_limits<double>::infinity();  // its P as it waits
 };
 
 // The attempt to stop, if the rule allows one. `shares`: every user's effective shares

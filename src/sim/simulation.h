@@ -130,6 +130,8 @@ private:
     void handle(const Event& e);
     void tick(double t);
     void give_up_waiting();
+    // What carma plans with of a resident: its own learned figures (fixed while it runs).
+    ResidentView resident_view(std::size_t i) const;
 
     // --- what happens to a task (simulation_attempts.cpp) ----------------------------------------
     void arrive(std::size_t i);
@@ -202,8 +204,10 @@ private:
     // Before a tick of a run with several users: charges every running attempt up to now and
     // gives the scheduler every user's fair-share factor.
     void update_standings();
-    // After a round that left `head` waiting: stops the attempt core/preemption.h chooses, if any.
+    // After a round that left `head` waiting: stops the attempt core/preemption.h chooses, if any,
+    // where core/carma_probe.h says the head would then start.
     void maybe_preempt(TaskId head);
+    bool head_would_start_without(std::size_t head, std::size_t victim);
     void preempt(std::size_t i);
     void note_user(const std::string& user);
 

@@ -10,9 +10,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
-#include "core/carma.h"
+#include "core/carma_probe.h"
 #include "sim/simulation.h"
 
 namespace carma::sim::engine {
@@ -96,52 +97,73 @@ void Simulation::update_standings() {
 }
 
 void Simulation::maybe_preempt(TaskId head) {
-    if (tasks_[static_cast<std::size_t>(head)].made_room) {
+    const auto h = static_cast<std::size_t>(head);
+    if (tasks_[h].made_room) {
         return;
     }
-    const SimTask& h = tasks_[static_cast<std::size_t>(head)];
-    // Whether the head could start on GPU g once task i has left it: an idle GPU for a head that
-    // needs one, else room for its learned need beside the others' (unknown: the whole GPU).
-    const CarmaNeed need = carma_need(h.spec, false, config_.scheduler.placement);
-    auto room_without = [&](std::size_t g, std::size_t i) {
-        MiB committed = 0;
-        std::size_t others = 0;
-        for (std::size_t j : gpus_[g].residents) {
-            if (j != i) {
-                ++others;
-                const auto& n = tasks_[j].spec.learned.need_mib;
-                committed += n ? *n : config_.gpus.type.usable_mib;
-            }
-        }
-        if (others == 0) {
-            return true;
-        }
-        return !need.idle_only &&
-               config_.gpus.type.usable_mib - kFreeMemoryReserveMiB - committed >=
-                   need.min_available_mib;
-    };
+    const UserStandings& standings = scheduler_.standings();
+    const CarmaConfig& cc = config_.scheduler.carma;
+    const PriorityWeights weights{cc.fair_share_weight, cc.age_weight};
     std::vector<RunningAttempt> running;
     for (std::size_t i = 0; i < tasks_.size(); ++i) {
         const SimTask& t = tasks_[i];
         if (t.phase == Phase::Active || t.phase == Phase::Starting) {
-            bool makes_room = t.gpus.size() >= static_cast<std::size_t>(std::max(h.spec.gpus, 1));
-            for (int g : t.gpus) {
-                makes_room = makes_room && room_without(static_cast<std::size_t>(g), i);
-            }
-            running.push_back(
-                RunningAttempt{static_cast<TaskId>(i), t.spec.user, t.dispatched_at,
-                               t.phase == Phase::Active ? t.charge_rate : expected_rate(t),
-                               t.requeue, makes_room});
+            const auto standing = standings.find(t.spec.user);
+            const double factor = standing != standings.end() ? standing->second.factor : 1;
+            running.push_back(RunningAttempt{
+                static_cast<TaskId>(i), t.spec.user, t.dispatched_at,
+                t.phase == Phase::Active ? t.charge_rate : expected_rate(t), t.requeue, true,
+                task_priority(weights, factor, false, t.spec.nice)});
         }
     }
+    const SimTask& ht = tasks_[h];
     const PreemptionAsk ask{
-        h.spec.user,
-        expected_charge_rate(h.spec.learned, config_.gpus.type.usable_mib, std::max(h.spec.gpus, 1),
-                             pays_whole_gpu(h.spec, config_.scheduler.policy))};
-    if (auto victim = choose_preemption_victim(ask, running, shares_, now_, config_.preemption)) {
-        tasks_[static_cast<std::size_t>(head)].made_room = true;
-        preempt(static_cast<std::size_t>(*victim));
+        ht.spec.user,
+        expected_charge_rate(ht.spec.learned, config_.gpus.type.usable_mib,
+                             std::max(ht.spec.gpus, 1),
+                             pays_whole_gpu(ht.spec, config_.scheduler.policy)),
+        scheduler_.priority(head, now_).value_or(std::numeric_limits<double>::infinity())};
+    // The rule's choice, unless the head would still not start without it: then the next one.
+    for (std::size_t tries = 0; tries < running.size(); ++tries) {
+        const auto victim =
+            choose_preemption_victim(ask, running, shares_, now_, config_.preemption);
+        if (!victim) {
+            return;
+        }
+        if (head_would_start_without(h, static_cast<std::size_t>(*victim))) {
+            tasks_[h].made_room = true;
+            preempt(static_cast<std::size_t>(*victim));
+            return;
+        }
+        for (RunningAttempt& a : running) {
+            a.makes_room = a.makes_room && a.task != *victim;
+        }
     }
+}
+
+bool Simulation::head_would_start_without(std::size_t head, std::size_t victim) {
+    std::vector<GpuView> views = views_;
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+        GpuView& v = views[g];
+        v.locked = scheduler_.warmup().locked(static_cast<int>(g), now_);
+        v.residents.clear();
+        v.has_processes = false;
+        for (std::size_t i : gpus_[g].residents) {
+            if (i != victim) {
+                v.residents.push_back(resident_view(i));
+                v.has_processes = v.has_processes || tasks_[i].phase == Phase::Active;
+            }
+        }
+        if (std::find(gpus_[g].residents.begin(), gpus_[g].residents.end(), victim) !=
+                gpus_[g].residents.end() &&
+            tasks_[victim].phase == Phase::Active) {
+            // What the monitor will read once its memory is freed.
+            v.stats.available_mib +=
+                static_cast<MiB>(model::memory_at(resident_memory(victim), now_));
+        }
+    }
+    return carma_would_start(config_.scheduler.policy, tasks_[head].spec, views,
+                             config_.scheduler.placement, config_.scheduler.carma);
 }
 
 void Simulation::preempt(std::size_t i) {
@@ -163,12 +185,12 @@ void Simulation::preempt(std::size_t i) {
     ++preemptions_;
     end_span(t.record, AttemptOutcome::Preempted);
     scheduler_.task_exited(static_cast<TaskId>(i));
-    // Queued again as submitted: its bounded wait and its place among its user's tasks count
-    // from its submission.
+    // Queued again now: its bounded wait starts over, so it waits behind the head it made room
+    // for (core/preemption.h).
     t.phase = Phase::Queued;
     t.queued_at = now_;
     learn(i);
-    scheduler_.enqueue(static_cast<TaskId>(i), t.spec, t.record.submit_s);
+    scheduler_.enqueue(static_cast<TaskId>(i), t.spec, now_);
     mark_queued(i, true);
     after_change(gpus);
     request_tick(now_);

@@ -200,14 +200,7 @@ void Simulation::tick(double t) {
             gpu.residents_changed = false;
             v.residents.clear();
             for (std::size_t i : gpu.residents) {
-                const SimTask& r = tasks_[i];
-                const Learned& l = r.spec.learned;
-                v.residents.push_back(ResidentView{
-                    static_cast<TaskId>(i), l.activity.value_or(config_.knowledge.default_activity),
-                    l.need_mib,
-                    l.duration_s ? std::optional<double>(r.dispatched_at + *l.duration_s)
-                                 : std::nullopt,
-                    r.spec.exclusive, r.spec.max_slowdown});
+                v.residents.push_back(resident_view(i));
             }
         }
     }
@@ -244,6 +237,18 @@ void Simulation::tick(double t) {
     if (auto change = scheduler_.next_order_change(t)) {
         next_tick_ = std::min(next_tick_, std::max(t + 1, std::ceil(*change)));
     }
+}
+
+ResidentView Simulation::resident_view(std::size_t i) const {
+    const SimTask& r = tasks_[i];
+    const Learned& l = r.spec.learned;
+    return ResidentView{
+        static_cast<TaskId>(i),
+        l.activity.value_or(config_.knowledge.default_activity),
+        l.need_mib,
+        l.duration_s ? std::optional<double>(r.dispatched_at + *l.duration_s) : std::nullopt,
+        r.spec.exclusive,
+        r.spec.max_slowdown};
 }
 
 void Simulation::give_up_waiting() {

@@ -86,5 +86,22 @@ TEST(PreemptionTest, MostOverServedUserFirst) {
     EXPECT_EQ(choose_preemption_victim({"alice", 1.1}, fractions, {}, kNow, on()), std::nullopt);
 }
 
+// This test verifies that a task that would go before the head once queued again is never
+// stopped: it would take its own place back. bob's attempt would wait at priority 6000 against
+// alice's head at 5000; carol's at 4000 may give way.
+TEST(PreemptionTest, NeverOneThatWouldGoFirst) {
+    RunningAttempt bob = attempt(1, "bob", 0);
+    bob.requeued_priority = 6000;
+    RunningAttempt bob2 = attempt(2, "bob", 0);
+    bob2.requeued_priority = 6000;
+    RunningAttempt carol = attempt(3, "carol", 0);
+    carol.requeued_priority = 4000;
+    RunningAttempt carol2 = attempt(4, "carol", 0);
+    carol2.requeued_priority = 4000;
+    const std::vector<RunningAttempt> running{bob, bob2, carol, carol2};
+    EXPECT_EQ(choose_preemption_victim({"alice", 1, 5000}, running, {}, kNow, on()), TaskId{4});
+    EXPECT_EQ(choose_preemption_victim({"alice", 1, 3000}, running, {}, kNow, on()), std::nullopt);
+}
+
 }  // namespace
 }  // namespace carma

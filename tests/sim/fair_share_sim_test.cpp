@@ -344,8 +344,9 @@ TEST(FairShareSimTest, PreemptionLetsTheUnderServedIn) {
 
 // This test verifies that a task is stopped only where its end lets the head start: on 4 GPUs
 // bob's four exclusive one-GPU tasks run; alice's two-GPU task arrives. The rule would allow a
-// swap (alice at 2 GPUs' worth against bob's 3), but no one task of bob's frees two GPUs, so none
-// is stopped and alice waits for two to free.
+// swap (alice at 2 GPUs' worth against bob's 3), but while all four GPUs are busy no one task of
+// bob's frees two, so none is stopped. Once the first of bob's tasks ends, stopping one more
+// lets her start: at most that one is stopped.
 TEST(FairShareSimTest, PreemptionOnlyWhereTheHeadCanStart) {
     std::string csv = "submit_offset_s,task_name,user,exclusive,requeue,checkpoint_s\n";
     for (int i = 0; i < 4; ++i) {
@@ -358,8 +359,13 @@ TEST(FairShareSimTest, PreemptionOnlyWhereTheHeadCanStart) {
     c.preemption.enabled = true;
     const PolicyResult r = simulate(trace, model::Catalog::embedded(), c);
     EXPECT_EQ(r.tasks_completed, 5);
-    EXPECT_EQ(r.preemptions, 0);
-    EXPECT_GT(r.tasks.at(4).first_start_s, 3000.0) << "alice waits for two GPUs to free";
+    EXPECT_LE(r.preemptions, 1);
+    double first_end = 1e18;
+    for (std::size_t i = 0; i < 4; ++i) {
+        first_end = std::min(first_end, r.tasks.at(i).spans.at(0).end_s);
+    }
+    EXPECT_GT(first_end, 3000.0);
+    EXPECT_GE(r.tasks.at(4).first_start_s, first_end) << "alice waits for a GPU to free";
 }
 
 }  // namespace
