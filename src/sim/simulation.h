@@ -140,6 +140,9 @@ private:
     void ramp_end(std::size_t i, long version);
     void complete(std::size_t i, long version);
     void oom(std::size_t g, long version);
+    // Back into the queue now, after an attempt ended without completing: the recovery queue
+    // after an out-of-memory crash, the main queue after a preemption.
+    void queue_again(std::size_t i, bool recovery);
     void end_span(TaskRecord& record, AttemptOutcome outcome) const;
     RunFacts attempt_facts(const SimTask& t, MiB peak) const;
     // A task that resumed from a checkpoint did only part of its work in this attempt: what its

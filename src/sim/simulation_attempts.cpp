@@ -163,13 +163,22 @@ void Simulation::oom(std::size_t g, long version) {
         t.phase = Phase::Failed;
         t.record.left_s = now_;
     } else {
-        t.phase = Phase::Queued;
-        t.queued_at = now_;
-        learn(i);
-        scheduler_.enqueue_recovery(static_cast<TaskId>(i), t.spec, now_);
-        mark_queued(i, true);
+        queue_again(i, true);
     }
     after_change(gpus);
+}
+
+void Simulation::queue_again(std::size_t i, bool recovery) {
+    SimTask& t = tasks_[i];
+    t.phase = Phase::Queued;
+    t.queued_at = now_;
+    learn(i);
+    if (recovery) {
+        scheduler_.enqueue_recovery(static_cast<TaskId>(i), t.spec, now_);
+    } else {
+        scheduler_.enqueue(static_cast<TaskId>(i), t.spec, now_);
+    }
+    mark_queued(i, true);
 }
 
 double Simulation::resumed_scale(const SimTask& t) {

@@ -187,11 +187,7 @@ void Simulation::preempt(std::size_t i) {
     scheduler_.task_exited(static_cast<TaskId>(i));
     // Queued again now: its bounded wait starts over, so it waits behind the head it made room
     // for (core/preemption.h).
-    t.phase = Phase::Queued;
-    t.queued_at = now_;
-    learn(i);
-    scheduler_.enqueue(static_cast<TaskId>(i), t.spec, now_);
-    mark_queued(i, true);
+    queue_again(i, false);
     after_change(gpus);
     request_tick(now_);
 }
