@@ -288,21 +288,17 @@ def four_users(cat, tmp):
     m1, m4 = ({v: median([x[0][w] for x in results[v] if x[0][w] == x[0][w]]) for v in variants}
               for w in (1, 4))
     mc = {v: median([x[2] for x in results[v]]) for v in variants}
-    return [("four users: worst 1-h window share off 25 % (points)",
-             "<= 2.5 (±10 % of 25 %)", f"{m1['on']:.1f} (classic {m1['classic']:.1f})",
-             m1["on"] <= 2.5),
-            ("four users: worst 4-h window share off 25 % (points)",
-             "<= 2.5 (±10 % of 25 %)", f"{m4['on']:.1f} (classic {m4['classic']:.1f})",
-             m4["on"] <= 2.5),
-            ("four users: worst cumulative share off 25 % (points)",
-             "<= 2.5 (±10 % of 25 %)", f"{mc['on']:.1f} (classic {mc['classic']:.1f})",
-             mc["on"] <= 2.5),
-            ("four users, preemption, 1-h half-life: worst 1-h window (points)",
-             "<= 2.5 (±10 % of 25 %)", f"{m1['1 h, preemption']:.1f}",
-             m1["1 h, preemption"] <= 2.5),
-            ("four users, preemption, 1-h half-life: worst 4-h window (points)",
-             "<= 2.5 (±10 % of 25 %)", f"{m4['1 h, preemption']:.1f}",
-             m4["1 h, preemption"] <= 2.5)]
+    def window_goal(name, value, text):
+        return (f"four users{name} (points)", "<= 2.5 (±10 % of 25 %)", text, value <= 2.5)
+
+    return [window_goal(f": worst {what} share off 25 %", m[v],
+                        f"{m[v]:.1f} (classic {m[c]:.1f})")
+            for what, m, v, c in (("1-h window", m1, "on", "classic"),
+                                  ("4-h window", m4, "on", "classic"),
+                                  ("cumulative", mc, "on", "classic"))] + \
+           [window_goal(f", preemption, 1-h half-life: worst {what}", m["1 h, preemption"],
+                        f"{m['1 h, preemption']:.1f}")
+            for what, m in (("1-h window", m1), ("4-h window", m4))]
 
 
 def busy_trace(cat, seed, column, share, value):

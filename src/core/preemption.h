@@ -14,16 +14,15 @@
 // the swap, H's allocation would still be no larger than V's:
 //     (A_H + r_head) / S_H <= (A_V - r_v) / S_V
 // so V could never take it back by the same rule, and preemptions stop once the two are even
-// (no ping-pong). Only attempts that opted in (`--requeue`; a trace's `requeue` column) and whose
-// end would let the head start where they run, and that would wait behind the head once queued
-// again, may be stopped, only after min_run_s (Slurm's
-// PreemptExemptTime: a task makes some progress between preemptions), never the head's own user's.
-// Among those allowed: the most over-served user's (largest (A_V - r_v) / S_V), then the attempt
-// started last (the least work since its start is lost), then the highest task id. One attempt per
-// round: the caller schedules again, and the head may fit by then. A head makes room once: until it
-// starts, it stops nothing more (the room a stopped task left may still not be enough, e.g. where
-// the GPU's co-runners predict too little gain; without this guard the stopped task backfilled its
-// own place and was stopped again, up to 26 times in a flood).
+// (no ping-pong). Only an attempt with all of these may be stopped: it opted in (`--requeue`;
+// a trace's `requeue` column); it ran min_run_s (Slurm's PreemptExemptTime: a task makes some
+// progress between preemptions); it is not the head's own user's; its end would let the head
+// start (makes_room); queued again, it would wait behind the head (requeued_priority). Among
+// those: the most over-served user's (largest (A_V - r_v) / S_V), then the attempt started last
+// (the least work since its start is lost), then the highest task id.
+// One attempt per round: the caller schedules again, and the head may start by then. The caller
+// lets a head stop one task until it starts: without that guard a stopped task backfilled its
+// own place and was stopped again, up to 26 times in a flood.
 
 #include <limits>
 #include <optional>

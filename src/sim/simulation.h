@@ -148,6 +148,10 @@ private:
     // A task that resumed from a checkpoint did only part of its work in this attempt: what its
     // run time is multiplied by to stand for a whole run at the same pace (1 otherwise).
     static double resumed_scale(const SimTask& t);
+    // Seconds of solo GPU-active work a whole run does (its solo time less its start-up).
+    static double solo_work(const SimTask& t);
+    // Brings work_left up to now at the task's current speed.
+    void advance_progress(SimTask& t) const;
 
     // --- what the residents do to a GPU (simulation_devices.cpp) ---------------------------------
     // Every GPU whose rates can change when the set `changed` changes: those GPUs, plus the other

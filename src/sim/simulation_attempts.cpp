@@ -78,7 +78,7 @@ void Simulation::activate(std::size_t i, long version) {
     before_change(gpus);
     t.phase = Phase::Active;
     t.active_at = now_;
-    t.work_left = std::max(0.0, t.profile.t_solo_s - t.profile.t_start_s - t.kept_work);
+    t.work_left = std::max(0.0, solo_work(t) - t.kept_work);
     t.speed = 1;
     t.progress_at = now_;
     // The monitor sees the process at its next sample; the warm-up lock counts from there.
@@ -118,7 +118,8 @@ void Simulation::complete(std::size_t i, long version) {
     t.record.finish_s = now_;
     end_span(t.record, AttemptOutcome::Succeeded);
     // Over what this attempt had to do alone: a preempted task resumes from its checkpoint.
-    t.record.slowdown = (now_ - t.dispatched_at) / std::max(t.profile.t_solo_s - t.kept_work, 1e-9);
+    t.record.slowdown =
+        (now_ - t.dispatched_at) * resumed_scale(t) / std::max(t.profile.t_solo_s, 1e-9);
     RunFacts facts = attempt_facts(t, t.world_peak_mib);
     facts.succeeded = true;
     remember(i, facts);
@@ -179,6 +180,15 @@ void Simulation::queue_again(std::size_t i, bool recovery) {
         scheduler_.enqueue(static_cast<TaskId>(i), t.spec, now_);
     }
     mark_queued(i, true);
+}
+
+double Simulation::solo_work(const SimTask& t) {
+    return std::max(0.0, t.profile.t_solo_s - t.profile.t_start_s);
+}
+
+void Simulation::advance_progress(SimTask& t) const {
+    t.work_left = std::max(0.0, t.work_left - t.speed * (now_ - t.progress_at));
+    t.progress_at = now_;
 }
 
 double Simulation::resumed_scale(const SimTask& t) {

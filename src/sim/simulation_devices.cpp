@@ -49,8 +49,7 @@ void Simulation::after_change(const std::vector<std::size_t>& gpus) {
         SimTask& t = tasks_[i];
         account_segment(t);
         charge(t);
-        t.work_left = std::max(0.0, t.work_left - t.speed * (now_ - t.progress_at));
-        t.progress_at = now_;
+        advance_progress(t);
         double speed = 1;
         t.shared_now = false;
         t.predicted_now = 1;

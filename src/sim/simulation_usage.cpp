@@ -173,8 +173,8 @@ void Simulation::preempt(std::size_t i) {
     account_segment(t);
     charge(t);
     if (t.phase == Phase::Active) {
-        t.work_left = std::max(0.0, t.work_left - t.speed * (now_ - t.progress_at));
-        const double done = std::max(0.0, t.profile.t_solo_s - t.profile.t_start_s) - t.work_left;
+        advance_progress(t);
+        const double done = solo_work(t) - t.work_left;
         if (t.checkpoint_s > 0) {
             t.kept_work = std::floor(done / t.checkpoint_s) * t.checkpoint_s;
         }
