@@ -51,4 +51,23 @@ std::optional<TaskId> choose_preemption_victim(const PreemptionAsk& head,
     return victim;
 }
 
+std::optional<TaskId> choose_preemption(const PreemptionAsk& head,
+                                        std::vector<RunningAttempt> running,
+                                        const ShareTable& shares, double now,
+                                        const PreemptionConfig& config,
+                                        const std::function<bool(TaskId)>& head_starts_without,
+                                        double default_shares) {
+    for (std::size_t tries = 0; tries < running.size(); ++tries) {
+        const auto victim =
+            choose_preemption_victim(head, running, shares, now, config, default_shares);
+        if (!victim || head_starts_without(*victim)) {
+            return victim;
+        }
+        for (RunningAttempt& a : running) {
+            a.makes_room = a.makes_room && a.task != *victim;
+        }
+    }
+    return std::nullopt;
+}
+
 }  // namespace carma

@@ -1,8 +1,9 @@
 #pragma once
 // Fair-share preemption (issue 23): which running attempt, if any, gives way to the waiting head
-// of an under-served user. Pure: the caller (the simulator; the daemon once it can stop and
-// requeue a task) lists what runs, with each attempt's charge rate and user, and stops the one
-// chosen; the head is the scheduler's waiting head of the round.
+// of an under-served user. Pure: the caller (the simulator; the daemon, daemon_preempt.cpp) lists
+// what runs, with each attempt's charge rate and user, and stops the one chosen (the daemon:
+// SIGTERM, then SIGKILL after kill_grace_s) and queues it again; the head is the scheduler's
+// waiting head of the round.
 //
 // Without it, fair share acts only when a GPU frees: a user whose head cannot start waits for the
 // others' tasks to end, and over an hour or two one user was charged 39 % of the GPUs and
@@ -24,10 +25,12 @@
 // lets a head stop one task until it starts: without that guard a stopped task backfilled its
 // own place and was stopped again, up to 26 times in a flood.
 
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/fair_share.h"
 #include "core/task.h"
@@ -72,5 +75,16 @@ std::optional<TaskId> choose_preemption_victim(const PreemptionAsk& head,
                                                const ShareTable& shares, double now,
                                                const PreemptionConfig& config,
                                                double default_shares = 1);
+
+// The rule's choice among the attempts whose end would let the head start: the simulator and the
+// daemon both stop what this returns. `head_starts_without(v)`: whether `carma` would start the
+// head with attempt v taken out (core/carma_probe.h on the caller's views); asked of the rule's
+// choice, and where the answer is no, of its next choice, until one says yes or none is left.
+std::optional<TaskId> choose_preemption(const PreemptionAsk& head,
+                                        std::vector<RunningAttempt> running,
+                                        const ShareTable& shares, double now,
+                                        const PreemptionConfig& config,
+                                        const std::function<bool(TaskId)>& head_starts_without,
+                                        double default_shares = 1);
 
 }  // namespace carma

@@ -88,6 +88,10 @@ struct TaskSpec {
     std::optional<double> max_slowdown = {};
     // `--nice N` (Slurm's): subtracted from the task's priority; a positive N lowers it.
     int nice = 0;
+    // `--requeue` (sbatch's): CARMA may stop it (SIGTERM, then SIGKILL after the grace) to let
+    // an under-served user's task run, and queue it again (core/preemption.h); the task resumes
+    // from its own checkpoints.
+    bool requeue = false;
 };
 
 // Whether a task must have its GPUs to itself under a policy: `--exclusive`, or a slowdown bound

@@ -81,9 +81,8 @@ struct SimTask {
     double predicted_now = 1, others_now = 0, sharers_now = 0;
     // Fair share: GPUs' worth it is charged per second now (charge fraction x GPUs), since when.
     double charge_rate = 0, charged_at = 0;
-    // Preemption: whether it may be stopped and queued again, how often it saves its progress
-    // (0: never, it starts over), and the solo seconds of work saved so far.
-    bool requeue = false;
+    // Preemption (spec.requeue: it may be stopped and queued again): how often it saves its
+    // progress (0: never, it starts over), and the solo seconds of work saved so far.
     double checkpoint_s = 0;
     double kept_work = 0;
     bool made_room = false;  // it stopped a task to make room and has not started since

@@ -112,7 +112,7 @@ void Simulation::maybe_preempt(TaskId head) {
             const double factor = standing != standings.end() ? standing->second.factor : 1;
             running.push_back(RunningAttempt{
                 static_cast<TaskId>(i), t.spec.user, t.dispatched_at,
-                t.phase == Phase::Active ? t.charge_rate : expected_rate(t), t.requeue, true,
+                t.phase == Phase::Active ? t.charge_rate : expected_rate(t), t.spec.requeue, true,
                 task_priority(weights, factor, false, t.spec.nice)});
         }
     }
@@ -123,21 +123,12 @@ void Simulation::maybe_preempt(TaskId head) {
                              std::max(ht.spec.gpus, 1),
                              pays_whole_gpu(ht.spec, config_.scheduler.policy)),
         scheduler_.priority(head, now_).value_or(std::numeric_limits<double>::infinity())};
-    // The rule's choice, unless the head would still not start without it: then the next one.
-    for (std::size_t tries = 0; tries < running.size(); ++tries) {
-        const auto victim =
-            choose_preemption_victim(ask, running, shares_, now_, config_.preemption);
-        if (!victim) {
-            return;
-        }
-        if (head_would_start_without(h, static_cast<std::size_t>(*victim))) {
-            tasks_[h].made_room = true;
-            preempt(static_cast<std::size_t>(*victim));
-            return;
-        }
-        for (RunningAttempt& a : running) {
-            a.makes_room = a.makes_room && a.task != *victim;
-        }
+    const auto victim = choose_preemption(
+        ask, std::move(running), shares_, now_, config_.preemption,
+        [&](TaskId v) { return head_would_start_without(h, static_cast<std::size_t>(v)); });
+    if (victim) {
+        tasks_[h].made_room = true;
+        preempt(static_cast<std::size_t>(*victim));
     }
 }
 

@@ -68,7 +68,7 @@ Simulation::Simulation(const Trace& trace, const model::Catalog& catalog, const 
         t.spec.exclusive = e.exclusive;
         t.spec.max_slowdown = e.max_slowdown;
         t.spec.nice = e.nice;
-        t.requeue = e.requeue;
+        t.spec.requeue = e.requeue;
         t.checkpoint_s = e.checkpoint_s.value_or(0);
         t.record.user = e.user;
         t.record.exclusive = e.exclusive;

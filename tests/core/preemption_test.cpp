@@ -103,5 +103,31 @@ TEST(PreemptionTest, NeverOneThatWouldGoFirst) {
     EXPECT_EQ(choose_preemption_victim({"alice", 1, 3000}, running, {}, kNow, on()), std::nullopt);
 }
 
+// This test verifies the search the simulator and the daemon share: the rule's choice is stopped
+// only where the head would then start; where it would not, the rule's next choice is asked, and
+// where none would let it start, nothing is stopped.
+TEST(PreemptionTest, ChoosesOnlyWhereTheHeadWouldStart) {
+    const std::vector<RunningAttempt> running{attempt(1, "bob", 0), attempt(2, "bob", 500),
+                                              attempt(3, "bob", 100)};
+    std::vector<TaskId> asked;
+    const auto only = [&](TaskId yes) {
+        return [&asked, yes](TaskId v) {
+            asked.push_back(v);
+            return v == yes;
+        };
+    };
+    EXPECT_EQ(choose_preemption({"alice", 1}, running, {}, kNow, on(), only(2)), TaskId{2});
+    EXPECT_EQ(asked, (std::vector<TaskId>{2}));
+    asked.clear();
+    EXPECT_EQ(choose_preemption({"alice", 1}, running, {}, kNow, on(), only(1)), TaskId{1});
+    EXPECT_EQ(asked, (std::vector<TaskId>{2, 3, 1})) << "latest started first";
+    asked.clear();
+    EXPECT_EQ(choose_preemption({"alice", 1}, running, {}, kNow, on(), only(9)), std::nullopt);
+    EXPECT_EQ(asked.size(), 3u);
+    PreemptionConfig off = on();
+    off.enabled = false;
+    EXPECT_EQ(choose_preemption({"alice", 1}, running, {}, kNow, off, only(2)), std::nullopt);
+}
+
 }  // namespace
 }  // namespace carma
