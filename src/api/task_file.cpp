@@ -154,6 +154,9 @@ nlohmann::json request_body(const SubmitRequest& r) {
     if (r.nice) {
         body["nice"] = *r.nice;
     }
+    if (r.requeue) {
+        body["requeue"] = true;
+    }
     if (!r.array.empty()) {
         body["array"] = r.array;
     }

@@ -65,6 +65,8 @@ struct SubmitRequest {
     bool exclusive = false;
     std::optional<double> max_slowdown;
     std::optional<int> nice;
+    // sbatch's --requeue: may be stopped for an under-served user's task and queued again.
+    bool requeue = false;
     // What the reader noticed and did not read ("gpt2_xl.rad:13: ..."): printed at submit and
     // kept in the task's events, so a file that says more than CARMA reads does not lose it
     // silently.

@@ -322,7 +322,7 @@ Status parse_output_field(const Field& f, SubmitRequest& r) {
     return {};
 }
 
-// `hold: true` and `exclusive: true`.
+// `hold: true`, `exclusive: true` and `requeue: true`.
 Status parse_flag_field(const Field& f, SubmitRequest& r) {
     auto text = non_empty_scalar(f);
     if (!text) {
@@ -332,7 +332,9 @@ Status parse_flag_field(const Field& f, SubmitRequest& r) {
     if (word != "true" && word != "false" && word != "yes" && word != "no") {
         return f.error("must be true or false");
     }
-    (f.key == "hold" ? r.hold : r.exclusive) = word == "true" || word == "yes";
+    (f.key == "hold"      ? r.hold
+     : f.key == "requeue" ? r.requeue
+                          : r.exclusive) = word == "true" || word == "yes";
     return {};
 }
 
@@ -401,7 +403,7 @@ struct FieldParser {
 };
 
 // The order here is the order the "known fields" hint lists them in.
-constexpr std::array<FieldParser, 24> kFields = {{
+constexpr std::array<FieldParser, 25> kFields = {{
     {"name", parse_name},
     {"command", parse_command},
     {"gpus", parse_gpus},
@@ -426,6 +428,7 @@ constexpr std::array<FieldParser, 24> kFields = {{
     {"exclusive", parse_flag_field},
     {"max_slowdown", parse_max_slowdown},
     {"nice", parse_nice_field},
+    {"requeue", parse_flag_field},
 }};
 
 std::string unknown_field_message(std::string_view key) {

@@ -37,6 +37,8 @@ std::string_view to_string(AttemptOutcome o) {
             return "out-of-memory";
         case AttemptOutcome::Timeout:
             return "timeout";
+        case AttemptOutcome::Preempted:
+            return "preempted";
     }
     return "unknown";
 }
@@ -63,6 +65,11 @@ AttemptOutcome classify_attempt(const AttemptEnd& end, std::string_view stderr_t
     }
     if (end.time_limit_reached && failed(end)) {
         return AttemptOutcome::Timeout;
+    }
+    // Stopped for fair share, and not done: queued again. (A cancel during that stop clears
+    // `preempted` in the daemon: the user's word wins.)
+    if (end.preempted && failed(end)) {
+        return AttemptOutcome::Preempted;
     }
     if (end.cancel_requested && failed(end)) {
         return AttemptOutcome::Cancelled;

@@ -6,7 +6,9 @@
 
 namespace carma {
 
-enum class AttemptOutcome { Succeeded, Failed, Cancelled, Lost, OutOfMemory, Timeout };
+// Preempted: CARMA stopped it to let an under-served user's task run, and queued the task again
+// (core/preemption.h).
+enum class AttemptOutcome { Succeeded, Failed, Cancelled, Lost, OutOfMemory, Timeout, Preempted };
 
 std::string_view to_string(AttemptOutcome o);
 
@@ -16,6 +18,7 @@ struct AttemptEnd {
     std::optional<int> signal;       // set when a signal ended it
     bool cancel_requested = false;   // someone asked for it to stop
     bool time_limit_reached = false; // CARMA stopped it because its time limit ran out
+    bool preempted = false;          // CARMA stopped it for fair share (core/preemption.h)
     bool record_missing = false;     // its supervisor vanished without writing an exit record
 };
 

@@ -18,6 +18,7 @@ AttemptEnd attempt_end(const exec::ExitRecord* record, const AttemptWatch& watch
     end.exit_code = record->exit_code;
     end.signal = record->signal;
     end.cancel_requested = record->cancel_requested || watch.stop_requested;
+    end.preempted = watch.preempted;
     // After a restart the flag is gone; an attempt stopped once it had run its limit was
     // stopped for it.
     end.time_limit_reached =
@@ -52,6 +53,15 @@ TaskAfterAttempt task_after_attempt(AttemptOutcome outcome, const AttemptEnd& en
         after.state = store::TaskState::Queued;
         after.how = "lost with " + *lost_node;
         after.message = fmt::format("attempt {} {}; queued again", number, after.how);
+        after.requeue = true;
+        return after;
+    }
+    if (outcome == AttemptOutcome::Preempted) {
+        // Not the task's doing either: queued again, its attempts left as they were.
+        after.state = store::TaskState::Queued;
+        after.how = "stopped for fair share";
+        after.message =
+            fmt::format("attempt {} was {} (preempted); queued again", number, after.how);
         after.requeue = true;
         return after;
     }

@@ -17,6 +17,7 @@ namespace carma::daemon {
 struct AttemptWatch {
     bool stop_requested = false;  // a cancel or a stop reached the daemon
     bool timed_out = false;       // the daemon stopped it at its time limit
+    bool preempted = false;       // the daemon stopped it for fair share, to queue it again
     std::optional<double> time_limit_s;
     double started_unix = 0;      // what the store says: time limits count from it
 };
@@ -40,7 +41,8 @@ struct TaskAfterAttempt {
 // `max_attempts`) ended with `outcome`. An out-of-memory crash, and a failure when
 // `retry_failures`, relaunch while attempts are left. `lost_node`: the words naming the node
 // whose loss ended it ("node gpu-3 (Slurm job 417 ended)"), which then stand for `how`; such a
-// task is queued again whatever its attempts, since its end was not its doing.
+// task is queued again whatever its attempts, since its end was not its doing; so is a task
+// whose attempt was preempted.
 TaskAfterAttempt task_after_attempt(AttemptOutcome outcome, const AttemptEnd& end,
                                     std::string how, int number, int attempts, int max_attempts,
                                     bool retry_failures,

@@ -111,6 +111,13 @@ const std::vector<ConfigKey>& config_keys() {
         {"fairshare_half_life", "The half-life of charged usage (a span: 7d, 36h)."},
         {"fairshare_horizon", "The fair-share factor counts what each user's running tasks "
                               "will be charged over this span ahead (0s: usage alone)."},
+        {"preemption", "carma with fair share: stop a --requeue task of an over-served user "
+                       "(SIGTERM, then SIGKILL after kill_grace_s) and queue it again when "
+                       "that lets an under-served user's waiting task start (true/false)."},
+        {"preempt_min_run", "An attempt runs this long before preemption may stop it (a span: "
+                            "10m; Slurm's PreemptExemptTime)."},
+        {"preempt_margin", "How much the stopped user's allocation (GPUs charged per share) "
+                           "must still exceed the other's after the swap (0: none)."},
         {"shares", "Shares per user, or per Unix group as \"@group\" (its members split it), "
                    "e.g. {alice: 2, \"@phd\": 3}; every other user has 1."},
         {"priority_weight_fairshare", "Weight of the fair-share factor in a waiting task's "
@@ -234,6 +241,9 @@ std::string yaml_value(const DaemonConfig& c, std::string_view key) {
         {"fair_share", [&] { return std::string(c.fair_share ? "true" : "false"); }},
         {"fairshare_half_life", [&] { return format_duration(c.fairshare_half_life_s); }},
         {"fairshare_horizon", [&] { return format_duration(c.fairshare_horizon_s); }},
+        {"preemption", [&] { return std::string(c.preemption.enabled ? "true" : "false"); }},
+        {"preempt_min_run", [&] { return format_duration(c.preemption.min_run_s); }},
+        {"preempt_margin", [&] { return yaml_number(c.preemption.margin); }},
         {"shares", [&] { return yaml_shares(c.shares); }},
         {"priority_weight_fairshare", [&] { return yaml_number(c.priority_weight_fairshare); }},
         {"priority_weight_age", [&] { return yaml_number(c.priority_weight_age); }},
@@ -525,6 +535,37 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
                                         source, v.Mark().line + 1, *written));
             }
             c.fairshare_horizon_s = *span;
+        } else if (key == "preemption") {
+            auto b = scalar<bool>(v, key, source);
+            if (!b) {
+                return tl::unexpected(b.error());
+            }
+            c.preemption.enabled = *b;
+        } else if (key == "preempt_min_run") {
+            auto written = scalar<std::string>(v, key, source);
+            if (!written) {
+                return tl::unexpected(written.error());
+            }
+            auto span = parse_duration(*written);
+            if (!span || !(*span >= 0) || *span > 365 * 24 * 3600.0) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("{} line {}: preempt_min_run '{}' must be a span such "
+                                        "as 10m or 1h, or 0s",
+                                        source, v.Mark().line + 1, *written));
+            }
+            c.preemption.min_run_s = *span;
+        } else if (key == "preempt_margin") {
+            auto d = scalar<double>(v, key, source);
+            if (!d) {
+                return tl::unexpected(d.error());
+            }
+            if (!(*d >= 0) || *d > 1000) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("{} line {}: preempt_margin must be a number from 0 to "
+                                        "1000 (GPUs per share)",
+                                        source, v.Mark().line + 1));
+            }
+            c.preemption.margin = *d;
         } else if (key == "shares") {
             r = parse_shares(v, source, c.shares);
         } else if (key == "priority_weight_fairshare" || key == "priority_weight_age") {

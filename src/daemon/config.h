@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/preemption.h"
 #include "core/result.h"
 #include "core/risk_filter.h"
 #include "core/units.h"
@@ -63,6 +64,10 @@ struct DaemonConfig {
     std::map<std::string, double> shares;
     double priority_weight_fairshare = 10000;
     double priority_weight_age = 1000;
+    // Fair-share preemption (core/preemption.h; carma with fair share only): off unless
+    // `preemption: true`; an attempt runs `preempt_min_run` before it may be stopped; `margin`
+    // is how much further ahead the stopped user must stay.
+    PreemptionConfig preemption;
     // The unprivileged user that TCP-submitted tasks of a root daemon run as; empty: TCP
     // clients of a root daemon may look but not act (never act as root).
     std::string tcp_run_as;

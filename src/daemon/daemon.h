@@ -11,6 +11,7 @@
 //     exits collected and recorded, tasks retried or requeued    daemon_exits.cpp
 //     time limits, dependencies                                  daemon_controls.cpp
 //     the scheduler decides; each launch is written to the store daemon_launch.cpp
+//     a round that started nothing may preempt for fair share    daemon_preempt.cpp
 //   attempts started without the lock, then completed under it   daemon_launch.cpp
 // Beside it: restore() at start (daemon_restore.cpp); the API's answers (daemon_api.cpp maps
 // them: daemon_submit, _tasks, _status, _nodes, _controls, _view, _acct.cpp); and the pure rules
@@ -257,6 +258,15 @@ private:
     void mail_about(const store::TaskRow& task, MailMoment moment);
     // Attempts past their task's time limit are asked to stop (SIGTERM, then SIGKILL).
     void enforce_time_limits();
+    // Fair-share preemption (daemon_preempt.cpp, core/preemption.h): after a round that placed
+    // nothing and left `head` waiting, stop the --requeue attempt the rule chooses, if any.
+    void maybe_preempt(TaskId head, const std::vector<GpuView>& views);
+    bool preempting_now() const;
+    // Whether `carma` would start `head` with attempt `victim` gone (core/carma_probe.h).
+    bool head_would_start_without(const TaskSpec& head, TaskId victim,
+                                  std::vector<GpuView> views) const;
+    // Whether attempt `number` of `task` was being preempted when the daemon stopped (its event).
+    bool preempted_before_restart(TaskId task, int number);
     // The submission's task, with the checks that need this server (GPUs, paths as the
     // submitter); `parsed` is task_from_submission's.
     api::ApiResult<store::TaskRow> parse_submission(const api::Caller& caller,
@@ -312,6 +322,8 @@ private:
     std::map<TaskId, std::string> waiting_reasons_;  // last reason written per waiting task
     // Queued tasks kept from the scheduler until their dependencies succeed (--after).
     std::set<TaskId> blocked_;
+    // Waiting tasks for which an attempt was preempted: one each, until they start.
+    std::set<TaskId> made_room_for_;
     Lessons lessons_;  // history recorded since the pass under way began
     std::optional<RelearnPass> relearn_;  // the pass under way
     double last_relearn_ = -1e18;  // steady_now() of the last relearn_waiting

@@ -180,9 +180,9 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         return {};
     }
     store::TaskRow task = **task_r;
-    const AttemptEnd end = attempt_end(
-        record, AttemptWatch{live.stop_requested, live.timed_out, live.time_limit_s,
-                             live.started_unix});
+    const AttemptEnd end =
+        attempt_end(record, AttemptWatch{live.stop_requested, live.timed_out, live.preempted,
+                                         live.time_limit_s, live.started_unix});
     if (end.record_missing && live.handle.node.empty()) {
         // The supervisor died without a record (e.g. SIGKILL); its task may still run unwatched.
         // (On a node, its agent does the same.)
@@ -292,6 +292,7 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
     event(task.id,
           node_lost                                ? "lost"
           : outcome == AttemptOutcome::OutOfMemory ? "oom"
+          : outcome == AttemptOutcome::Preempted   ? "preempted"
                                                    : "exited",
           fmt::format("attempt {}: {} ({})", live.number, to_string(outcome), after.how));
     return {};

@@ -101,6 +101,9 @@ std::vector<Daemon::PreparedLaunch> Daemon::decide() {
     if (waiting_reasons_.size() > 4 * kWaitingReasonsPerTick + step.waiting.size()) {
         waiting_reasons_.clear();  // forget tasks that have left the queue
     }
+    if (step.pending_task && step.placed.empty()) {
+        maybe_preempt(*step.pending_task, views);
+    }
     if (step.pending_task) {
         auto t = store_->task(*step.pending_task);
         if (t && *t && (*t)->message != step.pending_reason) {
@@ -157,6 +160,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     l.task = **t;
     store::TaskRow& task = l.task;
     task.attempts += 1;
+    made_room_for_.erase(task.id);
     LiveAttempt& live = l.live;
     live.task = task.id;
     live.array = task.spec.array;
@@ -166,6 +170,8 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     live.learned = task.spec.learned;
     live.exclusive = task.spec.exclusive;
     live.max_slowdown = task.spec.max_slowdown;
+    live.requeue = task.spec.requeue;
+    live.nice = task.spec.nice;
     live.mps_user = mps_user_of(task, p.gpus, std::string());
     live.started_clock = now();
     live.time_limit_s = task.spec.time_limit_s;

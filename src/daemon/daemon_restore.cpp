@@ -67,6 +67,9 @@ Result<void> Daemon::restore() {
                 bind_correction(t);
                 LiveAttempt live = reattached_attempt(t, a, clock_of(a.started_at),
                                                       mps_user_of(t, a.gpus, a.node));
+                // A preemption under way when the daemon stopped still queues the task again.
+                live.preempted = live.requeue && preempted_before_restart(t.id, a.number);
+                live.stop_requested = live.preempted;
                 if (!a.node.empty()) {
                     if (hub_) {
                         hub_->expect(a.node, cluster::attempt_name_of(a.dir));

@@ -153,6 +153,7 @@ api::ApiResult<nlohmann::json> Daemon::cancel_task(const api::Caller& caller, st
                 return api::api_fail(500, "cannot stop task: " + r.error().message);
             }
             it->second.stop_requested = true;
+            it->second.preempted = false;  // the user's cancel wins over a requeue under way
         } else if (auto l = launching_.find(id); l != launching_.end()) {
             l->second = true;  // stopped as soon as its start completes (Daemon::tick)
         }
@@ -166,6 +167,7 @@ api::ApiResult<nlohmann::json> Daemon::cancel_task(const api::Caller& caller, st
     }
     scheduler_.cancel(id);
     blocked_.erase(id);
+    made_room_for_.erase(id);
     dependencies_due_ = true;
     task->state = store::TaskState::Cancelled;
     task->finished_at = unix_now();

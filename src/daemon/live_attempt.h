@@ -49,6 +49,11 @@ struct LiveAttempt {
     double started_unix = 0;   // what the store says; time limits count from it
     std::optional<double> time_limit_s;
     bool timed_out = false;    // CARMA stopped it at its time limit
+    // Fair-share preemption (daemon_preempt.cpp): the task opted in (--requeue), and CARMA is
+    // stopping this attempt to queue the task again (a cancel meanwhile clears it).
+    bool requeue = false;
+    bool preempted = false;
+    int nice = 0;  // its task's --nice: the priority it would wait at if queued again
     // Restored on a node without its launch reply: the server died while launching it, so
     // the agent may never have received it; no report of it at all means it never ran.
     bool launch_unconfirmed = false;

@@ -157,6 +157,7 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
             {"exclusive", t.spec.exclusive},
             {"max_slowdown", json_or_null(t.spec.max_slowdown)},
             {"nice", t.spec.nice},
+            {"requeue", t.spec.requeue},
             {"attempts", t.attempts},
             {"max_attempts", t.max_attempts},
             {"submitted_at", t.submitted_at},
@@ -234,7 +235,7 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         "env",          "max_attempts", "workload", "conda",     "venv",   "time_limit_s",
         "after",        "dependencies", "hold",  "array",        "output", "error",
         "mail_type",    "mail_user",    "warnings", "explicit_env", "exclusive",
-        "max_slowdown", "nice"};
+        "max_slowdown", "nice",         "requeue"};
     for (const auto& [key, value] : body.items()) {
         if (!known.contains(key)) {
             return api::api_fail(400, fmt::format("unknown field '{}'; known fields: {}", key,
@@ -488,6 +489,12 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
                                                   -kMaxNice, kMaxNice));
         }
         t.spec.nice = static_cast<int>(v.get<std::int64_t>());
+    }
+    if (body.contains("requeue") && !body["requeue"].is_null()) {
+        if (!body["requeue"].is_boolean()) {
+            return api::api_fail(400, "'requeue' must be true or false");
+        }
+        t.spec.requeue = body["requeue"].get<bool>();
     }
     return t;
 }

@@ -183,6 +183,9 @@ json spec_to_json(const TaskSpec& s) {
     if (s.nice != 0) {
         j["nice"] = s.nice;
     }
+    if (s.requeue) {
+        j["requeue"] = true;
+    }
     if (!s.explicit_env_key.empty()) {
         j["explicit_env_key"] = s.explicit_env_key;
     }
@@ -235,6 +238,7 @@ TaskSpec spec_from_json(const json& j) {
     s.exclusive = j.value("exclusive", false);
     get_optional(j, "max_slowdown", s.max_slowdown);
     s.nice = j.value("nice", 0);
+    s.requeue = j.value("requeue", false);
     return s;
 }
 

@@ -381,10 +381,11 @@ TEST(TaskFileTest, YamlSchedulingControls) {
     auto r = parse_yaml_task("command: python train.py\ntime_limit: 1h30m\nafter: [3, 4_2]\n"
                              "hold: yes\narray: 0-9:3\ndependency: afterany:5,afternotok:6_*\n"
                              "output: o-%A_%a.log\nerror: e-%j.log\nmail_type: END\n"
-                             "mail_user: alice@lab\n",
+                             "mail_user: alice@lab\nrequeue: true\n",
                              TaskFileContext{"t.yaml", "t", "/w", "/w"});
     ASSERT_TRUE(r) << r.error().message;
     EXPECT_EQ(r->time_limit_s, 5400);
+    EXPECT_TRUE(r->requeue);
     EXPECT_EQ(r->dependencies,
               (std::vector<Dependency>{{DependencyType::AfterOk, TaskRef::of(3)},
                                        {DependencyType::AfterOk, *parse_task_ref("4_2")},
@@ -404,6 +405,7 @@ TEST(TaskFileTest, YamlSchedulingControls) {
     EXPECT_EQ(body["mail_type"], "END");
     EXPECT_EQ(body["hold"], true);
     EXPECT_EQ(body["array"], "0-9:3");
+    EXPECT_EQ(body["requeue"], true);
     auto single = parse_yaml_task("command: x\nafter: 7\n", TaskFileContext{"t.yaml", "t", "/w", "/w"});
     ASSERT_TRUE(single);
     EXPECT_EQ(single->dependencies,
@@ -420,6 +422,7 @@ TEST(TaskFileTest, YamlSchedulingControls) {
              {"command: x\nmail_type: OFTEN\n", "OFTEN"},
              {"command: x\nmail_user: a b\n", "mail_user"},
              {"command: x\nhold: maybe\n", "true or false"},
+             {"command: x\nrequeue: 2\n", "true or false"},
              {"command: x\narray: 9-1\n", "ends before it starts"}}) {
         auto bad = parse_yaml_task(text, TaskFileContext{"t.yaml", "t", "/w", "/w"});
         ASSERT_FALSE(bad) << text;

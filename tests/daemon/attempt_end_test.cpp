@@ -124,5 +124,32 @@ TEST(TaskAfterAttempt, ALostNodeQueuesTheTaskAgainWhateverItsAttempts) {
     EXPECT_EQ(lost.how, "lost with node gpu-3 (Slurm job 417 ended)");
 }
 
+// This test verifies a preemption: the stopped attempt is `preempted` and its task queued again
+// whatever its attempts; one that finished its work before the stop keeps its success; and a
+// cancel during the stop (the daemon clears `preempted`) ends the task as cancelled.
+TEST(TaskAfterAttempt, APreemptedAttemptQueuesTheTaskAgain) {
+    const exec::ExitRecord stopped = exited(143, true);
+    AttemptWatch watch;
+    watch.stop_requested = true;
+    watch.preempted = true;
+    const AttemptEnd end = attempt_end(&stopped, watch);
+    EXPECT_TRUE(end.preempted);
+    ASSERT_EQ(classify_attempt(end, ""), AttemptOutcome::Preempted);
+    EXPECT_EQ(to_string(AttemptOutcome::Preempted), "preempted");
+    const TaskAfterAttempt after =
+        task_after_attempt(AttemptOutcome::Preempted, end, "exit code 143", 3, 3, 3, false,
+                           std::nullopt, std::nullopt);
+    EXPECT_EQ(after.state, store::TaskState::Queued);
+    EXPECT_TRUE(after.requeue);
+    EXPECT_FALSE(after.relaunch);
+    EXPECT_FALSE(after.ended);
+    EXPECT_EQ(after.message, "attempt 3 was stopped for fair share (preempted); queued again");
+
+    const exec::ExitRecord done = exited(0, true);
+    EXPECT_EQ(classify_attempt(attempt_end(&done, watch), ""), AttemptOutcome::Succeeded);
+    watch.preempted = false;  // cancelled meanwhile
+    EXPECT_EQ(classify_attempt(attempt_end(&stopped, watch), ""), AttemptOutcome::Cancelled);
+}
+
 }  // namespace
 }  // namespace carma::daemon

@@ -135,6 +135,21 @@ TEST(ConfigTest, FairShareKeys) {
     EXPECT_DOUBLE_EQ(again->fairshare_horizon_s, 0.0);
     EXPECT_EQ(again->limits.max_running_per_user, 2u);
 
+    // Fair-share preemption: off by default; a task runs 10 minutes before it may be stopped.
+    EXPECT_FALSE(defaults.preemption.enabled);
+    EXPECT_DOUBLE_EQ(defaults.preemption.min_run_s, 600.0);
+    auto p = parse_config("preemption: true\npreempt_min_run: 1h\npreempt_margin: 0.25\n",
+                          "test.yaml", DaemonConfig{});
+    ASSERT_TRUE(p) << p.error().message;
+    EXPECT_TRUE(p->preemption.enabled);
+    EXPECT_DOUBLE_EQ(p->preemption.min_run_s, 3600.0);
+    EXPECT_DOUBLE_EQ(p->preemption.margin, 0.25);
+    auto p_again = parse_config(config_yaml(*p), "printed.yaml", DaemonConfig{});
+    ASSERT_TRUE(p_again) << p_again.error().message;
+    EXPECT_TRUE(p_again->preemption.enabled);
+    EXPECT_DOUBLE_EQ(p_again->preemption.min_run_s, 3600.0);
+    EXPECT_DOUBLE_EQ(p_again->preemption.margin, 0.25);
+
     for (const auto& [text, says] : std::vector<std::pair<const char*, const char*>>{
              {"fairshare_half_life: 0s\n", "fairshare_half_life"},
              {"fairshare_half_life: soon\n", "7d"},
@@ -142,7 +157,10 @@ TEST(ConfigTest, FairShareKeys) {
              {"fairshare_horizon: later\n", "0s to order by usage alone"},
              {"shares: {alice: 0}\n", "shares of 'alice'"},
              {"shares: [alice]\n", "shares must map"},
-             {"priority_weight_age: -1\n", "priority_weight_age"}}) {
+             {"priority_weight_age: -1\n", "priority_weight_age"},
+             {"preemption: sometimes\n", "preemption"},
+             {"preempt_min_run: -5m\n", "preempt_min_run"},
+             {"preempt_margin: -1\n", "preempt_margin"}}) {
         auto bad = parse_config(text, "test.yaml", DaemonConfig{});
         ASSERT_FALSE(bad) << text;
         EXPECT_NE(bad.error().message.find(says), std::string::npos) << bad.error().message;

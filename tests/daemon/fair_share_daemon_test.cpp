@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -53,6 +54,79 @@ protected:
     std::string carma_;
     std::string fakejob_;
 };
+
+// This test verifies fair-share preemption in the daemon (`preemption: true`), on two GPUs that
+// alice's two --exclusive tasks hold: bob's task, which can start nowhere, makes CARMA stop the
+// one of alice's that opted in (--requeue) and never the other; the daemon is killed during the
+// stop (the task takes its time to stop) and started again, and the stopped attempt still ends
+// `preempted`; its task is queued again and succeeds on its next attempt (the task saw its
+// checkpoint); bob's task runs before alice's other task ends; the event says who was stopped
+// for whom.
+TEST_F(FairShareDaemonTest, PreemptionStopsAnOptedInTaskOfTheOverServedUser) {
+    std::optional<passwd> alice;
+    std::optional<passwd> bob;
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-alice", alice, "for two fair-share users"));
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-bob", bob, "for two fair-share users"));
+    const std::vector<std::string> flags = {
+        "--exclude-gpus", "2,3", "--config",
+        write_config(dir_, "preemption: true\npreempt_min_run: 1m\n")};
+    start("carma", flags);
+    carma_ = reachable_copy(CARMA_BIN);
+    fakejob_ = reachable_copy(CARMA_FAKEJOB_PATH);
+
+    const TaskId kept = fake_as(*alice, "resnet3", 1500, "--exclusive");
+    // A task that checkpoints: its first attempt leaves a file and runs until stopped, taking a
+    // while over the stop; the next finds the file and is done.
+    const std::string checkpoint = dir_ + "/carma-test-alice/checkpoint";
+    auto [rc, text] = carma_as(
+        *alice, "submit",
+        fmt::format("--json --export=NONE --workdir /tmp --exclusive --requeue -- /bin/sh -c "
+                    "'test -e {0} && exit 0; /bin/touch {0}; trap \"/bin/sleep 1; exit 143\" TERM; "
+                    "/bin/sleep 600 & wait'",
+                    checkpoint));
+    ASSERT_EQ(rc, 0) << text;
+    const TaskId opted_in = json::parse(text)["id"].get<TaskId>();
+    ASSERT_TRUE(eventually([&] {
+        return state(kept) == "running" && state(opted_in) == "running";
+    })) << daemon_log();
+    EXPECT_EQ(task(opted_in)["requeue"], true);
+    const TaskId light = fake_as(*bob, "dlrm", 60);
+
+    const auto preempting = [&] {
+        json found = json::array();
+        for (const json& e : events()) {
+            if (e["kind"] == "preempting") {
+                found.push_back(e);
+            }
+        }
+        return found;
+    };
+    ASSERT_TRUE(eventually([&] { return !preempting().empty(); }, 60s)) << daemon_log();
+    stop(SIGKILL);
+    start("carma", flags);
+
+    const json light_done = wait_final(light);
+    EXPECT_EQ(light_done["state"], "succeeded") << daemon_log();
+    const json stopped = wait_final(opted_in);
+    EXPECT_EQ(stopped["state"], "succeeded") << stopped.dump(2);
+    ASSERT_EQ(stopped["attempt_list"].size(), 2u) << stopped.dump(2);
+    EXPECT_EQ(stopped["attempt_list"][0]["outcome"], "preempted");
+    EXPECT_EQ(stopped["attempt_list"][1]["outcome"], "succeeded");
+    EXPECT_GE(started(light), stopped["attempt_list"][0]["ended_at"].get<double>() - 1)
+        << "bob's task took the place the stop freed";
+    const json kept_done = wait_final(kept);
+    EXPECT_EQ(kept_done["state"], "succeeded");
+    EXPECT_EQ(kept_done["attempt_list"].size(), 1u) << "a task without --requeue is never stopped";
+    EXPECT_LT(started(light), kept_done["finished_at"].get<double>())
+        << "bob waited for alice's tasks to end: nothing was preempted";
+    const json said = preempting();
+    ASSERT_EQ(said.size(), 1u) << said.dump(2);
+    EXPECT_EQ(said[0]["task"], opted_in);
+    EXPECT_NE(said[0]["message"].get<std::string>().find(
+                  fmt::format("so that task {} of carma-test-bob can start", light)),
+              std::string::npos)
+        << said.dump(2);
+}
 
 // This test verifies, on one GPU under `carma`: alice's --exclusive task runs alone (bob's small
 // task, which carma would otherwise place beside it, waits for its end), charged the whole GPU

@@ -218,6 +218,9 @@ void print_task(const json& t, double now, bool env_all, const json& warnings) {
     if (const std::optional<std::int64_t> nice = integer_of(t, "nice"); nice && *nice != 0) {
         print_line(stdout, "  nice        {}", *nice);
     }
+    if (flag_of(t, "requeue")) {
+        print_line(stdout, "  requeue     may be stopped for fair share and queued again");
+    }
     // Scheduling controls, only where given.
     if (const std::optional<double> limit = number_of(t, "time_limit_s")) {
         print_line(stdout, "  time limit  {}", format_duration(*limit));

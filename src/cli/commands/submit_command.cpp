@@ -60,6 +60,7 @@ struct SubmitOptions {
     bool exclusive = false;
     std::string max_slowdown;
     std::string nice;
+    bool requeue = false;
     std::vector<std::string> args;  // the command, or one task file
 };
 
@@ -142,6 +143,9 @@ void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest
     }
     if (!o.nice.empty()) {
         r.nice = or_die(parse_nice_value(o.nice));
+    }
+    if (o.requeue) {
+        r.requeue = true;
     }
     if (!o.array.empty()) {
         or_die(parse_array_indices(o.array));
@@ -269,6 +273,10 @@ Action add_submit_command(CLI::App& app) {
                     "at most X (e.g. 1.3); the paper's policies run it alone");
     cmd->add_option("--nice", o->nice,
                     "As sbatch: lower the task's priority by N (only root may give a negative N)");
+    cmd->add_flag("--requeue", o->requeue,
+                  "As sbatch: where the daemon preempts for fair share (preemption: true), it "
+                  "may stop the task (SIGTERM, then SIGKILL after kill_grace_s) for an "
+                  "under-served user's and queue it again; resume from your own checkpoints");
     cmd->add_option("-a,--array", o->array,
                     "One task per index: 0-9, 0-20:5, 1,3,8-12 (CARMA_ARRAY_INDEX tells each "
                     "which)");

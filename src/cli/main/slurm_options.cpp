@@ -19,7 +19,7 @@ constexpr std::string_view kOneTask =
 constexpr std::string_view kGpus = "CARMA's is `-g N` (GPUs per task)";
 constexpr std::string_view kPlacement = "CARMA chooses the GPUs itself; `carma gpus` shows them";
 
-constexpr std::array<SlurmOption, 22> kSlurmOptions = {{
+constexpr std::array<SlurmOption, 21> kSlurmOptions = {{
     {"--gres", "Slurm's --gres=gpu:N is CARMA's `-g N` (GPUs per task)"},
     {"--gpus-per-task", kGpus},
     {"--gpus-per-node", kGpus},
@@ -40,7 +40,6 @@ constexpr std::array<SlurmOption, 22> kSlurmOptions = {{
     {"--exclude -x", kPlacement},
     {"--wrap", "write the command after `--`: carma submit -- sh -c '...'"},
     {"--begin", "not supported; `-H` holds a task until `carma release`"},
-    {"--requeue", "CARMA runs a task again only after it ran out of memory (--max-attempts)"},
     {"--open-mode", "--output and --error files are truncated by the first attempt and appended "
                     "to by later ones"},
     {"--signal", "at its time limit (-t) a task gets SIGTERM, then SIGKILL after the daemon's "

@@ -1,0 +1,134 @@
+// Fair-share preemption in the daemon (`preemption: true`; core/preemption.h): after a round that
+// left an under-served user's task waiting, stop one --requeue attempt of an over-served user
+// whose end lets that task start, and queue its task again. The rule and the search are core's,
+// the same the simulator runs; here are the daemon's views of what runs, and the stop. Runs with
+// the daemon's lock held.
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/carma_probe.h"
+#include "core/controls.h"
+#include "daemon/daemon.h"
+
+namespace carma::daemon {
+
+namespace {
+
+// The event that records a preemption: restarts read it back (preempted_before_restart).
+constexpr const char* kPreemptingEvent = "preempting";
+
+std::string attempt_words(int number) {
+    return fmt::format("attempt {} ", number);
+}
+
+}  // namespace
+
+bool Daemon::preempting_now() const {
+    return std::any_of(live_.begin(), live_.end(),
+                       [](const auto& kv) { return kv.second.preempted; });
+}
+
+void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& views) {
+    const SchedulerConfig& sc = scheduler_.config();
+    // One stop at a time: the next round sees the freed GPU before another task is stopped.
+    if (!config_.preemption.enabled || !sc.policy.carma || !sc.carma.fair_share ||
+        made_room_for_.contains(head) || preempting_now()) {
+        return;
+    }
+    auto row = store_->task(head);
+    if (!row || !*row) {
+        return;
+    }
+    const TaskSpec head_spec = queued_spec(**row);
+    const double clock = now();
+    const UserStandings& standings = scheduler_.standings();
+    const PriorityWeights weights{sc.carma.fair_share_weight, sc.carma.age_weight};
+    MiB usable = 0;
+    for (const GpuView& v : views) {
+        usable = std::max(usable, v.total_mib);
+    }
+    std::vector<RunningAttempt> running;
+    std::set<std::string> users{head_spec.user};
+    for (const auto& [id, live] : live_) {
+        users.insert(live.user);
+        const auto standing = standings.find(live.user);
+        const double factor = standing != standings.end() ? standing->second.factor : 1;
+        const double rate =
+            live.charge_rate > 0
+                ? live.charge_rate
+                : expected_charge_rate(live.learned, usable, static_cast<int>(live.gpus.size()),
+                                       !sc.policy.collocate || live.exclusive);
+        // One already stopping (a cancel) or perhaps never started frees nothing new.
+        running.push_back(RunningAttempt{id, live.user, live.started_clock, rate, live.requeue,
+                                         !live.stop_requested && !live.launch_unconfirmed,
+                                         task_priority(weights, factor, false, live.nice)});
+    }
+    for (const auto& [user, standing] : standings) {
+        users.insert(user);
+    }
+    const ShareTable shares = build_share_table(config_.shares, groups_of_, users);
+    const PreemptionAsk ask{
+        head_spec.user,
+        expected_charge_rate(head_spec.learned, usable, std::max(head_spec.gpus, 1),
+                             !sc.policy.collocate || head_spec.exclusive),
+        scheduler_.priority(head, clock).value_or(std::numeric_limits<double>::infinity())};
+    const auto victim =
+        choose_preemption(ask, std::move(running), shares, clock, config_.preemption,
+                          [&](TaskId v) { return head_would_start_without(head_spec, v, views); });
+    if (!victim) {
+        return;
+    }
+    LiveAttempt& live = live_.at(*victim);
+    if (auto r = stop_attempt(live.handle); !r) {
+        spdlog::warn("task={}: cannot stop it for fair share: {}", *victim, r.error().message);
+        return;
+    }
+    made_room_for_.insert(head);
+    live.preempted = true;
+    live.stop_requested = true;
+    event(*victim, kPreemptingEvent,
+          fmt::format("{}stopped (SIGTERM, then SIGKILL after {}) so that task {} of {} can "
+                      "start: {} is over-served under fair share; it will be queued again",
+                      attempt_words(live.number), format_time_limit(config_.kill_grace_s), head,
+                      head_spec.user, live.user));
+}
+
+bool Daemon::head_would_start_without(const TaskSpec& head, TaskId victim,
+                                      std::vector<GpuView> views) const {
+    const LiveAttempt& gone = live_.at(victim);
+    const double clock = now();
+    for (GpuView& v : views) {
+        v.locked = scheduler_.warmup().locked(v.index, clock);
+        const auto before = v.residents.size();
+        std::erase_if(v.residents, [&](const ResidentView& r) { return r.task == victim; });
+        if (v.residents.size() == before) {
+            continue;
+        }
+        // What the monitor will read once its memory is freed; the GPU is idle when nothing else
+        // runs there.
+        if (const auto held = gone.held_now.find(v.index); held != gone.held_now.end()) {
+            v.stats.available_mib += held->second;
+        }
+        v.has_processes = !v.residents.empty() || v.foreign_mib > 0;
+    }
+    const SchedulerConfig& sc = scheduler_.config();
+    return carma_would_start(sc.policy, head, views, sc.placement, sc.carma);
+}
+
+bool Daemon::preempted_before_restart(TaskId task, int number) {
+    auto events = store_->events(0, task, 10000);
+    if (!events) {
+        return false;
+    }
+    const std::string words = attempt_words(number);
+    return std::any_of(events->begin(), events->end(), [&](const store::EventRow& e) {
+        return e.kind == kPreemptingEvent && e.message.starts_with(words);
+    });
+}
+
+}  // namespace carma::daemon
