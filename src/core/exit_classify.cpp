@@ -59,17 +59,18 @@ AttemptOutcome classify_attempt(const AttemptEnd& end, std::string_view stderr_t
     if (!end.started) {
         return AttemptOutcome::Failed;
     }
+    // Stopped for fair share: queued again whatever its exit, as Slurm requeues a preempted job
+    // (a task that saves a checkpoint on SIGTERM and exits 0 has work left). A cancel during that
+    // stop clears `preempted` in the daemon: the user's word wins.
+    if (end.preempted) {
+        return AttemptOutcome::Preempted;
+    }
     // A task that finished its work before the stop took effect did succeed: keep its result.
     if (!end.signal && end.exit_code == 0) {
         return AttemptOutcome::Succeeded;
     }
     if (end.time_limit_reached && failed(end)) {
         return AttemptOutcome::Timeout;
-    }
-    // Stopped for fair share, and not done: queued again. (A cancel during that stop clears
-    // `preempted` in the daemon: the user's word wins.)
-    if (end.preempted && failed(end)) {
-        return AttemptOutcome::Preempted;
     }
     if (end.cancel_requested && failed(end)) {
         return AttemptOutcome::Cancelled;

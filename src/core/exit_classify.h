@@ -18,7 +18,8 @@ struct AttemptEnd {
     std::optional<int> signal;       // set when a signal ended it
     bool cancel_requested = false;   // someone asked for it to stop
     bool time_limit_reached = false; // CARMA stopped it because its time limit ran out
-    bool preempted = false;          // CARMA stopped it for fair share (core/preemption.h)
+    // CARMA stopped it for fair share (core/preemption.h), and the stop reached it.
+    bool preempted = false;
     bool record_missing = false;     // its supervisor vanished without writing an exit record
 };
 

@@ -17,13 +17,16 @@ AttemptEnd attempt_end(const exec::ExitRecord* record, const AttemptWatch& watch
     end.started = record->started;
     end.exit_code = record->exit_code;
     end.signal = record->signal;
-    end.cancel_requested = record->cancel_requested || watch.stop_requested;
-    end.preempted = watch.preempted;
+    // A preemption's stop is no cancel: an attempt that ended before it arrived ended as it did.
+    end.cancel_requested = record->cancel_requested || (watch.stop_requested && !watch.preempted);
     // After a restart the flag is gone; an attempt stopped once it had run its limit was
     // stopped for it.
     end.time_limit_reached =
         watch.timed_out || (record->cancel_requested && watch.time_limit_s &&
                             record->ended_at - watch.started_unix >= *watch.time_limit_s);
+    // Only where the stop reached it (an attempt that ended on its own first ended as it did),
+    // and not past its time limit, which ends the task.
+    end.preempted = watch.preempted && record->cancel_requested && !end.time_limit_reached;
     return end;
 }
 

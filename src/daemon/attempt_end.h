@@ -17,7 +17,7 @@ namespace carma::daemon {
 struct AttemptWatch {
     bool stop_requested = false;  // a cancel or a stop reached the daemon
     bool timed_out = false;       // the daemon stopped it at its time limit
-    bool preempted = false;       // the daemon stopped it for fair share, to queue it again
+    bool preempted = false;       // the daemon is stopping it for fair share, to queue it again
     std::optional<double> time_limit_s;
     double started_unix = 0;      // what the store says: time limits count from it
 };

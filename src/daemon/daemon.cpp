@@ -467,6 +467,7 @@ void Daemon::tick() {
         accumulate_energy();  // before collect_exits: an attempt's last interval is its own
         collect_exits();
         enforce_time_limits();
+        restop_preempted();
         resolve_dependencies();
         launches = decide();
         for (const PreparedLaunch& l : launches) {

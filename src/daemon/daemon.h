@@ -262,11 +262,18 @@ private:
     // nothing and left `head` waiting, stop the --requeue attempt the rule chooses, if any.
     void maybe_preempt(TaskId head, const std::vector<GpuView>& views);
     bool preempting_now() const;
+    // Sends the stop again to a preempted attempt it has not reached (a failed send; after a
+    // restart, since a node's queued stop died with the daemon).
+    void restop_preempted();
     // Whether `carma` would start `head` with attempt `victim` gone (core/carma_probe.h).
     bool head_would_start_without(const TaskSpec& head, TaskId victim,
                                   std::vector<GpuView> views) const;
-    // Whether attempt `number` of `task` was being preempted when the daemon stopped (its event).
-    bool preempted_before_restart(TaskId task, int number);
+    // Whether attempt `number` of `task` was being preempted or cancelled when the daemon stopped
+    // (its events; the later one counts).
+    enum class StopUnderWay { None, Preempting, Cancelling };
+    StopUnderWay stop_before_restart(TaskId task, int number);
+    // When the task's last attempt ended preempted (unix seconds), if it did.
+    std::optional<double> preempted_at(const store::TaskRow& task);
     // The submission's task, with the checks that need this server (GPUs, paths as the
     // submitter); `parsed` is task_from_submission's.
     api::ApiResult<store::TaskRow> parse_submission(const api::Caller& caller,

@@ -251,9 +251,14 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
             how += ": " + why;
         }
     }
+    // Preempted attempts were CARMA's doing: they use up none of the task's attempts.
+    const auto preempted_before = static_cast<int>(
+        std::count_if(attempts->begin(), attempts->end(), [&](const store::AttemptRow& a) {
+            return a.number != live.number && a.outcome == to_string(AttemptOutcome::Preempted);
+        }));
     const TaskAfterAttempt after = task_after_attempt(
-        outcome, end, std::move(how), live.number, task.attempts, task.max_attempts,
-        config_.retry_failures, lost_node, live.time_limit_s);
+        outcome, end, std::move(how), live.number, task.attempts - preempted_before,
+        task.max_attempts, config_.retry_failures, lost_node, live.time_limit_s);
     if (after.relaunch) {
         task.spec.learned = learn(task);  // an out-of-memory crash has just raised its lower bound
     }
@@ -286,7 +291,8 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
     if (ended) {
         run_seconds_.observe(*ended->ended_at - ended->started_at);
     }
-    if (after.ended || after.relaunch) {
+    // --mail-type REQUEUE: a relaunch after a crash, and a preemption's requeue.
+    if (after.ended || after.relaunch || outcome == AttemptOutcome::Preempted) {
         mail_about(task, after.ended ? MailMoment::Ended : MailMoment::Relaunched);
     }
     event(task.id,

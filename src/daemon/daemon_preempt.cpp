@@ -13,13 +13,14 @@
 
 #include "core/carma_probe.h"
 #include "core/controls.h"
+#include "core/exit_classify.h"
 #include "daemon/daemon.h"
 
 namespace carma::daemon {
 
 namespace {
 
-// The event that records a preemption: restarts read it back (preempted_before_restart).
+// The event that records a preemption: restarts read it back (stop_before_restart).
 constexpr const char* kPreemptingEvent = "preempting";
 
 std::string attempt_words(int number) {
@@ -40,12 +41,18 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& views) {
         made_room_for_.contains(head) || preempting_now()) {
         return;
     }
+    const double clock = now();
+    // A task on the recovery queue (an out-of-memory relaunch) waits for an idle GPU, which no
+    // stop of a shared GPU's task gives it; it has no fair-share priority.
+    const std::optional<double> head_priority = scheduler_.priority(head, clock);
+    if (!head_priority) {
+        return;
+    }
     auto row = store_->task(head);
     if (!row || !*row) {
         return;
     }
     const TaskSpec head_spec = queued_spec(**row);
-    const double clock = now();
     const UserStandings& standings = scheduler_.standings();
     const PriorityWeights weights{sc.carma.fair_share_weight, sc.carma.age_weight};
     MiB usable = 0;
@@ -76,7 +83,7 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& views) {
         head_spec.user,
         expected_charge_rate(head_spec.learned, usable, std::max(head_spec.gpus, 1),
                              !sc.policy.collocate || head_spec.exclusive),
-        scheduler_.priority(head, clock).value_or(std::numeric_limits<double>::infinity())};
+        *head_priority};
     const auto victim =
         choose_preemption(ask, std::move(running), shares, clock, config_.preemption,
                           [&](TaskId v) { return head_would_start_without(head_spec, v, views); });
@@ -84,51 +91,86 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& views) {
         return;
     }
     LiveAttempt& live = live_.at(*victim);
-    if (auto r = stop_attempt(live.handle); !r) {
-        spdlog::warn("task={}: cannot stop it for fair share: {}", *victim, r.error().message);
+    // Recorded before the stop: a daemon that dies in between still queues the task again after
+    // its restart (stop_before_restart), and one that cannot record it does not stop it.
+    store::EventRow e;
+    e.time = unix_now();
+    e.task = *victim;
+    e.kind = kPreemptingEvent;
+    e.message = fmt::format(
+        "{}stopped (SIGTERM, then SIGKILL after {}) so that task {} of {} can start: {} is "
+        "over-served under fair share; it will be queued again",
+        attempt_words(live.number), format_time_limit(config_.kill_grace_s), head, head_spec.user,
+        live.user);
+    if (auto r = store_->add_event(e); !r) {
+        spdlog::warn("task={}: cannot record its preemption, so it is not stopped: {}", *victim,
+                     r.error().message);
         return;
     }
+    spdlog::info("task={} {}: {}", *victim, kPreemptingEvent, e.message);
     made_room_for_.insert(head);
     live.preempted = true;
     live.stop_requested = true;
-    event(*victim, kPreemptingEvent,
-          fmt::format("{}stopped (SIGTERM, then SIGKILL after {}) so that task {} of {} can "
-                      "start: {} is over-served under fair share; it will be queued again",
-                      attempt_words(live.number), format_time_limit(config_.kill_grace_s), head,
-                      head_spec.user, live.user));
+    if (auto r = stop_attempt(live.handle); !r) {
+        // Sent again at the next tick by restop_preempted.
+        spdlog::warn("task={}: cannot stop it for fair share yet: {}", *victim, r.error().message);
+        live.stop_requested = false;
+    }
+}
+
+void Daemon::restop_preempted() {
+    for (auto& [id, live] : live_) {
+        if (live.preempted && !live.stop_requested) {
+            if (auto r = stop_attempt(live.handle); r) {
+                live.stop_requested = true;
+            } else {
+                spdlog::warn("task={}: cannot stop it for fair share yet: {}", id,
+                             r.error().message);
+            }
+        }
+    }
 }
 
 bool Daemon::head_would_start_without(const TaskSpec& head, TaskId victim,
                                       std::vector<GpuView> views) const {
-    const LiveAttempt& gone = live_.at(victim);
     const double clock = now();
     for (GpuView& v : views) {
         v.locked = scheduler_.warmup().locked(v.index, clock);
-        const auto before = v.residents.size();
-        std::erase_if(v.residents, [&](const ResidentView& r) { return r.task == victim; });
-        if (v.residents.size() == before) {
-            continue;
-        }
-        // What the monitor will read once its memory is freed; the GPU is idle when nothing else
-        // runs there.
-        if (const auto held = gone.held_now.find(v.index); held != gone.held_now.end()) {
-            v.stats.available_mib += held->second;
-        }
-        v.has_processes = !v.residents.empty() || v.foreign_mib > 0;
     }
     const SchedulerConfig& sc = scheduler_.config();
-    return carma_would_start(sc.policy, head, views, sc.placement, sc.carma);
+    return carma_would_start(sc.policy, head,
+                             views_without(std::move(views), live_.at(victim), live_, gpu_state_),
+                             sc.placement, sc.carma);
 }
 
-bool Daemon::preempted_before_restart(TaskId task, int number) {
+std::optional<double> Daemon::preempted_at(const store::TaskRow& task) {
+    if (!task.spec.requeue || task.attempts == 0) {
+        return std::nullopt;
+    }
+    auto attempts = store_->attempts(task.id);
+    if (!attempts || attempts->empty() ||
+        attempts->back().outcome != to_string(AttemptOutcome::Preempted)) {
+        return std::nullopt;
+    }
+    return attempts->back().ended_at;
+}
+
+Daemon::StopUnderWay Daemon::stop_before_restart(TaskId task, int number) {
     auto events = store_->events(0, task, 10000);
     if (!events) {
-        return false;
+        return StopUnderWay::None;
     }
+    // The last word on the attempt: a cancel after the preemption wins.
     const std::string words = attempt_words(number);
-    return std::any_of(events->begin(), events->end(), [&](const store::EventRow& e) {
-        return e.kind == kPreemptingEvent && e.message.starts_with(words);
-    });
+    StopUnderWay stop = StopUnderWay::None;
+    for (const store::EventRow& e : *events) {  // oldest first
+        if (e.kind == kPreemptingEvent && e.message.starts_with(words)) {
+            stop = StopUnderWay::Preempting;
+        } else if (e.kind == "cancel-requested") {
+            stop = StopUnderWay::Cancelling;
+        }
+    }
+    return stop;
 }
 
 }  // namespace carma::daemon

@@ -42,8 +42,14 @@ Result<void> Daemon::restore() {
         }
         switch (t.state) {
             case store::TaskState::Queued:
-                // Waiting time counts from submission, across restarts (carma's bounded wait).
-                admit_to_queue(t);
+                // Waiting time counts from submission, across restarts (carma's bounded wait);
+                // after a preemption from its end, so that it still waits behind the task it
+                // made room for (core/preemption.h).
+                if (auto at = preempted_at(t); at && t.spec.dependencies.empty()) {
+                    scheduler_.enqueue(t.id, queued_spec(t), clock_of(*at));
+                } else {
+                    admit_to_queue(t);
+                }
                 ++requeued;
                 break;
             case store::TaskState::Recovering:
@@ -67,9 +73,14 @@ Result<void> Daemon::restore() {
                 bind_correction(t);
                 LiveAttempt live = reattached_attempt(t, a, clock_of(a.started_at),
                                                       mps_user_of(t, a.gpus, a.node));
-                // A preemption under way when the daemon stopped still queues the task again.
-                live.preempted = live.requeue && preempted_before_restart(t.id, a.number);
-                live.stop_requested = live.preempted;
+                // A preemption under way when the daemon stopped still queues the task again
+                // (its stop is sent again at the first tick: restop_preempted); one being
+                // cancelled is never chosen for a preemption.
+                if (live.requeue) {
+                    const StopUnderWay stop = stop_before_restart(t.id, a.number);
+                    live.preempted = stop == StopUnderWay::Preempting;
+                    live.stop_requested = stop == StopUnderWay::Cancelling;
+                }
                 if (!a.node.empty()) {
                     if (hub_) {
                         hub_->expect(a.node, cluster::attempt_name_of(a.dir));

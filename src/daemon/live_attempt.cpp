@@ -1,5 +1,6 @@
 #include "daemon/live_attempt.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace carma::daemon {
@@ -29,6 +30,33 @@ LiveAttempt reattached_attempt(const store::TaskRow& task, const store::AttemptR
     live.time_limit_s = task.spec.time_limit_s;
     live.launch_unconfirmed = !attempt.node.empty() && attempt.shim_pid == 0;
     return live;
+}
+
+std::vector<GpuView> views_without(std::vector<GpuView> views, const LiveAttempt& gone,
+                                   const std::map<TaskId, LiveAttempt>& live,
+                                   const std::vector<GpuState>& gpus) {
+    for (GpuView& v : views) {
+        const auto before = v.residents.size();
+        std::erase_if(v.residents, [&](const ResidentView& r) { return r.task == gone.task; });
+        if (v.residents.size() == before) {
+            continue;
+        }
+        // What the monitor will read once its memory is freed.
+        if (const auto held = gone.held_now.find(v.index); held != gone.held_now.end()) {
+            v.stats.available_mib += held->second;
+        }
+        // Processes CARMA did not start keep it busy, whatever memory they report.
+        const auto idx = static_cast<std::size_t>(v.index);
+        v.has_processes = !v.residents.empty() || (idx < gpus.size() && !gpus[idx].foreign.empty());
+        v.mps_user.clear();
+        for (const ResidentView& r : v.residents) {
+            if (const auto other = live.find(r.task);
+                other != live.end() && !other->second.mps_user.empty()) {
+                v.mps_user = other->second.mps_user;
+            }
+        }
+    }
+    return views;
 }
 
 }  // namespace carma::daemon

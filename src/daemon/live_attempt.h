@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/policy.h"
 #include "core/task.h"
 #include "daemon/foreign.h"
 #include "daemon/gpu_health.h"
@@ -94,5 +95,13 @@ struct GpuState : GpuHealth {
 // the launch's reply is unconfirmed: its agent may never have received it.
 LiveAttempt reattached_attempt(const store::TaskRow& task, const store::AttemptRow& attempt,
                                double started_clock, std::string mps_user);
+
+// The GPUs as the scheduler's next round would see them once attempt `gone` has ended (fair-share
+// preemption's probe, daemon_preempt.cpp): it is off every GPU it held, the memory its processes
+// hold there is free, a GPU is idle when no other attempt of `live` and no foreign process
+// (`gpus`, by index) is on it, and its MPS server is that of the attempts that remain.
+std::vector<GpuView> views_without(std::vector<GpuView> views, const LiveAttempt& gone,
+                                   const std::map<TaskId, LiveAttempt>& live,
+                                   const std::vector<GpuState>& gpus);
 
 }  // namespace carma::daemon

@@ -116,13 +116,17 @@ void Simulation::maybe_preempt(TaskId head) {
                 task_priority(weights, factor, false, t.spec.nice)});
         }
     }
+    // A task on the recovery queue waits for an idle GPU and has no fair-share priority.
+    const std::optional<double> head_priority = scheduler_.priority(head, now_);
+    if (!head_priority) {
+        return;
+    }
     const SimTask& ht = tasks_[h];
-    const PreemptionAsk ask{
-        ht.spec.user,
-        expected_charge_rate(ht.spec.learned, config_.gpus.type.usable_mib,
-                             std::max(ht.spec.gpus, 1),
-                             pays_whole_gpu(ht.spec, config_.scheduler.policy)),
-        scheduler_.priority(head, now_).value_or(std::numeric_limits<double>::infinity())};
+    const PreemptionAsk ask{ht.spec.user,
+                            expected_charge_rate(ht.spec.learned, config_.gpus.type.usable_mib,
+                                                 std::max(ht.spec.gpus, 1),
+                                                 pays_whole_gpu(ht.spec, config_.scheduler.policy)),
+                            *head_priority};
     const auto victim = choose_preemption(
         ask, std::move(running), shares_, now_, config_.preemption,
         [&](TaskId v) { return head_would_start_without(h, static_cast<std::size_t>(v)); });

@@ -125,8 +125,9 @@ TEST(TaskAfterAttempt, ALostNodeQueuesTheTaskAgainWhateverItsAttempts) {
 }
 
 // This test verifies a preemption: the stopped attempt is `preempted` and its task queued again
-// whatever its attempts; one that finished its work before the stop keeps its success; and a
-// cancel during the stop (the daemon clears `preempted`) ends the task as cancelled.
+// whatever its attempts, even when it exits 0 on SIGTERM (it saved a checkpoint and has work
+// left, as Slurm requeues); one that ended on its own before the stop reached it ended as it
+// did; and a cancel during the stop (the daemon clears `preempted`) ends the task as cancelled.
 TEST(TaskAfterAttempt, APreemptedAttemptQueuesTheTaskAgain) {
     const exec::ExitRecord stopped = exited(143, true);
     AttemptWatch watch;
@@ -145,8 +146,12 @@ TEST(TaskAfterAttempt, APreemptedAttemptQueuesTheTaskAgain) {
     EXPECT_FALSE(after.ended);
     EXPECT_EQ(after.message, "attempt 3 was stopped for fair share (preempted); queued again");
 
-    const exec::ExitRecord done = exited(0, true);
-    EXPECT_EQ(classify_attempt(attempt_end(&done, watch), ""), AttemptOutcome::Succeeded);
+    const exec::ExitRecord checkpointed = exited(0, true);
+    EXPECT_EQ(classify_attempt(attempt_end(&checkpointed, watch), ""), AttemptOutcome::Preempted);
+    const exec::ExitRecord done_first = exited(0, false);
+    EXPECT_EQ(classify_attempt(attempt_end(&done_first, watch), ""), AttemptOutcome::Succeeded);
+    const exec::ExitRecord failed_first = exited(1, false);
+    EXPECT_EQ(classify_attempt(attempt_end(&failed_first, watch), ""), AttemptOutcome::Failed);
     watch.preempted = false;  // cancelled meanwhile
     EXPECT_EQ(classify_attempt(attempt_end(&stopped, watch), ""), AttemptOutcome::Cancelled);
 }

@@ -51,6 +51,44 @@ protected:
 
     double started(TaskId id) { return task(id)["attempt_list"][0]["started_at"].get<double>(); }
 
+    // Preemption's scenario on two GPUs (`flags` start the daemon): alice's two --exclusive tasks
+    // hold them, `kept` without --requeue and `opted_in` with it, a task that checkpoints (its
+    // first attempt leaves a file and runs until stopped, ignoring the SIGTERM until the shim's
+    // SIGKILL after the fixture's 2-s grace, so that a test can kill the daemon before it ends;
+    // the next attempt finds the file and is done); then bob's `light`, which can start nowhere.
+    struct Preemption {
+        TaskId kept = 0, opted_in = 0, light = 0;
+    };
+    Preemption preemption_scenario(const passwd& alice, const passwd& bob) {
+        Preemption p;
+        p.kept = fake_as(alice, "resnet3", 1500, "--exclusive");
+        const std::string checkpoint = dir_ + "/" + alice.pw_name + "/checkpoint";
+        auto [rc, text] = carma_as(
+            alice, "submit",
+            fmt::format("--json --export=NONE --workdir /tmp --exclusive --requeue -- /bin/sh -c "
+                        "'test -e {0} && exit 0; /bin/touch {0}; trap \"/bin/sleep 30\" TERM; "
+                        "/bin/sleep 600 & wait'",
+                        checkpoint));
+        EXPECT_EQ(rc, 0) << text;
+        p.opted_in = rc == 0 ? json::parse(text)["id"].get<TaskId>() : 0;
+        EXPECT_TRUE(eventually([&] {
+            return state(p.kept) == "running" && state(p.opted_in) == "running";
+        })) << daemon_log();
+        p.light = fake_as(bob, "dlrm", 60);
+        return p;
+    }
+
+    // The `preempting` events so far.
+    json preempting() {
+        json found = json::array();
+        for (const json& e : events()) {
+            if (e["kind"] == "preempting") {
+                found.push_back(e);
+            }
+        }
+        return found;
+    }
+
     std::string carma_;
     std::string fakejob_;
 };
@@ -74,33 +112,9 @@ TEST_F(FairShareDaemonTest, PreemptionStopsAnOptedInTaskOfTheOverServedUser) {
     carma_ = reachable_copy(CARMA_BIN);
     fakejob_ = reachable_copy(CARMA_FAKEJOB_PATH);
 
-    const TaskId kept = fake_as(*alice, "resnet3", 1500, "--exclusive");
-    // A task that checkpoints: its first attempt leaves a file and runs until stopped, taking a
-    // while over the stop; the next finds the file and is done.
-    const std::string checkpoint = dir_ + "/carma-test-alice/checkpoint";
-    auto [rc, text] = carma_as(
-        *alice, "submit",
-        fmt::format("--json --export=NONE --workdir /tmp --exclusive --requeue -- /bin/sh -c "
-                    "'test -e {0} && exit 0; /bin/touch {0}; trap \"/bin/sleep 1; exit 143\" TERM; "
-                    "/bin/sleep 600 & wait'",
-                    checkpoint));
-    ASSERT_EQ(rc, 0) << text;
-    const TaskId opted_in = json::parse(text)["id"].get<TaskId>();
-    ASSERT_TRUE(eventually([&] {
-        return state(kept) == "running" && state(opted_in) == "running";
-    })) << daemon_log();
+    const auto [kept, opted_in, light] = preemption_scenario(*alice, *bob);
     EXPECT_EQ(task(opted_in)["requeue"], true);
-    const TaskId light = fake_as(*bob, "dlrm", 60);
 
-    const auto preempting = [&] {
-        json found = json::array();
-        for (const json& e : events()) {
-            if (e["kind"] == "preempting") {
-                found.push_back(e);
-            }
-        }
-        return found;
-    };
     ASSERT_TRUE(eventually([&] { return !preempting().empty(); }, 60s)) << daemon_log();
     stop(SIGKILL);
     start("carma", flags);
@@ -121,11 +135,50 @@ TEST_F(FairShareDaemonTest, PreemptionStopsAnOptedInTaskOfTheOverServedUser) {
         << "bob waited for alice's tasks to end: nothing was preempted";
     const json said = preempting();
     ASSERT_EQ(said.size(), 1u) << said.dump(2);
+    // The end was collected by the daemon started again, which knew it for a preemption only
+    // from the store.
+    std::int64_t restarted = 0, ended = 0;
+    for (const json& e : events()) {
+        if (e["kind"] == "daemon-started") {
+            restarted = e["id"].get<std::int64_t>();
+        } else if (e["kind"] == "preempted" && e["task"] == opted_in) {
+            ended = e["id"].get<std::int64_t>();
+        }
+    }
+    EXPECT_GT(ended, restarted) << events().dump(2);
     EXPECT_EQ(said[0]["task"], opted_in);
     EXPECT_NE(said[0]["message"].get<std::string>().find(
                   fmt::format("so that task {} of carma-test-bob can start", light)),
               std::string::npos)
         << said.dump(2);
+}
+
+// This test verifies that a cancel during a preemption's stop wins, across a restart: the task
+// that was being stopped to be queued again ends cancelled, its attempt `cancelled`.
+TEST_F(FairShareDaemonTest, ACancelDuringAPreemptionEndsTheTaskAcrossARestart) {
+    std::optional<passwd> alice;
+    std::optional<passwd> bob;
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-alice", alice, "for two fair-share users"));
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-bob", bob, "for two fair-share users"));
+    const std::vector<std::string> flags = {
+        "--exclude-gpus", "2,3", "--config",
+        write_config(dir_, "preemption: true\npreempt_min_run: 1m\n")};
+    start("carma", flags);
+    carma_ = reachable_copy(CARMA_BIN);
+    fakejob_ = reachable_copy(CARMA_FAKEJOB_PATH);
+    const auto [kept, opted_in, light] = preemption_scenario(*alice, *bob);
+    ASSERT_TRUE(eventually([&] { return !preempting().empty(); }, 60s)) << daemon_log();
+    ASSERT_TRUE(client().cancel(opted_in));
+    stop(SIGKILL);
+    start("carma", flags);
+
+    const json done = wait_final(opted_in);
+    EXPECT_EQ(done["state"], "cancelled") << done.dump(2) << events().dump(1);
+    ASSERT_EQ(done["attempt_list"].size(), 1u) << done.dump(2);
+    EXPECT_EQ(done["attempt_list"][0]["outcome"], "cancelled");
+    EXPECT_EQ(wait_final(light)["state"], "succeeded");
+    EXPECT_EQ(state(kept), "running");
+    EXPECT_EQ(preempting().size(), 1u) << "the attempt being cancelled was stopped again";
 }
 
 // This test verifies, on one GPU under `carma`: alice's --exclusive task runs alone (bob's small

@@ -53,5 +53,57 @@ TEST(ReattachedAttempt, ARemoteOneWithoutItsLaunchReplyIsUnconfirmed) {
     EXPECT_EQ(reattached_attempt(t, stored_attempt("gpu-3", 0), 0, "").handle.node, "gpu-3");
 }
 
+// This test verifies the GPUs a preemption's probe sees with an attempt gone: off both GPUs it
+// held, its memory free there; a GPU with another attempt stays busy with that attempt's MPS
+// server; one with only a foreign process stays busy though the process reports no memory; one
+// left empty is idle with no MPS server; a GPU it never held is as it was.
+TEST(ViewsWithout, TakeTheAttemptOffEveryGpuItHeld) {
+    LiveAttempt gone;
+    gone.task = 7;
+    gone.gpus = {0, 1, 2};
+    gone.held_now = {{0, 4000}, {1, 3000}, {2, 2000}};
+    gone.mps_user = "bob";
+    LiveAttempt other;
+    other.task = 8;
+    other.gpus = {0};
+    other.mps_user = "carol";
+    const std::map<TaskId, LiveAttempt> live{{7, gone}, {8, other}};
+    std::vector<GpuView> views(4);
+    for (int g = 0; g < 4; ++g) {
+        views[static_cast<std::size_t>(g)].index = g;
+        views[static_cast<std::size_t>(g)].has_processes = true;
+        views[static_cast<std::size_t>(g)].stats.available_mib = 1000;
+        views[static_cast<std::size_t>(g)].mps_user = "bob";
+    }
+    const auto resident = [](TaskId id) {
+        ResidentView r;
+        r.task = id;
+        return r;
+    };
+    views[0].residents = {resident(7), resident(8)};
+    views[1].residents = {resident(7)};
+    views[2].residents = {resident(7)};
+    views[3].residents = {resident(9)};
+    std::vector<GpuState> gpus(4);
+    gpus[2].foreign.push_back(ForeignProcess{});  // reports no memory (a container's)
+
+    const std::vector<GpuView> after = views_without(views, gone, live, gpus);
+    ASSERT_EQ(after.size(), 4u);
+    EXPECT_EQ(after[0].residents.size(), 1u);
+    EXPECT_EQ(after[0].residents[0].task, 8);
+    EXPECT_TRUE(after[0].has_processes);
+    EXPECT_EQ(after[0].mps_user, "carol");
+    EXPECT_EQ(after[0].stats.available_mib, 5000);
+    EXPECT_TRUE(after[1].residents.empty());
+    EXPECT_FALSE(after[1].has_processes);
+    EXPECT_EQ(after[1].mps_user, "");
+    EXPECT_EQ(after[1].stats.available_mib, 4000);
+    EXPECT_TRUE(after[2].has_processes) << "a foreign process keeps it busy";
+    EXPECT_EQ(after[2].stats.available_mib, 3000);
+    EXPECT_EQ(after[3].residents.size(), 1u);
+    EXPECT_EQ(after[3].stats.available_mib, 1000);
+    EXPECT_EQ(after[3].mps_user, "bob");
+}
+
 }  // namespace
 }  // namespace carma::daemon
