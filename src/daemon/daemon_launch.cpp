@@ -71,6 +71,7 @@ std::vector<Daemon::PreparedLaunch> Daemon::decide() {
             continue;
         }
         event(row.id, "rejected", r.reason);
+        made_room_for_.erase(row.id);
         dependencies_due_ = true;
     }
     for (const Placement& p : step.placed) {
