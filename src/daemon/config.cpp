@@ -3,12 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -307,6 +308,24 @@ Result<T> scalar(const YAML::Node& node, const std::string& key, const std::stri
     }
 }
 
+// A span such as 10m or 7d, at most `max_s`: above 0, or also 0 where `zero_allowed`; `hint` says
+// what to write instead.
+Result<double> span_key(const YAML::Node& v, const std::string& key, const std::string& source,
+                        bool zero_allowed, std::string_view hint,
+                        double max_s = 365 * 24 * 3600.0) {
+    auto written = scalar<std::string>(v, key, source);
+    if (!written) {
+        return tl::unexpected(written.error());
+    }
+    auto span = parse_duration(*written);
+    if (!span || !(zero_allowed ? *span >= 0 : *span > 0) || *span > max_s) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("{} line {}: {} '{}' must be {}", source, v.Mark().line + 1, key,
+                                *written, hint));
+    }
+    return *span;
+}
+
 // One string or a list of them; null or an empty list is none.
 Result<void> string_list(const YAML::Node& v, const std::string& key, const std::string& source,
                          std::vector<std::string>& out) {
@@ -509,32 +528,17 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
                 return tl::unexpected(b.error());
             }
             c.fair_share = *b;
-        } else if (key == "fairshare_half_life") {
-            auto written = scalar<std::string>(v, key, source);
-            if (!written) {
-                return tl::unexpected(written.error());
+        } else if (key == "fairshare_half_life" || key == "fairshare_horizon") {
+            const bool horizon = key == "fairshare_horizon";
+            auto span = horizon
+                            ? span_key(v, key, source, true,
+                                       "a span such as 1h or 30m, or 0s to order by usage alone")
+                            : span_key(v, key, source, false, "a span above 0 such as 7d or 36h",
+                                       std::numeric_limits<double>::infinity());
+            if (!span) {
+                return tl::unexpected(span.error());
             }
-            auto span = parse_duration(*written);
-            if (!span || *span <= 0) {
-                return fail(ErrorCode::InvalidArgument,
-                            fmt::format("{} line {}: fairshare_half_life '{}' must be a span "
-                                        "above 0 such as 7d or 36h",
-                                        source, v.Mark().line + 1, *written));
-            }
-            c.fairshare_half_life_s = *span;
-        } else if (key == "fairshare_horizon") {
-            auto written = scalar<std::string>(v, key, source);
-            if (!written) {
-                return tl::unexpected(written.error());
-            }
-            auto span = parse_duration(*written);
-            if (!span || !(*span >= 0) || *span > 365 * 24 * 3600.0) {
-                return fail(ErrorCode::InvalidArgument,
-                            fmt::format("{} line {}: fairshare_horizon '{}' must be a span "
-                                        "such as 1h or 30m, or 0s to order by usage alone",
-                                        source, v.Mark().line + 1, *written));
-            }
-            c.fairshare_horizon_s = *span;
+            (horizon ? c.fairshare_horizon_s : c.fairshare_half_life_s) = *span;
         } else if (key == "preemption") {
             auto b = scalar<bool>(v, key, source);
             if (!b) {
@@ -542,16 +546,9 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             }
             c.preemption.enabled = *b;
         } else if (key == "preempt_min_run") {
-            auto written = scalar<std::string>(v, key, source);
-            if (!written) {
-                return tl::unexpected(written.error());
-            }
-            auto span = parse_duration(*written);
-            if (!span || !(*span >= 0) || *span > 365 * 24 * 3600.0) {
-                return fail(ErrorCode::InvalidArgument,
-                            fmt::format("{} line {}: preempt_min_run '{}' must be a span such "
-                                        "as 10m or 1h, or 0s",
-                                        source, v.Mark().line + 1, *written));
+            auto span = span_key(v, key, source, true, "a span such as 10m or 1h, or 0s");
+            if (!span) {
+                return tl::unexpected(span.error());
             }
             c.preemption.min_run_s = *span;
         } else if (key == "preempt_margin") {

@@ -51,6 +51,20 @@ protected:
 
     double started(TaskId id) { return task(id)["attempt_list"][0]["started_at"].get<double>(); }
 
+    // Two users made by useradd, and a daemon that preempts (an attempt may be stopped after a
+    // minute of model time) on two GPUs; `flags` start it again.
+    void start_preempting(std::optional<passwd>& alice, std::optional<passwd>& bob,
+                          std::vector<std::string>& flags) {
+        ASSERT_NO_FATAL_FAILURE(
+            root_and_user("carma-test-alice", alice, "for two fair-share users"));
+        ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-bob", bob, "for two fair-share users"));
+        flags = {"--exclude-gpus", "2,3", "--config",
+                 write_config(dir_, "preemption: true\npreempt_min_run: 1m\n")};
+        start("carma", flags);
+        carma_ = reachable_copy(CARMA_BIN);
+        fakejob_ = reachable_copy(CARMA_FAKEJOB_PATH);
+    }
+
     // Preemption's scenario on two GPUs (`flags` start the daemon): alice's two --exclusive tasks
     // hold them, `kept` without --requeue and `opted_in` with it, a task that checkpoints (its
     // first attempt leaves a file and runs until stopped, ignoring the SIGTERM until the shim's
@@ -103,14 +117,8 @@ protected:
 TEST_F(FairShareDaemonTest, PreemptionStopsAnOptedInTaskOfTheOverServedUser) {
     std::optional<passwd> alice;
     std::optional<passwd> bob;
-    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-alice", alice, "for two fair-share users"));
-    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-bob", bob, "for two fair-share users"));
-    const std::vector<std::string> flags = {
-        "--exclude-gpus", "2,3", "--config",
-        write_config(dir_, "preemption: true\npreempt_min_run: 1m\n")};
-    start("carma", flags);
-    carma_ = reachable_copy(CARMA_BIN);
-    fakejob_ = reachable_copy(CARMA_FAKEJOB_PATH);
+    std::vector<std::string> flags;
+    ASSERT_NO_FATAL_FAILURE(start_preempting(alice, bob, flags));
 
     const auto [kept, opted_in, light] = preemption_scenario(*alice, *bob);
     EXPECT_EQ(task(opted_in)["requeue"], true);
@@ -158,14 +166,8 @@ TEST_F(FairShareDaemonTest, PreemptionStopsAnOptedInTaskOfTheOverServedUser) {
 TEST_F(FairShareDaemonTest, ACancelDuringAPreemptionEndsTheTaskAcrossARestart) {
     std::optional<passwd> alice;
     std::optional<passwd> bob;
-    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-alice", alice, "for two fair-share users"));
-    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-bob", bob, "for two fair-share users"));
-    const std::vector<std::string> flags = {
-        "--exclude-gpus", "2,3", "--config",
-        write_config(dir_, "preemption: true\npreempt_min_run: 1m\n")};
-    start("carma", flags);
-    carma_ = reachable_copy(CARMA_BIN);
-    fakejob_ = reachable_copy(CARMA_FAKEJOB_PATH);
+    std::vector<std::string> flags;
+    ASSERT_NO_FATAL_FAILURE(start_preempting(alice, bob, flags));
     const auto [kept, opted_in, light] = preemption_scenario(*alice, *bob);
     ASSERT_TRUE(eventually([&] { return !preempting().empty(); }, 60s)) << daemon_log();
     ASSERT_TRUE(client().cancel(opted_in));
