@@ -59,7 +59,7 @@ TEST_F(ArgCheckTest, SlurmOptionsNameCarmasEquivalent) {
                      "afterok:3", "-a", "0-3", "-D", "/tmp", "--job-name=x", "--time=1-2",
                      "--dependency=afterany:4", "--chdir=/tmp", "--mail-type=END",
                      "--mail-user=me", "--nice=10", "--exclusive", "--max-slowdown", "1.3",
-                     "--", "python", "-p", "--nice"}),
+                     "--requeue", "--", "python", "-p", "--nice"}),
               "");
 }
 
