@@ -11,7 +11,7 @@
 //     exits collected and recorded, tasks retried or requeued    daemon_exits.cpp
 //     time limits, dependencies                                  daemon_controls.cpp
 //     the scheduler decides; each launch is written to the store daemon_launch.cpp
-//     a round that started nothing may preempt for fair share    daemon_preempt.cpp
+//     a round that left a task waiting may preempt for fair share daemon_preempt.cpp
 //   attempts started without the lock, then completed under it   daemon_launch.cpp
 // Beside it: restore() at start (daemon_restore.cpp); the API's answers (daemon_api.cpp maps
 // them: daemon_submit, _tasks, _status, _nodes, _controls, _view, _acct.cpp); and the pure rules
@@ -258,9 +258,11 @@ private:
     void mail_about(const store::TaskRow& task, MailMoment moment);
     // Attempts past their task's time limit are asked to stop (SIGTERM, then SIGKILL).
     void enforce_time_limits();
-    // Fair-share preemption (daemon_preempt.cpp, core/preemption.h): after a round that placed
-    // nothing and left `head` waiting, stop the --requeue attempt the rule chooses, if any.
-    void maybe_preempt(TaskId head, const std::vector<GpuView>& views);
+    // Fair-share preemption (daemon_preempt.cpp, core/preemption.h): after a round that left
+    // `head` waiting, stop the --requeue attempt the rule chooses, if any. `views`: the GPUs the
+    // round saw; `placed`: the attempts it placed, not yet live.
+    void maybe_preempt(TaskId head, const std::vector<GpuView>& views,
+                       std::span<const LiveAttempt> placed);
     bool preempting_now() const;
     // Sends the stop again to a preempted attempt it has not reached (a failed send; after a
     // restart, since a node's queued stop died with the daemon).

@@ -102,8 +102,13 @@ std::vector<Daemon::PreparedLaunch> Daemon::decide() {
     if (waiting_reasons_.size() > 4 * kWaitingReasonsPerTick + step.waiting.size()) {
         waiting_reasons_.clear();  // forget tasks that have left the queue
     }
-    if (step.pending_task && step.placed.empty()) {
-        maybe_preempt(*step.pending_task, views);
+    if (step.pending_task) {
+        // The probe sees the GPUs as this round left them, its placements on them.
+        std::vector<LiveAttempt> placed;
+        for (const PreparedLaunch& l : launches) {
+            placed.push_back(l.live);
+        }
+        maybe_preempt(*step.pending_task, views, placed);
     }
     if (step.pending_task) {
         auto t = store_->task(*step.pending_task);

@@ -34,7 +34,8 @@ bool Daemon::preempting_now() const {
                        [](const auto& kv) { return kv.second.preempted; });
 }
 
-void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& views) {
+void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
+                           std::span<const LiveAttempt> placed) {
     const SchedulerConfig& sc = scheduler_.config();
     // One stop at a time: the next round sees the freed GPU before another task is stopped.
     if (!config_.preemption.enabled || !sc.policy.carma || !sc.carma.fair_share ||
@@ -53,6 +54,9 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& views) {
         return;
     }
     const TaskSpec head_spec = queued_spec(**row);
+    // The GPUs as the round left them.
+    const std::vector<GpuView> views =
+        placed.empty() ? round_views : views_with(round_views, placed);
     const UserStandings& standings = scheduler_.standings();
     const PriorityWeights weights{sc.carma.fair_share_weight, sc.carma.age_weight};
     MiB usable = 0;
@@ -61,6 +65,15 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& views) {
     }
     std::vector<RunningAttempt> running;
     std::set<std::string> users{head_spec.user};
+    // What the round just placed counts at what it is expected to be charged; too young to stop.
+    for (const LiveAttempt& p : placed) {
+        users.insert(p.user);
+        running.push_back(
+            RunningAttempt{p.task, p.user, clock,
+                           expected_charge_rate(p.learned, usable, static_cast<int>(p.gpus.size()),
+                                                !sc.policy.collocate || p.exclusive),
+                           false, false});
+    }
     for (const auto& [id, live] : live_) {
         users.insert(live.user);
         const auto standing = standings.find(live.user);

@@ -282,22 +282,10 @@ std::vector<GpuView> Daemon::gpu_views() const {
         for (const auto& [id, live] : live_) {
             if (std::find(live.gpus.begin(), live.gpus.end(), g.index) != live.gpus.end()) {
                 v.has_processes = true;
-                ResidentView r;
-                r.task = id;
                 if (!live.mps_user.empty()) {
                     v.mps_user = live.mps_user;
                 }
-                r.activity = live.learned.activity.value_or(0.6);
-                r.need_mib = live.learned.need_mib
-                                 ? std::optional<MiB>(*live.learned.need_mib +
-                                                      live.learned.margin_mib)
-                                 : std::nullopt;
-                if (live.learned.duration_s) {
-                    r.expected_end = live.started_clock + *live.learned.duration_s;
-                }
-                r.exclusive = live.exclusive;
-                r.max_slowdown = live.max_slowdown;
-                v.residents.push_back(r);
+                v.residents.push_back(resident_view_of(live));
             }
         }
         views.push_back(std::move(v));

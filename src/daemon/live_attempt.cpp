@@ -32,6 +32,36 @@ LiveAttempt reattached_attempt(const store::TaskRow& task, const store::AttemptR
     return live;
 }
 
+ResidentView resident_view_of(const LiveAttempt& live) {
+    ResidentView r;
+    r.task = live.task;
+    r.activity = live.learned.activity.value_or(0.6);
+    r.need_mib = live.learned.need_mib
+                     ? std::optional<MiB>(*live.learned.need_mib + live.learned.margin_mib)
+                     : std::nullopt;
+    if (live.learned.duration_s) {
+        r.expected_end = live.started_clock + *live.learned.duration_s;
+    }
+    r.exclusive = live.exclusive;
+    r.max_slowdown = live.max_slowdown;
+    return r;
+}
+
+std::vector<GpuView> views_with(std::vector<GpuView> views, std::span<const LiveAttempt> placed) {
+    for (const LiveAttempt& live : placed) {
+        for (GpuView& v : views) {
+            if (std::find(live.gpus.begin(), live.gpus.end(), v.index) != live.gpus.end()) {
+                v.has_processes = true;
+                if (!live.mps_user.empty()) {
+                    v.mps_user = live.mps_user;
+                }
+                v.residents.push_back(resident_view_of(live));
+            }
+        }
+    }
+    return views;
+}
+
 std::vector<GpuView> views_without(std::vector<GpuView> views, const LiveAttempt& gone,
                                    const std::map<TaskId, LiveAttempt>& live,
                                    const std::vector<GpuState>& gpus) {

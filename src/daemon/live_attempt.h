@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,14 @@ struct GpuState : GpuHealth {
 // the launch's reply is unconfirmed: its agent may never have received it.
 LiveAttempt reattached_attempt(const store::TaskRow& task, const store::AttemptRow& attempt,
                                double started_clock, std::string mps_user);
+
+// What `carma` plans with for an attempt on a GPU (GpuView::residents): its learned figures,
+// never its measurements, and what it asked of its co-runners.
+ResidentView resident_view_of(const LiveAttempt& live);
+
+// The same GPUs with the attempts of a round that placed some (`placed`, not yet live) on them,
+// as the round left them.
+std::vector<GpuView> views_with(std::vector<GpuView> views, std::span<const LiveAttempt> placed);
 
 // The GPUs as the scheduler's next round would see them once attempt `gone` has ended (fair-share
 // preemption's probe, daemon_preempt.cpp): it is off every GPU it held, the memory its processes

@@ -105,5 +105,39 @@ TEST(ViewsWithout, TakeTheAttemptOffEveryGpuItHeld) {
     EXPECT_EQ(after[3].mps_user, "bob");
 }
 
+// This test verifies the GPUs as a round left them: an attempt it placed on two GPUs is a resident
+// of both, planned with its learned figures and margin, the GPU no longer idle and its MPS server
+// the attempt's; a GPU it did not take is as it was.
+TEST(ViewsWith, PutARoundsPlacementsOnTheirGpus) {
+    LiveAttempt placed;
+    placed.task = 11;
+    placed.gpus = {1, 2};
+    placed.learned.need_mib = 8000;
+    placed.learned.margin_mib = 1000;
+    placed.learned.activity = 0.4;
+    placed.learned.duration_s = 600;
+    placed.started_clock = 50;
+    placed.exclusive = true;
+    placed.mps_user = "dora";
+    std::vector<GpuView> views(3);
+    for (int g = 0; g < 3; ++g) {
+        views[static_cast<std::size_t>(g)].index = g;
+    }
+    const std::vector<GpuView> after = views_with(views, std::vector<LiveAttempt>{placed});
+    EXPECT_TRUE(after[0].residents.empty());
+    EXPECT_FALSE(after[0].has_processes);
+    for (std::size_t g : {1u, 2u}) {
+        ASSERT_EQ(after[g].residents.size(), 1u);
+        const ResidentView& r = after[g].residents[0];
+        EXPECT_EQ(r.task, 11);
+        EXPECT_EQ(r.need_mib, 9000);
+        EXPECT_DOUBLE_EQ(r.activity, 0.4);
+        EXPECT_EQ(r.expected_end, 650.0);
+        EXPECT_TRUE(r.exclusive);
+        EXPECT_TRUE(after[g].has_processes);
+        EXPECT_EQ(after[g].mps_user, "dora");
+    }
+}
+
 }  // namespace
 }  // namespace carma::daemon
