@@ -320,6 +320,13 @@ double Daemon::clock_of(double unix_time) const {
 }
 
 void Daemon::event(TaskId task, const std::string& kind, const std::string& message) {
+    if (auto r = record_event(task, kind, message); !r) {
+        spdlog::warn("cannot record event {} of task {}: {}", kind, task, r.error().message);
+    }
+}
+
+Result<void> Daemon::record_event(TaskId task, const std::string& kind,
+                                  const std::string& message) {
     store::EventRow e;
     e.time = unix_now();
     e.task = task;
@@ -327,12 +334,14 @@ void Daemon::event(TaskId task, const std::string& kind, const std::string& mess
     // An event says what happened; a 20 KB argument repeated in 10,000 of them says nothing more
     // and fills the disk (the task's own row keeps the whole command).
     e.message = shortened(message, kMaxEventBytes);
-    if (auto r = store_->add_event(e); !r) {
-        spdlog::warn("cannot record event {} of task {}: {}", kind, task, r.error().message);
-    }
+    auto added = store_->add_event(e);
     if (task != 0) {
         spdlog::info("task={} {}: {}", task, kind, message);
     }
+    if (!added) {
+        return tl::unexpected(added.error());
+    }
+    return {};
 }
 
 // --- the loop ---------------------------------------------------------------------------------

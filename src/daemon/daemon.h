@@ -177,6 +177,8 @@ private:
     void complete_launch(PreparedLaunch launch, Result<exec::LaunchHandle> handle);
     void postpone_launch(const Placement& placement, const std::string& why);
     void event(TaskId task, const std::string& kind, const std::string& message);
+    // The same, saying whether the store kept it (event() only logs when it did not).
+    Result<void> record_event(TaskId task, const std::string& kind, const std::string& message);
     // History and knowledge (store/history.h, core/knowledge.h).
     void accumulate_activity();
     // Each tick, under the lock: how long each attempt has shared its GPUs and what the raw
@@ -206,6 +208,9 @@ private:
     // measured, or, for an attempt with nothing measured yet (starting, or processes CARMA
     // cannot see), what it is expected to be charged.
     ChargeRates charge_rates() const;
+    // GPUs' worth one attempt is charged per second now, by the same rule (placed attempts not
+    // yet live included).
+    double charge_rate_of(const LiveAttempt& live) const;
     // Each user's row of GET /v1/share, for everyone with usage, running attempts or tasks
     // waiting (`counts`: the store's live counts); the page and `carma top` show the same.
     std::map<std::string, nlohmann::json> share_rows(const std::vector<store::StateCount>& counts);

@@ -68,23 +68,15 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
     // What the round just placed counts at what it is expected to be charged; too young to stop.
     for (const LiveAttempt& p : placed) {
         users.insert(p.user);
-        running.push_back(
-            RunningAttempt{p.task, p.user, clock,
-                           expected_charge_rate(p.learned, usable, static_cast<int>(p.gpus.size()),
-                                                !sc.policy.collocate || p.exclusive),
-                           false, false});
+        running.push_back(RunningAttempt{p.task, p.user, clock, charge_rate_of(p), false, false});
     }
     for (const auto& [id, live] : live_) {
         users.insert(live.user);
         const auto standing = standings.find(live.user);
         const double factor = standing != standings.end() ? standing->second.factor : 1;
-        const double rate =
-            live.charge_rate > 0
-                ? live.charge_rate
-                : expected_charge_rate(live.learned, usable, static_cast<int>(live.gpus.size()),
-                                       !sc.policy.collocate || live.exclusive);
         // One already stopping (a cancel) or perhaps never started frees nothing new.
-        running.push_back(RunningAttempt{id, live.user, live.started_clock, rate, live.requeue,
+        running.push_back(RunningAttempt{id, live.user, live.started_clock, charge_rate_of(live),
+                                         live.requeue,
                                          !live.stop_requested && !live.launch_unconfirmed,
                                          task_priority(weights, factor, false, live.nice)});
     }
@@ -95,7 +87,7 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
     const PreemptionAsk ask{
         head_spec.user,
         expected_charge_rate(head_spec.learned, usable, std::max(head_spec.gpus, 1),
-                             !sc.policy.collocate || head_spec.exclusive),
+                             !sc.policy.collocate || runs_alone(head_spec, sc.policy.carma)),
         *head_priority};
     const auto victim =
         choose_preemption(ask, std::move(running), shares, clock, config_.preemption,
@@ -106,21 +98,16 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
     LiveAttempt& live = live_.at(*victim);
     // Recorded before the stop: a daemon that dies in between still queues the task again after
     // its restart (stop_before_restart), and one that cannot record it does not stop it.
-    store::EventRow e;
-    e.time = unix_now();
-    e.task = *victim;
-    e.kind = kPreemptingEvent;
-    e.message = fmt::format(
+    const std::string message = fmt::format(
         "{}stopped (SIGTERM, then SIGKILL after {}) so that task {} of {} can start: {} is "
         "over-served under fair share; it will be queued again",
         attempt_words(live.number), format_time_limit(config_.kill_grace_s), head, head_spec.user,
         live.user);
-    if (auto r = store_->add_event(e); !r) {
+    if (auto r = record_event(*victim, kPreemptingEvent, message); !r) {
         spdlog::warn("task={}: cannot record its preemption, so it is not stopped: {}", *victim,
                      r.error().message);
         return;
     }
-    spdlog::info("task={} {}: {}", *victim, kPreemptingEvent, e.message);
     made_room_for_.insert(head);
     live.preempted = true;
     live.stop_requested = true;

@@ -145,24 +145,25 @@ void Daemon::charge_usage() {
 }
 
 ChargeRates Daemon::charge_rates() const {
-    const PolicySpec& policy = scheduler_.config().policy;
     ChargeRates rates;
     for (const auto& [id, live] : live_) {
-        if (live.charge_rate > 0) {
-            rates[live.user] += live.charge_rate;
-            continue;
-        }
-        MiB usable = 0;
-        for (const device::GpuSample& s : last_samples_) {
-            if (!live.gpus.empty() && s.index == live.gpus.front()) {
-                usable = s.free_mib + s.used_mib;
-            }
-        }
-        rates[live.user] += expected_charge_rate(live.learned, usable,
-                                                 static_cast<int>(live.gpus.size()),
-                                                 runs_alone(live, policy));
+        rates[live.user] += charge_rate_of(live);
     }
     return rates;
+}
+
+double Daemon::charge_rate_of(const LiveAttempt& live) const {
+    if (live.charge_rate > 0) {
+        return live.charge_rate;
+    }
+    MiB usable = 0;
+    for (const device::GpuSample& s : last_samples_) {
+        if (!live.gpus.empty() && s.index == live.gpus.front()) {
+            usable = s.free_mib + s.used_mib;
+        }
+    }
+    return expected_charge_rate(live.learned, usable, static_cast<int>(live.gpus.size()),
+                                runs_alone(live, scheduler_.config().policy));
 }
 
 // Every user the scheduler may ask about: those with usage or running attempts (the limits count
