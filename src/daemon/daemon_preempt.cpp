@@ -5,7 +5,6 @@
 // the daemon's lock held.
 
 #include <algorithm>
-#include <limits>
 #include <set>
 
 #include <fmt/format.h>
