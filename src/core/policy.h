@@ -66,6 +66,16 @@ struct PolicySpec {
     bool reads_order_statistics() const {
         return risk_filter || score == Score::LeastUtilised;
     }
+    // Whether a task has its GPUs to itself under this policy, and so is charged the whole GPU
+    // (core/fair_share.h): the policy never shares, or the task asks it (runs_alone, with a
+    // slowdown bound that only `carma` predicts). The simulator, the daemon's charge and its
+    // preemption ask it here.
+    bool task_runs_alone(bool exclusive, bool bounds_slowdown) const {
+        return !collocate || runs_alone(exclusive, bounds_slowdown, carma);
+    }
+    bool task_runs_alone(const TaskSpec& task) const {
+        return task_runs_alone(task.exclusive, task.max_slowdown.has_value());
+    }
 };
 
 // Accepts the paper's names as they are (`oracle-MAGM`, `OR-RR`, `EST-LUG`, `exclusive`, ...),

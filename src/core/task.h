@@ -96,8 +96,11 @@ struct TaskSpec {
 
 // Whether a task must have its GPUs to itself under a policy: `--exclusive`, or a slowdown bound
 // that the policy cannot predict (`carma` can: `predicts_slowdown`).
+inline bool runs_alone(bool exclusive, bool bounds_slowdown, bool predicts_slowdown) {
+    return exclusive || (bounds_slowdown && !predicts_slowdown);
+}
 inline bool runs_alone(const TaskSpec& task, bool predicts_slowdown) {
-    return task.exclusive || (task.max_slowdown.has_value() && !predicts_slowdown);
+    return runs_alone(task.exclusive, task.max_slowdown.has_value(), predicts_slowdown);
 }
 
 }  // namespace carma

@@ -86,7 +86,7 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
     const PreemptionAsk ask{
         head_spec.user,
         expected_charge_rate(head_spec.learned, usable, std::max(head_spec.gpus, 1),
-                             !sc.policy.collocate || runs_alone(head_spec, sc.policy.carma)),
+                             sc.policy.task_runs_alone(head_spec)),
         *head_priority};
     const auto victim =
         choose_preemption(ask, std::move(running), shares, clock, config_.preemption,

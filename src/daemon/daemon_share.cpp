@@ -83,16 +83,6 @@ void Daemon::save_usage() {
     }
 }
 
-namespace {
-
-// Whether an attempt is charged the whole GPU: it runs alone by request (--exclusive;
-// --max-slowdown under a policy that predicts no slowdown) or under a policy that never shares.
-bool runs_alone(const LiveAttempt& live, const PolicySpec& policy) {
-    return !policy.collocate || live.exclusive || (live.max_slowdown && !policy.carma);
-}
-
-}  // namespace
-
 // An attempt pays per GPU and second the larger of its share of the GPU's memory (what its
 // processes hold) and of its SM activity (its processes' own), or the whole GPU when it runs
 // alone: by request (--exclusive; --max-slowdown under a policy that predicts no slowdown) or
@@ -114,6 +104,7 @@ void Daemon::charge_usage() {
         if (!(dt > 0)) {
             continue;
         }
+        const bool alone = policy.task_runs_alone(live.exclusive, live.max_slowdown.has_value());
         double fraction = 0;
         for (int g : live.gpus) {
             const auto total = total_mib.find(g);
@@ -124,7 +115,7 @@ void Daemon::charge_usage() {
                     : 0.0;
             const auto active = live.activity_now.find(g);
             const double sm_share = active != live.activity_now.end() ? active->second : 0.0;
-            fraction += charge_fraction(memory_share, sm_share, runs_alone(live, policy));
+            fraction += charge_fraction(memory_share, sm_share, alone);
         }
         live.charge_rate = fraction;
         const double gpu_s = fraction * dt;
@@ -162,8 +153,9 @@ double Daemon::charge_rate_of(const LiveAttempt& live) const {
             usable = s.free_mib + s.used_mib;
         }
     }
-    return expected_charge_rate(live.learned, usable, static_cast<int>(live.gpus.size()),
-                                runs_alone(live, scheduler_.config().policy));
+    return expected_charge_rate(
+        live.learned, usable, static_cast<int>(live.gpus.size()),
+        scheduler_.config().policy.task_runs_alone(live.exclusive, live.max_slowdown.has_value()));
 }
 
 // Every user the scheduler may ask about: those with usage or running attempts (the limits count

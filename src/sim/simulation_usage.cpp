@@ -22,11 +22,6 @@ namespace {
 // The report's usage series keep a point at most every this many seconds per user.
 constexpr double kUsagePointS = 60;
 
-// Whether an attempt pays the whole GPU: it runs alone by request, or the policy never shares.
-bool pays_whole_gpu(const TaskSpec& spec, const PolicySpec& policy) {
-    return !policy.collocate || runs_alone(spec, policy.carma);
-}
-
 }  // namespace
 
 void Simulation::charge(SimTask& t) {
@@ -52,7 +47,7 @@ void Simulation::charge(SimTask& t) {
 }
 
 void Simulation::set_charge_rate(SimTask& t) const {
-    const bool alone = pays_whole_gpu(t.spec, config_.scheduler.policy);
+    const bool alone = config_.scheduler.policy.task_runs_alone(t.spec);
     const double memory_share = static_cast<double>(t.world_peak_mib) /
                                 static_cast<double>(std::max<MiB>(1, config_.gpus.type.usable_mib));
     const double sm_share = t.profile.smact * t.speed;
@@ -63,7 +58,7 @@ void Simulation::set_charge_rate(SimTask& t) const {
 double Simulation::expected_rate(const SimTask& t) const {
     return expected_charge_rate(t.spec.learned, config_.gpus.type.usable_mib,
                                 static_cast<int>(t.gpus.size()),
-                                pays_whole_gpu(t.spec, config_.scheduler.policy));
+                                config_.scheduler.policy.task_runs_alone(t.spec));
 }
 
 void Simulation::note_user(const std::string& user) {
@@ -124,7 +119,7 @@ void Simulation::maybe_preempt(TaskId head) {
     const PreemptionAsk ask{ht.spec.user,
                             expected_charge_rate(ht.spec.learned, config_.gpus.type.usable_mib,
                                                  std::max(ht.spec.gpus, 1),
-                                                 pays_whole_gpu(ht.spec, config_.scheduler.policy)),
+                                                 config_.scheduler.policy.task_runs_alone(ht.spec)),
                             *head_priority};
     const auto victim = choose_preemption(
         ask, std::move(running), shares_, now_, config_.preemption,
