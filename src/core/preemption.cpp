@@ -31,7 +31,7 @@ std::optional<TaskId> choose_preemption_victim(const PreemptionAsk& head,
     // (victim user's allocation after the swap, start, id): the largest wins.
     std::tuple<double, double, TaskId> best{};
     for (const RunningAttempt& a : running) {
-        if (!a.requeue || !a.makes_room || a.user == head.user ||
+        if (!a.requeue || a.recovered || !a.makes_room || a.user == head.user ||
             now - a.started_s < config.min_run_s || a.requeued_priority >= head.priority) {
             continue;
         }

@@ -18,7 +18,8 @@
 // (no ping-pong). Only an attempt with all of these may be stopped: it opted in (`--requeue`;
 // a trace's `requeue` column); it ran min_run_s (Slurm's PreemptExemptTime: a task makes some
 // progress between preemptions); it is not the head's own user's; its end would let the head
-// start (makes_room); queued again, it would wait behind the head (requeued_priority). Among
+// start (makes_room); queued again, it would wait behind the head (requeued_priority); it is no
+// out-of-memory relaunch (recovered). Among
 // those: the most over-served user's (largest (A_V - r_v) / S_V), then the attempt started last
 // (the least work since its start is lost), then the highest task id.
 // One attempt per round: the caller schedules again, and the head may start by then. The caller
@@ -58,6 +59,10 @@ struct RunningAttempt {
     // bounded wait starting over). It must come after the head's: a stopped task that went first
     // took its own place back (in a flood, up to 4,134 preemptions for 260 tasks).
     double requeued_priority = -std::numeric_limits<double>::infinity();
+    // An out-of-memory relaunch, running alone on idle GPUs from the recovery queue. Stopped, it
+    // would either lose that protection (queued as it came, it may share and crash again) or,
+    // back on the recovery queue and ahead of every waiting task, take its GPU straight back.
+    bool recovered = false;
 };
 
 // The head that waits: its user and the GPUs' worth it is expected to be charged per second

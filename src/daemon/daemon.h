@@ -51,6 +51,7 @@
 #include "daemon/config.h"
 #include "daemon/foreign.h"
 #include "daemon/live_attempt.h"
+#include "daemon/preemption_events.h"
 #include "device/gpu_backend.h"
 #include "exec/clock.h"
 #include "exec/launch.h"
@@ -277,8 +278,10 @@ private:
                                   std::vector<GpuView> views) const;
     // Whether attempt `number` of `task` was being preempted or cancelled when the daemon stopped
     // (its events; the later one counts).
-    enum class StopUnderWay { None, Preempting, Cancelling };
     StopUnderWay stop_before_restart(TaskId task, int number);
+    // Whether a waiting task already had an attempt stopped for it (its events), so that after a
+    // restart it stops no second one.
+    bool made_room_before_restart(TaskId task);
     // When the task's last attempt ended preempted (unix seconds), if it did.
     std::optional<double> preempted_at(const store::TaskRow& task);
     // The submission's task, with the checks that need this server (GPUs, paths as the

@@ -177,6 +177,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     live.exclusive = task.spec.exclusive;
     live.max_slowdown = task.spec.max_slowdown;
     live.requeue = task.spec.requeue;
+    live.recovered = p.recovered;
     live.nice = task.spec.nice;
     live.mps_user = mps_user_of(task, p.gpus, std::string());
     live.started_clock = now();

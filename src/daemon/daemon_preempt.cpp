@@ -14,23 +14,26 @@
 #include "core/controls.h"
 #include "core/exit_classify.h"
 #include "daemon/daemon.h"
+#include "daemon/preemption_events.h"
 
 namespace carma::daemon {
 
 namespace {
 
-// The event that records a preemption: restarts read it back (stop_before_restart).
-constexpr const char* kPreemptingEvent = "preempting";
-
-std::string attempt_words(int number) {
-    return fmt::format("attempt {} ", number);
+// Whether the daemon can send an attempt its stop and learn of its end: not one on a node while
+// it listens for no agents (restored after a restart without --agents; followed again once it
+// does). Such an attempt is no candidate, and one being stopped holds up no other preemption.
+bool reachable(const LiveAttempt& live, bool agents) {
+    return live.handle.node.empty() || agents;
 }
 
 }  // namespace
 
 bool Daemon::preempting_now() const {
-    return std::any_of(live_.begin(), live_.end(),
-                       [](const auto& kv) { return kv.second.preempted; });
+    const bool agents = hub_ != nullptr;
+    return std::any_of(live_.begin(), live_.end(), [&](const auto& kv) {
+        return kv.second.preempted && reachable(kv.second, agents);
+    });
 }
 
 void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
@@ -73,11 +76,12 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
         users.insert(live.user);
         const auto standing = standings.find(live.user);
         const double factor = standing != standings.end() ? standing->second.factor : 1;
-        // One already stopping (a cancel) or perhaps never started frees nothing new.
-        running.push_back(RunningAttempt{id, live.user, live.started_clock, charge_rate_of(live),
-                                         live.requeue,
-                                         !live.stop_requested && !live.launch_unconfirmed,
-                                         task_priority(weights, factor, false, live.nice)});
+        // One already stopping (a cancel), perhaps never started or out of reach frees nothing new.
+        RunningAttempt& a = running.emplace_back(RunningAttempt{
+            id, live.user, live.started_clock, charge_rate_of(live), live.requeue,
+            !live.stop_requested && !live.launch_unconfirmed && reachable(live, hub_ != nullptr),
+            task_priority(weights, factor, false, live.nice)});
+        a.recovered = live.recovered;
     }
     for (const auto& [user, standing] : standings) {
         users.insert(user);
@@ -100,14 +104,19 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
     const std::string message = fmt::format(
         "{}stopped (SIGTERM, then SIGKILL after {}) so that task {} of {} can start: {} is "
         "over-served under fair share; it will be queued again",
-        attempt_words(live.number), format_time_limit(config_.kill_grace_s), head, head_spec.user,
-        live.user);
+        preempting_words(live.number), format_time_limit(config_.kill_grace_s), head,
+        head_spec.user, live.user);
     if (auto r = record_event(*victim, kPreemptingEvent, message); !r) {
         spdlog::warn("task={}: cannot record its preemption, so it is not stopped: {}", *victim,
                      r.error().message);
         return;
     }
     made_room_for_.insert(head);
+    // Read back after a restart (made_room_before_restart): the head stops no second task.
+    event(head, kRoomMadeEvent,
+          fmt::format("{}of task {} of {} is being stopped so that this task can start (fair "
+                      "share)",
+                      preempting_words(live.number), *victim, live.user));
     live.preempted = true;
     live.stop_requested = true;
     if (auto r = stop_attempt(live.handle); !r) {
@@ -119,7 +128,7 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
 
 void Daemon::restop_preempted() {
     for (auto& [id, live] : live_) {
-        if (live.preempted && !live.stop_requested) {
+        if (live.preempted && !live.stop_requested && reachable(live, hub_ != nullptr)) {
             if (auto r = stop_attempt(live.handle); r) {
                 live.stop_requested = true;
             } else {
@@ -154,22 +163,14 @@ std::optional<double> Daemon::preempted_at(const store::TaskRow& task) {
     return attempts->back().ended_at;
 }
 
-Daemon::StopUnderWay Daemon::stop_before_restart(TaskId task, int number) {
+StopUnderWay Daemon::stop_before_restart(TaskId task, int number) {
     auto events = store_->events(0, task, 10000);
-    if (!events) {
-        return StopUnderWay::None;
-    }
-    // The last word on the attempt: a cancel after the preemption wins.
-    const std::string words = attempt_words(number);
-    StopUnderWay stop = StopUnderWay::None;
-    for (const store::EventRow& e : *events) {  // oldest first
-        if (e.kind == kPreemptingEvent && e.message.starts_with(words)) {
-            stop = StopUnderWay::Preempting;
-        } else if (e.kind == "cancel-requested") {
-            stop = StopUnderWay::Cancelling;
-        }
-    }
-    return stop;
+    return events ? stop_under_way(*events, number) : StopUnderWay::None;
+}
+
+bool Daemon::made_room_before_restart(TaskId task) {
+    auto events = store_->events(0, task, 10000);
+    return events && made_room_since_placed(*events);
 }
 
 }  // namespace carma::daemon

@@ -50,6 +50,9 @@ Result<void> Daemon::restore() {
                 } else {
                     admit_to_queue(t);
                 }
+                if (config_.preemption.enabled && made_room_before_restart(t.id)) {
+                    made_room_for_.insert(t.id);
+                }
                 ++requeued;
                 break;
             case store::TaskState::Recovering:

@@ -21,6 +21,7 @@ LiveAttempt reattached_attempt(const store::TaskRow& task, const store::AttemptR
     live.exclusive = task.spec.exclusive;
     live.max_slowdown = task.spec.max_slowdown;
     live.requeue = task.spec.requeue;
+    live.recovered = attempt.recovered;
     live.nice = task.spec.nice;
     live.charged_gpu_s = attempt.charged_gpu_s.value_or(0);
     live.sharing_known = false;

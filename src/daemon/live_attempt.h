@@ -55,6 +55,7 @@ struct LiveAttempt {
     // stopping this attempt to queue the task again (a cancel meanwhile clears it).
     bool requeue = false;
     bool preempted = false;
+    bool recovered = false;  // an out-of-memory relaunch from the recovery queue: never preempted
     int nice = 0;  // its task's --nice: the priority it would wait at if queued again
     // Restored on a node without its launch reply: the server died while launching it, so
     // the agent may never have received it; no report of it at all means it never ran.

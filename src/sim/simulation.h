@@ -86,6 +86,7 @@ struct SimTask {
     double checkpoint_s = 0;
     double kept_work = 0;
     bool made_room = false;  // it stopped a task to make room and has not started since
+    bool recovered = false;  // this attempt is an out-of-memory relaunch (the recovery queue's)
     TaskRecord record;
 };
 
@@ -134,7 +135,7 @@ private:
 
     // --- what happens to a task (simulation_attempts.cpp) ----------------------------------------
     void arrive(std::size_t i);
-    void dispatch(std::size_t i, const std::vector<int>& gpus);
+    void dispatch(std::size_t i, const std::vector<int>& gpus, bool recovered);
     void activate(std::size_t i, long version);
     void ramp_end(std::size_t i, long version);
     void complete(std::size_t i, long version);

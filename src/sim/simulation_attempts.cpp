@@ -28,7 +28,7 @@ void Simulation::arrive(std::size_t i) {
     request_tick(now_);
 }
 
-void Simulation::dispatch(std::size_t i, const std::vector<int>& gpus) {
+void Simulation::dispatch(std::size_t i, const std::vector<int>& gpus, bool recovered) {
     SimTask& t = tasks_[i];
     if (!started_) {
         started_ = true;
@@ -44,6 +44,7 @@ void Simulation::dispatch(std::size_t i, const std::vector<int>& gpus) {
     before_change(touched);
     t.phase = Phase::Starting;
     t.made_room = false;
+    t.recovered = recovered;
     mark_queued(i, false);
     t.gpus = gpus;
     t.record.gpu_ids = gpus;

@@ -104,10 +104,11 @@ void Simulation::maybe_preempt(TaskId head) {
         if (t.phase == Phase::Active || t.phase == Phase::Starting) {
             const auto standing = standings.find(t.spec.user);
             const double factor = standing != standings.end() ? standing->second.factor : 1;
-            running.push_back(RunningAttempt{
+            RunningAttempt& a = running.emplace_back(RunningAttempt{
                 static_cast<TaskId>(i), t.spec.user, t.dispatched_at,
                 t.phase == Phase::Active ? t.charge_rate : expected_rate(t), t.spec.requeue, true,
                 task_priority(weights, factor, false, t.spec.nice)});
+            a.recovered = t.recovered;
         }
     }
     // A task on the recovery queue waits for an idle GPU and has no fair-share priority.

@@ -213,7 +213,7 @@ void Simulation::tick(double t) {
         task.record.left_s = t;
     }
     for (const Placement& p : step.placed) {
-        dispatch(static_cast<std::size_t>(p.task), p.gpus);
+        dispatch(static_cast<std::size_t>(p.task), p.gpus, p.recovered);
     }
     if (by_user_ && config_.preemption.enabled && step.pending_task) {
         maybe_preempt(*step.pending_task);

@@ -40,8 +40,8 @@ TEST(PreemptionTest, StopsTheOverServedUntilEven) {
 }
 
 // This test verifies what may never be stopped: an attempt that did not opt in, one younger
-// than min_run_s, one whose end would not let the head start, one of the head's own user; and
-// nothing at all while preemption is off.
+// than min_run_s, one whose end would not let the head start, one of the head's own user, an
+// out-of-memory relaunch; and nothing at all while preemption is off.
 TEST(PreemptionTest, OnlyOptedInAttemptsPastTheirMinimumRun) {
     const std::vector<RunningAttempt> young{attempt(1, "bob", kNow - 60), attempt(2, "bob", 0),
                                             attempt(3, "bob", 0, 1, false)};
@@ -53,6 +53,10 @@ TEST(PreemptionTest, OnlyOptedInAttemptsPastTheirMinimumRun) {
     const std::vector<RunningAttempt> own{attempt(1, "alice", 0), attempt(2, "alice", 0)};
     EXPECT_EQ(choose_preemption_victim({"alice", 1}, own, {}, kNow, on()), std::nullopt);
     EXPECT_EQ(choose_preemption_victim({"alice", 1}, young, {}, kNow, PreemptionConfig{}),
+              std::nullopt);
+    RunningAttempt relaunch = attempt(6, "bob", 0);
+    relaunch.recovered = true;
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, std::vector{relaunch}, {}, kNow, on()),
               std::nullopt);
 }
 

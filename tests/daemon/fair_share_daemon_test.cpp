@@ -92,16 +92,17 @@ protected:
         return p;
     }
 
-    // The `preempting` events so far.
-    json preempting() {
+    // The events of a kind so far (`preempting` on the attempt stopped).
+    json events_of(const char* kind = "preempting") {
         json found = json::array();
         for (const json& e : events()) {
-            if (e["kind"] == "preempting") {
+            if (e["kind"] == kind) {
                 found.push_back(e);
             }
         }
         return found;
     }
+    json preempting() { return events_of(); }
 
     std::string carma_;
     std::string fakejob_;
@@ -112,8 +113,8 @@ protected:
 // one of alice's that opted in (--requeue) and never the other; the daemon is killed during the
 // stop (the task takes its time to stop) and started again, and the stopped attempt still ends
 // `preempted`; its task is queued again and succeeds on its next attempt (the task saw its
-// checkpoint); bob's task runs before alice's other task ends; the event says who was stopped
-// for whom.
+// checkpoint); bob's task runs before alice's other task ends; the events say who was stopped
+// for whom, on both tasks.
 TEST_F(FairShareDaemonTest, PreemptionStopsAnOptedInTaskOfTheOverServedUser) {
     std::optional<passwd> alice;
     std::optional<passwd> bob;
@@ -159,6 +160,13 @@ TEST_F(FairShareDaemonTest, PreemptionStopsAnOptedInTaskOfTheOverServedUser) {
                   fmt::format("so that task {} of carma-test-bob can start", light)),
               std::string::npos)
         << said.dump(2);
+    const json room = events_of("room-made");
+    ASSERT_EQ(room.size(), 1u) << room.dump(2);
+    EXPECT_EQ(room[0]["task"], light);
+    EXPECT_NE(room[0]["message"].get<std::string>().find(
+                  fmt::format("of task {} of carma-test-alice is being stopped", opted_in)),
+              std::string::npos)
+        << room.dump(2);
 }
 
 // This test verifies that a cancel during a preemption's stop wins, across a restart: the task
