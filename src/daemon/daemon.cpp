@@ -328,20 +328,30 @@ void Daemon::event(TaskId task, const std::string& kind, const std::string& mess
 Result<void> Daemon::record_event(TaskId task, const std::string& kind,
                                   const std::string& message) {
     store::EventRow e;
-    e.time = unix_now();
     e.task = task;
     e.kind = kind;
-    // An event says what happened; a 20 KB argument repeated in 10,000 of them says nothing more
-    // and fills the disk (the task's own row keeps the whole command).
-    e.message = shortened(message, kMaxEventBytes);
-    auto added = store_->add_event(e);
-    if (task != 0) {
-        spdlog::info("task={} {}: {}", task, kind, message);
+    e.message = message;
+    return record_events({std::move(e)});
+}
+
+Result<void> Daemon::record_events(std::vector<store::EventRow> events) {
+    const double time = unix_now();
+    for (store::EventRow& e : events) {
+        e.time = time;
+        if (e.task != 0) {
+            spdlog::info("task={} {}: {}", e.task, e.kind, e.message);
+        }
+        // An event says what happened; a 20 KB argument repeated in 10,000 of them says nothing
+        // more and fills the disk (the task's own row keeps the whole command).
+        e.message = shortened(e.message, kMaxEventBytes);
     }
-    if (!added) {
-        return tl::unexpected(added.error());
+    if (events.size() == 1) {
+        if (auto added = store_->add_event(events.front()); !added) {
+            return tl::unexpected(added.error());
+        }
+        return {};
     }
-    return {};
+    return store_->add_events(events);
 }
 
 // --- the loop ---------------------------------------------------------------------------------

@@ -180,6 +180,8 @@ private:
     void event(TaskId task, const std::string& kind, const std::string& message);
     // The same, saying whether the store kept it (event() only logs when it did not).
     Result<void> record_event(TaskId task, const std::string& kind, const std::string& message);
+    // Several (task, kind and message of each), in one transaction: all kept or none.
+    Result<void> record_events(std::vector<store::EventRow> events);
     // History and knowledge (store/history.h, core/knowledge.h).
     void accumulate_activity();
     // Each tick, under the lock: how long each attempt has shared its GPUs and what the raw

@@ -166,7 +166,6 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     l.task = **t;
     store::TaskRow& task = l.task;
     task.attempts += 1;
-    made_room_for_.erase(task.id);
     LiveAttempt& live = l.live;
     live.task = task.id;
     live.array = task.spec.array;
@@ -307,6 +306,9 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
         wait_seconds_.observe(attempt.started_at - task.submitted_at);
         mail_about(task, MailMoment::Began);
     }
+    // It made room for itself (fair-share preemption) until now, as its `placed` event says to a
+    // restarted daemon (preemption_events.h); a postponed launch still waits for that room.
+    made_room_for_.erase(task.id);
     event(task.id, "placed",
           fmt::format("attempt {} on GPU {}{}{}{}", live.number, fmt::join(p.gpus, ","),
                       attempt.node.empty() ? "" : " of node " + attempt.node,

@@ -106,17 +106,23 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
         "over-served under fair share; it will be queued again",
         preempting_words(live.number), format_time_limit(config_.kill_grace_s), head,
         head_spec.user, live.user);
-    if (auto r = record_event(*victim, kPreemptingEvent, message); !r) {
+    // The head's event is read back after a restart (made_room_before_restart): it stops no
+    // second task. Both or neither: a stop the head does not know of would let it stop another.
+    std::vector<store::EventRow> events(2);
+    events[0].task = *victim;
+    events[0].kind = kPreemptingEvent;
+    events[0].message = message;
+    events[1].task = head;
+    events[1].kind = kRoomMadeEvent;
+    events[1].message =
+        fmt::format("{}of task {} of {} is being stopped so that this task can start (fair share)",
+                    preempting_words(live.number), *victim, live.user);
+    if (auto r = record_events(std::move(events)); !r) {
         spdlog::warn("task={}: cannot record its preemption, so it is not stopped: {}", *victim,
                      r.error().message);
         return;
     }
     made_room_for_.insert(head);
-    // Read back after a restart (made_room_before_restart): the head stops no second task.
-    event(head, kRoomMadeEvent,
-          fmt::format("{}of task {} of {} is being stopped so that this task can start (fair "
-                      "share)",
-                      preempting_words(live.number), *victim, live.user));
     live.preempted = true;
     live.stop_requested = true;
     if (auto r = stop_attempt(live.handle); !r) {

@@ -54,9 +54,13 @@ TEST(PreemptionTest, OnlyOptedInAttemptsPastTheirMinimumRun) {
     EXPECT_EQ(choose_preemption_victim({"alice", 1}, own, {}, kNow, on()), std::nullopt);
     EXPECT_EQ(choose_preemption_victim({"alice", 1}, young, {}, kNow, PreemptionConfig{}),
               std::nullopt);
+    // bob holds three GPUs' worth, so the swap rule alone would let alice stop his relaunch.
     RunningAttempt relaunch = attempt(6, "bob", 0);
+    const std::vector<RunningAttempt> with_relaunch{attempt(7, "bob", 0, 2, false), relaunch};
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, with_relaunch, {}, kNow, on()), TaskId{6});
     relaunch.recovered = true;
-    EXPECT_EQ(choose_preemption_victim({"alice", 1}, std::vector{relaunch}, {}, kNow, on()),
+    EXPECT_EQ(choose_preemption_victim({"alice", 1}, std::vector{with_relaunch[0], relaunch}, {},
+                                       kNow, on()),
               std::nullopt);
 }
 
