@@ -43,19 +43,19 @@ std::string how_it_ended(const AttemptEnd& end, const exec::ExitRecord* record) 
     return "its supervisor vanished without an exit record";
 }
 
-TaskAfterAttempt task_after_attempt(AttemptOutcome outcome, const AttemptEnd& end,
-                                    std::string how, int number, int attempts, int max_attempts,
-                                    bool retry_failures,
+TaskAfterAttempt task_after_attempt(AttemptOutcome outcome, const AttemptEnd& end, std::string how,
+                                    int number, int attempts, int max_attempts, bool retry_failures,
                                     const std::optional<std::string>& lost_node,
-                                    std::optional<double> time_limit_s) {
+                                    std::optional<double> time_limit_s, bool recovered) {
     TaskAfterAttempt after;
     const bool retryable = outcome == AttemptOutcome::OutOfMemory ||
                            (outcome == AttemptOutcome::Failed && retry_failures && end.started);
     if (lost_node) {
-        // Not the task's doing: it goes back to the queue as it came, whatever its attempts.
-        after.state = store::TaskState::Queued;
+        // Not the task's doing: it goes back to the queue it came from, whatever its attempts.
+        after.state = recovered ? store::TaskState::Recovering : store::TaskState::Queued;
         after.how = "lost with " + *lost_node;
-        after.message = fmt::format("attempt {} {}; queued again", number, after.how);
+        after.message = fmt::format("attempt {} {}; {}", number, after.how,
+                                    recovered ? "relaunching on idle GPUs" : "queued again");
         after.requeue = true;
         return after;
     }

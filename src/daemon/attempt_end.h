@@ -32,7 +32,7 @@ struct TaskAfterAttempt {
     store::TaskState state = store::TaskState::Failed;
     std::string message;
     bool relaunch = false;  // to the recovery queue, on idle GPUs
-    bool requeue = false;   // to the queue as it came (its node was lost)
+    bool requeue = false;   // to the queue it came from (its node was lost; state says which)
     bool ended = false;     // a final state: finished_at is set and dependants may go on
     std::string how;        // how it ended, for the event (a timeout names its limit)
 };
@@ -41,12 +41,12 @@ struct TaskAfterAttempt {
 // `max_attempts`) ended with `outcome`. An out-of-memory crash, and a failure when
 // `retry_failures`, relaunch while attempts are left. `lost_node`: the words naming the node
 // whose loss ended it ("node gpu-3 (Slurm job 417 ended)"), which then stand for `how`; such a
-// task is queued again whatever its attempts, since its end was not its doing; so is a task
-// whose attempt was preempted.
-TaskAfterAttempt task_after_attempt(AttemptOutcome outcome, const AttemptEnd& end,
-                                    std::string how, int number, int attempts, int max_attempts,
-                                    bool retry_failures,
+// task is queued again whatever its attempts, since its end was not its doing, to the queue it
+// came from: an out-of-memory relaunch (`recovered`) to the recovery queue, where it still goes
+// first and runs alone. So is a task whose attempt was preempted.
+TaskAfterAttempt task_after_attempt(AttemptOutcome outcome, const AttemptEnd& end, std::string how,
+                                    int number, int attempts, int max_attempts, bool retry_failures,
                                     const std::optional<std::string>& lost_node,
-                                    std::optional<double> time_limit_s);
+                                    std::optional<double> time_limit_s, bool recovered = false);
 
 }  // namespace carma::daemon

@@ -258,7 +258,7 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         }));
     const TaskAfterAttempt after = task_after_attempt(
         outcome, end, std::move(how), live.number, task.attempts - preempted_before,
-        task.max_attempts, config_.retry_failures, lost_node, live.time_limit_s);
+        task.max_attempts, config_.retry_failures, lost_node, live.time_limit_s, live.recovered);
     if (after.relaunch) {
         task.spec.learned = learn(task);  // an out-of-memory crash has just raised its lower bound
     }
@@ -277,7 +277,9 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
                                                      live.number, stored.error().message));
     }
     scheduler_.task_exited(live.task);
-    if (after.requeue) {
+    if (after.requeue && after.state == store::TaskState::Recovering) {
+        scheduler_.enqueue_recovery(task.id, queued_spec(task));
+    } else if (after.requeue) {
         scheduler_.enqueue(task.id, queued_spec(task));
     } else if (after.relaunch) {
         scheduler_.enqueue_recovery(task.id, queued_spec(task));

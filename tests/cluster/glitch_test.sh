@@ -85,13 +85,21 @@ echo "PASS carma logs shows a remote task's output from the server's copy"
 
 # The agent dies with a task running, and nothing outside Slurm can say whether the node is
 # gone: past --node-timeout the node is unreachable and its task's state unknown, until root
-# gives the node up with `carma nodes lost`, which ends the attempt lost and queues the task.
+# gives the node up with `carma nodes lost`, which ends the attempt lost and queues the task;
+# an out-of-memory relaunch lost so goes back to the recovery queue it came from.
 long=$(submit long 600)
 long_state() { api "/v1/tasks/$long" | field 'd["state"]'; }
+relaunch=$(api /v1/tasks -X POST -H 'Content-Type: application/json' -d '{"name": "relaunch",
+    "command": ["/bin/sh", "-c", "if [ \"$CARMA_ATTEMPT\" = 1 ]; then echo \"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\" >&2; exit 1; fi; sleep 600"],
+    "workdir": "/tmp", "memory_mib": 1000}' | field 'd["id"]')
+[ -n "$relaunch" ] || fail "submit relaunch failed"
+relaunch_state() { api "/v1/tasks/$relaunch" | field 'd["state"]'; }
 # Running in the store comes before the node answers the launch; killed in between, the launch
 # fails and the task is queued again, rightly. Placed is logged once the node has answered.
 wait_for 'grep -q "task=$long placed: attempt" "$T/server.log"' 100 ||
     fail "the long task did not start (state $(long_state))"
+wait_for 'grep -q "task=$relaunch placed: attempt 2 .*recovered from out-of-memory" "$T/server.log"' 150 ||
+    fail "the relaunch task's second attempt did not start (state $(relaunch_state)): $(grep "task=$relaunch" "$T/server.log" | tail -3)"
 pkill -9 -f -- "--node n1 --gpus emulated:4xA100-40GB --state-dir $T/n1"
 node_state() { "$B/carma" nodes --json --socket "$T/carma.sock" | field 'd["nodes"][0]["state"]'; }
 wait_for '[ "$(node_state)" = unreachable ]' 100 || fail "n1 did not become unreachable (state $(node_state))"
@@ -102,7 +110,13 @@ wait_for 'case $(long_state) in queued|recovering) true;; *) false;; esac' 100 |
 api "/v1/tasks/$long" | field '[a["outcome"] for a in d["attempt_list"]]' | grep -q "lost" ||
     fail "its attempt did not end lost: $(api /v1/tasks/$long)"
 echo "PASS a silent node is unreachable, its task unknown; carma nodes lost ends it lost and queues it"
+wait_for '[ "$(relaunch_state)" = recovering ]' 100 ||
+    fail "the lost out-of-memory relaunch is not back in the recovery queue (state $(relaunch_state))"
+api "/v1/tasks/$relaunch" | field '[a["outcome"] for a in d["attempt_list"]]' | grep -q "'out-of-memory', 'lost'" ||
+    fail "its attempts did not end out-of-memory, then lost: $(api /v1/tasks/$relaunch)"
+echo "PASS an out-of-memory relaunch lost with its node goes back to the recovery queue"
 api "/v1/tasks/$long" -X DELETE >/dev/null
+api "/v1/tasks/$relaunch" -X DELETE >/dev/null
 
 # Without --allow-root-tasks, a root agent refuses a root task (the tasks here are root's).
 if [ "$(id -u)" = 0 ]; then

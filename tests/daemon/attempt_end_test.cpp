@@ -122,6 +122,16 @@ TEST(TaskAfterAttempt, ALostNodeQueuesTheTaskAgainWhateverItsAttempts) {
     EXPECT_FALSE(lost.ended);
     EXPECT_EQ(lost.message, "attempt 3 lost with node gpu-3 (Slurm job 417 ended); queued again");
     EXPECT_EQ(lost.how, "lost with node gpu-3 (Slurm job 417 ended)");
+    // An out-of-memory relaunch lost with its node goes back to the recovery queue: in the main
+    // queue it would wait its turn and share a GPU again, which is how it crashed.
+    const TaskAfterAttempt relaunch =
+        task_after_attempt(AttemptOutcome::Lost, AttemptEnd{}, "", 2, 2, 3, false,
+                           std::string("node gpu-3"), std::nullopt, true);
+    EXPECT_EQ(relaunch.state, store::TaskState::Recovering);
+    EXPECT_TRUE(relaunch.requeue);
+    EXPECT_FALSE(relaunch.relaunch);
+    EXPECT_FALSE(relaunch.ended);
+    EXPECT_EQ(relaunch.message, "attempt 2 lost with node gpu-3; relaunching on idle GPUs");
 }
 
 // This test verifies a preemption: the stopped attempt is `preempted` and its task queued again
