@@ -1,10 +1,37 @@
 #include "core/preemption.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <tuple>
 
 namespace carma {
+
+void price_stops(std::vector<RunningAttempt>& running, const PreemptionAsk& head,
+                 double head_factor, const UsageLedger& ledger, const ShareTable& shares,
+                 double now, double horizon_s, const PriorityWeights& weights) {
+    ChargeRates rates;
+    for (const RunningAttempt& a : running) {
+        rates[a.user] += a.charge_rate;
+    }
+    for (RunningAttempt& a : running) {
+        if (!a.requeue || a.recovered || a.user == head.user) {
+            continue;
+        }
+        ChargeRates without = rates;
+        without[a.user] = std::max(0.0, without[a.user] - a.charge_rate);
+        const std::map<std::string, double> factors =
+            fair_share_factors(ledger, shares, now, without, horizon_s);
+        const auto factor_of = [&](const std::string& user, double otherwise) {
+            const auto f = factors.find(user);
+            return f != factors.end() ? f->second : otherwise;
+        };
+        a.requeued_priority = task_priority(weights, factor_of(a.user, 1), false, a.nice);
+        // The head keeps its age and nice: only its factor moves.
+        a.head_priority_once_stopped =
+            head.priority + weights.fair_share * (factor_of(head.user, head_factor) - head_factor);
+    }
+}
 
 std::optional<TaskId> choose_preemption_victim(const PreemptionAsk& head,
                                                std::span<const RunningAttempt> running,
@@ -32,7 +59,8 @@ std::optional<TaskId> choose_preemption_victim(const PreemptionAsk& head,
     std::tuple<double, double, TaskId> best{};
     for (const RunningAttempt& a : running) {
         if (!a.requeue || a.recovered || !a.makes_room || a.user == head.user ||
-            now - a.started_s < config.min_run_s || a.requeued_priority >= head.priority) {
+            now - a.started_s < config.min_run_s ||
+            a.requeued_priority >= a.head_priority_once_stopped.value_or(head.priority)) {
             continue;
         }
         const double s = shares_of(a.user);

@@ -18,8 +18,9 @@
 // (no ping-pong). Only an attempt with all of these may be stopped: it opted in (`--requeue`;
 // a trace's `requeue` column); it ran min_run_s (Slurm's PreemptExemptTime: a task makes some
 // progress between preemptions); it is not the head's own user's; its end would let the head
-// start (makes_room); queued again, it would wait behind the head (requeued_priority); it is no
-// out-of-memory relaunch (recovered). Among
+// start (makes_room); queued again, it would wait behind the head (requeued_priority against
+// head_priority_once_stopped, both as the round after the stop reads them: price_stops); it is
+// no out-of-memory relaunch (recovered). Among
 // those: the most over-served user's (largest (A_V - r_v) / S_V), then the attempt started last
 // (the least work since its start is lost), then the highest task id.
 // One attempt per round: the caller schedules again, and the head may start by then. The caller
@@ -55,14 +56,18 @@ struct RunningAttempt {
     // core/carma_probe.h with the task taken out). Stopping a task that makes no room for the
     // head only hands its place to a task behind: in a flood, 41-603 preemptions for 260 tasks.
     bool makes_room = true;
-    // The priority it would wait at if queued again now (core/fair_share.h's task_priority, its
-    // bounded wait starting over). It must come after the head's: a stopped task that went first
-    // took its own place back (in a flood, up to 4,134 preemptions for 260 tasks).
+    // The priority it would wait at if stopped and queued again now (core/fair_share.h's
+    // task_priority, its bounded wait starting over). It must come after the head's: a stopped
+    // task that went first took its own place back (in a flood, up to 4,134 preemptions for 260
+    // tasks).
     double requeued_priority = -std::numeric_limits<double>::infinity();
     // An out-of-memory relaunch, running alone on idle GPUs from the recovery queue. Stopped, it
     // would either lose that protection (queued as it came, it may share and crash again) or,
     // back on the recovery queue and ahead of every waiting task, take its GPU straight back.
     bool recovered = false;
+    int nice = 0;  // its task's --nice, which it keeps when queued again
+    // The head's priority once this attempt has stopped (price_stops); absent: as it waits now.
+    std::optional<double> head_priority_once_stopped = std::nullopt;
 };
 
 // The head that waits: its user and the GPUs' worth it is expected to be charged per second
@@ -72,6 +77,18 @@ struct PreemptionAsk {
     double expected_rate = 1;
     double priority = std::numeric_limits<double>::infinity();  // its P as it waits
 };
+
+// The factor counts each user's running charge ahead (fairshare_horizon): the stop takes the
+// attempt's charge off its user's, so that user's F rises and every other user's falls. Read
+// before the stop, a task charged a whole GPU or more looked behind the head and, queued again,
+// went before it and took its GPUs back. Sets each attempt's requeued_priority and
+// head_priority_once_stopped from the factors of `ledger` and `shares` at `now` with `running`'s
+// charge rates less that attempt's (core/fair_share.h's fair_share_factors and task_priority);
+// `head_factor`: the factor the head's priority was computed from. Only attempts that may be
+// stopped (they opted in, no relaunch, another user's) are priced; the others keep theirs.
+void price_stops(std::vector<RunningAttempt>& running, const PreemptionAsk& head,
+                 double head_factor, const UsageLedger& ledger, const ShareTable& shares,
+                 double now, double horizon_s, const PriorityWeights& weights);
 
 // The attempt to stop, if the rule allows one. `shares`: every user's effective shares
 // (build_share_table); a user missing from it has default_shares.

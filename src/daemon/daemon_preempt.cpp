@@ -82,6 +82,7 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
             !live.stop_requested && !live.launch_unconfirmed && reachable(live, hub_ != nullptr),
             task_priority(weights, factor, false, live.nice)});
         a.recovered = live.recovered;
+        a.nice = live.nice;
     }
     for (const auto& [user, standing] : standings) {
         users.insert(user);
@@ -92,6 +93,9 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
         expected_charge_rate(head_spec.learned, usable, std::max(head_spec.gpus, 1),
                              sc.policy.task_runs_alone(head_spec)),
         *head_priority};
+    const auto head_standing = standings.find(head_spec.user);
+    price_stops(running, ask, head_standing != standings.end() ? head_standing->second.factor : 1,
+                ledger_, shares, clock, config_.fairshare_horizon_s, weights);
     const auto victim =
         choose_preemption(ask, std::move(running), shares, clock, config_.preemption,
                           [&](TaskId v) { return head_would_start_without(head_spec, v, views); });

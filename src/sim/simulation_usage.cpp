@@ -109,6 +109,7 @@ void Simulation::maybe_preempt(TaskId head) {
                 t.phase == Phase::Active ? t.charge_rate : expected_rate(t), t.spec.requeue, true,
                 task_priority(weights, factor, false, t.spec.nice)});
             a.recovered = t.recovered;
+            a.nice = t.spec.nice;
         }
     }
     // A task on the recovery queue waits for an idle GPU and has no fair-share priority.
@@ -122,6 +123,9 @@ void Simulation::maybe_preempt(TaskId head) {
                                                  std::max(ht.spec.gpus, 1),
                                                  config_.scheduler.policy.task_runs_alone(ht.spec)),
                             *head_priority};
+    const auto head_standing = standings.find(ht.spec.user);
+    price_stops(running, ask, head_standing != standings.end() ? head_standing->second.factor : 1,
+                ledger_, shares_, now_, config_.fairshare_horizon_s, weights);
     const auto victim = choose_preemption(
         ask, std::move(running), shares_, now_, config_.preemption,
         [&](TaskId v) { return head_would_start_without(h, static_cast<std::size_t>(v)); });

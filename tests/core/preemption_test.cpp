@@ -111,6 +111,35 @@ TEST(PreemptionTest, NeverOneThatWouldGoFirst) {
     EXPECT_EQ(choose_preemption_victim({"alice", 1, 3000}, running, {}, kNow, on()), std::nullopt);
 }
 
+// This test verifies that the order a stop is checked against is the one the round after it
+// reads: the factor counts each user's running charge an hour ahead, so stopping one of bob's
+// two 2-GPU attempts lifts his F and lowers alice's. alice (5.5 GPU-hours used) waits at F
+// 0.515 against bob's 0.485 (2 GPU-hours used and 4 GPUs running), but once the attempt stopped
+// bob's task would wait at F 0.558 against her 0.448, go first and take the GPUs back: nothing
+// is stopped. With 20 GPU-hours used bob stays behind her, and his attempt is stopped.
+TEST(PreemptionTest, PricedAsTheRoundAfterTheStopReadsThem) {
+    const ShareTable shares{{"alice", 1}, {"bob", 1}};
+    const PriorityWeights weights;
+    const auto stop_for_alice = [&](double bob_used_h) {
+        UsageLedger ledger;
+        ledger.add("alice", 5.5 * 3600, kNow);
+        ledger.add("bob", bob_used_h * 3600, kNow);
+        std::vector<RunningAttempt> running{attempt(1, "bob", 0, 2), attempt(2, "bob", 0, 2)};
+        const auto factors = fair_share_factors(ledger, shares, kNow, {{"bob", 4}}, 3600);
+        for (RunningAttempt& a : running) {
+            a.requeued_priority = task_priority(weights, factors.at("bob"), false, 0);
+        }
+        const PreemptionAsk head{"alice", 1, task_priority(weights, factors.at("alice"), false, 0)};
+        const auto before = choose_preemption_victim(head, running, shares, kNow, on());
+        price_stops(running, head, factors.at("alice"), ledger, shares, kNow, 3600, weights);
+        return std::pair{before, choose_preemption_victim(head, running, shares, kNow, on())};
+    };
+    const auto [unpriced, priced] = stop_for_alice(2);
+    EXPECT_EQ(unpriced, TaskId{2}) << "read before the stop, bob's task looked behind alice's";
+    EXPECT_EQ(priced, std::nullopt);
+    EXPECT_EQ(stop_for_alice(20).second, TaskId{2});
+}
+
 // This test verifies the search the simulator and the daemon share: the rule's choice is stopped
 // only where the head would then start; where it would not, the rule's next choice is asked, and
 // where none would let it start, nothing is stopped.
