@@ -84,6 +84,13 @@ std::optional<std::string> running_limit(const UserLimits& limits, const std::st
                                          const RunningUse& use, int task_gpus) {
     const std::string who = user.empty() ? std::string("the user") : user;
     const auto gpus = static_cast<std::size_t>(std::max(task_gpus, 1));
+    if (limits.max_gpus_per_user > 0 && gpus > limits.max_gpus_per_user) {
+        // Refused at submission; a task queued before the limit was lowered waits for it to rise.
+        return fmt::format(
+            "it asks for {} GPUs, more than max_gpus_per_user ({}) lets any user "
+            "hold: it starts only once the limit is raised",
+            gpus, limits.max_gpus_per_user);
+    }
     if (limits.max_gpus_per_user > 0 && use.gpus + gpus > limits.max_gpus_per_user) {
         return fmt::format("{} is at max_gpus_per_user: {} GPU(s) in use, {} asked, limit {}", who,
                            use.gpus, gpus, limits.max_gpus_per_user);

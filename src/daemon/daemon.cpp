@@ -299,7 +299,9 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     d->hub_ = hub;
     d->hub_backend_ = hub_backend;
     lock_guard.keep = true;
-    d->load_usage();
+    if (auto r = d->load_usage(); !r) {
+        return tl::unexpected(r.error());
+    }
     if (auto r = d->restore(); !r) {
         return tl::unexpected(r.error());
     }

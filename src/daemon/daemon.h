@@ -217,7 +217,8 @@ private:
     // Each user's row of GET /v1/share, for everyone with usage, running attempts or tasks
     // waiting (`counts`: the store's live counts); the page and `carma top` show the same.
     std::map<std::string, nlohmann::json> share_rows(const std::vector<store::StateCount>& counts);
-    void load_usage();
+    // Fails when the stored usage cannot be read: started on none, the next save would erase it.
+    Result<void> load_usage();
     void save_usage();
     void record_history(const store::TaskRow& task, const store::AttemptRow& attempt,
                         const LiveAttempt& live);

@@ -56,19 +56,23 @@ std::vector<std::string> unix_groups(const std::string& user) {
 
 }  // namespace
 
-void Daemon::load_usage() {
+Result<void> Daemon::load_usage() {
     ledger_ = UsageLedger(config_.fairshare_half_life_s);
     auto rows = store_->usage();
     if (!rows) {
-        spdlog::warn("cannot read the fair-share usage, starting from none: {}",
-                     rows.error().message);
-        return;
+        return fail(rows.error().code,
+                    fmt::format("cannot read the fair-share usage from {}/carma.db: {}; not "
+                                "started, since starting from none would overwrite it at the "
+                                "first save. Check the database (sqlite3 carma.db 'PRAGMA "
+                                "integrity_check'), or restore it from a backup",
+                                config_.state_dir, rows.error().message));
     }
     std::map<std::string, UsageEntry> entries;
     for (const auto& [user, row] : *rows) {
         entries[user] = UsageEntry{row.gpu_s, clock_of(row.at_s)};  // decays across the restart
     }
     ledger_ = UsageLedger(config_.fairshare_half_life_s, std::move(entries));
+    return {};
 }
 
 void Daemon::save_usage() {

@@ -83,5 +83,22 @@ TEST(UserLimitsTest, SubmitRatePerUser) {
     }
 }
 
+// This test verifies the running limits' reasons: a user at max_gpus_per_user or
+// max_running_per_user is named with the figures, and a task asking for more GPUs than the limit
+// lets anyone hold is told it starts only once the limit is raised, whatever its user runs.
+TEST(UserLimitsTest, RunningLimitReasons) {
+    UserLimits limits;
+    limits.max_gpus_per_user = 2;
+    limits.max_running_per_user = 3;
+    EXPECT_EQ(running_limit(limits, "alice", RunningUse{1, 1}, 1), std::nullopt);
+    EXPECT_EQ(running_limit(limits, "alice", RunningUse{2, 1}, 1),
+              "alice is at max_gpus_per_user: 2 GPU(s) in use, 1 asked, limit 2");
+    EXPECT_EQ(running_limit(limits, "alice", RunningUse{0, 0}, 3),
+              "it asks for 3 GPUs, more than max_gpus_per_user (2) lets any user hold: it starts "
+              "only once the limit is raised");
+    EXPECT_EQ(running_limit(limits, "alice", RunningUse{1, 3}, 1),
+              "alice is at max_running_per_user: 3 task(s) running, limit 3");
+}
+
 }  // namespace
 }  // namespace carma

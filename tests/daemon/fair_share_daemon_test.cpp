@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <fmt/format.h>
 
 #include "daemon/daemon_fixture.h"
+#include "http_support.h"
 #include "users.h"
 
 namespace carma {
@@ -17,6 +19,7 @@ namespace {
 
 using namespace daemon_test;  // the fixture, as_user, eventually, read_text, fs, json
 using test_support::root_and_user;
+using test_support::socket_request;
 
 class FairShareDaemonTest : public DaemonTest {
 protected:
@@ -287,6 +290,63 @@ TEST_F(FairShareDaemonTest, LightUserGoesFirstAndExclusiveRunsAlone) {
                                    "--nice=-5 --export=NONE --workdir /tmp -- /bin/true");
     EXPECT_NE(rc3, 0);
     EXPECT_NE(refused.find("only root may give a negative nice"), std::string::npos) << refused;
+}
+
+// This test verifies that stored usage the daemon cannot read stops its start, saying why and
+// what to do, instead of starting from none: the first save would have erased what every user
+// was charged. Once the table reads again, the daemon starts with alice's 2 GPU-hours.
+TEST_F(FairShareDaemonTest, UnreadableUsageStopsTheStart) {
+    start("carma");
+    stop(SIGTERM);
+    const std::string database = dir_ + "/state/carma.db";
+    {
+        SQLite::Database db(database, SQLite::OPEN_READWRITE);
+        db.exec("DELETE FROM usage");
+        db.exec(
+            "INSERT INTO usage (user, gpu_s, at_s) "
+            "VALUES ('alice', 7200, CAST(strftime('%s', 'now') AS REAL))");
+        db.exec("ALTER TABLE usage RENAME COLUMN gpu_s TO gpu_seconds");
+    }
+    const std::string cmd = std::string(CARMA_BIN) + " serve --policy carma --gpus " +
+                            "emulated:4xA100-40GB --state-dir " + dir_ + "/state --socket " +
+                            socket_ + " >" + dir_ + "/refused.log 2>&1";
+    EXPECT_NE(std::system(cmd.c_str()), 0);
+    const std::string refused = read_text(dir_ + "/refused.log");
+    EXPECT_NE(refused.find("cannot read the fair-share usage from " + database), std::string::npos)
+        << refused;
+    EXPECT_NE(refused.find("integrity_check"), std::string::npos) << refused;
+    {
+        SQLite::Database db(database, SQLite::OPEN_READWRITE);
+        db.exec("ALTER TABLE usage RENAME COLUMN gpu_seconds TO gpu_s");
+    }
+    start("carma");
+    auto share = client().share();
+    ASSERT_TRUE(share);
+    double alice_h = 0;
+    for (const json& u : (*share)["users"]) {
+        if (u["user"] == "alice") {
+            alice_h = u["usage_gpu_hours"].get<double>();
+        }
+    }
+    EXPECT_NEAR(alice_h, 2.0, 0.01) << share->dump(2);
+}
+
+// This test verifies that a task asking for more GPUs than limits.max_gpus_per_user lets any
+// user hold is refused at submission, naming the limit and what to ask for: queued, it would
+// have waited forever. One within the limit is taken.
+TEST_F(FairShareDaemonTest, MoreGpusThanAnyUserMayHoldIsRefused) {
+    start("carma", {"--config", write_config(dir_, "limits: {max_gpus_per_user: 2}\n")});
+    const json body = {{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"gpus", 3}};
+    const auto refused = socket_request(socket_, "POST", "/v1/tasks", body.dump());
+    EXPECT_EQ(refused.status, 422) << refused.body;
+    EXPECT_NE(refused.body.find("the task asks for 3 GPUs but limits.max_gpus_per_user lets one "
+                                "user hold at most 2 at once, so it could never start; ask for "
+                                "at most 2 (--gpus 2)"),
+              std::string::npos)
+        << refused.body;
+    json within = body;
+    within["gpus"] = 2;
+    EXPECT_EQ(socket_request(socket_, "POST", "/v1/tasks", within.dump()).status, 201);
 }
 
 }  // namespace
