@@ -74,13 +74,11 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
     }
     for (const auto& [id, live] : live_) {
         users.insert(live.user);
-        const auto standing = standings.find(live.user);
-        const double factor = standing != standings.end() ? standing->second.factor : 1;
         // One already stopping (a cancel), perhaps never started or out of reach frees nothing new.
+        // Its priority once stopped: price_stops below.
         RunningAttempt& a = running.emplace_back(RunningAttempt{
             id, live.user, live.started_clock, charge_rate_of(live), live.requeue,
-            !live.stop_requested && !live.launch_unconfirmed && reachable(live, hub_ != nullptr),
-            task_priority(weights, factor, false, live.nice)});
+            !live.stop_requested && !live.launch_unconfirmed && reachable(live, hub_ != nullptr)});
         a.recovered = live.recovered;
         a.nice = live.nice;
     }

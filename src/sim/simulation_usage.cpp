@@ -102,12 +102,10 @@ void Simulation::maybe_preempt(TaskId head) {
     for (std::size_t i = 0; i < tasks_.size(); ++i) {
         const SimTask& t = tasks_[i];
         if (t.phase == Phase::Active || t.phase == Phase::Starting) {
-            const auto standing = standings.find(t.spec.user);
-            const double factor = standing != standings.end() ? standing->second.factor : 1;
+            // Its priority once stopped: price_stops below.
             RunningAttempt& a = running.emplace_back(RunningAttempt{
                 static_cast<TaskId>(i), t.spec.user, t.dispatched_at,
-                t.phase == Phase::Active ? t.charge_rate : expected_rate(t), t.spec.requeue, true,
-                task_priority(weights, factor, false, t.spec.nice)});
+                t.phase == Phase::Active ? t.charge_rate : expected_rate(t), t.spec.requeue});
             a.recovered = t.recovered;
             a.nice = t.spec.nice;
         }
