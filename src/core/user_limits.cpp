@@ -39,6 +39,15 @@ std::optional<LimitRefusal> check_submission_size(const UserLimits& limits,
                                         limits.max_submit_bytes_per_request / (1024 * 1024)),
                             std::nullopt};
     }
+    if (const std::size_t most = limits.max_gpus_per_user;
+        most > 0 && static_cast<std::size_t>(std::max(size.gpus, 1)) > most) {
+        return LimitRefusal{422, "max_gpus_per_user",
+                            fmt::format("the task asks for {} GPUs but limits.max_gpus_per_user "
+                                        "lets one user hold at most {} at once, so it could "
+                                        "never start; ask for at most {} (--gpus {})",
+                                        size.gpus, most, most, most),
+                            std::nullopt};
+    }
     return std::nullopt;
 }
 
@@ -85,7 +94,8 @@ std::optional<std::string> running_limit(const UserLimits& limits, const std::st
     const std::string who = user.empty() ? std::string("the user") : user;
     const auto gpus = static_cast<std::size_t>(std::max(task_gpus, 1));
     if (limits.max_gpus_per_user > 0 && gpus > limits.max_gpus_per_user) {
-        // Refused at submission; a task queued before the limit was lowered waits for it to rise.
+        // Refused at submission (check_submission_size); a task queued before the limit was
+        // lowered waits for it to rise.
         return fmt::format(
             "it asks for {} GPUs, more than max_gpus_per_user ({}) lets any user "
             "hold: it starts only once the limit is raised",

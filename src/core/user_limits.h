@@ -64,9 +64,12 @@ struct SubmissionSize {
     std::size_t tasks = 1;       // 1, or the array's members
     std::size_t task_bytes = 0;  // argv + env + name of one task
     bool array = false;
+    int gpus = 1;  // GPUs each task asks for
 };
 
-// Size limits: checked before anything else is done with a submission.
+// Size limits: checked before anything else is done with a submission. A task asking for more
+// GPUs than max_gpus_per_user lets one user hold is refused too (422, as Slurm's DenyOnLimit):
+// queued, it could never start.
 std::optional<LimitRefusal> check_submission_size(const UserLimits& limits,
                                                   const SubmissionSize& size);
 

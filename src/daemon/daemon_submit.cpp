@@ -70,16 +70,6 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
         return api::api_fail(ok.error().code == ErrorCode::Infeasible ? 422 : 400,
                              ok.error().message);
     }
-    // Queued, it would wait forever with the limit as its reason (Slurm's DenyOnLimit refuses it
-    // at submission too).
-    if (const std::size_t most = config_.limits.max_gpus_per_user;
-        most > 0 && static_cast<std::size_t>(std::max(t.spec.gpus, 1)) > most) {
-        return api::api_fail(
-            422, fmt::format("the task asks for {} GPUs but limits.max_gpus_per_user lets one user "
-                             "hold at most {} at once, so it could never start; ask for at most "
-                             "{} (--gpus {})",
-                             t.spec.gpus, most, most, most));
-    }
     // The PATH the task will run with: the Python environment's bin first, as activation does.
     std::string path = "/usr/local/bin:/usr/bin:/bin";
     for (const auto& [k, v] : t.env) {
@@ -169,8 +159,8 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
     if (!warnings) {
         return tl::unexpected(warnings.error());
     }
-    const SubmissionSize size{std::max<std::size_t>(1, indices->size()),
-                              submission_bytes(*parsed), !indices->empty()};
+    const SubmissionSize size{std::max<std::size_t>(1, indices->size()), submission_bytes(*parsed),
+                              !indices->empty(), parsed->spec.gpus};
     if (auto refused = check_submission_size(config_.limits, size)) {
         return tl::unexpected(limit_error(*refused));
     }

@@ -34,6 +34,16 @@ TEST(UserLimitsTest, SizeLimits) {
     l.max_submit_bytes_per_task = 0;
     l.max_submit_bytes_per_request = 0;
     EXPECT_FALSE(check_submission_size(l, {10000, 1 << 20, true}));
+    // More GPUs than max_gpus_per_user lets one user hold: it could never start.
+    l.max_gpus_per_user = 2;
+    EXPECT_FALSE(check_submission_size(l, {1, 100, false, 2}));
+    auto wide = check_submission_size(l, {1, 100, false, 3});
+    ASSERT_TRUE(wide);
+    EXPECT_EQ(wide->status, 422);
+    EXPECT_EQ(wide->limit, "max_gpus_per_user");
+    EXPECT_EQ(wide->message,
+              "the task asks for 3 GPUs but limits.max_gpus_per_user lets one user hold at most 2 "
+              "at once, so it could never start; ask for at most 2 (--gpus 2)");
 }
 
 // This test verifies the waiting limit: a submission that would take the user past it is
