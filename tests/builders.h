@@ -78,6 +78,12 @@ public:
         spec_.max_slowdown = x;
         return *this;
     }
+    // Cores and host memory (core/host.h).
+    MakeTask& Host(int cpus, MiB mem_mib) {
+        spec_.cpus = cpus;
+        spec_.host_mem_mib = mem_mib;
+        return *this;
+    }
     MakeTask& Nice(int n) {
         spec_.nice = n;
         return *this;

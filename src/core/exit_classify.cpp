@@ -39,6 +39,8 @@ std::string_view to_string(AttemptOutcome o) {
             return "timeout";
         case AttemptOutcome::Preempted:
             return "preempted";
+        case AttemptOutcome::HostOutOfMemory:
+            return "out-of-host-memory";
     }
     return "unknown";
 }
@@ -68,6 +70,11 @@ AttemptOutcome classify_attempt(const AttemptEnd& end, std::string_view stderr_t
     // A task that finished its work before the stop took effect did succeed: keep its result.
     if (!end.signal && end.exit_code == 0) {
         return AttemptOutcome::Succeeded;
+    }
+    // Before the GPU's markers: a framework may print "out of memory" for host memory too, and
+    // the kernel's kill at the fence is what ended it whatever was printed.
+    if (end.memory_fence_hit && failed(end)) {
+        return AttemptOutcome::HostOutOfMemory;
     }
     if (end.time_limit_reached && failed(end)) {
         return AttemptOutcome::Timeout;

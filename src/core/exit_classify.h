@@ -7,8 +7,19 @@
 namespace carma {
 
 // Preempted: CARMA stopped it to let an under-served user's task run, and queued the task again
-// (core/preemption.h).
-enum class AttemptOutcome { Succeeded, Failed, Cancelled, Lost, OutOfMemory, Timeout, Preempted };
+// (core/preemption.h). HostOutOfMemory: the kernel killed it at its host-memory fence (`--mem`);
+// OutOfMemory is the GPU's, which relaunches, while asking for the same host memory again would
+// end the same way.
+enum class AttemptOutcome {
+    Succeeded,
+    Failed,
+    Cancelled,
+    Lost,
+    OutOfMemory,
+    Timeout,
+    Preempted,
+    HostOutOfMemory
+};
 
 std::string_view to_string(AttemptOutcome o);
 
@@ -21,6 +32,8 @@ struct AttemptEnd {
     // CARMA stopped it for fair share (core/preemption.h), and the stop reached it.
     bool preempted = false;
     bool record_missing = false;     // its supervisor vanished without writing an exit record
+    // The kernel killed a process of it at its memory fence (the cgroup's OOM kill counter).
+    bool memory_fence_hit = false;
 };
 
 // Out-of-memory markers of the frameworks: PyTorch `torch.OutOfMemoryError` / `CUDA out of

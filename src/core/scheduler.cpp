@@ -53,10 +53,13 @@ Result<void> check_feasible(const TaskSpec& task, std::span<const GpuCapacity> g
 
 Result<void> check_feasible(const TaskSpec& task, const CapacitySummary& capacity,
                             MemoryKnowledge knowledge) {
-    if (task.gpus < 1) {
+    if (task.gpus < 0) {
         return fail(ErrorCode::InvalidArgument,
-                    fmt::format("task '{}' asks for {} GPUs; ask for at least 1", task.name,
-                                task.gpus));
+                    fmt::format("task '{}' asks for {} GPUs; ask for 0 (a CPU-only task) or more",
+                                task.name, task.gpus));
+    }
+    if (task.gpus == 0) {
+        return {};  // its GPU memory is never planned: it holds no GPU
     }
     const auto asked = static_cast<std::size_t>(task.gpus);
     if (!capacity.several_nodes && asked > capacity.gpus) {
@@ -145,6 +148,7 @@ void Scheduler::push(TaskId id, TaskSpec spec, std::optional<double> queued_at, 
     if (!recovery && config_.policy.by_run_time()) {
         ages_.insert(it->queued_at + config_.carma.max_wait_s);
     }
+    host_only_waiting_ += it->spec.gpus == 0 ? 1 : 0;
     ++queue_version_;
 }
 
@@ -229,6 +233,7 @@ void Scheduler::remove(TaskId id) {
         ages_.erase(ages_.find(it->queued_at + config_.carma.max_wait_s));
     }
     ++queue_version_;
+    host_only_waiting_ -= it->spec.gpus == 0 ? 1 : 0;
     if (config_.policy.carma && config_.policy.backfill) {
         release_class(it->decision_class);
     }
@@ -332,6 +337,8 @@ Scheduler::DecisionKey Scheduler::decision_key(const TaskSpec& spec) {
     // may_pass_head the run time and activity, the placement the GPU count, the MPS rule the
     // owner (core/mps_share.h), the placement what it may share with (exclusive, slowdown bound).
     return DecisionKey{spec.gpus,
+                       spec.cpus,
+                       spec.host_mem_mib,
                        l.runs > 0,
                        spec.memory.declared_mib.has_value(),
                        spec.memory.declared_mib.value_or(0),
@@ -403,7 +410,8 @@ void Scheduler::stamp(double now) {
     unstamped_.clear();
 }
 
-StepResult Scheduler::step(std::span<const GpuView> gpus, double now) {
+StepResult Scheduler::step(std::span<const GpuView> gpus, std::span<const HostView> hosts,
+                           double now) {
     warmup_.expire(now);
     stamp(now);
     round_use_.clear();
@@ -415,6 +423,23 @@ StepResult Scheduler::step(std::span<const GpuView> gpus, double now) {
     scratch_.assign(gpus.begin(), gpus.end());
     for (GpuView& g : scratch_) {
         g.locked = warmup_.locked(g.index, now);
+    }
+    hosts_.assign(hosts.begin(), hosts.end());
+    spare_hosts_.clear();
+    gpu_host_.assign(scratch_.size(), -1);
+    for (std::size_t i = 0; i < scratch_.size(); ++i) {
+        for (std::size_t h = 0; h < hosts_.size(); ++h) {
+            if (hosts_[h].node == scratch_[i].node) {
+                gpu_host_[i] = static_cast<int>(h);
+                break;
+            }
+        }
+    }
+    if (const HostSummary hs = summarize_hosts(hosts_);
+        hs.any != host_summary_.any || hs.most_cpus != host_summary_.most_cpus ||
+        hs.most_mem_mib != host_summary_.most_mem_mib || hs.several != host_summary_.several) {
+        host_summary_ = hs;
+        ++capacity_generation_;  // what can ever fit changed
     }
     return config_.policy.carma ? step_carma(now, capacity()) : step_paper(now, capacity());
 }
@@ -443,10 +468,15 @@ void Scheduler::commit(const QueuedTask& task, const std::vector<int>& gpus, dou
         use.gpus += gpus.size();
         use.tasks += 1;
     }
+    bool host_taken = false;
     for (std::size_t i = 0; i < scratch_.size(); ++i) {
         GpuView& g = scratch_[i];
         if (std::find(gpus.begin(), gpus.end(), g.index) == gpus.end()) {
             continue;
+        }
+        if (!host_taken) {
+            host_taken = true;  // a task's GPUs are all on one node
+            commit_host_only(task, gpu_host_[i]);
         }
         g.locked = true;
         if (config_.policy.carma) {
@@ -497,10 +527,29 @@ StepResult Scheduler::step_paper(double now, const CapacitySummary& capacity) {
         }
         const QueuedTask& head = *first;
 
-        if (auto feasible = check_feasible(head.spec, capacity); !feasible) {
-            result.rejected.push_back(Rejection{head.id, feasible.error().message});
+        if (auto ok = feasible(head.spec, capacity, MemoryKnowledge::Oracle); !ok) {
+            result.rejected.push_back(Rejection{head.id, ok.error().message});
             remove(head.id);
             continue;
+        }
+        if (head.spec.gpus == 0) {
+            const int host = pick_host(head.spec, false, &result.pending_reason);
+            if (host == kNoHostFits) {
+                result.pending_reason = fmt::format("{} waits for {}", head.spec.name,
+                                                    result.pending_reason);
+                result.pending_task = head.id;
+                break;
+            }
+            commit_host_only(head, host);
+            result.placed.push_back(Placement{head.id, {}, from_recovery, false,
+                                              host < 0 ? std::string() : hosts_[host].node});
+            remove(head.id);
+            continue;
+        }
+        if (std::string why = host_wait(head.spec, false); !why.empty()) {
+            result.pending_reason = fmt::format("{} waits for {}", head.spec.name, why);
+            result.pending_task = head.id;
+            break;
         }
 
         const auto wanted = static_cast<std::size_t>(head.spec.gpus);
@@ -510,7 +559,7 @@ StepResult Scheduler::step_paper(double now, const CapacitySummary& capacity) {
             [&](std::size_t i) {
                 const GpuView& g = scratch_[i];
                 return g.schedulable && !g.has_processes && !g.locked &&
-                       !holds_task_alone(g, false);
+                       !holds_task_alone(g, false) && host_ok(head.spec, gpu_host_[i], false);
             },
             [&](std::size_t i) -> const std::string& { return scratch_[i].node; },
             [&](std::size_t i) { chosen.push_back(scratch_[i].index); });
@@ -532,7 +581,23 @@ StepResult Scheduler::step_paper(double now, const CapacitySummary& capacity) {
                                         : "--max-slowdown: this policy predicts no slowdown, so "
                                           "it runs alone");
             } else {
-                Selection sel = select_gpus(config_.policy, head.spec, scratch_,
+                // Only the GPUs of nodes with room for its cores and memory.
+                std::vector<char> room(scratch_.size(), 1);
+                mask_hosts(head.spec, false, room);
+                std::vector<GpuView> masked;
+                if (std::find(room.begin(), room.end(), 0) != room.end()) {
+                    masked = scratch_;
+                    for (std::size_t i = 0; i < masked.size(); ++i) {
+                        if (room[i] == 0) {
+                            masked[i].schedulable = false;
+                            masked[i].unschedulable_reason =
+                                "its node lacks " +
+                                host_shortfall(head.spec, hosts_[gpu_host_[i]]);
+                        }
+                    }
+                }
+                Selection sel = select_gpus(config_.policy, head.spec,
+                                            masked.empty() ? scratch_ : masked,
                                             config_.placement, rr_cursor_);
                 if (sel.gpus.empty()) {
                     result.pending_reason = std::move(sel.pending_reason);
@@ -548,7 +613,9 @@ StepResult Scheduler::step_paper(double now, const CapacitySummary& capacity) {
         }
 
         commit(head, chosen, now);
-        result.placed.push_back(Placement{head.id, std::move(chosen), from_recovery, exclusive});
+        std::string node = node_of(chosen);
+        result.placed.push_back(
+            Placement{head.id, std::move(chosen), from_recovery, exclusive, std::move(node)});
         remove(head.id);
     }
     return result;

@@ -36,6 +36,13 @@
 // when explaining, it waits with the limit named) and the next task is considered.
 // `--exclusive` (and, under the paper's policies, `--max-slowdown`): such a task takes the
 // exclusive path only, and a GPU holding one takes no co-runner (FilterOutcome::HeldAlone).
+// Host resources (core/host.h), under every policy, when the caller gives each node's: a task
+// starts only on a node where its cores and host memory fit beside its GPUs; one that fits no
+// node waits with the dimension named ("8 cores: 6 of 32 free"), and one that asks more than any
+// node has is rejected. A CPU-only task (no GPU) takes the first node with room and never a GPU.
+// Behind a waiting carma head, tasks backfill only into what the head leaves of a node's cores
+// and memory (on its reserved GPUs' node; on every node when it has none reserved), so a head
+// that waits for cores is not starved by smaller tasks.
 
 #include <array>
 #include <cstdint>
@@ -51,6 +58,7 @@
 #include <vector>
 
 #include "core/carma.h"
+#include "core/host.h"
 #include "core/policy.h"
 #include "core/result.h"
 #include "core/task.h"
@@ -105,9 +113,10 @@ Result<void> check_feasible(const TaskSpec& task, std::span<const GpuCapacity> g
 
 struct Placement {
     TaskId task = 0;
-    std::vector<int> gpus;
+    std::vector<int> gpus;   // empty for a CPU-only task
     bool recovered = false;  // came from the recovery queue
     bool exclusive = false;  // placed by the exclusive path (idle GPUs)
+    std::string node = {};   // the node it runs on (its GPUs'); "" for the one server
 };
 
 struct Rejection {
@@ -169,7 +178,9 @@ public:
     void task_seen_on(TaskId id, int gpu, double now) { warmup_.seen(id, gpu, now); }
     void task_exited(TaskId id) { warmup_.exited(id); }
 
-    StepResult step(std::span<const GpuView> gpus, double now);
+    StepResult step(std::span<const GpuView> gpus, double now) { return step(gpus, {}, now); }
+    // With each node's host resources (no hosts: cores and host memory are not limited).
+    StepResult step(std::span<const GpuView> gpus, std::span<const HostView> hosts, double now);
 
     // Fair share and limits: every user's F and what they run now, as of the next step. The
     // caller computes F from its usage ledger (core/fair_share.h's fair_share_factors) and calls
@@ -242,8 +253,34 @@ private:
     void stamp(double now);
     StepResult step_paper(double now, const CapacitySummary& capacity);
     StepResult step_carma(double now, const CapacitySummary& capacity);
-    // Places one task on `gpus` for the rest of this round: warm-up lock, ledger.
+    // Places one task on `gpus` for the rest of this round: warm-up lock, ledger, host.
     void commit(const QueuedTask& task, const std::vector<int>& gpus, double now);
+    // Places a CPU-only task on hosts_[host] (-1: hosts are not limited).
+    void commit_host_only(const QueuedTask& task, int host);
+
+    // Host resources of this round, each node's less the round's placements; gpu_host_[i] is
+    // the position in hosts_ of GPU i's node, -1 where its node is not limited. spare_hosts_:
+    // while a carma head waits, what it leaves for the tasks behind it (empty otherwise).
+    std::vector<HostView> hosts_;
+    std::vector<HostView> spare_hosts_;
+    std::vector<int> gpu_host_;
+    HostSummary host_summary_;
+    std::size_t host_only_waiting_ = 0;  // CPU-only tasks in either queue
+    static constexpr int kNoHostFits = -2;
+    bool host_ok(const TaskSpec& spec, int host, bool behind_head) const;
+    // A CPU-only task's node: the first with room; -1 when hosts are not limited; kNoHostFits,
+    // with why (when asked), when none has room.
+    int pick_host(const TaskSpec& spec, bool behind_head, std::string* why) const;
+    // "" when some node has room for the task's cores and memory; else what it waits for.
+    std::string host_wait(const TaskSpec& spec, bool behind_head) const;
+    // GPU positions whose node lacks room for the task's cores and memory: allowed[i] = 0.
+    void mask_hosts(const TaskSpec& spec, bool behind_head, std::vector<char>& allowed) const;
+    // The head's cores and memory kept out of spare_hosts_ on the nodes it may start on.
+    void reserve_host_for(const TaskSpec& head, std::span<const char> shadow);
+    Result<void> feasible(const TaskSpec& spec, const CapacitySummary& capacity,
+                          MemoryKnowledge knowledge) const;
+    // The node of the GPUs placed (scratch_'s, by index); "" for none.
+    std::string node_of(std::span<const int> gpus) const;
     // The next waiting main-queue tasks in carma's order (aged first, then by run time or FIFO),
     // skipping `skip`, at most `limit`.
     // `take(const QueuedTask&)` returns true to stop.
@@ -257,7 +294,7 @@ private:
     // same answer from the same GPUs, so once one of them was turned down, the others are too
     // until a placement changes the GPUs: a round of a long queue with few kinds of task skips
     // most of its candidates (the daemon's arrays, the simulator's repeated commands).
-    using DecisionKey = std::array<std::int64_t, 15>;
+    using DecisionKey = std::array<std::int64_t, 17>;
     struct DecisionKeyHash {
         std::size_t operator()(const DecisionKey& k) const;
     };

@@ -134,24 +134,45 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
                 break;
             }
         }
-        if (auto feasible = check_feasible(head->spec, capacity, MemoryKnowledge::Learned);
-            !feasible) {
-            result.rejected.push_back(Rejection{head->id, feasible.error().message});
+        if (auto ok = feasible(head->spec, capacity, MemoryKnowledge::Learned); !ok) {
+            result.rejected.push_back(Rejection{head->id, ok.error().message});
             remove(head->id);
             continue;
         }
         head_need = carma_need(head->spec, head_recovered, pc);
+        if (head->spec.gpus == 0) {
+            const int host = pick_host(head->spec, false, &result.pending_reason);
+            if (host == kNoHostFits) {
+                result.pending_task = head->id;
+                result.pending_reason =
+                    fmt::format("{} waits for {}", head->spec.name, result.pending_reason);
+                break;
+            }
+            commit_host_only(*head, host);
+            result.placed.push_back(Placement{head->id, {}, head_recovered, false,
+                                              host < 0 ? std::string() : hosts_[host].node});
+            remove(head->id);
+            continue;
+        }
+        if (std::string why = host_wait(head->spec, false); !why.empty()) {
+            result.pending_task = head->id;
+            result.pending_reason = fmt::format("{} waits for {}", head->spec.name, why);
+            break;
+        }
+        mask_hosts(head->spec, false, allowed_);
         Selection sel =
             carma_select(config_.policy, head->spec, head_need, scratch_, open_, allowed_, pc,
                          config_.carma, predictions_, available_);
+        std::fill(allowed_.begin(), allowed_.end(), 1);
         if (sel.gpus.empty()) {
             result.pending_task = head->id;
             result.pending_reason = std::move(sel.pending_reason);
             break;
         }
         commit(*head, sel.gpus, now);
-        result.placed.push_back(
-            Placement{head->id, std::move(sel.gpus), head_recovered, sel.exclusive});
+        std::string node = node_of(sel.gpus);
+        result.placed.push_back(Placement{head->id, std::move(sel.gpus), head_recovered,
+                                          sel.exclusive, std::move(node)});
         remove(head->id);
     }
     result.waiting = std::move(held);
@@ -166,9 +187,13 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
     }
 
     // Backfilling around the waiting head.
+    // A CPU-only head keeps no GPU: only its cores and memory, on every node.
     const HeadPlan plan =
-        plan_head(head->spec, head_need, scratch_, open_, now, config_.warmup.settle_s,
-                  readiness_);
+        head->spec.gpus == 0
+            ? HeadPlan{kNeverS, std::vector<char>(n, 0)}
+            : plan_head(head->spec, head_need, scratch_, open_, now, config_.warmup.settle_s,
+                        readiness_);
+    reserve_host_for(head->spec, plan.shadow);
     // Under fair share among several users, the first waiting task of each other user gets a
     // reservation too (on GPUs no earlier one holds), and a task behind it backfills only where
     // it delays none of them (Slurm's backfill reserves for every higher-priority job): with
@@ -206,7 +231,8 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
     // `need`: carma_need of `t`, asked only when it gets one. A task its user's running limit
     // holds back could not take a GPU kept for it.
     auto reserve = [&](const QueuedTask& t, auto need) {
-        if (!reserving || has_reservation(t.spec.user) || (limited && limit_reason(t))) {
+        if (!reserving || t.spec.gpus == 0 || has_reservation(t.spec.user) ||
+            (limited && limit_reason(t))) {
             return;
         }
         const CarmaNeed own = need();
@@ -265,8 +291,8 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
     };
     bool idle_open = false;
     MiB most = roomiest(idle_open);
-    if (most < 0 && !idle_open) {
-        return result;  // every GPU is closed this round
+    if (most < 0 && !idle_open && host_only_waiting_ == 0) {
+        return result;  // every GPU is closed this round, and every task wants one
     }
     if (!candidates_fresh(now, head->id)) {
         candidates_.clear();
@@ -301,7 +327,7 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
     };
     for (std::size_t k = 0; k < candidates_.size(); k = next(k)) {
         const Candidate& candidate = candidates_[k];
-        if (most < 0 && !idle_open) {
+        if (most < 0 && !idle_open && host_only_waiting_ == 0) {
             break;
         }
         const bool explain = pc.explain && result.waiting.size() <= kExplainedWaiting;
@@ -325,14 +351,33 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         }
         // Feasibility reads only what the class key holds: checked once per class and GPU set.
         if (class_feasible_[t.decision_class] != capacity_generation_) {
-            if (auto feasible = check_feasible(t.spec, capacity, MemoryKnowledge::Learned);
-                !feasible) {
-                result.rejected.push_back(Rejection{t.id, feasible.error().message});
+            if (auto ok = feasible(t.spec, capacity, MemoryKnowledge::Learned); !ok) {
+                result.rejected.push_back(Rejection{t.id, ok.error().message});
                 remove(t.id);
                 unchanged = false;
                 continue;
             }
             class_feasible_[t.decision_class] = capacity_generation_;
+        }
+        // Cores and host memory first: a CPU-only task needs nothing else, and a GPU task that
+        // no node has room for is turned down before any GPU is looked at.
+        if (std::string why = host_wait(t.spec, true); !why.empty()) {
+            class_waited_[t.decision_class] = epoch_;
+            if (explain) {
+                result.waiting.push_back(Waiting{
+                    t.id, fmt::format("behind {} ({}): waits for {}", head->spec.name,
+                                      wait_text, why)});
+            }
+            continue;
+        }
+        if (t.spec.gpus == 0) {
+            const int host = pick_host(t.spec, true, nullptr);
+            commit_host_only(t, host);
+            unchanged = false;
+            result.placed.push_back(Placement{t.id, {}, false, false,
+                                              host < 0 ? std::string() : hosts_[host].node});
+            remove(t.id);
+            continue;
         }
         const CarmaNeed need = carma_need(t.spec, false, pc);
         if (!idle_open && (need.idle_only || need.min_available_mib > most)) {
@@ -360,7 +405,9 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
             for (const Reservation& r : reserved) {
                 other = r.plan.shadow[i] != 0 ? &r : other;
             }
-            if (plan.shadow[i] == 0 && other == nullptr) {
+            if (!host_ok(t.spec, gpu_host_[i], true)) {
+                allowed_[i] = 0;  // its node lacks the cores or memory (the reason says which)
+            } else if (plan.shadow[i] == 0 && other == nullptr) {
                 allowed_[i] = 1;
             } else if (!explain && !usable) {
                 allowed_[i] = 0;  // turned down there either way; only the reason would differ
@@ -399,7 +446,9 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
         commit(t, sel.gpus, now);
         ++epoch_;  // the GPUs changed: what turned a class down may not any more
         unchanged = false;
-        result.placed.push_back(Placement{t.id, std::move(sel.gpus), false, sel.exclusive});
+        std::string node = node_of(sel.gpus);
+        result.placed.push_back(
+            Placement{t.id, std::move(sel.gpus), false, sel.exclusive, std::move(node)});
         remove(t.id);
         most = roomiest(idle_open);
     }

@@ -46,8 +46,13 @@ struct Learned {
 struct TaskSpec {
     std::string name;
     std::vector<std::string> command;  // argv; empty in the simulator
-    int gpus = 1;
-    MemoryInfo memory;
+    int gpus = 1;  // whole GPUs; 0: a CPU-only task, which never waits for or holds a GPU
+    // Host resources (core/host.h), Slurm's `-c/--cpus-per-task` and `--mem`: the cores and the
+    // host memory the task holds while it runs, fenced by the daemon. 0: none asked (the
+    // simulator's traces without those columns); the daemon gives every submission its defaults.
+    int cpus = 0;
+    MiB host_mem_mib = 0;
+    MemoryInfo memory;  // GPU memory (`--gpu-mem`), per GPU
     std::string workload;  // profile name for the simulator and fake jobs; may be empty
     Learned learned;
     // The Python environment an attempt runs in, activated by CARMA (core/python_env): an

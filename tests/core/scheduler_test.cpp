@@ -145,9 +145,11 @@ TEST(SchedulerTest, InfeasibleRejected) {
     EXPECT_EQ(placed_tasks(r), std::vector<int>{3});
 
     std::vector<GpuCapacity> caps = {{0, 40441}};
-    auto zero = check_feasible(MakeTask("z").Gpus(0), caps);
-    ASSERT_FALSE(zero);
-    EXPECT_EQ(zero.error().code, ErrorCode::InvalidArgument);
+    // No GPU is a CPU-only task, whatever its GPU memory says; fewer is an error.
+    EXPECT_TRUE(check_feasible(MakeTask("z").Gpus(0).Profiled(50000), caps));
+    auto negative = check_feasible(MakeTask("n").Gpus(-1), caps);
+    ASSERT_FALSE(negative);
+    EXPECT_EQ(negative.error().code, ErrorCode::InvalidArgument);
 }
 
 // This test verifies that the exclusive policy never shares and that cancel removes a waiting
