@@ -12,6 +12,8 @@
 //   - with --output/--error, copies the task's stdout and stderr from pipes into those files of
 //     the user's as well as into the attempt's logs (shim_output.cpp);
 //   - on SIGTERM sends SIGTERM to the task's process group and SIGKILL after the grace period;
+//   - with a fence (exec/cgroup.h), creates the attempt's cgroup before the task starts, puts
+//     the task (never itself) into it, and at the end records what the task used and removes it;
 //   - writes the attempt's end into `<attempt_dir>/exit.json` atomically (write + rename), so a
 //     daemon that was away finds it on restart.
 // Files of an attempt directory:
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "exec/cgroup.h"
 
 namespace carma::exec {
 
@@ -59,6 +62,10 @@ struct LaunchRequest {
     std::string stdout_copy;
     std::string stderr_copy;
     bool append_copies = false;  // false: truncated (the first attempt); true: appended to
+    // The attempt's cgroup (exec/cgroup.h): created by the shim before the task starts (the
+    // attempt does not start when it cannot be), joined by the task alone, read and removed by
+    // the shim once the task has ended. None: the task runs in the shim's cgroup.
+    std::optional<FenceSpec> fence{};
 };
 
 struct LaunchHandle {
@@ -78,6 +85,16 @@ struct ExitRecord {
     bool cancel_requested = false;  // the shim received SIGTERM before the task ended
     double ended_at = 0;            // unix time
     std::string error;              // why it could not start ("No such file or directory")
+    // What the task used. With a fence, from its cgroup: the CPU time of every process of the
+    // task, and the peak of its memory charge (page cache included) as max_rss_bytes; without
+    // one, from the leader's rusage, which counts only the descendants it waited for, and the
+    // largest single process's RSS.
+    std::optional<double> cpu_s{};
+    std::optional<std::int64_t> max_rss_bytes{};
+    bool memory_fence_hit = false;  // the kernel killed a process of the task at the memory limit
+    std::optional<std::int64_t> memory_limit_bytes{};  // the fence's limit in force
+    // Reading or removing the fence after the end failed (the end recorded stands).
+    std::string fence_error{};
 };
 
 // The attempt's exit.json, if the shim wrote it.

@@ -1,6 +1,7 @@
 // The JSON of an attempt's two records: request.json (what launch() asks the shim to run) and
 // exit.json (how the shim saw it end). Pure: no files, no processes.
 
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -50,6 +51,68 @@ T id_of(const json& v, const char* what) {
     return *n;
 }
 
+json fence_to_json(const FenceSpec& f) {
+    json j = {{"mode", std::string(to_string(f.mode))},
+              {"root", f.root},
+              {"name", f.name},
+              {"cpus", f.cpus}};
+    if (f.memory_bytes) {
+        j["memory_bytes"] = *f.memory_bytes;
+    }
+    if (f.pids_max) {
+        j["pids_max"] = *f.pids_max;
+    }
+    json deny = json::array();
+    for (const DeviceNumber& d : f.deny_devices) {
+        deny.push_back({{"type", std::string(1, d.type)}, {"major", d.major}, {"minor", d.minor}});
+    }
+    j["deny_devices"] = std::move(deny);
+    return j;
+}
+
+// Throws std::invalid_argument (or json::exception) on anything a fence cannot be made of; the
+// checks of exec/cgroup.h's fence_spec_problem() come last.
+FenceSpec fence_from_json(const json& j) {
+    FenceSpec f;
+    const std::string mode = j.at("mode").get<std::string>();
+    const auto m = cgroup_mode_from_string(mode);
+    if (!m || *m == CgroupMode::None) {
+        throw std::invalid_argument(fmt::format("fence mode \"{}\" must be v1 or v2", mode));
+    }
+    f.mode = *m;
+    j.at("root").get_to(f.root);
+    j.at("name").get_to(f.name);
+    if (j.contains("cpus")) {
+        for (const json& c : j.at("cpus")) {
+            const std::optional<int> cpu = json_number<int>(c);
+            if (!cpu || *cpu < 0) {
+                throw std::invalid_argument("fence cpus must be numbers from 0");
+            }
+            f.cpus.push_back(*cpu);
+        }
+    }
+    if (j.contains("memory_bytes")) {
+        f.memory_bytes = number_at<std::int64_t>(j, "memory_bytes", 1);
+    }
+    if (j.contains("pids_max")) {
+        f.pids_max = number_at<int>(j, "pids_max", 1);
+    }
+    if (j.contains("deny_devices")) {
+        for (const json& d : j.at("deny_devices")) {
+            const std::string type = d.at("type").get<std::string>();
+            if (type != "c" && type != "b") {
+                throw std::invalid_argument("a denied device's type must be \"c\" or \"b\"");
+            }
+            f.deny_devices.push_back(DeviceNumber{type[0], number_at<int>(d, "major", 0),
+                                                  number_at<int>(d, "minor", 0)});
+        }
+    }
+    if (std::string problem = fence_spec_problem(f); !problem.empty()) {
+        throw std::invalid_argument(problem);
+    }
+    return f;
+}
+
 }  // namespace
 
 Result<std::string> request_to_json(const LaunchRequest& r) {
@@ -71,6 +134,9 @@ Result<std::string> request_to_json(const LaunchRequest& r) {
         j["stdout_copy"] = r.stdout_copy;
         j["stderr_copy"] = r.stderr_copy;
         j["append_copies"] = r.append_copies;
+    }
+    if (r.fence) {
+        j["fence"] = fence_to_json(*r.fence);
     }
     try {
         return j.dump(2) + "\n";
@@ -114,6 +180,10 @@ Result<LaunchRequest> request_from_json(std::string_view text) {
         r.stdout_copy = j->value("stdout_copy", "");
         r.stderr_copy = j->value("stderr_copy", "");
         r.append_copies = j->value("append_copies", false);
+        // Optional: none when fences are off, or from a daemon from before fences.
+        if (j->contains("fence") && !j->at("fence").is_null()) {
+            r.fence = fence_from_json(j->at("fence"));
+        }
         return r;
     } catch (const std::exception& e) {  // json::exception and the range checks above
         return fail(ErrorCode::InvalidArgument,
@@ -133,6 +203,21 @@ std::string exit_to_json(const ExitRecord& record) {
     }
     if (!record.error.empty()) {
         j["error"] = record.error;
+    }
+    if (record.cpu_s) {
+        j["cpu_s"] = *record.cpu_s;
+    }
+    if (record.max_rss_bytes) {
+        j["max_rss_bytes"] = *record.max_rss_bytes;
+    }
+    if (record.memory_fence_hit) {
+        j["memory_fence_hit"] = true;
+    }
+    if (record.memory_limit_bytes) {
+        j["memory_limit_bytes"] = *record.memory_limit_bytes;
+    }
+    if (!record.fence_error.empty()) {
+        j["fence_error"] = record.fence_error;
     }
     // An error text may quote a path in another encoding: replace rather than lose the record.
     return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
@@ -157,6 +242,18 @@ Result<ExitRecord> exit_from_json(std::string_view text) {
             r.signal = number_at<int>(*j, "signal");
         }
         r.error = j->value("error", "");
+        // Optional: an exit.json from before fences has none of them.
+        if (j->contains("cpu_s")) {
+            r.cpu_s = number_at<double>(*j, "cpu_s", 0.0);
+        }
+        if (j->contains("max_rss_bytes")) {
+            r.max_rss_bytes = number_at<std::int64_t>(*j, "max_rss_bytes", 0);
+        }
+        r.memory_fence_hit = j->value("memory_fence_hit", false);
+        if (j->contains("memory_limit_bytes")) {
+            r.memory_limit_bytes = number_at<std::int64_t>(*j, "memory_limit_bytes", 0);
+        }
+        r.fence_error = j->value("fence_error", "");
         return r;
     } catch (const std::exception& e) {  // json::exception and the range checks above
         return fail(ErrorCode::InvalidArgument,

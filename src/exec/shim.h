@@ -62,6 +62,21 @@ private:
     int shared_copy_ = -1;  // one file for both streams
 };
 
+// --- the attempt's cgroup (shim_fence.cpp) ---------------------------------------------------
+// Only the task joins the fence: the shim stays outside, so that the kernel's memory and pids
+// limits never reach the supervisor that must record the task's end.
+
+// Before the fork: the leaf with its limits. Returns why it cannot ("" when made, or when the
+// request has no fence): the attempt then does not start.
+std::string create_task_fence(const LaunchRequest& request);
+// In the task child, before it drops root: joins the leaf. Returns why it cannot ("" when done).
+std::string join_task_fence(const LaunchRequest& request);
+// Once the task has ended and every process of it is gone: the fence's counters into the record
+// (CPU time, memory peak, whether the memory limit killed), then the leaf removed.
+void end_task_fence(const LaunchRequest& request, ExitRecord& record);
+// After a failed start: the leaf removed, nothing recorded.
+void discard_task_fence(const LaunchRequest& request);
+
 // --- the task child (shim_task.cpp) ----------------------------------------------------------
 
 struct Started {
@@ -76,7 +91,7 @@ Started start_task(LaunchRequest& request, const std::string& dir, OutputCopier&
 int setup_signals();
 ExitRecord finish_task(pid_t pid, bool cancel_requested);
 ExitRecord not_started(std::string error);
-int supervise(pid_t pid, int signal_fd, double grace_s, const std::string& dir,
+int supervise(pid_t pid, int signal_fd, const LaunchRequest& request, const std::string& dir,
               OutputCopier& copier);
 
 // --- recording the end (shim_exit.cpp) -------------------------------------------------------

@@ -129,9 +129,10 @@ int run(const std::string& request_path) {
         !ok) {
         ::kill(-started.pid, SIGKILL);  // a task whose group nobody can find must not run
         finish_task(started.pid, false);
+        discard_task_fence(*request);
         return record_exit(dir, not_started(ok.error().message), signal_fd);
     }
-    return supervise(started.pid, signal_fd, request->kill_grace_s, dir, copier);
+    return supervise(started.pid, signal_fd, *request, dir, copier);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -224,9 +225,15 @@ ExitRecord finish_task(pid_t pid, bool cancel_requested) {
     record.cancel_requested = cancel_requested;
     int status = 0;
     pid_t got = 0;
-    while ((got = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    rusage usage{};
+    while ((got = ::wait4(pid, &status, 0, &usage)) < 0 && errno == EINTR) {
     }
     record.ended_at = unix_now();
+    if (got == pid) {  // the fence's counters replace these when there is one (shim_fence.cpp)
+        record.cpu_s = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                       static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+        record.max_rss_bytes = static_cast<std::int64_t>(usage.ru_maxrss) * 1024;  // KiB
+    }
     if (got != pid) {
         record.error =
             fmt::format("cannot collect the exit status of pid {}: {}", pid, errno_text(errno));
@@ -247,8 +254,9 @@ ExitRecord not_started(std::string error) {
     return record;
 }
 
-int supervise(pid_t pid, int signal_fd, double grace_s, const std::string& dir,
+int supervise(pid_t pid, int signal_fd, const LaunchRequest& request, const std::string& dir,
               OutputCopier& copier) {
+    double grace_s = request.kill_grace_s;
     int timer_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (timer_fd < 0) {
         shim_log("cannot create a timerfd: {}; a stop will kill at once", errno_text(errno));
@@ -257,6 +265,9 @@ int supervise(pid_t pid, int signal_fd, double grace_s, const std::string& dir,
     Supervisor supervisor(pid, signal_fd, timer_fd, grace_s, copier);
     bool exited = supervisor.wait_for_exit();
     ExitRecord record = finish_task(pid, supervisor.cancel_requested());
+    // After finish_task: nothing of the task runs any more, so the counters are final and the
+    // leaf can go (remove_fence kills what escaped the process tree but not the cgroup).
+    end_task_fence(request, record);
     // Every process of the task is gone: what it wrote is copied before the end is recorded,
     // so the daemon reads whole logs when it classifies the end.
     copier.drain(kDrainS);

@@ -1,6 +1,7 @@
-// carma-shim: starting the task. The forked child takes its own session, the task's default
-// signal dispositions, its stdout, stderr and task files, then its user, working directory and
-// environment, and execs; why it failed reaches the shim through a close-on-exec pipe.
+// carma-shim: starting the task. The forked child takes its own session, its fence (the cgroup
+// the shim made for it), the task's default signal dispositions, its stdout, stderr and task
+// files, then its user, working directory and environment, and execs; why it failed reaches the
+// shim through a close-on-exec pipe.
 
 #include <fcntl.h>
 #include <grp.h>
@@ -148,6 +149,11 @@ void redirect_stream(int err_fd, int pipe_fd, const std::string& log, int target
     if (::setsid() < 0) {  // its own session and process group: pgid = its pid
         child_fail(err_fd, fmt::format("setsid: {}", errno_text(errno)));
     }
+    // As root, before anything else the task does is charged: joining a cgroup needs the right
+    // to write its cgroup.procs, which the task's user does not have.
+    if (std::string why = join_task_fence(r); !why.empty()) {
+        child_fail(err_fd, why);
+    }
     reset_signals_for_task();
     redirect_stream(err_fd, copier.task_fd(1), x.stdout_path, 1);
     redirect_stream(err_fd, copier.task_fd(2), x.stderr_path, 2);
@@ -190,15 +196,21 @@ Started start_task(LaunchRequest& request, const std::string& dir, OutputCopier&
         return {-1, why};
     }
     TaskExec x = prepare_exec(request, dir);
+    if (std::string why = create_task_fence(request); !why.empty()) {
+        return {-1, why};
+    }
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) {
-        return {-1, fmt::format("cannot create a pipe: {}", errno_text(errno))};
+        const int err = errno;
+        discard_task_fence(request);
+        return {-1, fmt::format("cannot create a pipe: {}", errno_text(err))};
     }
     pid_t pid = ::fork();
     if (pid < 0) {
         int err = errno;
         ::close(fds[0]);
         ::close(fds[1]);
+        discard_task_fence(request);
         return {-1, fmt::format("cannot fork the task: {}", errno_text(err))};
     }
     if (pid == 0) {
@@ -215,6 +227,7 @@ Started start_task(LaunchRequest& request, const std::string& dir, OutputCopier&
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    discard_task_fence(request);
     return {-1, error};
 }
 

@@ -3,8 +3,10 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -121,6 +123,12 @@ TEST(LaunchCodecTest, ExitRecordReadsOptionalFieldsAsAbsent) {
     EXPECT_FALSE(e->cancel_requested);
     EXPECT_EQ(e->ended_at, 0);
     EXPECT_EQ(e->error, "");
+    // Written before fences: no usage, no fence.
+    EXPECT_FALSE(e->cpu_s);
+    EXPECT_FALSE(e->max_rss_bytes);
+    EXPECT_FALSE(e->memory_fence_hit);
+    EXPECT_FALSE(e->memory_limit_bytes);
+    EXPECT_EQ(e->fence_error, "");
     EXPECT_FALSE(exit_from_json(R"({"exit_code": 0})"));  // "started" is required
     EXPECT_FALSE(exit_from_json(R"({"started": true, "exit_code": 1e300})"));
     EXPECT_FALSE(exit_from_json(R"({"started": true, "signal": 2.5})"));
@@ -140,6 +148,117 @@ TEST(LaunchCodecTest, ExitRecordKeepsAnErrorInAnotherEncoding) {
     ASSERT_TRUE(back);
     EXPECT_EQ(back->error, "No such file or directory");
     EXPECT_EQ(back->exit_code, 3);
+}
+
+// A fence as the daemon asks for it: v1 root, the task's cores, 64 GiB, other GPUs denied.
+FenceSpec sample_fence() {
+    FenceSpec f;
+    f.mode = CgroupMode::V1;
+    f.root = "carma";
+    f.name = "task-12-1";
+    f.cpus = {0, 1, 8};
+    f.memory_bytes = std::int64_t{64} << 30;
+    f.pids_max = 4096;
+    f.deny_devices = {DeviceNumber{'c', 195, 1}, DeviceNumber{'c', 195, 3}};
+    return f;
+}
+
+// This test verifies that a request's fence is written into request.json and read back whole,
+// and that a request without one (fences off, or an older daemon) has none.
+TEST(LaunchCodecTest, RequestFenceRoundTrips) {
+    LaunchRequest r;
+    r.argv = {"true"};
+    r.workdir = "/";
+    r.attempt_dir = "/tmp/attempt";
+    r.fence = sample_fence();
+    auto text = request_to_json(r);
+    ASSERT_TRUE(text);
+    auto back = request_from_json(*text);
+    ASSERT_TRUE(back) << back.error().message;
+    ASSERT_TRUE(back->fence);
+    EXPECT_EQ(back->fence->mode, CgroupMode::V1);
+    EXPECT_EQ(back->fence->root, "carma");
+    EXPECT_EQ(back->fence->name, "task-12-1");
+    EXPECT_EQ(back->fence->cpus, (std::vector<int>{0, 1, 8}));
+    EXPECT_EQ(back->fence->memory_bytes, std::int64_t{64} << 30);
+    EXPECT_EQ(back->fence->pids_max, 4096);
+    ASSERT_EQ(back->fence->deny_devices.size(), 2u);
+    EXPECT_EQ(back->fence->deny_devices[1].type, 'c');
+    EXPECT_EQ(back->fence->deny_devices[1].major, 195);
+    EXPECT_EQ(back->fence->deny_devices[1].minor, 3);
+
+    r.fence->mode = CgroupMode::V2;
+    r.fence->root = "/sys/fs/cgroup/system.slice/carma.service/tasks";
+    r.fence->memory_bytes.reset();
+    r.fence->pids_max.reset();
+    back = request_from_json(*request_to_json(r));
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->fence->mode, CgroupMode::V2);
+    EXPECT_EQ(back->fence->root, "/sys/fs/cgroup/system.slice/carma.service/tasks");
+    EXPECT_FALSE(back->fence->memory_bytes);
+    EXPECT_FALSE(back->fence->pids_max);
+
+    r.fence.reset();
+    back = request_from_json(*request_to_json(r));
+    ASSERT_TRUE(back);
+    EXPECT_FALSE(back->fence);
+    EXPECT_EQ(request_to_json(r)->find("fence"), std::string::npos);
+}
+
+// This test verifies that a fence a cgroup cannot be made of is refused when request.json is
+// read, naming what is wrong.
+TEST(LaunchCodecTest, RequestRefusesMalformedFences) {
+    const auto with_fence = [](const std::string& fence) {
+        return request_with("kill_grace_s", "10, \"fence\": " + fence);
+    };
+    const std::string good = R"({"mode": "v1", "root": "carma", "name": "task-1-1", "cpus": [0],)"
+                             R"( "memory_bytes": 1048576, "pids_max": 10,)"
+                             R"( "deny_devices": [{"type": "c", "major": 195, "minor": 1}]})";
+    auto ok = request_from_json(with_fence(good));
+    ASSERT_TRUE(ok) << ok.error().message;
+    ASSERT_TRUE(ok->fence);
+    EXPECT_EQ(ok->fence->deny_devices.size(), 1u);
+
+    const char* const kBad[] = {
+        R"({"mode": "none", "root": "carma", "name": "t"})",
+        R"({"mode": "v3", "root": "carma", "name": "t"})",
+        R"({"mode": "v1", "root": "carma", "name": "../t"})",
+        R"({"mode": "v1", "root": "/abs", "name": "t"})",
+        R"({"mode": "v2", "root": "relative", "name": "t"})",
+        R"({"mode": "v1", "root": "carma", "name": "t", "cpus": [-1]})",
+        R"({"mode": "v1", "root": "carma", "name": "t", "memory_bytes": 0})",
+        R"({"mode": "v1", "root": "carma", "name": "t", "pids_max": 1e300})",
+        R"({"mode": "v1", "root": "carma", "name": "t",)"
+        R"( "deny_devices": [{"type": "x", "major": 1, "minor": 1}]})",
+        R"({"mode": "v1", "root": "carma"})",
+    };
+    for (const char* bad : kBad) {
+        auto r = request_from_json(with_fence(bad));
+        ASSERT_FALSE(r) << bad;
+        EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
+        EXPECT_NE(r.error().message.find("malformed"), std::string::npos) << r.error().message;
+    }
+}
+
+// This test verifies that what the task used and how its fence ended are written into
+// exit.json and read back.
+TEST(LaunchCodecTest, ExitRecordUsageRoundTrips) {
+    ExitRecord e;
+    e.started = true;
+    e.signal = 9;
+    e.cpu_s = 12.5;
+    e.max_rss_bytes = std::int64_t{3} << 30;
+    e.memory_fence_hit = true;
+    e.memory_limit_bytes = std::int64_t{4} << 30;
+    e.fence_error = "cannot remove cgroup /sys/fs/cgroup/memory/carma/t: Device or resource busy";
+    auto back = exit_from_json(exit_to_json(e));
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->cpu_s, 12.5);
+    EXPECT_EQ(back->max_rss_bytes, std::int64_t{3} << 30);
+    EXPECT_TRUE(back->memory_fence_hit);
+    EXPECT_EQ(back->memory_limit_bytes, std::int64_t{4} << 30);
+    EXPECT_EQ(back->fence_error, e.fence_error);
+    EXPECT_FALSE(exit_from_json(R"({"started": true, "max_rss_bytes": -5})"));
 }
 
 TEST(LaunchFilesTest, PidFileIsDigitsAndNewline) {

@@ -612,6 +612,23 @@ TEST_F(LaunchTest, ReportsShimThatNeverStarts) {
         << wrong.error().message;
 }
 
+// --- what the task used ----------------------------------------------------------------------
+
+// This test verifies that without a fence the leader's rusage is recorded: CPU time and the
+// largest RSS.
+TEST_F(LaunchTest, RecordsUsageWithoutAFence) {
+    auto record = run(request({"sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"}));
+    ASSERT_TRUE(record);
+    EXPECT_EQ(record->exit_code, 0);
+    ASSERT_TRUE(record->cpu_s);
+    EXPECT_GT(*record->cpu_s, 0.01);
+    ASSERT_TRUE(record->max_rss_bytes);
+    EXPECT_GT(*record->max_rss_bytes, 0);
+    EXPECT_FALSE(record->memory_fence_hit);
+    EXPECT_FALSE(record->memory_limit_bytes);
+    EXPECT_EQ(record->fence_error, "");
+}
+
 // --- a full disk ------------------------------------------------------------------------------
 
 // The attempt directory on a small tmpfs of its own (needs root), filled to the last byte while
@@ -815,7 +832,7 @@ protected:
         r.uid = uid_;
         r.gid = gid_;
         r.groups = groups_;
-        r.workdir = "/";
+        r.workdir = std::string("/");  // moved in: GCC 12's -Wrestrict misfires on `= "/"` here
         return r;
     }
 
@@ -854,6 +871,31 @@ TEST_F(RunAsUserTest, RunsAsTheUserWithItsGroups) {
         got.insert(id);
     }
     EXPECT_EQ(got, want);
+}
+
+// This test verifies that a fenced task running as another user is in its fence: the task child
+// joins the cgroup while still root, before it switches to the user, who could not.
+TEST_F(RunAsUserTest, FencedTaskJoinsItsFenceBeforeSwitchingUser) {
+    FenceSpec fence;
+    fence.mode = CgroupMode::V1;
+    fence.root = "carma-test-as-user-" + std::to_string(::getpid());
+    fence.name = "task-1-1";
+    fence.pids_max = 50;
+    auto prepared = prepare_fence_root(fence.mode, fence.root);
+    ASSERT_TRUE(prepared) << prepared.error().message;
+    LaunchRequest r = as_user({"sh", "-c", "id -u; cat /proc/self/cgroup"});
+    r.fence = fence;
+    auto record = run(r);
+    const bool leaf_gone = !fs::exists(fence_leaf_path(fence, "pids"));
+    auto removed = remove_fence_root(fence.mode, fence.root);
+    EXPECT_TRUE(removed) << removed.error().message;
+    ASSERT_TRUE(record);
+    ASSERT_TRUE(record->started) << record->error;
+    EXPECT_EQ(record->exit_code, 0) << read_file(attempt_file(kStderrFile));
+    const std::string out = read_file(attempt_file(kStdoutFile));
+    EXPECT_EQ(out.rfind(std::to_string(uid_) + "\n", 0), 0u) << out;
+    EXPECT_NE(out.find("pids:/" + fence.root + "/task-1-1\n"), std::string::npos) << out;
+    EXPECT_TRUE(leaf_gone);
 }
 
 // This test verifies that a working directory the user may not enter fails the attempt with a
