@@ -99,6 +99,12 @@ nlohmann::json request_body(const SubmitRequest& r) {
     if (r.gpus) {
         body["gpus"] = *r.gpus;
     }
+    if (r.cpus) {
+        body["cpus"] = *r.cpus;
+    }
+    if (r.host_mem_mib) {
+        body["host_mem_mib"] = *r.host_mem_mib;
+    }
     nlohmann::json memory = nlohmann::json::object();
     const std::pair<const char*, const std::optional<MiB>*> slots[] = {
         {"declared_mib", &r.memory.declared_mib},

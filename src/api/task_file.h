@@ -4,8 +4,9 @@
 //  - YAML (.yaml/.yml), CARMA's own:
 //        name: resnet3
 //        command: python resnet50.py --batch_size 128   # or a list: [python, resnet50.py, ...]
-//        gpus: 1
-//        memory: 13GiB              # declared need per GPU; a bare number is MiB
+//        gpus: 1                    # 0: a CPU-only task
+//        memory: 13GiB              # declared GPU memory need per GPU; a bare number is MiB
+//        cpus_per_task: 8           # cores (sbatch's -c); host_memory: 32GiB (sbatch's --mem)
 //        profiled_memory: 13236     # peak of a standalone run, per GPU
 //        estimates: {horus: 28923, faketensor: 10666, gpumemnet: 24000}
 //        workdir: exp               # relative: against the file's directory
@@ -39,8 +40,11 @@ namespace carma::api {
 struct SubmitRequest {
     std::string name;
     std::vector<std::string> command;
-    std::optional<int> gpus;
-    MemoryInfo memory;    // `model` is not part of the API and is ignored
+    std::optional<int> gpus;  // 0: a CPU-only task
+    // Host resources (Slurm's -c/--cpus-per-task and --mem); unset: the daemon's defaults.
+    std::optional<int> cpus;
+    std::optional<MiB> host_mem_mib;
+    MemoryInfo memory;    // GPU memory; `model` is not part of the API and is ignored
     std::string workdir;  // absolute
     std::map<std::string, std::string> env;
     // Which of `env`'s variables were set on purpose (the task file's env:, --env) when the rest

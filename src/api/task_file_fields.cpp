@@ -17,6 +17,7 @@
 #include "api/task_file_internal.h"
 #include "core/controls.h"
 #include "core/dependency.h"
+#include "core/host.h"
 #include "core/mail.h"
 #include "core/output_pattern.h"
 #include "core/text.h"
@@ -147,11 +148,29 @@ Status parse_command(const Field& f, SubmitRequest& r) {
 }
 
 Status parse_gpus(const Field& f, SubmitRequest& r) {
-    auto n = integer(f, 1, std::numeric_limits<int>::max());
+    auto n = integer(f, 0, std::numeric_limits<int>::max());  // 0: a CPU-only task
     if (!n) {
         return tl::unexpected(n.error());
     }
     r.gpus = *n;
+    return {};
+}
+
+Status parse_cpus(const Field& f, SubmitRequest& r) {
+    auto n = integer(f, 1, kMaxCpusPerTask);
+    if (!n) {
+        return tl::unexpected(n.error());
+    }
+    r.cpus = *n;
+    return {};
+}
+
+Status parse_host_memory(const Field& f, SubmitRequest& r) {
+    std::optional<MiB> mib;
+    if (auto s = set_memory(f, mib); !s) {
+        return s;
+    }
+    r.host_mem_mib = mib;
     return {};
 }
 
@@ -403,7 +422,7 @@ struct FieldParser {
 };
 
 // The order here is the order the "known fields" hint lists them in.
-constexpr std::array<FieldParser, 25> kFields = {{
+constexpr std::array<FieldParser, 27> kFields = {{
     {"name", parse_name},
     {"command", parse_command},
     {"gpus", parse_gpus},
@@ -429,6 +448,8 @@ constexpr std::array<FieldParser, 25> kFields = {{
     {"max_slowdown", parse_max_slowdown},
     {"nice", parse_nice_field},
     {"requeue", parse_flag_field},
+    {"cpus_per_task", parse_cpus},
+    {"host_memory", parse_host_memory},
 }};
 
 std::string unknown_field_message(std::string_view key) {

@@ -41,7 +41,15 @@ json acct_task_json(const store::FinishedTask& finished) {
     double run_s = 0;
     double gpu_hours = 0;
     std::optional<double> charged_gpu_s;  // unknown for attempts recorded before schema 9
+    std::optional<double> total_cpu_s;    // sacct's TotalCPU: unknown where nothing was fenced
+    std::optional<MiB> max_rss_mib;       // sacct's MaxRSS
     for (const store::AttemptRow& a : finished.attempts) {
+        if (a.total_cpu_s) {
+            total_cpu_s = total_cpu_s.value_or(0) + *a.total_cpu_s;
+        }
+        if (a.max_rss_mib) {
+            max_rss_mib = std::max(max_rss_mib.value_or(0), *a.max_rss_mib);
+        }
         if (a.charged_gpu_s) {
             charged_gpu_s = charged_gpu_s.value_or(0) + *a.charged_gpu_s;
         }
@@ -68,6 +76,9 @@ json acct_task_json(const store::FinishedTask& finished) {
                             {"charged_gpu_s", json_or_null(a.charged_gpu_s)},
                             {"slowdown", json_or_null(a.slowdown)},
                             {"peak_mib", peak ? json(*peak) : json(nullptr)},
+                            {"cores", a.cores},
+                            {"total_cpu_s", json_or_null(a.total_cpu_s)},
+                            {"max_rss_mib", json_or_null(a.max_rss_mib)},
                             {"node", a.node.empty() ? json(nullptr) : json(a.node)},
                             {"slurm_job", a.slurm_job.empty() ? json(nullptr) : json(a.slurm_job)}});
     }
@@ -87,6 +98,10 @@ json acct_task_json(const store::FinishedTask& finished) {
             {"wait_s", json_or_null(wait_s)},
             {"run_s", run_s},
             {"gpus", task.spec.gpus},
+            {"cpus", task.spec.cpus},
+            {"host_mem_mib", task.spec.host_mem_mib},
+            {"total_cpu_s", json_or_null(total_cpu_s)},
+            {"max_rss_mib", json_or_null(max_rss_mib)},
             {"gpu_hours", gpu_hours},
             {"charged_gpu_hours",
              charged_gpu_s ? json(*charged_gpu_s / 3600.0) : json(nullptr)},

@@ -23,9 +23,11 @@ inline nlohmann::json array_json(const std::optional<ArrayMember>& array) {
                  : nlohmann::json(nullptr);
 }
 
-// {id, array, name, user, state, submitted_at, started_at, finished_at, wait_s, run_s, gpus, gpu_hours,
-//  energy_j, peak_mib, attempts: [{number, outcome, gpus, started_at, ended_at, run_s,
-//  energy_j, peak_mib}]}; unknown figures are null. No environment, no command: anyone may see
+// {id, array, name, user, state, submitted_at, started_at, finished_at, wait_s, run_s, gpus,
+//  cpus, host_mem_mib, total_cpu_s, max_rss_mib, gpu_hours, energy_j, peak_mib, attempts:
+//  [{number, outcome, gpus, cores, started_at, ended_at, run_s, energy_j, peak_mib, total_cpu_s,
+//  max_rss_mib}]}; unknown figures are null (total_cpu_s, max_rss_mib: read from the attempt's
+//  fence, unknown without one). No environment, no command: anyone may see
 // it.
 nlohmann::json acct_task_json(const store::FinishedTask& finished);
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/controls.h"
+#include "core/units.h"
 
 namespace carma::daemon {
 
@@ -17,6 +18,7 @@ AttemptEnd attempt_end(const exec::ExitRecord* record, const AttemptWatch& watch
     end.started = record->started;
     end.exit_code = record->exit_code;
     end.signal = record->signal;
+    end.memory_fence_hit = record->memory_fence_hit;
     // A preemption's stop is no cancel: an attempt that ended before it arrived ended as it did.
     end.cancel_requested = record->cancel_requested || (watch.stop_requested && !watch.preempted);
     // After a restart the flag is gone; an attempt stopped once it had run its limit was
@@ -33,6 +35,20 @@ AttemptEnd attempt_end(const exec::ExitRecord* record, const AttemptWatch& watch
 std::string how_it_ended(const AttemptEnd& end, const exec::ExitRecord* record) {
     if (!end.started) {
         return record && !record->error.empty() ? record->error : "could not start";
+    }
+    if (end.memory_fence_hit && record != nullptr) {
+        constexpr std::int64_t kMiB = 1024 * 1024;
+        const std::string limit = record->memory_limit_bytes
+                                      ? format_mib(*record->memory_limit_bytes / kMiB)
+                                      : std::string("its limit");
+        const std::string peak = record->max_rss_bytes
+                                     ? ", peak " + format_mib(*record->max_rss_bytes / kMiB)
+                                     : std::string();
+        return fmt::format("the kernel stopped it at its host-memory limit of {}{}; ask for more "
+                           "with --mem (e.g. --mem {}MiB)",
+                           limit, peak,
+                           record->memory_limit_bytes ? 2 * (*record->memory_limit_bytes / kMiB)
+                                                      : 4096);
     }
     if (end.exit_code) {
         return fmt::format("exit code {}", *end.exit_code);

@@ -125,8 +125,22 @@ const std::vector<ConfigKey>& config_keys() {
                                       "priority."},
         {"priority_weight_age", "Weight of having waited max_wait (2 h) in the priority; "
                                 "--nice N subtracts N."},
+        {"fences", "auto | v1 | v2 | off: the cgroup hierarchy each attempt is fenced in "
+                   "(cores, host memory, processes, GPU device files); auto finds it and the "
+                   "daemon refuses to start without one; off runs tasks unfenced."},
+        {"host", "The server beside its GPUs: cores and host memory."},
     };
-    return keys;
+    static const std::vector<ConfigKey> all = [] {
+        std::vector<ConfigKey> out = keys;
+        static std::vector<std::string> names;  // the keys' storage: they are const char*
+        names.reserve(host_config_keys().size());
+        for (const HostConfigKey& k : host_config_keys()) {
+            names.push_back(std::string("host.") + k.key);
+            out.push_back(ConfigKey{names.back().c_str(), k.help});
+        }
+        return out;
+    }();
+    return all;
 }
 
 namespace {
@@ -249,6 +263,9 @@ std::string yaml_value(const DaemonConfig& c, std::string_view key) {
         {"priority_weight_fairshare", [&] { return yaml_number(c.priority_weight_fairshare); }},
         {"priority_weight_age", [&] { return yaml_number(c.priority_weight_age); }},
     };
+    if (auto host = host_yaml_value(c.host, key)) {
+        return *host;
+    }
     const auto it = values.find(key);
     if (it == values.end()) {
         throw std::logic_error(fmt::format("config_yaml: no value for key '{}'", key));
@@ -522,6 +539,10 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             r = string_list(v, key, source, c.allowed_hosts);
         } else if (key == "limits") {
             r = parse_limits(v, source, c.limits);
+        } else if (key == "host") {
+            r = parse_host_config(v, source, c.host);
+        } else if (key == "fences") {
+            r = parse_fences(v, source, c.host);
         } else if (key == "fair_share") {
             auto b = scalar<bool>(v, key, source);
             if (!b) {
@@ -773,6 +794,9 @@ Result<DaemonConfig> finalize(DaemonConfig c) {
                                     "gpu-server.lab.example, 10.0.0.5)",
                                     host));
         }
+    }
+    if (auto h = check_host_config(c.host); !h) {
+        return tl::unexpected(h.error());
     }
     if (c.state_dir.empty()) {
         c.state_dir = default_state_dir();

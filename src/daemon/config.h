@@ -11,6 +11,7 @@
 #include "core/risk_filter.h"
 #include "core/units.h"
 #include "core/user_limits.h"
+#include "daemon/host_config.h"
 #include "device/backend_choice.h"
 
 namespace carma::daemon {
@@ -86,6 +87,8 @@ struct DaemonConfig {
     std::string munge_socket;        // "" = munged's default socket
     std::optional<std::uint32_t> agent_uid;
     double node_timeout_s = 30;      // an agent silent this long: its node takes no tasks
+    // The server beside its GPUs: reserves, defaults, fences (daemon/host_config.h).
+    HostConfig host;
 };
 
 // One key of a config file and what it means. Keys of a section are written "section.key".

@@ -154,6 +154,16 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
                                 config.shim_path));
     }
 
+    // First, and said first: whether tasks here will be fenced (across nodes, each agent's
+    // machine would fence its own; not yet).
+    Fences fences;
+    if (config.agents.empty()) {
+        auto set_up = setup_fences(config.host, config.state_dir);
+        if (!set_up) {
+            return tl::unexpected(set_up.error());
+        }
+        fences = std::move(*set_up);
+    }
     auto store = store::Store::open(config.state_dir + "/carma.db");
     if (!store) {
         return tl::unexpected(store.error());
@@ -289,6 +299,19 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
         mps_off_dir = std::move(*off);
     }
 
+    // Said once the daemon will start (a start that fails says only why).
+    if (config.agents.empty()) {
+        spdlog::info("fences: {}{}", fences.describe(),
+                     fences.detail.empty() ? "" : " (" + fences.detail + ")");
+    }
+    std::optional<HostResources> host;
+    if (!hub) {
+        auto read = read_host_resources(config.host);
+        if (!read) {
+            return tl::unexpected(read.error());
+        }
+        host = std::move(*read);
+    }
     auto* hub_backend = dynamic_cast<cluster::HubBackend*>(backend->get());
     std::unique_ptr<Daemon> d(
         new Daemon(config, std::move(*backend), std::move(*store), std::move(sc), lock_fd));
@@ -298,6 +321,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
     d->mps_off_dir_ = std::move(mps_off_dir);
     d->hub_ = hub;
     d->hub_backend_ = hub_backend;
+    d->host_ = std::move(host);
+    d->fences_ = std::move(fences);
     lock_guard.keep = true;
     if (auto r = d->load_usage(); !r) {
         return tl::unexpected(r.error());
@@ -494,6 +519,8 @@ void Daemon::tick() {
         for (const PreparedLaunch& l : launches) {
             launching_[l.task.id] = false;
         }
+        // Before the new attempts start: none may find its own cores still shared.
+        reshape_shared_cores();
     }
     // Starting a supervisor and waiting for its task to start takes milliseconds to seconds:
     // without the lock. Nothing else launches, and a cancel meanwhile is noted in launching_.

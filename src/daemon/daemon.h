@@ -49,7 +49,9 @@
 #include "core/speed_correction.h"
 #include "core/user_limits.h"
 #include "daemon/config.h"
+#include "daemon/fences.h"
 #include "daemon/foreign.h"
+#include "daemon/host_state.h"
 #include "daemon/live_attempt.h"
 #include "daemon/preemption_events.h"
 #include "device/gpu_backend.h"
@@ -94,6 +96,7 @@ public:
 
     const DaemonConfig& config() const { return config_; }
     std::string backend_name() const { return backend_->name(); }
+    std::string fences_text() const { return fences_.describe(); }
 
     // api::Service
     api::ApiResult<nlohmann::json> submit(const api::Caller& caller,
@@ -214,6 +217,8 @@ private:
     // GPUs' worth one attempt is charged per second now, by the same rule (placed attempts not
     // yet live included).
     double charge_rate_of(const LiveAttempt& live) const;
+    // What a CPU-only attempt pays per second: its cores at host.cpu_billing_weight.
+    double cpu_charge_rate(const LiveAttempt& live) const;
     // Each user's row of GET /v1/share, for everyone with usage, running attempts or tasks
     // waiting (`counts`: the store's live counts); the page and `carma top` show the same.
     std::map<std::string, nlohmann::json> share_rows(const std::vector<store::StateCount>& counts);
@@ -367,6 +372,18 @@ private:
     std::string mps_off_dir_;
     // Cluster mode (--agents): the nodes' agents report here; backend_ is hub_backend_.
     std::shared_ptr<cluster::Hub> hub_;
+    // This server's cores and host memory for tasks (none in cluster mode: the agents' nodes
+    // are not counted yet), and what attempts being launched hold of them (not yet in live_).
+    std::optional<HostResources> host_;
+    Fences fences_;  // the cgroups attempts on this server run in (none: `fences: off`)
+    std::map<TaskId, HeldHost> launching_host_;
+    // What every live or launching attempt holds, and the server as the scheduler sees it.
+    std::vector<HeldHost> held_host() const;
+    std::vector<HostView> host_views() const;
+    // Attempts on the shared cores follow them as tasks take and give back cores of their own.
+    void reshape_shared_cores();
+    // GET /v1/status's and /v1/gpus's "host": the fences and what tasks hold; under mu_.
+    nlohmann::json host_json() const;
     cluster::HubBackend* hub_backend_ = nullptr;
     double launch_backoff_until_ = 0;     // scheduler clock; see postpone_launch()
 };

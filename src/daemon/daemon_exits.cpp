@@ -195,6 +195,10 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
                 }
             }
         }
+        // Its cgroup too, and whatever is left in it (the supervisor would have removed it).
+        if (auto gone = discard_attempt_fence(fences_, live.task, live.number); !gone) {
+            spdlog::warn("task={}: {}", live.task, gone.error().message);
+        }
     }
     const AttemptOutcome outcome =
         node_lost ? AttemptOutcome::Lost : classify_attempt(end, stderr_tail);
@@ -224,6 +228,13 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
             ended->outcome = std::string(to_string(outcome));
             ended->exit_code = end.exit_code;
             ended->signal = end.signal;
+            constexpr std::int64_t kMiB = 1024 * 1024;
+            if (record != nullptr && record->cpu_s) {
+                ended->total_cpu_s = record->cpu_s;
+            }
+            if (record != nullptr && record->max_rss_bytes) {
+                ended->max_rss_mib = *record->max_rss_bytes / kMiB;
+            }
         }
     }
     if (ended && end.started && outcome == AttemptOutcome::Succeeded) {
@@ -300,6 +311,7 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
     event(task.id,
           node_lost                                ? "lost"
           : outcome == AttemptOutcome::OutOfMemory ? "oom"
+          : outcome == AttemptOutcome::HostOutOfMemory ? "host-oom"
           : outcome == AttemptOutcome::Preempted   ? "preempted"
                                                    : "exited",
           fmt::format("attempt {}: {} ({})", live.number, to_string(outcome), after.how));

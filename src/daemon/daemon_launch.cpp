@@ -52,7 +52,7 @@ std::vector<Daemon::PreparedLaunch> Daemon::decide() {
         return launches;  // the last launch failed for a reason of this machine: give it a moment
     }
     stand_users();
-    StepResult step = scheduler_.step(views, now());
+    StepResult step = scheduler_.step(views, host_views(), now());
     pending_reason_ = step.pending_reason;
     for (const Rejection& r : step.rejected) {
         auto t = store_->task(r.task);
@@ -148,6 +148,7 @@ void Daemon::postpone_launch(const Placement& p, const std::string& why) {
         scheduler_.task_exited(p.task);
         return;
     }
+    launching_host_.erase(p.task);
     scheduler_.return_to_front(p.task, std::move(spec), p.recovered);
     spdlog::warn("task={}: could not start an attempt: {}; will retry", p.task, why);
     launch_backoff_until_ = now() + kLaunchRetryPeriods;
@@ -172,6 +173,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     live.number = task.attempts;
     live.user = task.user;
     live.gpus = p.gpus;
+    live.host = HeldHost{task.spec.cpus, task.spec.host_mem_mib, {}};
     live.learned = task.spec.learned;
     live.exclusive = task.spec.exclusive;
     live.max_slowdown = task.spec.max_slowdown;
@@ -183,7 +185,19 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     live.time_limit_s = task.spec.time_limit_s;
     // All of a placement's GPUs are on one node (core/policy.h); on a node its agent makes the
     // attempt directory, named like this, under its own state directory.
-    const std::string node = backend_->gpus()[static_cast<std::size_t>(p.gpus.front())].node;
+    const std::string node =
+        p.gpus.empty() ? p.node : backend_->gpus()[static_cast<std::size_t>(p.gpus.front())].node;
+    if (host_ && node.empty()) {
+        const std::vector<HeldHost> held = held_host();
+        live.host.cores = attempt_cores(*host_, held, live.host.cpus);
+        if (live.host.cores.empty()) {
+            // Only a task on the shared cores meets this (the scheduler counted the others'):
+            // every core is some task's own and none is reserved.
+            postpone_launch(p, "no core is free for its cpuset: every core is held by a task "
+                               "that asked -c, and host.reserved_cores is 0");
+            return std::nullopt;
+        }
+    }
     const std::string dir =
         node.empty() ? fmt::format("{}/attempts/{}/{}", config_.state_dir, task.id, live.number)
                      : cluster::attempt_name(task.id, live.number);
@@ -198,14 +212,18 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     attempt.task = task.id;
     attempt.number = live.number;
     attempt.gpus = p.gpus;
+    attempt.cores = live.host.cores;
     attempt.dir = dir;
     attempt.started_at = unix_now();
     live.started_unix = attempt.started_at;
     attempt.recovered = p.recovered;
     task.state = store::TaskState::Running;
-    task.message = fmt::format("running on GPU {}{}{}", fmt::join(p.gpus, ","),
-                               node.empty() ? "" : " of node " + node,
-                               p.exclusive ? "" : " (shared)");
+    task.message =
+        p.gpus.empty()
+            ? fmt::format("running on {}, no GPU{}", cores_text(live.host),
+                          node.empty() ? "" : " of node " + node)
+            : fmt::format("running on GPU {}{}{}", fmt::join(p.gpus, ","),
+                          node.empty() ? "" : " of node " + node, p.exclusive ? "" : " (shared)");
     if (auto r = store_->begin_attempt(attempt, task); !r) {
         postpone_launch(p, r.error().message);
         return std::nullopt;
@@ -233,6 +251,19 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     req.stdout_copy = copies.stdout_path;
     req.stderr_copy = copies.stderr_path;
     req.append_copies = live.number > 1;  // later attempts add to what the first one wrote
+    if (fences_.enabled() && node.empty() && host_) {
+        std::vector<std::string> other_gpu_files;
+        for (const device::GpuInfo& g : backend_->gpus()) {
+            if (!g.device_file.empty() &&
+                std::find(p.gpus.begin(), p.gpus.end(), g.index) == p.gpus.end()) {
+                other_gpu_files.push_back(g.device_file);
+            }
+        }
+        req.fence = attempt_fence(fences_, config_.host, task.id, live.number, live.host.cores,
+                                  memory_fence_mib(*host_, config_.host, live.host.memory_mib),
+                                  other_gpu_files);
+    }
+    launching_host_[task.id] = live.host;
     return l;
 }
 
@@ -249,6 +280,7 @@ Result<exec::LaunchHandle> Daemon::start_attempt(const PreparedLaunch& launch) {
 void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle) {
     const bool stop_requested = launching_[l.task.id];
     launching_.erase(l.task.id);
+    launching_host_.erase(l.task.id);
     const Placement& p = l.placement;
     store::TaskRow& task = l.task;
     store::AttemptRow& attempt = l.attempt;
@@ -310,10 +342,54 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
     // restarted daemon (preemption_events.h); a postponed launch still waits for that room.
     made_room_for_.erase(task.id);
     event(task.id, "placed",
-          fmt::format("attempt {} on GPU {}{}{}{}", live.number, fmt::join(p.gpus, ","),
-                      attempt.node.empty() ? "" : " of node " + attempt.node,
-                      p.exclusive ? " (idle)" : " (collocated)",
-                      p.recovered ? ", recovered from out-of-memory" : ""));
+          p.gpus.empty()
+              ? fmt::format("attempt {} on {}, no GPU{}", live.number, cores_text(live.host),
+                            attempt.node.empty() ? "" : " of node " + attempt.node)
+              : fmt::format("attempt {} on GPU {}{}{}{}", live.number, fmt::join(p.gpus, ","),
+                            attempt.node.empty() ? "" : " of node " + attempt.node,
+                            p.exclusive ? " (idle)" : " (collocated)",
+                            p.recovered ? ", recovered from out-of-memory" : ""));
+}
+
+std::vector<HeldHost> Daemon::held_host() const {
+    std::vector<HeldHost> held;
+    for (const auto& [id, live] : live_) {
+        if (live.handle.node.empty()) {
+            held.push_back(live.host);
+        }
+    }
+    for (const auto& [id, h] : launching_host_) {
+        held.push_back(h);
+    }
+    return held;
+}
+
+void Daemon::reshape_shared_cores() {
+    if (!host_ || !fences_.enabled()) {
+        return;
+    }
+    const std::vector<int> shared = attempt_cores(*host_, held_host(), 0);
+    if (shared.empty()) {
+        return;  // none to give: they stay where they are until a core is free again
+    }
+    for (auto& [id, live] : live_) {
+        if (live.host.cpus > 0 || !live.handle.node.empty() || live.host.cores == shared) {
+            continue;
+        }
+        if (auto moved = set_fence_cores(fences_, id, live.number, shared); !moved) {
+            // Its cgroup is gone (it is ending) or predates fences: not tried again.
+            spdlog::debug("task={}: {}", id, moved.error().message);
+        }
+        live.host.cores = shared;
+    }
+}
+
+std::vector<HostView> Daemon::host_views() const {
+    if (!host_) {
+        return {};
+    }
+    const std::vector<HeldHost> held = held_host();
+    return {host_view(*host_, held)};
 }
 
 TaskSpec Daemon::queued_spec(const store::TaskRow& task) const {

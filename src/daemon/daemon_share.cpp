@@ -90,7 +90,11 @@ void Daemon::save_usage() {
 // An attempt pays per GPU and second the larger of its share of the GPU's memory (what its
 // processes hold) and of its SM activity (its processes' own), or the whole GPU when it runs
 // alone: by request (--exclusive; --max-slowdown under a policy that predicts no slowdown) or
-// under a policy that never shares. Time is the scheduler's clock.
+// under a policy that never shares. A GPU its processes were never seen on is paid whole too,
+// as if exclusive: it holds the GPU (a `sleep`, work in a container outside its process tree),
+// and what it does there cannot be measured. A CPU-only attempt pays its cores at
+// host.cpu_billing_weight per core (one for a task on the shared cores). Time is the scheduler's
+// clock.
 void Daemon::charge_usage() {
     const double clock = now();
     const PolicySpec& policy = scheduler_.config().policy;
@@ -119,7 +123,10 @@ void Daemon::charge_usage() {
                     : 0.0;
             const auto active = live.activity_now.find(g);
             const double sm_share = active != live.activity_now.end() ? active->second : 0.0;
-            fraction += charge_fraction(memory_share, sm_share, alone);
+            fraction += charge_fraction(memory_share, sm_share, alone || !live.seen_on.contains(g));
+        }
+        if (live.gpus.empty()) {
+            fraction = cpu_charge_rate(live);
         }
         live.charge_rate = fraction;
         const double gpu_s = fraction * dt;
@@ -147,9 +154,16 @@ ChargeRates Daemon::charge_rates() const {
     return rates;
 }
 
+double Daemon::cpu_charge_rate(const LiveAttempt& live) const {
+    return config_.host.cpu_billing_weight * std::max(live.host.cpus, 1);
+}
+
 double Daemon::charge_rate_of(const LiveAttempt& live) const {
     if (live.charge_rate > 0) {
         return live.charge_rate;
+    }
+    if (live.gpus.empty()) {
+        return cpu_charge_rate(live);
     }
     MiB usable = 0;
     for (const device::GpuSample& s : last_samples_) {
@@ -268,6 +282,10 @@ api::ApiResult<nlohmann::json> Daemon::share(const api::Caller&) {
         {"half_life_s", config_.fairshare_half_life_s},
         {"horizon_s", config_.fairshare_horizon_s},
         {"weights", {{"fair_share", carma.fair_share_weight}, {"age", carma.age_weight}}},
+        // What usage is charged in (Slurm's TRESBillingWeights): GPU-seconds per GPU-second
+        // held (its larger share of memory and SM; a GPU never seen used, whole), and per
+        // core-second of a CPU-only task.
+        {"billing", {{"gpu", 1.0}, {"cpu_core", config_.host.cpu_billing_weight}}},
         {"limits",
          {{"max_gpus_per_user", config_.limits.max_gpus_per_user},
           {"max_running_per_user", config_.limits.max_running_per_user}}},

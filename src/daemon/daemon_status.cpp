@@ -41,7 +41,8 @@ nlohmann::json Daemon::gpu_health_json(std::size_t gpu) const {
 
 api::ApiResult<nlohmann::json> Daemon::gpus(const api::Caller&) {
     std::lock_guard lock(mu_);
-    return nlohmann::json{{"backend", backend_->name()}, {"gpus", gpus_json()}};
+    return nlohmann::json{
+        {"backend", backend_->name()}, {"gpus", gpus_json()}, {"host", host_json()}};
 }
 
 nlohmann::json Daemon::gpus_json() {
@@ -149,6 +150,23 @@ api::ApiResult<nlohmann::json> Daemon::events(const api::Caller&, std::int64_t a
     return nlohmann::json{{"events", list}};
 }
 
+nlohmann::json Daemon::host_json() const {
+    nlohmann::json fences = {{"mode", std::string(exec::to_string(fences_.mode))},
+                             {"root", fences_.enabled() ? nlohmann::json(fences_.root)
+                                                        : nlohmann::json(nullptr)},
+                             {"text", fences_.describe()}};
+    if (!host_) {
+        return {{"fences", fences}};  // across nodes: the agents' hosts are not counted yet
+    }
+    const HostView v = host_views().front();
+    return {{"fences", fences},
+            {"cpus_total", v.cpus_total},
+            {"cpus_free", v.cpus_free},
+            {"reserved_cores", host_->reserved_cores},
+            {"memory_total_mib", v.mem_total_mib},
+            {"memory_free_mib", v.mem_free_mib}};
+}
+
 api::ApiResult<nlohmann::json> Daemon::status(const api::Caller&) {
     std::lock_guard lock(mu_);
     return nlohmann::json{{"version", "0.1.0"},
@@ -159,6 +177,7 @@ api::ApiResult<nlohmann::json> Daemon::status(const api::Caller&) {
                           {"recovering", scheduler_.recovery_queue().size()},
                           {"running", live_.size() + launching_.size()},
                           {"pending_reason", pending_reason_},
+                          {"host", host_json()},
                           {"loop",
                            {{"period_s", loop_lag_.period_s()},
                             {"periods", loop_lag_.periods()},

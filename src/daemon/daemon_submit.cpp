@@ -70,6 +70,15 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
         return api::api_fail(ok.error().code == ErrorCode::Infeasible ? 422 : 400,
                              ok.error().message);
     }
+    apply_host_defaults(t.spec, config_.host);
+    // What can ever fit: the server's totals (host_ is fixed after start; no lock needed).
+    std::vector<HostView> whole;
+    if (host_) {
+        whole.push_back(host_view(*host_, {}));
+    }
+    if (auto fits = check_host_feasible(t.spec, summarize_hosts(whole)); !fits) {
+        return api::api_fail(422, fits.error().message);
+    }
     // The PATH the task will run with: the Python environment's bin first, as activation does.
     std::string path = "/usr/local/bin:/usr/bin:/bin";
     for (const auto& [k, v] : t.env) {

@@ -13,9 +13,13 @@ LiveAttempt reattached_attempt(const store::TaskRow& task, const store::AttemptR
     live.number = attempt.number;
     live.user = task.user;
     live.gpus = attempt.gpus;
+    live.host = HeldHost{task.spec.cpus, task.spec.host_mem_mib, attempt.cores};
     live.handle = exec::LaunchHandle{attempt.shim_pid, attempt.dir, attempt.node};
     live.settled = true;
     live.peak_mib = attempt.peak_mib;
+    for (const auto& [gpu, mib] : attempt.peak_mib) {
+        live.seen_on.insert(gpu);  // seen before the restart: not charged as unseen again
+    }
     live.energy_j = attempt.energy_j;
     live.learned = task.spec.learned;
     live.exclusive = task.spec.exclusive;

@@ -12,6 +12,7 @@
 #include "core/task.h"
 #include "daemon/foreign.h"
 #include "daemon/gpu_health.h"
+#include "daemon/host_state.h"
 #include "exec/launch.h"
 #include "store/records.h"
 
@@ -22,7 +23,10 @@ struct LiveAttempt {
     std::optional<ArrayMember> array;  // how views name it (core/task_ref.h)
     int number = 0;
     std::string user;  // its task's owner
-    std::vector<int> gpus;
+    std::vector<int> gpus;  // empty: a CPU-only task
+    // Host resources (core/host.h): the cores and memory it holds (0 cores: it runs on the
+    // shared ones), and its cpuset.
+    HeldHost host;
     exec::LaunchHandle handle;
     std::set<int> seen_on;          // GPUs the task's processes have shown up on
     bool settled = false;           // seen on all its GPUs (or re-attached after a restart)

@@ -9,6 +9,7 @@
 
 #include "core/controls.h"
 #include "core/fingerprint.h"
+#include "core/host.h"
 #include "daemon/acct_json.h"
 #include "core/knowledge.h"
 #include "core/mail.h"
@@ -132,6 +133,8 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
             {"command", t.spec.command},
             {"workdir", t.workdir},
             {"gpus", t.spec.gpus},
+            {"cpus", t.spec.cpus},
+            {"host_mem_mib", t.spec.host_mem_mib},
             {"memory",
              {{"declared_mib", json_or_null(t.spec.memory.declared_mib)},
               {"profiled_mib", json_or_null(t.spec.memory.profiled_mib)},
@@ -170,7 +173,9 @@ nlohmann::json attempt_to_json(const store::AttemptRow& a) {
         return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
     };
     // Once it ran and ended: whether CARMA ever saw it holding memory on its GPUs.
-    const bool ran = a.ended_at && !a.outcome.empty() && a.outcome != "not-started";
+    // (A CPU-only attempt holds no GPU: there is nothing to observe.)
+    const bool ran = a.ended_at && !a.outcome.empty() && a.outcome != "not-started" &&
+                     !a.gpus.empty();
     const Observation seen = ran ? observation_of(a.peak_mib) : Observation::Seen;
     const bool unobserved = seen != Observation::Seen;
     return {{"number", a.number},
@@ -191,7 +196,10 @@ nlohmann::json attempt_to_json(const store::AttemptRow& a) {
             {"slurm_job",
              a.slurm_job.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.slurm_job)},
             {"charged_gpu_s", json_or_null(a.charged_gpu_s)},
-            {"slowdown", json_or_null(a.slowdown)}};
+            {"slowdown", json_or_null(a.slowdown)},
+            {"cores", a.cores},
+            {"total_cpu_s", json_or_null(a.total_cpu_s)},
+            {"max_rss_mib", json_or_null(a.max_rss_mib)}};
 }
 
 namespace {
@@ -235,7 +243,7 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         "env",          "max_attempts", "workload", "conda",     "venv",   "time_limit_s",
         "after",        "dependencies", "hold",  "array",        "output", "error",
         "mail_type",    "mail_user",    "warnings", "explicit_env", "exclusive",
-        "max_slowdown", "nice",         "requeue"};
+        "max_slowdown", "nice",         "requeue",  "cpus",      "host_mem_mib"};
     for (const auto& [key, value] : body.items()) {
         if (!known.contains(key)) {
             return api::api_fail(400, fmt::format("unknown field '{}'; known fields: {}", key,
@@ -262,11 +270,13 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
     if (body.contains("gpus")) {
         const nlohmann::json& g = body["gpus"];
         if (!g.is_number_integer()) {
-            return api::api_fail(400, "'gpus' must be a whole number >= 1");
+            return api::api_fail(400, "'gpus' must be a whole number >= 0 (0: a CPU-only task)");
         }
         const auto n = g.get<std::int64_t>();
-        if (n < 1) {
-            return api::api_fail(400, fmt::format("'gpus' is {}; a task needs at least 1 GPU", n));
+        if (n < 0) {
+            return api::api_fail(400, fmt::format("'gpus' is {}; ask for 0 (a CPU-only task) or "
+                                                  "more",
+                                                  n));
         }
         if (n > 1024) {
             return api::api_fail(422, fmt::format("'gpus' is {}; no server has that many", n));
@@ -294,6 +304,21 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
             t.spec.name = utf8_prefix(prog, kMaxNameBytes);
         }
     }
+    if (body.contains("cpus") && !body["cpus"].is_null()) {
+        const nlohmann::json& c = body["cpus"];
+        if (!c.is_number_integer() || c.get<std::int64_t>() < 1 ||
+            c.get<std::int64_t>() > kMaxCpusPerTask) {
+            return api::api_fail(400, fmt::format("'cpus' must be a whole number of cores from 1 "
+                                                  "to {} (sbatch's -c)",
+                                                  kMaxCpusPerTask));
+        }
+        t.spec.cpus = static_cast<int>(c.get<std::int64_t>());
+    }
+    auto host_mem = read_mib(body, "host_mem_mib");
+    if (!host_mem) {
+        return tl::unexpected(host_mem.error());
+    }
+    t.spec.host_mem_mib = host_mem->value_or(0);
     auto declared = read_mib(body, "memory_mib");
     if (!declared) {
         return tl::unexpected(declared.error());

@@ -34,6 +34,9 @@ struct GpuInfo {
     // unhealthy and is left out; the others are scheduled.
     std::string fault;
     bool emulated = false;  // not real hardware: tasks get made-up UUIDs
+    // Its character device (/dev/nvidiaN), which a task on other GPUs is fenced off; "" where
+    // the backend cannot say (emulated GPUs, DCGM).
+    std::string device_file;
 };
 
 struct GpuProcess {

@@ -90,6 +90,7 @@ Result<NvmlApi> resolve_nvml_api(const SharedLibrary& library) {
          "nvmlDeviceGetMPSComputeRunningProcesses_v2"},
         &api.mps_processes_name);
     api.mig_mode = table.find<GetMigModeFn>("nvmlDeviceGetMigMode");
+    api.minor_number = table.find<GetMinorNumberFn>("nvmlDeviceGetMinorNumber");
     api.process_utilization =
         table.find<GetProcessUtilizationFn>("nvmlDeviceGetProcessUtilization");
     resolve_gpm(table, api);
@@ -251,6 +252,12 @@ private:
         }
         info.total_mib = bytes_to_mib(memory.total);
         info.mig_enabled = read_mig_enabled(device.handle);
+        // The device file a fence allows or denies (NVIDIA's /dev/nvidiaN, N the minor number,
+        // which need not be NVML's index).
+        unsigned int minor = 0;
+        if (api_.minor_number != nullptr && api_.minor_number(device.handle, &minor) == kNvmlSuccess) {
+            info.device_file = fmt::format("/dev/nvidia{}", minor);
+        }
         const Clock::time_point now = Clock::now();
         // Until the first sample, the last one is what opening saw.
         device.last.index = index;

@@ -133,6 +133,7 @@ using GetPowerFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);         // mil
 using GetEnergyFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);  // millijoules
 using GetProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, NvmlProcessInfo*);
 using GetMigModeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* current, unsigned int* pending);
+using GetMinorNumberFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* minor);
 using GetProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, NvmlProcessUtilizationSample*,
                                                  unsigned int* count,
                                                  unsigned long long last_seen_time_stamp);
@@ -160,6 +161,7 @@ struct NvmlApi {
     GetProcessesFn mps_processes = nullptr;   // optional: MPS clients
     const char* mps_processes_name = "";
     GetMigModeFn mig_mode = nullptr;  // optional
+    GetMinorNumberFn minor_number = nullptr;  // optional: /dev/nvidiaN's N, for device fences
     GetProcessUtilizationFn process_utilization = nullptr;  // optional: per-process SM activity
     // Optional, all or none: GPM came with the R525 drivers (CUDA 12).
     GpmQuerySupportFn gpm_query_support = nullptr;

@@ -107,8 +107,12 @@ nlohmann::json to_json(const Comparison& c) {
         }
         results.push_back(result);
     }
-    return {{"trace", c.trace},     {"gpus", c.gpus},       {"sharing", c.sharing},
-            {"history", c.history}, {"world", c.world},       {"results", results}};
+    nlohmann::json host = {
+        {"cpus", c.host_cpus > 0 ? nlohmann::json(c.host_cpus) : nlohmann::json(nullptr)},
+        {"memory_mib", c.host_mem_mib > 0 ? nlohmann::json(c.host_mem_mib) : nlohmann::json(nullptr)}};
+    return {{"trace", c.trace},     {"gpus", c.gpus},   {"sharing", c.sharing},
+            {"history", c.history}, {"world", c.world}, {"host_per_node", host},
+            {"results", results}};
 }
 
 std::string render_tasks_csv(const Comparison& c) {

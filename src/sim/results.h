@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/units.h"
+
 namespace carma::sim {
 
 // One step of a piecewise-constant per-GPU series: the values hold from `t_s` until the next
@@ -170,6 +172,9 @@ struct Comparison {
     std::string sharing; // "mps" or "timeslice"
     std::string history; // "cold" or "warm": what `carma` knew at the start
     std::string world = "model";  // model/world.h's describe(): what tasks really did
+    // Each node's cores and host memory for tasks (0: not limited).
+    int host_cpus = 0;
+    MiB host_mem_mib = 0;
     std::vector<PolicyResult> results;  // in the order the policies were asked for
     // DaemonHistory only: the unix time of t = 0, the window's length (the time axis covers
     // [0, span_s]) and the daemon's GPU backend.

@@ -57,6 +57,7 @@ struct SimTask {
     model::WorkloadProfile profile;
     Phase phase = Phase::NotArrived;
     std::vector<int> gpus;
+    int host = -1;  // its node's position in Simulation::hosts_ while it runs there
     double queued_at = 0;
     double active_at = 0;
     double work_left = 0;    // seconds of solo GPU-active time still to do
@@ -135,7 +136,8 @@ private:
 
     // --- what happens to a task (simulation_attempts.cpp) ----------------------------------------
     void arrive(std::size_t i);
-    void dispatch(std::size_t i, const std::vector<int>& gpus, bool recovered);
+    void dispatch(std::size_t i, const std::vector<int>& gpus, bool recovered,
+                  const std::string& node);
     void activate(std::size_t i, long version);
     void ramp_end(std::size_t i, long version);
     void complete(std::size_t i, long version);
@@ -238,6 +240,8 @@ private:
     std::vector<SimGpu> gpus_;
     std::vector<GpuCapacity> capacity_;
     std::vector<GpuView> views_;
+    // Each node's cores and host memory less the running tasks' (empty: not limited).
+    std::vector<HostView> hosts_;
     std::vector<model::Contribution> contributions_;       // scratch
     std::vector<model::ResidentMemory> residents_mem_;     // scratch
     std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;

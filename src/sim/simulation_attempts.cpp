@@ -28,8 +28,15 @@ void Simulation::arrive(std::size_t i) {
     request_tick(now_);
 }
 
-void Simulation::dispatch(std::size_t i, const std::vector<int>& gpus, bool recovered) {
+void Simulation::dispatch(std::size_t i, const std::vector<int>& gpus, bool recovered,
+                          const std::string& node) {
     SimTask& t = tasks_[i];
+    for (std::size_t h = 0; h < hosts_.size(); ++h) {
+        if (hosts_[h].node == node) {
+            take_host(hosts_[h], t.spec);
+            t.host = static_cast<int>(h);
+        }
+    }
     if (!started_) {
         started_ = true;
         first_dispatch_ = now_;

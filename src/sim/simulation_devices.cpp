@@ -115,6 +115,10 @@ void Simulation::check_oom(std::size_t g) {
 }
 
 void Simulation::remove_from_gpus(std::size_t i) {
+    if (SimTask& t = tasks_[i]; t.host >= 0) {
+        take_host(hosts_[static_cast<std::size_t>(t.host)], t.spec, -1);
+        t.host = -1;
+    }
     for (int g : tasks_[i].gpus) {
         SimGpu& gpu = gpus_[static_cast<std::size_t>(g)];
         gpu.residents.erase(std::remove(gpu.residents.begin(), gpu.residents.end(), i),

@@ -41,6 +41,16 @@ Simulation::Simulation(const Trace& trace, const model::Catalog& catalog, const 
     for (std::size_t g = 0; g < views_.size(); ++g) {
         views_[g].node = config.gpus.node_of(static_cast<int>(g));
     }
+    // Each node's cores and host memory, where the run limits them (core/host.h).
+    if (config.host_cpus > 0 || config.host_mem_mib > 0) {
+        for (std::size_t g = 0; g < views_.size(); ++g) {
+            if (hosts_.empty() || hosts_.back().node != views_[g].node) {
+                const int cpus = config.host_cpus > 0 ? config.host_cpus : kMaxCpusPerTask;
+                const MiB mem = config.host_mem_mib > 0 ? config.host_mem_mib : kMaxMemoryMib;
+                hosts_.push_back(HostView{views_[g].node, cpus, cpus, mem, mem});
+            }
+        }
+    }
     tasks_.reserve(trace.entries.size());
     if (config.history) {
         for (const auto& [key, runs] : config.history->exact) {
@@ -69,6 +79,8 @@ Simulation::Simulation(const Trace& trace, const model::Catalog& catalog, const 
         t.spec.max_slowdown = e.max_slowdown;
         t.spec.nice = e.nice;
         t.spec.requeue = e.requeue;
+        t.spec.cpus = e.cpus;
+        t.spec.host_mem_mib = e.host_mem_mib;
         t.checkpoint_s = e.checkpoint_s.value_or(0);
         t.record.user = e.user;
         t.record.exclusive = e.exclusive;
@@ -204,7 +216,7 @@ void Simulation::tick(double t) {
             }
         }
     }
-    StepResult step = scheduler_.step(views_, t);
+    StepResult step = scheduler_.step(views_, hosts_, t);
     for (const Rejection& r : step.rejected) {
         SimTask& task = tasks_[static_cast<std::size_t>(r.task)];
         task.phase = Phase::Rejected;
@@ -213,7 +225,7 @@ void Simulation::tick(double t) {
         task.record.left_s = t;
     }
     for (const Placement& p : step.placed) {
-        dispatch(static_cast<std::size_t>(p.task), p.gpus, p.recovered);
+        dispatch(static_cast<std::size_t>(p.task), p.gpus, p.recovered, p.node);
     }
     if (by_user_ && config_.preemption.enabled && step.pending_task) {
         maybe_preempt(*step.pending_task);

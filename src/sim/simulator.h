@@ -85,6 +85,10 @@ struct SimConfig {
     // trace's `requeue` column); it is queued again and keeps the work up to its last checkpoint
     // (`checkpoint_s`).
     PreemptionConfig preemption;
+    // Each node's cores and host memory for tasks (`--host-cpus`, `--host-mem`); 0: unlimited.
+    // A trace's `cpus` and `host_memory_gb` columns are packed against them.
+    int host_cpus = 0;
+    MiB host_mem_mib = 0;
     // Called now and then with the fraction of tasks finished (0..1).
     std::function<void(double)> progress;
 };

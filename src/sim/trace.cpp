@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/host.h"
 #include "core/csv.h"
 #include "data/embedded.h"
 #include "model/constants.h"
@@ -54,6 +55,8 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
     const int c_nice = table->column("nice");
     const int c_requeue = table->column("requeue");
     const int c_checkpoint = table->column("checkpoint_s");
+    const int c_cpus = table->column("cpus");
+    const int c_host_mem = table->column("host_memory_gb");
     Trace trace;
     trace.name = std::string(name);
     for (std::size_t r = 0; r < table->rows.size(); ++r) {
@@ -92,7 +95,10 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
         auto max_slowdown = optional(c_max_slowdown);
         auto nice = optional(c_nice);
         auto checkpoint = optional(c_checkpoint);
-        for (const auto* v : {&gpus, &minutes, &mem, &max_slowdown, &nice, &checkpoint}) {
+        auto cpus = optional(c_cpus);
+        auto host_mem = optional(c_host_mem);
+        for (const auto* v :
+             {&gpus, &minutes, &mem, &max_slowdown, &nice, &checkpoint, &cpus, &host_mem}) {
             if (!*v) {
                 return tl::unexpected(v->error());
             }
@@ -114,6 +120,24 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
                                         name, table->line_numbers[r], kMaxStandaloneMinutes));
             }
             e.standalone_s = **minutes * 60.0;
+        }
+        if (*cpus) {
+            if (**cpus < 0 || **cpus > kMaxCpusPerTask || **cpus != std::floor(**cpus)) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("trace {} line {}: cpus must be a whole number of cores "
+                                        "from 0 to {}",
+                                        name, table->line_numbers[r], kMaxCpusPerTask));
+            }
+            e.cpus = static_cast<int>(**cpus);
+        }
+        if (*host_mem) {
+            if (**host_mem < 0 || **host_mem > kMaxMemoryGb) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("trace {} line {}: host_memory_gb must be from 0 to "
+                                        "{:.3f}",
+                                        name, table->line_numbers[r], kMaxMemoryGb));
+            }
+            e.host_mem_mib = static_cast<MiB>(std::llround(**host_mem * 1000.0));
         }
         if (*mem) {
             // A negative need would read as "fits anywhere"; beyond 16 TiB llround has no answer.

@@ -40,6 +40,10 @@ struct TraceEntry {
     int nice = 0;
     bool requeue = false;
     std::optional<double> checkpoint_s = {};
+    // Host resources (core/host.h): the columns `cpus` and `host_memory_gb` (GB = 1,000 MiB, as
+    // memory_gb); 0 where absent: the task asks for none.
+    int cpus = 0;
+    MiB host_mem_mib = 0;
 };
 
 struct Trace {

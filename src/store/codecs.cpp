@@ -148,6 +148,12 @@ json spec_to_json(const TaskSpec& s) {
               {"gpus", s.gpus},
               {"memory", memory_to_json(s.memory)},
               {"workload", s.workload}};
+    if (s.cpus != 0) {
+        j["cpus"] = s.cpus;
+    }
+    if (s.host_mem_mib != 0) {
+        j["host_mem_mib"] = s.host_mem_mib;
+    }
     // Only when set: rows written before these fields existed read the same.
     if (!s.conda.empty()) {
         j["conda"] = s.conda;
@@ -197,6 +203,8 @@ TaskSpec spec_from_json(const json& j) {
     s.name = j.at("name").get<std::string>();
     s.command = j.at("command").get<std::vector<std::string>>();
     s.gpus = j.at("gpus").get<int>();
+    s.cpus = j.value("cpus", 0);
+    s.host_mem_mib = j.value("host_mem_mib", MiB{0});
     s.memory = memory_from_json(j.at("memory"));
     s.workload = j.at("workload").get<std::string>();
     s.conda = j.value("conda", "");
@@ -331,8 +339,11 @@ void bind_attempt(SQLite::Statement& st, const AttemptRow& a) {
     st.bind(13, a.slurm_job);
     bind_optional(st, 14, a.charged_gpu_s);
     bind_optional(st, 15, a.slowdown);
-    st.bind(16, a.task);
-    st.bind(17, a.number);
+    st.bind(16, json(a.cores).dump());
+    bind_optional(st, 17, a.total_cpu_s);
+    bind_optional(st, 18, a.max_rss_mib);
+    st.bind(19, a.task);
+    st.bind(20, a.number);
 }
 
 AttemptRow read_attempt(const SQLite::Statement& st) {
@@ -362,6 +373,12 @@ AttemptRow read_attempt(const SQLite::Statement& st) {
     a.slurm_job = st.getColumn(14).getString();
     a.charged_gpu_s = optional_double(st.getColumn(15));
     a.slowdown = optional_double(st.getColumn(16));
+    a.cores = decode_json(a.task, "cores_json", st.getColumn(17).getString(),
+                          [](const json& j) { return j.get<std::vector<int>>(); });
+    a.total_cpu_s = optional_double(st.getColumn(18));
+    if (const auto rss = optional_int64(st.getColumn(19))) {
+        a.max_rss_mib = *rss;
+    }
     return a;
 }
 

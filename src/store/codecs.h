@@ -70,17 +70,20 @@ std::string task_columns_without_env();
 
 inline constexpr const char* kAttemptColumns =
     "task_id, number, gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, signal, "
-    "recovered, peak_mib_json, energy_j, node, slurm_job, charged_gpu_s, slowdown";
+    "recovered, peak_mib_json, energy_j, node, slurm_job, charged_gpu_s, slowdown, cores_json, "
+    "total_cpu_s, max_rss_mib";
 
 inline constexpr const char* kInsertAttempt =
     "INSERT INTO attempts (gpus_json, dir, shim_pid, started_at, ended_at, outcome, exit_code, "
     "signal, recovered, peak_mib_json, energy_j, node, slurm_job, charged_gpu_s, slowdown, "
-    "task_id, number) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "cores_json, total_cpu_s, max_rss_mib, task_id, number) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 inline constexpr const char* kUpdateAttempt =
     "UPDATE attempts SET gpus_json = ?, dir = ?, shim_pid = ?, started_at = ?, ended_at = ?, "
     "outcome = ?, exit_code = ?, signal = ?, recovered = ?, peak_mib_json = ?, energy_j = ?, "
-    "node = ?, slurm_job = ?, charged_gpu_s = ?, slowdown = ? WHERE task_id = ? AND number = ?";
+    "node = ?, slurm_job = ?, charged_gpu_s = ?, slowdown = ?, cores_json = ?, total_cpu_s = ?, "
+    "max_rss_mib = ? WHERE task_id = ? AND number = ?";
 
 // Binds every parameter of kInsertAttempt or kUpdateAttempt.
 void bind_attempt(SQLite::Statement& st, const AttemptRow& a);

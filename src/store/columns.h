@@ -2,6 +2,7 @@
 // Private to src/store/: binding and reading values that may be absent as SQL NULL, shared by the
 // tables.
 
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
@@ -34,6 +35,10 @@ inline std::optional<double> optional_double(const SQLite::Column& c) {
 
 inline std::optional<int> optional_int(const SQLite::Column& c) {
     return c.isNull() ? std::nullopt : std::optional<int>(c.getInt());
+}
+
+inline std::optional<std::int64_t> optional_int64(const SQLite::Column& c) {
+    return c.isNull() ? std::nullopt : std::optional<std::int64_t>(c.getInt64());
 }
 
 // SQLite stores a bound NaN as NULL; reading it back as NaN makes the round trip exact.

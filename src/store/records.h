@@ -98,6 +98,11 @@ struct AttemptRow {
     // GPUs with other tasks, the slowdown it saw; unknown for attempts recorded before schema 9.
     std::optional<double> charged_gpu_s;
     std::optional<double> slowdown;
+    // The cores it held (its cpuset; empty: none fenced), and what its fence counted: CPU time
+    // (sacct's TotalCPU) and the peak of its host memory (MaxRSS); unknown without a fence.
+    std::vector<int> cores;
+    std::optional<double> total_cpu_s;
+    std::optional<MiB> max_rss_mib;
 };
 
 // A user's decayed fair-share usage: GPU-seconds charged, as of at_s (unix seconds).

@@ -170,6 +170,13 @@ CREATE TABLE usage (
 ALTER TABLE attempts ADD COLUMN charged_gpu_s REAL;
 ALTER TABLE attempts ADD COLUMN slowdown REAL;
 )sql"},
+    {10, R"sql(
+-- The whole server (core/host.h): the cores an attempt held (its cpuset), and what its fence
+-- (cgroup) counted: CPU time and the peak of its host memory. NULL where no fence counted them.
+ALTER TABLE attempts ADD COLUMN cores_json TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE attempts ADD COLUMN total_cpu_s REAL;
+ALTER TABLE attempts ADD COLUMN max_rss_mib INTEGER;
+)sql"},
 };
 
 constexpr bool migrations_are_consecutive() {

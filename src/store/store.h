@@ -19,7 +19,7 @@
 
 namespace carma::store {
 
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 
 class Store {
 public:

@@ -138,16 +138,23 @@ TEST(TaskFileTest, YamlMalformed) {
     EXPECT_THAT(tabs, HasSubstr("malformed YAML"));
 }
 
-// This test verifies that GPU counts other than a whole number of at least one are refused,
-// naming the field and the value.
+// This test verifies that GPU counts other than a whole number of at least zero (a CPU-only
+// task) are refused, naming the field and the value; and that cores and host memory are read.
 TEST(TaskFileTest, YamlGpusMustBeAPositiveInteger) {
-    for (const char* bad : {"0", "-1", "1.5", "two", "[1]", "99999999999"}) {
+    for (const char* bad : {"-1", "1.5", "two", "[1]", "99999999999"}) {
         const std::string e = yaml_error(std::string("command: x\ngpus: ") + bad + "\n");
         EXPECT_THAT(e, HasSubstr("exp/task.yaml:2: gpus:")) << bad;
-        EXPECT_THAT(e, ::testing::AnyOf(HasSubstr("must be an integer of at least 1"),
+        EXPECT_THAT(e, ::testing::AnyOf(HasSubstr("must be an integer of at least 0"),
                                         HasSubstr("not a list")))
             << bad;
     }
+    const SubmitRequest cpu_only =
+        *parse_yaml("command: x\ngpus: 0\ncpus_per_task: 4\nhost_memory: 8GiB\n");
+    EXPECT_EQ(cpu_only.gpus, 0);
+    EXPECT_EQ(cpu_only.cpus, 4);
+    EXPECT_EQ(cpu_only.host_mem_mib, 8192);
+    EXPECT_THAT(yaml_error("command: x\ncpus_per_task: 0\n"),
+                HasSubstr("cpus_per_task: must be an integer from 1 to 4096 (got '0')"));
 }
 
 // This test verifies the other validation messages: each names the file, line and field.

@@ -43,7 +43,9 @@ TEST_F(ArgCheckTest, SlurmOptionsNameCarmasEquivalent) {
     EXPECT_EQ(priority.find("did you mean"), std::string::npos) << priority;
     EXPECT_NE(priority.find("--nice N"), std::string::npos) << priority;
     EXPECT_NE(check({"submit", "--gres=gpu:2", "x.yaml"}).find("`-g N`"), std::string::npos);
-    EXPECT_NE(check({"submit", "--mem-per-gpu", "12G", "x.yaml"}).find("--mem SIZE"),
+    EXPECT_NE(check({"submit", "--mem-per-gpu", "12G", "x.yaml"}).find("--gpu-mem SIZE"),
+              std::string::npos);
+    EXPECT_NE(check({"submit", "--mem-per-cpu", "4G", "x.yaml"}).find("-c N --mem"),
               std::string::npos);
     EXPECT_NE(check({"submit", "--partition", "gpu", "x.yaml"}).find("without partitions"),
               std::string::npos);
@@ -59,7 +61,8 @@ TEST_F(ArgCheckTest, SlurmOptionsNameCarmasEquivalent) {
                      "afterok:3", "-a", "0-3", "-D", "/tmp", "--job-name=x", "--time=1-2",
                      "--dependency=afterany:4", "--chdir=/tmp", "--mail-type=END",
                      "--mail-user=me", "--nice=10", "--exclusive", "--max-slowdown", "1.3",
-                     "--requeue", "--", "python", "-p", "--nice"}),
+                     "--requeue", "-c", "4", "--cpus-per-task=2", "--mem=8G", "--gpu-mem",
+                     "12GiB", "--", "python", "-p", "--nice"}),
               "");
 }
 

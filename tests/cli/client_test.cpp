@@ -259,15 +259,16 @@ TEST(ClientCommandsTest, SubmitSendsFlags) {
         [](const httplib::Request&, httplib::Response& res) { answer_json(res, 201, kTask); });
     const std::string out = run_command(
         cli::add_submit_command,
-        {"submit", "--socket", daemon.socket(), "-g",     "2",      "--mem",  "12GiB",
-         "--name", "resnet3",  "--workdir",     "/data",  "--env",  "A=1",    "--env",
+        {"submit", "--socket", daemon.socket(), "-g",     "2",      "--gpu-mem",  "12GiB",
+         "-c", "8", "--mem", "32GiB", "--name", "resnet3",  "--workdir",     "/data",  "--env",  "A=1",    "--env",
          "B=x=y",  "--max-attempts", "4",       "--export", "NONE", "--",     "python",
          "train.py", "--lr",   "0.1"});
     EXPECT_EQ(out, "submitted task 12 (resnet3)\n");
     ASSERT_EQ(daemon.seen().size(), 1u);
     json expected = json::parse(R"({
         "command": ["python", "train.py", "--lr", "0.1"], "workdir": "/data", "name": "resnet3",
-        "gpus": 2, "memory": {"declared_mib": 12288}, "env": {"A": "1", "B": "x=y"},
+        "gpus": 2, "cpus": 8, "host_mem_mib": 32768, "memory": {"declared_mib": 12288},
+        "env": {"A": "1", "B": "x=y"},
         "explicit_env": ["A", "B"], "max_attempts": 4})");
     expected["command"][0] = path.python();
     EXPECT_EQ(json::parse(daemon.seen()[0].body), expected);
@@ -373,22 +374,26 @@ TEST(ClientCommandsTest, SubmitTaskFile) {
 // This test verifies that impossible submissions are refused before anything is sent.
 TEST(ClientCommandsTest, SubmitRefusesBadInput) {
     const std::string s = "/tmp/carma-no-such-dir/carma.sock";
-    EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s, "-g", "0", "x"}),
-                HasSubstr("--gpus must be at least 1 (got 0)"));
     EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s, "-g", "-1", "x"}),
-                HasSubstr("--gpus must be at least 1 (got -1)"));
+                HasSubstr("--gpus must be 0 (a CPU-only task) or more (got -1)"));
+    EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s, "-c", "0", "x"}),
+                HasSubstr("--cpus-per-task must be a number of cores from 1"));
     EXPECT_THAT(
         command_error(cli::add_submit_command, {"submit", "--socket", s, "--mem", "lots", "x"}),
         HasSubstr("memory 'lots' does not start with a number"));
     EXPECT_THAT(
         command_error(cli::add_submit_command, {"submit", "--socket", s, "--mem", "12", "x"}),
         HasSubstr("--mem 12: give a unit: 12GiB, 12MiB, or 12GB"));
-    EXPECT_THAT(  // estimate reads the flags as submit does
-        command_error(cli::add_estimate_command, {"estimate", "--socket", s, "--mem", "12", "x"}),
-        HasSubstr("--mem 12: give a unit: 12GiB, 12MiB, or 12GB"));
     EXPECT_THAT(
-        command_error(cli::add_estimate_command, {"estimate", "--socket", s, "-g", "0", "x"}),
-        HasSubstr("--gpus must be at least 1 (got 0)"));
+        command_error(cli::add_submit_command, {"submit", "--socket", s, "--gpu-mem", "12", "x"}),
+        HasSubstr("--gpu-mem 12: give a unit: 12GiB, 12MiB, or 12GB"));
+    EXPECT_THAT(  // estimate reads the flags as submit does
+        command_error(cli::add_estimate_command,
+                      {"estimate", "--socket", s, "--gpu-mem", "12", "x"}),
+        HasSubstr("--gpu-mem 12: give a unit: 12GiB, 12MiB, or 12GB"));
+    EXPECT_THAT(
+        command_error(cli::add_estimate_command, {"estimate", "--socket", s, "-g", "-2", "x"}),
+        HasSubstr("--gpus must be 0 (a CPU-only task) or more (got -2)"));
     EXPECT_THAT(
         command_error(cli::add_submit_command, {"submit", "--socket", s, "--env", "A", "x"}),
         HasSubstr("--env 'A' must be NAME=VALUE"));

@@ -1898,8 +1898,9 @@ TEST_F(DaemonTest, BadInputIsRefusedAndQueueSurvives) {
     };
     const std::vector<Case> cases = {
         {with("colour", "blue"), 400, "unknown field 'colour'"},
-        {with("gpus", 0), 400, "at least 1 GPU"},
-        {with("gpus", -1), 400, "at least 1 GPU"},
+        {with("gpus", -1), 400, "ask for 0 (a CPU-only task) or more"},
+        {with("cpus", 0), 400, "'cpus' must be a whole number of cores from 1"},
+        {with("host_mem_mib", -5), 400, "'host_mem_mib' must be a whole number of MiB"},
         {with("gpus", 5), 422, "asks for 5 GPUs but this server has 4"},
         {with("memory_mib", 50000), 422, "largest GPU here has 40,441 MiB"},
         // Found by the fuzz tests (tests/fuzz): an estimate of INT64_MAX overflowed need + margin

@@ -522,6 +522,19 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 
 enum { NVML_DEVICE_MIG_DISABLE = 0, NVML_DEVICE_MIG_ENABLE = 1 };
 
+/* The minor number of /dev/nvidiaN: the GPU's index here, as on most servers. */
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor) {
+    nvmlReturn_t rc = check_device(device);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    if (minor == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *minor = gpu_index(device);
+    return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
                                   unsigned int* pending) {
     nvmlReturn_t rc = check_device(device);

@@ -122,7 +122,10 @@ void expect_sane_request(const api::SubmitRequest& r, const std::string& input) 
     EXPECT_FALSE(r.name.empty()) << escaped(input);
     EXPECT_FALSE(r.workdir.empty()) << escaped(input);
     if (r.gpus) {
-        EXPECT_GE(*r.gpus, 1) << escaped(input);
+        EXPECT_GE(*r.gpus, 0) << escaped(input);  // 0: a CPU-only task
+    }
+    if (r.cpus) {
+        EXPECT_GE(*r.cpus, 1) << escaped(input);
     }
     if (r.max_attempts) {
         EXPECT_GE(*r.max_attempts, 1) << escaped(input);

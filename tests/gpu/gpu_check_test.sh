@@ -56,6 +56,9 @@ case $mode in
             "--- ok: default: stop the daemon" \
             "--- ok: default: a foreign process is shown and respected" \
             "--- ok: default: a task in another PID namespace teaches no 0 MiB" \
+            "--- skipped: default: a CPU-only task is refused the GPU's device file" \
+            "--- ok: default: a task over its host memory is stopped alone" \
+            "--- ok: default: the daemon survives and accounts what the fences counted" \
             "--- ok: mps: a pair that runs out of memory" \
             "--- ok: mps: two users do not wait behind each other's MPS server" \
             "--- ok: mps: the memory limit by device ordinal stops an allocation beyond it" \
@@ -103,6 +106,8 @@ SMI
             "--- ok: mps: a pair that runs out of memory" \
             "--- ok: default: a foreign process is shown and respected" \
             "--- ok: default: a task in another PID namespace teaches no 0 MiB" \
+            "--- ok: default: a task over its host memory is stopped alone" \
+            "--- ok: default: the daemon survives and accounts what the fences counted" \
             "--- ok: mps: two users do not wait behind each other's MPS server" \
             "--- ok: mps: the memory limit by device ordinal stops an allocation beyond it" \
             "on CUDA GPU(s)" \

@@ -90,6 +90,11 @@ done
 expect_mode /usr/share/bash-completion/completions/carma "-rw-r--r-- root"
 grep -qx 'ExecStart=/usr/bin/carma serve --config /etc/carma/carma.yaml' \
   "$root/lib/systemd/system/carma.service" || fail "the unit does not start /usr/bin/carma serve"
+# The daemon owns its tasks' cgroups (fences), and the kernel never picks it in an OOM.
+grep -qx 'Delegate=yes' "$root/lib/systemd/system/carma.service" ||
+  fail "the unit does not delegate its cgroup subtree (Delegate=yes)"
+grep -qx 'OOMScoreAdjust=-900' "$root/lib/systemd/system/carma.service" ||
+  fail "the unit does not keep the daemon from the OOM killer (OOMScoreAdjust=-900)"
 
 # Enabled (postinst) and not started: the root's state directory is as the package left it.
 wants=$root/etc/systemd/system/multi-user.target.wants/carma.service

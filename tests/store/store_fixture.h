@@ -48,6 +48,10 @@ protected:
     // that schema left the database; what a step changed in the rows is the test's to undo.
     void downgrade_to(int version) {
         static const std::vector<std::pair<int, std::vector<const char*>>> kUndo = {
+            {10,
+             {"ALTER TABLE attempts DROP COLUMN cores_json",
+              "ALTER TABLE attempts DROP COLUMN total_cpu_s",
+              "ALTER TABLE attempts DROP COLUMN max_rss_mib"}},
             {9,
              {"DROP TABLE usage", "ALTER TABLE attempts DROP COLUMN charged_gpu_s",
               "ALTER TABLE attempts DROP COLUMN slowdown"}},
@@ -65,7 +69,7 @@ protected:
             {4, {"ALTER TABLE attempts DROP COLUMN energy_j"}},
             {3, {"DROP TABLE history"}},
         };
-        static_assert(kSchemaVersion == 9, "a new schema step needs its undo here");
+        static_assert(kSchemaVersion == 10, "a new schema step needs its undo here");
         SQLite::Database raw(path_, SQLite::OPEN_READWRITE);
         for (const auto& [step, statements] : kUndo) {
             if (step > version) {

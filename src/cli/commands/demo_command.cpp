@@ -128,9 +128,15 @@ int run_demo(const DemoOptions& o) {
     fmt::print("carma demo: daemon on emulated 4xA100-40GB, policy {}, time x{}, in {}\n",
                o.policy, scale, dir);
     std::fflush(stdout);  // before the children write to the same terminal
+    // Only root may fence tasks in cgroups; a user's demo runs them unfenced, as it says.
+    const bool fenced = ::geteuid() == 0;
+    if (!fenced) {
+        fmt::print("carma demo: not root, so tasks run unfenced (--fences off)\n");
+    }
     const pid_t daemon =
         spawn({self, "serve", "--gpus", "emulated:4xA100-40GB", "--state-dir", dir + "/state",
-               "--socket", socket, "--time-scale", scale, "--policy", o.policy},
+               "--socket", socket, "--time-scale", scale, "--policy", o.policy, "--fences",
+               fenced ? "auto" : "off"},
               dir + "/daemon.log");
     auto stop_daemon = [&] {
         kill(daemon, SIGTERM);

@@ -62,7 +62,7 @@ api::SubmitRequest build_request(const EstimateOptions& o) {
         r.gpus = *gpus;
     }
     if (!o.memory.empty()) {
-        auto declared = parse_mem_flag(o.memory);
+        auto declared = parse_mem_flag(o.memory, "--gpu-mem");
         if (!declared) {
             die(declared.error().message);
         }
@@ -99,7 +99,8 @@ Action add_estimate_command(CLI::App& app) {
         "What CARMA knows of a task's memory, run time and activity, and what it would plan with: "
         "`carma estimate [options] -- COMMAND ARGS...` or a task file (.yaml, .rad)");
     o->gpus_option = cmd->add_option("-g,--gpus", o->gpus, "Number of GPUs (default 1)");
-    cmd->add_option("--mem", o->memory, "Memory the task would declare per GPU, e.g. 12GiB");
+    cmd->add_option("--gpu-mem", o->memory,
+                    "GPU memory the task would declare per GPU, e.g. 12GiB");
     cmd->add_flag("--json", o->json, "Print the daemon's answer as JSON");
     cmd->add_option("--socket", o->socket,
                     "The daemon's socket (default: $CARMA_SOCKET, else " +

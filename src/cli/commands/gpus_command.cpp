@@ -97,6 +97,18 @@ void print_gpus(const json& answer, std::size_t reason_width) {
     if (backend.starts_with("emulated")) {
         fmt::print("EMULATED GPUs: not real hardware; only carma-fakejob processes use them\n");
     }
+    // The server beside its GPUs: how tasks are fenced, and what they hold of it.
+    if (const json* host = member(answer, "host"); host != nullptr) {
+        if (const json* fences = member(*host, "fences"); fences != nullptr) {
+            print_line(stdout, "fences: {}", text_of(*fences, "text"));
+        }
+        if (const auto total = integer_of(*host, "cpus_total")) {
+            print_line(stdout, "host: {} of {} cores free, {} of {} memory free (tasks' share)",
+                       integer_of(*host, "cpus_free").value_or(0), *total,
+                       format_mib_or_dash(integer_of(*host, "memory_free_mib")),
+                       format_mib_or_dash(integer_of(*host, "memory_total_mib")));
+        }
+    }
     TextTable table({"GPU", "NAME", "HEALTH", "MEMORY USED/TOTAL", "AVAILABLE", "UTIL", "SAMPLES",
                      "SMACT", "SMOCC", "DRAMA", "LOCKED", "TASKS", "RISK"});
     for (const json& g : array_of(answer, "gpus")) {

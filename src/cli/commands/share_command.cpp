@@ -39,6 +39,12 @@ void print_share(const json& answer) {
                horizon ? format_duration(*horizon) : "-",
                weights != nullptr ? fixed(*weights, "fair_share", 0) : "-",
                weights != nullptr ? fixed(*weights, "age", 0) : "-");
+    if (const json* billing = member(answer, "billing"); billing != nullptr) {
+        print_line(stdout,
+                   "charged in GPU-seconds: {} per GPU-second held (a GPU never seen used: "
+                   "whole), {} per core-second of a CPU-only task",
+                   fixed(*billing, "gpu", 2), fixed(*billing, "cpu_core", 4));
+    }
     if (limits != nullptr) {
         const auto limit = [&](const char* key) {
             const std::optional<std::int64_t> n = integer_of(*limits, key);

@@ -17,6 +17,8 @@
 #include "model/catalog.h"
 #include "model/gpu_type.h"
 #include "model/world.h"
+#include "cli/commands/task_flags.h"
+#include "core/host.h"
 #include "sim/output.h"
 #include "sim/report.h"
 #include "sim/simulator.h"
@@ -50,6 +52,8 @@ struct SimulateOptions {
     std::string preempt = "off";
     std::string preempt_min_run = "10m";
     double preempt_margin = PreemptionConfig{}.margin;
+    int host_cpus = 0;
+    std::string host_mem;
 };
 
 sim::Trace load_trace(const std::string& spec, std::uint64_t seed) {
@@ -99,6 +103,14 @@ int run_simulate(const SimulateOptions& o) {
         model::WorldConfig{or_die(model::parse_world_kind(o.world)), o.world_bias, o.world_noise,
                            o.seed}));
     base.speed_correction = !o.no_speed_correction;
+    if (o.host_cpus < 0 || o.host_cpus > kMaxCpusPerTask) {
+        die(fmt::format("--host-cpus {} must be a number of cores from 1 to {} (0: unlimited)",
+                        o.host_cpus, kMaxCpusPerTask));
+    }
+    base.host_cpus = o.host_cpus;
+    if (!o.host_mem.empty()) {
+        base.host_mem_mib = or_die(parse_mem_flag(o.host_mem, "--host-mem"));
+    }
     base.scheduler.carma.fair_share = o.fair_share == "on";
     base.fairshare_horizon_s = or_die(parse_duration(o.fairshare_horizon));
     if (base.fairshare_horizon_s < 0) {
@@ -137,6 +149,8 @@ int run_simulate(const SimulateOptions& o) {
     comparison.sharing = std::string(model::to_string(base.sharing));
     comparison.history = o.history;
     comparison.world = model::describe(base.world);
+    comparison.host_cpus = base.host_cpus;
+    comparison.host_mem_mib = base.host_mem_mib;
     for (std::size_t k = 0; k < policies.size(); ++k) {
         sim::SimConfig config = base;
         config.scheduler.policy = policies[k];
@@ -201,6 +215,12 @@ Action add_simulate_command(CLI::App& app) {
                     "GPUs as COUNTxTYPE (one server, e.g. 4xA100-40GB) or NODESxGPUSxTYPE "
                     "(e.g. 16x4xA100-40GB: a task's GPUs are all on one node)")
         ->capture_default_str();
+    cmd->add_option("--host-cpus", opts->host_cpus,
+                    "Cores each node has for tasks; a trace's `cpus` column is packed against "
+                    "them (0: unlimited)");
+    cmd->add_option("--host-mem", opts->host_mem,
+                    "Host memory each node has for tasks, e.g. 512GiB; a trace's "
+                    "`host_memory_gb` column is packed against it (default: unlimited)");
     cmd->add_option("--sharing", opts->sharing, "How collocated tasks share a GPU: mps|timeslice")
         ->capture_default_str();
     cmd->add_option("--estimator", opts->estimator,

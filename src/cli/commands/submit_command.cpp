@@ -38,7 +38,10 @@ struct SubmitOptions {
     bool json = false;
     int gpus = 0;
     CLI::Option* gpus_option = nullptr;
-    std::string memory;
+    int cpus = 0;
+    CLI::Option* cpus_option = nullptr;
+    std::string memory;      // --mem: host memory, as sbatch's
+    std::string gpu_memory;  // --gpu-mem: GPU memory per GPU
     std::string name;
     std::string workdir;
     std::vector<std::string> env;
@@ -69,8 +72,22 @@ void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest
     if (o.gpus_option->count() > 0) {
         r.gpus = or_die(check_gpus_flag(o.gpus));
     }
+    if (o.cpus_option->count() > 0) {
+        r.cpus = or_die(check_cpus_flag(o.cpus));
+    }
     if (!o.memory.empty()) {
-        r.memory.declared_mib = or_die(parse_mem_flag(o.memory));
+        r.host_mem_mib = or_die(parse_mem_flag(o.memory, "--mem"));
+        // Before, --mem was GPU memory per GPU: a command line written then now asks for host
+        // memory, and says so rather than silently meaning something else.
+        if (o.gpu_memory.empty() && r.gpus.value_or(1) > 0 && !r.memory.declared_mib) {
+            print_line(stderr,
+                       "carma: note: --mem {} is the task's host memory, as sbatch's --mem; for "
+                       "GPU memory per GPU write --gpu-mem {}",
+                       o.memory, o.memory);
+        }
+    }
+    if (!o.gpu_memory.empty()) {
+        r.memory.declared_mib = or_die(parse_mem_flag(o.gpu_memory, "--gpu-mem"));
     }
     if (!o.name.empty()) {
         r.name = o.name;
@@ -233,8 +250,16 @@ Action add_submit_command(CLI::App& app) {
         "submit",
         "Queue a task: `carma submit [options] -- COMMAND ARGS...` or a task file "
         "(.yaml, .rad)");
-    o->gpus_option = cmd->add_option("-g,--gpus", o->gpus, "Number of GPUs (default 1)");
-    cmd->add_option("--mem", o->memory, "Memory the task needs per GPU, e.g. 12GiB or 12000MiB");
+    o->gpus_option = cmd->add_option("-g,--gpus", o->gpus,
+                                     "Number of GPUs (default 1); 0: a CPU-only task, which "
+                                     "never waits for or holds a GPU");
+    o->cpus_option = cmd->add_option("-c,--cpus-per-task", o->cpus,
+                                     "Cores of its own, as sbatch's -c (default: the server's "
+                                     "host.default_cpus_per_task); fenced to them");
+    cmd->add_option("--mem", o->memory,
+                    "Host memory, as sbatch's --mem, e.g. 32GiB; the task is stopped at it");
+    cmd->add_option("--gpu-mem", o->gpu_memory,
+                    "GPU memory the task needs per GPU, e.g. 12GiB or 12000MiB");
     cmd->add_option("-J,--name,--job-name", o->name,
                     "Task name (default: the daemon derives one)");
     cmd->add_option("-D,--workdir,--chdir", o->workdir,

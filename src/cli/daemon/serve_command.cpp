@@ -111,6 +111,7 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     if (given("--dcgm-host")) config.dcgm_host = v.dcgm_host;
     if (given("--exclude-gpus")) config.exclude_gpus = v.exclude_gpus;
     if (given("--mps")) config.mps = v.mps;
+    if (given("--fences")) config.host.fences = v.host.fences;
     if (given("--retention-days")) config.retention_days = v.retention_days;
     if (given("--mps-control")) config.mps_control = v.mps_control;
     if (given("--sendmail")) config.sendmail = v.sendmail;
@@ -201,8 +202,8 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     sigaction(SIGINT, &sa, nullptr);
     signal(SIGPIPE, SIG_IGN);
 
-    spdlog::info("carma serve: policy {}, GPUs {}, state {}, socket {}{}", c.policy,
-                 daemon.backend_name(), c.state_dir, c.socket,
+    spdlog::info("carma serve: policy {}, GPUs {}, fences {}, state {}, socket {}{}", c.policy,
+                 daemon.backend_name(), daemon.fences_text(), c.state_dir, c.socket,
                  c.time_scale != 1 ? fmt::format(", time scale {}", c.time_scale) : "");
     for (const std::string& line : server.listening()) {
         spdlog::info("listening: {}", line);
@@ -243,6 +244,12 @@ Action add_serve_command(CLI::App& app) {
     cmd->add_flag("--mps", v.mps,
                   "Start an MPS control daemon and launch tasks under it with per-task memory "
                   "limits");
+    cmd->add_option("--fences", v.host.fences,
+                    "auto | v1 | v2 | off: the cgroup hierarchy each attempt is fenced in (its "
+                    "cores, host memory, processes and GPU device files); off runs tasks "
+                    "unfenced")
+        ->check(CLI::IsMember({"auto", "v1", "v2", "off"}))
+        ->capture_default_str();
     cmd->add_option("--mps-control", v.mps_control,
                     "The MPS control program (default nvidia-cuda-mps-control on PATH)");
     cmd->add_option("--sharing", v.sharing, "Emulated GPUs: mps | timeslice")->capture_default_str();

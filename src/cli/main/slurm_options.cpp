@@ -19,12 +19,14 @@ constexpr std::string_view kOneTask =
 constexpr std::string_view kGpus = "CARMA's is `-g N` (GPUs per task)";
 constexpr std::string_view kPlacement = "CARMA chooses the GPUs itself; `carma gpus` shows them";
 
-constexpr std::array<SlurmOption, 21> kSlurmOptions = {{
+constexpr std::array<SlurmOption, 20> kSlurmOptions = {{
     {"--gres", "Slurm's --gres=gpu:N is CARMA's `-g N` (GPUs per task)"},
     {"--gpus-per-task", kGpus},
     {"--gpus-per-node", kGpus},
-    {"--mem-per-gpu", "CARMA's `--mem SIZE` is per GPU already (e.g. --mem 12GiB)"},
-    {"--mem-per-cpu", "CARMA plans GPU memory: `--mem SIZE` per GPU"},
+    {"--mem-per-gpu", "CARMA's `--mem SIZE` is the task's whole host memory (GPUs x SIZE); GPU "
+                      "memory per GPU is `--gpu-mem SIZE`"},
+    {"--mem-per-cpu", "CARMA's `--mem SIZE` is the task's whole host memory: give `-c N --mem` "
+                      "with N x SIZE"},
     {"--priority", "CARMA sets priorities from fair share and age; `--nice N` lowers a task's "
                    "(only root may raise it with a negative N)"},
     {"--partition -p", "CARMA schedules one pool of GPUs, without partitions: leave it out"},
@@ -33,7 +35,6 @@ constexpr std::array<SlurmOption, 21> kSlurmOptions = {{
     {"--account -A", "CARMA has no accounts; `carma acct --user U` reports by user"},
     {"--ntasks -n", kOneTask},
     {"--ntasks-per-node", kOneTask},
-    {"--cpus-per-task -c", kOneTask},
     {"--nodes -N", "a task runs on one node; `carma slurm up` runs CARMA over Slurm's nodes"},
     {"--constraint -C", kPlacement},
     {"--nodelist -w", kPlacement},

@@ -107,6 +107,22 @@ const std::vector<Field>& fields() {
          }},
         {"energy", "ENERGY", true,
          [](const json& r, const TimeText&) { return energy_cell(number_of(r, "energy_j")); }},
+        // sacct's TotalCPU and MaxRSS, from the attempts' fences (cgroups).
+        {"cpus", "CPUS", true,
+         [](const json& r, const TimeText&) {
+             const std::optional<double> n = number_of(r, "cpus");
+             return n && *n > 0 ? fmt::format("{:.0f}", *n) : std::string("-");
+         }},
+        {"total_cpu", "TOTALCPU", true,
+         [](const json& r, const TimeText&) {
+             const std::optional<double> s = number_of(r, "total_cpu_s");
+             return s && *s < 10 ? fmt::format("{:.1f}s", *s) : duration_cell(s);
+         }},
+        {"max_rss", "MAXRSS", true,
+         [](const json& r, const TimeText&) {
+             const std::optional<double> mib = number_of(r, "max_rss_mib");
+             return mib ? format_mib(static_cast<MiB>(*mib)) : std::string("-");
+         }},
         // Why it ended, in its own words where it failed ("failed after 1 attempt(s): exit
         // code 1: ModuleNotFoundError: ..."); a success needs none.
         {"reason", "REASON", false,
@@ -199,7 +215,8 @@ const std::vector<std::string>& acct_field_names() {
 const std::vector<std::string>& acct_default_fields() {
     static const std::vector<std::string> names = {
         "id",   "name",     "user", "state",     "submitted", "end",   "wait",
-        "run",  "outcomes", "gpus", "gpu_time", "charged",   "peak",  "energy", "reason"};
+        "run",  "outcomes", "gpus", "gpu_time", "charged",   "peak",  "energy", "total_cpu",
+        "max_rss", "reason"};
     return names;
 }
 
