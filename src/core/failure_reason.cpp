@@ -88,4 +88,18 @@ std::string last_meaningful_line(std::string_view stderr_tail) {
     return {};
 }
 
+std::string fence_denial(std::string_view stderr_tail) {
+    const auto has = [&](std::string_view s) { return stderr_tail.find(s) != std::string_view::npos; };
+    if (has("/dev/nvidia") && (has("Operation not permitted") || has("EPERM"))) {
+        return "a GPU device file it was not given is fenced off (its own GPUs are in "
+               "CUDA_VISIBLE_DEVICES)";
+    }
+    const bool no_more = has("Resource temporarily unavailable") || has("EAGAIN");
+    if ((no_more && (has("fork") || has("thread") || has("spawn"))) ||
+        has("can't start new thread")) {
+        return "it reached its fence's limit of processes and threads (host.pids_max)";
+    }
+    return {};
+}
+
 }  // namespace carma

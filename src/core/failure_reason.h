@@ -19,4 +19,9 @@ inline constexpr std::size_t kMaxFailureReasonBytes = 200;
 // kMaxFailureReasonBytes on a UTF-8 boundary (with "..."); "" when there is none.
 std::string last_meaningful_line(std::string_view stderr_tail);
 
+// What a fenced task ran into at its fence, from its stderr: an open of a GPU device file it was
+// not given (EPERM on /dev/nvidiaN), or a fork past its process limit (EAGAIN: "Resource
+// temporarily unavailable" with fork, "can't start new thread"); "" when it names neither.
+std::string fence_denial(std::string_view stderr_tail);
+
 }  // namespace carma

@@ -261,6 +261,10 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
         if (const std::string why = last_meaningful_line(stderr_tail); !why.empty()) {
             how += ": " + why;
         }
+        if (const std::string fenced = fence_denial(stderr_tail);
+            !fenced.empty() && fences_.enabled()) {
+            how += " (" + fenced + ")";
+        }
     }
     // Preempted attempts were CARMA's doing: they use up none of the task's attempts.
     const auto preempted_before = static_cast<int>(

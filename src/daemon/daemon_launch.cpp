@@ -224,6 +224,9 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
                           node.empty() ? "" : " of node " + node)
             : fmt::format("running on GPU {}{}{}", fmt::join(p.gpus, ","),
                           node.empty() ? "" : " of node " + node, p.exclusive ? "" : " (shared)");
+    if (node.empty() && !fences_.enabled()) {
+        task.message += std::string("; ") + kUnfencedNote;
+    }
     if (auto r = store_->begin_attempt(attempt, task); !r) {
         postpone_launch(p, r.error().message);
         return std::nullopt;

@@ -36,6 +36,10 @@ exec::FenceSpec attempt_fence(const Fences& fences, const HostConfig& config, lo
                               int attempt, const std::vector<int>& cores, long long memory_mib,
                               const std::vector<std::string>& other_gpu_files);
 
+// What a task's message says when it runs unfenced (`fences: off`).
+inline constexpr const char* kUnfencedNote =
+    "unfenced (fences: off): nothing limits its cores, host memory or devices";
+
 // Removes the cgroup of an attempt whose supervisor died without doing so (killing what is left
 // in it); nothing to do when it is gone or the attempt was never fenced.
 Result<void> discard_attempt_fence(const Fences& fences, long long task, int attempt);

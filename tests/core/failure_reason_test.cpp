@@ -46,5 +46,19 @@ TEST(FailureReasonTest, EmptyAndLong) {
     EXPECT_EQ(cut, accents.substr(0, kMaxFailureReasonBytes) + "...");
 }
 
+// This test verifies that a fenced task's denials are named from its stderr: a GPU device file
+// it may not open, and forks past its process limit; other errors name none.
+TEST(FailureReasonTest, FenceDenialsAreNamed) {
+    EXPECT_NE(fence_denial("PermissionError: [Errno 1] Operation not permitted: '/dev/nvidia1'")
+                  .find("GPU device file"),
+              std::string::npos);
+    EXPECT_NE(fence_denial("sh: fork: Resource temporarily unavailable").find("host.pids_max"),
+              std::string::npos);
+    EXPECT_NE(fence_denial("RuntimeError: can't start new thread").find("processes and threads"),
+              std::string::npos);
+    EXPECT_EQ(fence_denial("ModuleNotFoundError: No module named 'torch'"), "");
+    EXPECT_EQ(fence_denial("open /etc/shadow: Operation not permitted"), "");
+}
+
 }  // namespace
 }  // namespace carma

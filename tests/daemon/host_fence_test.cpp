@@ -158,7 +158,12 @@ TEST_F(HostFenceTest, UnfencedOnlyWhenTheAdminSaysSo) {
     EXPECT_EQ(host()["fences"]["mode"], "none") << host().dump();
     EXPECT_NE(host()["fences"]["text"].get<std::string>().find("not fenced"), std::string::npos);
     EXPECT_NE(daemon_log().find("fences: off"), std::string::npos) << daemon_log();
-    const TaskId id = submit(shell_task("plain", "true", 0));
+    const TaskId id = submit(shell_task("plain", "sleep 3", 0));
+    // Every task says so while it runs.
+    EXPECT_TRUE(eventually([&] {
+        return task(id)["message"].get<std::string>().find("unfenced (fences: off)") !=
+               std::string::npos;
+    }, 20s)) << task(id).dump();
     EXPECT_EQ(wait_final(id, 30s)["state"], "succeeded");
     stop(SIGTERM);
 

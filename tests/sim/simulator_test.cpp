@@ -220,6 +220,43 @@ TEST(SimulatorTest, InfeasibleTasksRejected) {
     EXPECT_EQ(r.tasks[0].left_s, 0);
 }
 
+// This test verifies that a trace's cpus and host_memory_gb columns are packed against the
+// nodes' cores and memory (--host-cpus, --host-mem): on 4 idle GPUs, two tasks of 6 cores each
+// do not run together on 8 cores, while without the limit they do; a task asking more than a node
+// has is rejected naming the cores.
+TEST(SimulatorTest, HostColumnsArePackedAgainstTheNodes) {
+    auto trace = parse_trace(
+        "submit_offset_s,task_name,gpus,standalone_minutes,memory_gb,cpus,host_memory_gb\n"
+        "0,a,1,10,1,6,8\n"
+        "0,b,1,10,1,6,8\n"
+        "0,wide,1,10,1,64,1\n",
+        "host.csv");
+    ASSERT_TRUE(trace) << trace.error().message;
+    EXPECT_EQ(trace->entries[0].cpus, 6);
+    EXPECT_EQ(trace->entries[0].host_mem_mib, 8000);
+    SimConfig limited = config_for("exclusive");
+    limited.host_cpus = 8;
+    PolicyResult r = simulate(*trace, model::Catalog::embedded(), limited);
+    ASSERT_EQ(r.tasks_completed, 2);
+    EXPECT_EQ(r.tasks_rejected, 1);
+    EXPECT_NE(r.tasks[2].reject_reason.find("asks for 64 cores"), std::string::npos)
+        << r.tasks[2].reject_reason;
+    // One after the other: the second starts when the first ends.
+    EXPECT_GE(r.tasks[1].first_start_s, r.tasks[0].finish_s - 1e-6);
+    PolicyResult free = simulate(*trace, model::Catalog::embedded(), config_for("exclusive"));
+    EXPECT_EQ(free.tasks_completed, 3);
+    EXPECT_LT(free.tasks[1].first_start_s, free.tasks[0].finish_s);
+    // Memory too: 16 GB of host memory for two tasks of 8 GB fits, 12 does not.
+    SimConfig memory = config_for("exclusive");
+    memory.host_mem_mib = 12000;
+    PolicyResult m = simulate(*trace, model::Catalog::embedded(), memory);
+    EXPECT_GE(m.tasks[1].first_start_s, m.tasks[0].finish_s - 1e-6);
+    auto bad = parse_trace("submit_offset_s,task_name,cpus\n0,x,1.5\n", "bad.csv");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("line 2: cpus must be a whole number"), std::string::npos)
+        << bad.error().message;
+}
+
 // This test verifies determinism, and that metric noise (seeded) changes nothing structural.
 TEST(SimulatorTest, DeterministicAndSeeded) {
     PolicyResult a = run("t2", "OR-MAGM");
