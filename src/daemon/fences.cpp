@@ -64,8 +64,13 @@ Result<Fences> setup_fences(const HostConfig& config, const std::string& state_d
 
 namespace {
 
-std::string leaf_name(const Fences& fences, long long task, int attempt) {
-    return fmt::format("{}-task-{}-{}", fences.prefix, task, attempt);
+// The attempt's leaf without its limits: what naming, moving and removing it need.
+exec::FenceSpec leaf_of(const Fences& fences, long long task, int attempt) {
+    exec::FenceSpec spec;
+    spec.mode = fences.mode;
+    spec.root = fences.root;
+    spec.name = fmt::format("{}-task-{}-{}", fences.prefix, task, attempt);
+    return spec;
 }
 
 }  // namespace
@@ -73,10 +78,7 @@ std::string leaf_name(const Fences& fences, long long task, int attempt) {
 exec::FenceSpec attempt_fence(const Fences& fences, const HostConfig& config, long long task,
                               int attempt, const std::vector<int>& cores, long long memory_mib,
                               const std::vector<std::string>& other_gpu_files) {
-    exec::FenceSpec spec;
-    spec.mode = fences.mode;
-    spec.root = fences.root;
-    spec.name = leaf_name(fences, task, attempt);
+    exec::FenceSpec spec = leaf_of(fences, task, attempt);
     spec.cpus = cores;
     if (memory_mib > 0) {
         spec.memory_bytes = static_cast<std::int64_t>(memory_mib) * 1024 * 1024;
@@ -96,19 +98,12 @@ Result<void> discard_attempt_fence(const Fences& fences, long long task, int att
     if (!fences.enabled()) {
         return {};
     }
-    exec::FenceSpec spec;
-    spec.mode = fences.mode;
-    spec.root = fences.root;
-    spec.name = leaf_name(fences, task, attempt);
-    return exec::remove_fence(spec);
+    return exec::remove_fence(leaf_of(fences, task, attempt));
 }
 
 Result<void> set_fence_cores(const Fences& fences, long long task, int attempt,
                              const std::vector<int>& cores) {
-    exec::FenceSpec spec;
-    spec.mode = fences.mode;
-    spec.root = fences.root;
-    spec.name = leaf_name(fences, task, attempt);
+    const exec::FenceSpec spec = leaf_of(fences, task, attempt);
     const std::string path = exec::fence_leaf_path(spec, "cpuset") + "/cpuset.cpus";
     std::ofstream out(path);
     out << exec::cpu_list(cores);

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/host.h"
 #include "core/text.h"
 #include "exec/cgroup_internal.h"
 
@@ -347,22 +348,11 @@ CgroupSupport detect_cgroups(const std::string& mount_root) {
 }
 
 std::string cpu_list(const std::vector<int>& cpus) {
+    // core/host.h writes the syntax; a cpuset takes it sorted and without repeats.
     std::vector<int> sorted = cpus;
     std::sort(sorted.begin(), sorted.end());
     sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-    std::string out;
-    for (std::size_t i = 0; i < sorted.size();) {
-        std::size_t j = i;
-        while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) {
-            ++j;
-        }
-        if (!out.empty()) {
-            out += ',';
-        }
-        out += j == i ? fmt::format("{}", sorted[i]) : fmt::format("{}-{}", sorted[i], sorted[j]);
-        i = j + 1;
-    }
-    return out;
+    return format_cpu_list(sorted);
 }
 
 std::string fence_spec_problem(const FenceSpec& spec) {
