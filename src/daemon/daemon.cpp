@@ -163,6 +163,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
             return tl::unexpected(set_up.error());
         }
         fences = std::move(*set_up);
+        spdlog::info("fences: {}{}", fences.describe(),
+                     fences.detail.empty() ? "" : " (" + fences.detail + ")");
     }
     auto store = store::Store::open(config.state_dir + "/carma.db");
     if (!store) {
@@ -299,11 +301,6 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
         mps_off_dir = std::move(*off);
     }
 
-    // Said once the daemon will start (a start that fails says only why).
-    if (config.agents.empty()) {
-        spdlog::info("fences: {}{}", fences.describe(),
-                     fences.detail.empty() ? "" : " (" + fences.detail + ")");
-    }
     std::optional<HostResources> host;
     if (!hub) {
         auto read = read_host_resources(config.host);

@@ -92,6 +92,10 @@ void Simulation::activate(std::size_t i, long version) {
     // The monitor sees the process at its next sample; the warm-up lock counts from there.
     scheduler_.task_seen(static_cast<TaskId>(i), std::ceil(now_));
     after_change(gpus);
+    if (t.gpus.empty()) {
+        // A CPU-only task shares no GPU, so nothing in the world slows it: it runs at solo pace.
+        push_event(now_ + t.work_left, EventKind::Finish, i, t.version);
+    }
     push_event(now_ + model::kRampSeconds, EventKind::RampEnd, i, t.version);
 }
 

@@ -104,10 +104,11 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
             }
         }
         if (*gpus) {
-            if (**gpus < 1 || **gpus > kMaxTraceGpus || **gpus != std::floor(**gpus)) {
+            // 0 is a CPU-only task, as `carma submit -g 0`: it needs cores and host memory only.
+            if (**gpus < 0 || **gpus > kMaxTraceGpus || **gpus != std::floor(**gpus)) {
                 return fail(ErrorCode::InvalidArgument,
-                            fmt::format("trace {} line {}: gpus must be a whole number from 1 "
-                                        "to {:.0f}",
+                            fmt::format("trace {} line {}: gpus must be a whole number from 0 "
+                                        "(CPU only) to {:.0f}",
                                         name, table->line_numbers[r], kMaxTraceGpus));
             }
             e.gpus = static_cast<int>(**gpus);

@@ -42,6 +42,9 @@ protected:
 TEST_F(HostFenceTest, CpuOnlyTaskStartsWhileEveryGpuIsBusyOnItsOneCore) {
     ASSERT_NO_FATAL_FAILURE(start("carma"));
     ASSERT_EQ(host()["fences"]["mode"], "v1") << host().dump() << daemon_log();
+    // Said first: before the emulated-GPU warning and anything else.
+    const std::string log = daemon_log();
+    EXPECT_NE(log.substr(0, log.find('\n')).find("fences: cgroup v1"), std::string::npos) << log;
     json busy = shell_task("busy", "sleep 60", 1);
     busy["exclusive"] = true;
     const std::vector<TaskId> gpu_tasks = one_per_gpu(busy);

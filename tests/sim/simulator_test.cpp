@@ -257,6 +257,28 @@ TEST(SimulatorTest, HostColumnsArePackedAgainstTheNodes) {
         << bad.error().message;
 }
 
+// This test verifies that a CPU-only task (gpus 0) never waits for a GPU and never holds one:
+// it starts at once while every GPU is taken, and runs at its solo pace.
+TEST(SimulatorTest, CpuOnlyTasksNeverWaitForAGpu) {
+    auto trace = parse_trace(
+        "submit_offset_s,task_name,gpus,standalone_minutes,memory_gb,cpus,host_memory_gb\n"
+        "0,big,4,30,1,1,1\n"
+        "10,prep,0,5,0,2,4\n",
+        "cpu.csv");
+    ASSERT_TRUE(trace) << trace.error().message;
+    EXPECT_EQ(trace->entries[1].gpus, 0);
+    SimConfig c = config_for("exclusive");
+    c.host_cpus = 4;
+    PolicyResult r = simulate(*trace, model::Catalog::embedded(), c);
+    ASSERT_EQ(r.tasks_completed, 2);
+    const TaskRecord& prep = r.tasks[1];
+    EXPECT_TRUE(prep.gpu_ids.empty());
+    EXPECT_EQ(prep.attempts, 1);
+    EXPECT_NEAR(prep.first_start_s, 10, 1e-6);
+    EXPECT_LT(prep.finish_s, r.tasks[0].finish_s);
+    EXPECT_EQ(prep.oom_crashes, 0);
+}
+
 // This test verifies determinism, and that metric noise (seeded) changes nothing structural.
 TEST(SimulatorTest, DeterministicAndSeeded) {
     PolicyResult a = run("t2", "OR-MAGM");

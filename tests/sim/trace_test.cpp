@@ -78,8 +78,9 @@ TEST(TraceTest, FuzzRegressionOutOfRangeValuesAreRefused) {
         const char* want;
     };
     const Case cases[] = {
-        {"submit_offset_s,task_name,gpus\n0,x,1e300\n", "gpus must be a whole number from 1 to 1024"},
-        {"submit_offset_s,task_name,gpus\n0,x,1025\n", "from 1 to 1024"},
+        {"submit_offset_s,task_name,gpus\n0,x,1e300\n", "gpus must be a whole number from 0"},
+        {"submit_offset_s,task_name,gpus\n0,x,1025\n", "(CPU only) to 1024"},
+        {"submit_offset_s,task_name,gpus\n0,x,-1\n", "(CPU only) to 1024"},
         {"submit_offset_s,task_name,memory_gb\n0,x,-5\n", "memory_gb must be from 0 to"},
         {"submit_offset_s,task_name,memory_gb\n0,x,1e300\n", "(16 TiB per GPU)"},
         {"submit_offset_s,task_name,standalone_minutes\n0,x,1e308\n", "at most 1000000"},
