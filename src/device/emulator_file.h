@@ -97,7 +97,9 @@ struct Header {
     // Version 2: what collocated jobs really do (model/world.h); every process that derives
     // speeds reads it here.
     std::uint32_t world_kind;  // model::WorldKind
-    std::uint32_t reserved2;
+    // model::WorldCompose. In what was reserved2, which every version-2 file holds as 0 (model,
+    // the compose before there was a choice), so the layout and its version hold.
+    std::uint32_t world_compose;
     double world_bias;
     double world_noise;
     std::uint64_t world_seed;

@@ -95,6 +95,7 @@ Result<Inspection> inspect(int fd, const std::string& path) {
 
 void write_world(Header& h, const EmulatorOptions& o) {
     h.world_kind = static_cast<std::uint32_t>(o.world.kind);
+    h.world_compose = static_cast<std::uint32_t>(o.world.compose);
     h.world_bias = o.world.bias;
     h.world_noise = o.world.noise;
     h.world_seed = o.world.seed;
@@ -165,6 +166,18 @@ model::WorldConfig world_of(const Header& h) {
     w.kind = h.world_kind == static_cast<std::uint32_t>(model::WorldKind::Measured)
                  ? model::WorldKind::Measured
                  : model::WorldKind::Model;
+    // Anything else than a compose this build knows (a newer writer's) reads as the default.
+    switch (h.world_compose) {
+        case static_cast<std::uint32_t>(model::WorldCompose::Pairwise):
+            w.compose = model::WorldCompose::Pairwise;
+            break;
+        case static_cast<std::uint32_t>(model::WorldCompose::Bottleneck):
+            w.compose = model::WorldCompose::Bottleneck;
+            break;
+        default:
+            w.compose = model::WorldCompose::Model;
+            break;
+    }
     w.bias = std::isfinite(h.world_bias) ? std::max(0.0, h.world_bias) : 0.0;
     w.noise = std::isfinite(h.world_noise) ? std::max(0.0, h.world_noise) : 0.0;
     w.seed = h.world_seed;

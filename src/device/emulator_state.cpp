@@ -64,7 +64,8 @@ void derive(State& s) {
             if (on_gpu(slot, g) && slot.phase == Phase::Active) {
                 const std::string key = fmt::format("{:a}|{:a}|{:a}|{:a}", slot.util, slot.smact,
                                                     slot.smocc, slot.drama);
-                tasks.push_back(model::WorldTask{model::world_id(key), slot.util});
+                tasks.push_back(model::WorldTask{model::world_id(key), slot.util, slot.smact,
+                                                 slot.smocc, slot.drama});
                 of.push_back(&slot);
             }
         }

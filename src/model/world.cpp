@@ -9,6 +9,7 @@
 #include "core/csv.h"
 #include "data/embedded.h"
 #include "model/constants.h"
+#include "model/world_compose.h"
 
 namespace carma::model {
 
@@ -58,6 +59,32 @@ Result<WorldKind> parse_world_kind(std::string_view text) {
                             text));
 }
 
+std::string_view to_string(WorldCompose compose) {
+    switch (compose) {
+        case WorldCompose::Model:
+            return "model";
+        case WorldCompose::Pairwise:
+            return "pairwise";
+        case WorldCompose::Bottleneck:
+            return "bottleneck";
+    }
+    return "model";
+}
+
+Result<WorldCompose> parse_world_compose(std::string_view text) {
+    for (WorldCompose c :
+         {WorldCompose::Model, WorldCompose::Pairwise, WorldCompose::Bottleneck}) {
+        if (text == to_string(c)) {
+            return c;
+        }
+    }
+    return fail(ErrorCode::InvalidArgument,
+                fmt::format("world compose '{}' is unknown; use model (the device model), pairwise "
+                            "(the product of pair speeds) or bottleneck (the most contended "
+                            "resource sets the pace)",
+                            text));
+}
+
 Result<WorldConfig> checked(WorldConfig config) {
     if (!(config.bias >= 0 && config.bias <= 10)) {
         return fail(ErrorCode::InvalidArgument,
@@ -74,6 +101,9 @@ Result<WorldConfig> checked(WorldConfig config) {
 
 std::string describe(const WorldConfig& config) {
     std::string out(to_string(config.kind));
+    if (config.compose != WorldCompose::Model) {
+        out += fmt::format("+compose {}", to_string(config.compose));
+    }
     if (config.bias > 0) {
         out += fmt::format("+bias {:g}", config.bias);
     }
@@ -158,14 +188,16 @@ std::optional<double> MeasuredPairs::nearest(double u_self, double u_other, doub
     return out;
 }
 
-double MeasuredPairs::spread(double summed_u) const {
+const MeasuredPairs::Bin& MeasuredPairs::bin(double summed_u) const {
     for (const Bin& b : bins) {
         if (summed_u >= b.lo && summed_u < b.hi) {
-            return b.sd;
+            return b;
         }
     }
-    return summed_u < bins.front().lo ? bins.front().sd : bins.back().sd;
+    return summed_u < bins.front().lo ? bins.front() : bins.back();
 }
+
+double MeasuredPairs::spread(double summed_u) const { return bin(summed_u).sd; }
 
 std::uint64_t world_id(std::string_view name) {
     std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
@@ -177,24 +209,30 @@ std::uint64_t world_id(std::string_view name) {
 
 World::World(WorldConfig config, SharingMode mode, const MeasuredPairs* measured)
     : config_(config), params_(slowdown_params(mode)), measured_(measured) {
-    if (config_.kind == WorldKind::Measured && !measured_) {
+    const bool needs_pairs =
+        config_.kind == WorldKind::Measured || config_.compose == WorldCompose::Pairwise;
+    if (needs_pairs && !measured_) {
         measured_ = &MeasuredPairs::embedded();
     }
+}
+
+std::optional<double> World::measured_pair(const WorldTask& self, const WorldTask& other) const {
+    const std::uint64_t key = mix(self.id) ^ other.id;
+    auto it = pair_cache_.find(key);
+    if (it == pair_cache_.end()) {
+        it = pair_cache_.emplace(key, measured_->nearest(self.util, other.util, kPairRadius)).first;
+    }
+    if (!it->second) {
+        return std::nullopt;
+    }
+    return std::clamp(*it->second, 0.05, 1.0);
 }
 
 double World::measured_speed(std::size_t i, std::span<const WorldTask> tasks,
                              double model) const {
     if (tasks.size() == 2) {
-        const WorldTask& other = tasks[1 - i];
-        const std::uint64_t key = mix(tasks[i].id) ^ other.id;
-        auto it = pair_cache_.find(key);
-        if (it == pair_cache_.end()) {
-            it = pair_cache_
-                     .emplace(key, measured_->nearest(tasks[i].util, other.util, kPairRadius))
-                     .first;
-        }
-        if (it->second) {
-            return std::clamp(*it->second, 0.05, 1.0);
+        if (auto s = measured_pair(tasks[i], tasks[1 - i])) {
+            return *s;
         }
     }
     // Unknown: the device model, off by a per-set draw at the measured spread. The key is
@@ -211,22 +249,73 @@ double World::measured_speed(std::size_t i, std::span<const WorldTask> tasks,
     return std::clamp(model + measured_->spread(summed) * z, 0.05, 1.0);
 }
 
+double World::pair_speed(const WorldTask& self, const WorldTask& other) const {
+    if (auto s = measured_pair(self, other)) {
+        return *s;
+    }
+    // Unmeasured: a draw from the measured pairs of its summed utilisation. Lucid's norm_speed is
+    // co-located / solo throughput, already a speed (1 = alone), so the bin's mean and sd are
+    // used as they are; speeds above 1 are measurement noise and clip. Keyed by (self, other) in
+    // order: each side of a pair has its own draw, as the Lucid sides' deviations are
+    // uncorrelated; a salt keeps it apart from the compose-model draw.
+    const MeasuredPairs::Bin& b = measured_->bin(self.util + other.util);
+    const std::uint64_t key = mix(mix(mix(config_.seed ^ 0x70616972ULL) ^ self.id) ^ other.id);
+    const double z = std::clamp(normal_of(key), -2.5, 2.5);
+    return std::clamp(b.mean + b.sd * z, 0.05, 1.0);
+}
+
+double World::pairwise_speed(std::size_t i, std::span<const WorldTask> tasks) const {
+    double speed = 1.0;
+    for (std::size_t j = 0; j < tasks.size(); ++j) {
+        if (j != i) {
+            speed *= pair_speed(tasks[i], tasks[j]);
+        }
+    }
+    return std::clamp(speed, 0.05, 1.0);
+}
+
+void World::collocated_speeds(std::span<const WorldTask> tasks, std::span<double> out) const {
+    const std::size_t n = tasks.size();
+    switch (config_.compose) {
+        case WorldCompose::Model: {
+            double summed = 0;
+            for (const WorldTask& t : tasks) {
+                summed += t.util;
+            }
+            for (std::size_t i = 0; i < n; ++i) {
+                const double s = task_speed(tasks[i].util, summed, params_);
+                out[i] = config_.kind == WorldKind::Measured ? measured_speed(i, tasks, s) : s;
+            }
+            return;
+        }
+        case WorldCompose::Pairwise:
+            // The measured pairs are part of the product, for either kind.
+            for (std::size_t i = 0; i < n; ++i) {
+                out[i] = pairwise_speed(i, tasks);
+            }
+            return;
+        case WorldCompose::Bottleneck:
+            bottleneck_speeds(tasks, out);
+            if (config_.kind == WorldKind::Measured && n == 2) {
+                for (std::size_t i = 0; i < n; ++i) {
+                    out[i] = measured_pair(tasks[i], tasks[1 - i]).value_or(out[i]);
+                }
+            }
+            return;
+    }
+}
+
 void World::speeds(std::span<const WorldTask> tasks, std::span<double> out) const {
     const std::size_t n = std::min(tasks.size(), out.size());
-    double summed = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        summed += tasks[i].util;
+    if (n == 1) {
+        out[0] = 1;
     }
+    if (n < 2) {
+        return;
+    }
+    collocated_speeds(tasks.first(n), out.first(n));
     for (std::size_t i = 0; i < n; ++i) {
-        if (n == 1) {
-            out[i] = 1;
-            continue;
-        }
-        double s = task_speed(tasks[i].util, summed, params_);
-        if (config_.kind == WorldKind::Measured) {
-            s = measured_speed(i, tasks.first(n), s);
-        }
-        out[i] = s / (1.0 + config_.bias);
+        out[i] /= 1.0 + config_.bias;
     }
 }
 

@@ -93,7 +93,9 @@ double Simulation::world_speed(std::size_t i, std::size_t g) {
             if (j == i) {
                 self = world_tasks_.size();
             }
-            world_tasks_.push_back(model::WorldTask{tasks_[j].world_id, tasks_[j].profile.util});
+            const model::WorkloadProfile& p = tasks_[j].profile;
+            world_tasks_.push_back(
+                model::WorldTask{tasks_[j].world_id, p.util, p.smact, p.smocc, p.drama});
         }
     }
     world_speeds_.assign(world_tasks_.size(), 1.0);
