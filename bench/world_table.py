@@ -10,7 +10,14 @@ bias 0.25 + noise 0.1; the seed draws the noise), for `carma` (shortest expected
 `carma-longfirst`, so that one seed's luck is not mistaken for a rule's merit; and each order's
 median makespan over those seeds against the non-oracle paper policy of the smallest median.
 
+Then the robustness headline of issue 42: per world compose rule (pairwise, bottleneck: worlds
+that share nothing with carma's predictor) and trace, in the measured world with bias 0.25 and
+noise 0.1, carma's median makespan over seeds 1-5 against the non-oracle paper policy of the
+smallest median, its mean completion time against oracle-MAGM's (medians), and its out-of-memory
+crashes per run, warm (history from another draw, --history-seed) and cold.
+
     bench/world_table.py [path/to/carma] > world-table.md
+    bench/world_table.py [path/to/carma] --robustness   # the headline only
 
 The paper's policies do not read history, so their figures are the same under warm and cold.
 """
@@ -19,7 +26,8 @@ import statistics
 import subprocess
 import sys
 
-CARMA = sys.argv[1] if len(sys.argv) > 1 else "build/carma"
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+CARMA = ARGS[0] if ARGS else "build/carma"
 PAPER = ["exclusive", "oracle-FF", "oracle-BF", "oracle-MAGM", "oracle-LUG",
          "OR-RR", "OR-MAGM", "OR-LUG", "EST-MAGM", "EST-LUG"]
 NON_ORACLE = [p for p in PAPER if not p.startswith("oracle-")]
@@ -40,6 +48,44 @@ def simulate(trace, seed, world_args, history, policies):
     if key not in _runs:
         _runs[key] = _simulate(trace, seed, world_args, history, policies)
     return _runs[key]
+
+
+def robustness_table():
+    """Issue 42's goal table: medians over SEEDS, per compose rule, trace and history."""
+    print(f"\n#### Robustness: seeds {SEEDS[0]}-{SEEDS[-1]}, measured world + bias 0.25 + noise "
+          "0.1, each compose rule\n")
+    print("| compose | trace | history | best non-oracle (median h) | carma median makespan "
+          "ratio (goal <= 0.95) | carma median mean JCT / oracle-MAGM's (goal <= 0.85) | "
+          "carma OOM per run (goal <= 1) | makespan ratio per seed |")
+    print("|---|---|---|---|---|---|---|---|")
+    met = {"makespan": 0, "jct": 0, "oom": 0, "rows": 0}
+    for compose in COMPOSE_RULES:
+        args = ["--world", "measured", "--world-bias", "0.25", "--world-noise", "0.1",
+                "--world-compose", compose]
+        for trace in ROBUSTNESS_TRACES:
+            paper = {seed: simulate(trace, seed, args, "cold", PAPER) for seed in SEEDS}
+            medians = {p: statistics.median(paper[s][p]["makespan_s"] for s in SEEDS)
+                       for p in NON_ORACLE}
+            best = min(NON_ORACLE, key=medians.get)
+            magm_jct = statistics.median(paper[s]["oracle-MAGM"]["mean_jct_s"] for s in SEEDS)
+            for history in ("warm", "cold"):
+                runs = [simulate(trace, seed, args, history, ["carma"])["carma"] for seed in SEEDS]
+                makespan = statistics.median(r["makespan_s"] for r in runs) / medians[best]
+                jct = statistics.median(r["mean_jct_s"] for r in runs) / magm_jct
+                ooms = [r["oom_crashes"] for r in runs]
+                per_seed = [r["makespan_s"] / medians[best] for r in runs]
+                if history == "warm":
+                    met["rows"] += 1
+                    met["makespan"] += makespan <= 0.95
+                    met["jct"] += jct <= 0.85
+                    met["oom"] += max(ooms) <= 1
+                print(f"| {compose} | {trace} | {history} | {best} ({h(medians[best])}) | "
+                      f"{makespan:.3f}{'' if makespan <= 0.95 else ' (missed)'} | "
+                      f"{jct:.3f}{'' if jct <= 0.85 else ' (missed)'} | "
+                      f"{', '.join(map(str, ooms))}{'' if max(ooms) <= 1 else ' (missed)'} | "
+                      f"{min(per_seed):.3f}-{max(per_seed):.3f} |")
+    print(f"\nWarm rows meeting each goal, of {met['rows']}: makespan {met['makespan']}, "
+          f"mean completion {met['jct']}, out-of-memory {met['oom']}.")
 
 
 def _simulate(trace, seed, world_args, history, policies):
@@ -90,6 +136,8 @@ def main():
 
 SEEDS = [1, 2, 3, 4, 5]
 ORDERS = ["carma", "carma-longfirst"]
+COMPOSE_RULES = ["pairwise", "bottleneck"]
+ROBUSTNESS_TRACES = ["t1", "t2", "mix-90", "heavy-60", "gen:400,gap=60"]
 
 
 def seeds_table():
@@ -138,4 +186,8 @@ def seeds_table():
 
 
 if __name__ == "__main__":
-    main()
+    if "--robustness" in sys.argv[1:]:
+        robustness_table()
+    else:
+        main()
+        robustness_table()

@@ -110,8 +110,15 @@ nlohmann::json to_json(const Comparison& c) {
     nlohmann::json host = {
         {"cpus", c.host_cpus > 0 ? nlohmann::json(c.host_cpus) : nlohmann::json(nullptr)},
         {"memory_mib", c.host_mem_mib > 0 ? nlohmann::json(c.host_mem_mib) : nlohmann::json(nullptr)}};
-    return {{"trace", c.trace},     {"gpus", c.gpus},   {"sharing", c.sharing},
-            {"history", c.history}, {"world", c.world}, {"host_per_node", host},
+    return {{"trace", c.trace},
+            {"gpus", c.gpus},
+            {"sharing", c.sharing},
+            {"history", c.history},
+            {"seed", c.seed},
+            {"history_seed", c.history_seed ? nlohmann::json(*c.history_seed) : nlohmann::json()},
+            {"world", c.world},
+            {"world_compose", c.world_compose},
+            {"host_per_node", host},
             {"results", results}};
 }
 

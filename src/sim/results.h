@@ -172,6 +172,9 @@ struct Comparison {
     std::string sharing; // "mps" or "timeslice"
     std::string history; // "cold" or "warm": what `carma` knew at the start
     std::string world = "model";  // model/world.h's describe(): what tasks really did
+    std::string world_compose = "model";  // how the world slows what no pair measured
+    std::uint64_t seed = 1;               // the graded runs' (world and draws)
+    std::optional<std::uint64_t> history_seed;  // the warm history's draws; none when cold
     // Each node's cores and host memory for tasks (0: not limited).
     int host_cpus = 0;
     MiB host_mem_mib = 0;

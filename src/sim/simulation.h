@@ -67,7 +67,8 @@ struct SimTask {
     long launch_order = 0;
     double dispatched_at = 0;
     // Mean GPU SM activity while this attempt was GPU-active, for history: alone on its GPU when
-    // it ever was (what a monitor can attribute to it), else shared.
+    // it ever was (what a monitor can attribute to it), else shared. Sums over the monitor's 1-Hz
+    // samples, with their noise, and the number of samples: what a real server reads.
     double activity_alone = 0, time_alone = 0, activity_shared = 0, time_shared = 0;
     std::size_t exact_key = 0;   // into Simulation::exact_ / family_
     std::size_t family_key = 0;
@@ -86,6 +87,9 @@ struct SimTask {
     // progress (0: never, it starts over), and the solo seconds of work saved so far.
     double checkpoint_s = 0;
     double kept_work = 0;
+    // The wall time of the earlier attempts this one continues from their checkpoint: with this
+    // attempt's, what a server observes the task's run to have taken (never the solo truth).
+    double resumed_wall_s = 0;
     bool made_room = false;  // it stopped a task to make room and has not started since
     bool recovered = false;  // this attempt is an out-of-memory relaunch (the recovery queue's)
     TaskRecord record;
@@ -150,6 +154,11 @@ private:
     // A task that resumed from a checkpoint did only part of its work in this attempt: what its
     // run time is multiplied by to stand for a whole run at the same pace (1 otherwise).
     static double resumed_scale(const SimTask& t);
+    // The run time an observer learns from an attempt that ends now (SimTask::resumed_wall_s).
+    double observed_run_s(const SimTask& t) const;
+    // Task i's identity in this run's draws: the task itself, or with its own seed
+    // (SimConfig::draw_seed) another draw of the same task.
+    std::uint64_t draw_key(std::size_t i) const;
     // Seconds of solo GPU-active work a whole run does (its solo time less its start-up).
     static double solo_work(const SimTask& t);
     // Brings work_left up to now at the task's current speed.

@@ -65,8 +65,8 @@ void Simulation::dispatch(std::size_t i, const std::vector<int>& gpus, bool reco
         t.record.first_start_s = now_;
     }
     ++t.record.attempts;
-    t.world_peak_mib = world_.peak_mib(t.profile.m_peak_mib, static_cast<std::uint64_t>(i),
-                                       t.record.attempts, config_.gpus.type.usable_mib);
+    t.world_peak_mib = world_.peak_mib(t.profile.m_peak_mib, draw_key(i), t.record.attempts,
+                                       config_.gpus.type.usable_mib);
     t.record.spans.push_back(AttemptSpan{now_, -1, gpus, AttemptOutcome::Running});
     ++t.version;
     for (int g : gpus) {
@@ -124,7 +124,7 @@ void Simulation::complete(std::size_t i, long version) {
     before_change(gpus);
     account_segment(t);
     charge(t);
-    learn_speed_error(i, (now_ - t.dispatched_at) * resumed_scale(t));
+    learn_speed_error(i, observed_run_s(t));
     remove_from_gpus(i);
     t.phase = Phase::Done;
     t.record.finish_s = now_;
@@ -203,6 +203,19 @@ void Simulation::advance_progress(SimTask& t) const {
     t.progress_at = now_;
 }
 
+std::uint64_t Simulation::draw_key(std::size_t i) const {
+    const auto task = static_cast<std::uint64_t>(i);
+    if (config_.draw_seed == 0 || config_.draw_seed == config_.seed) {
+        return task;
+    }
+    // Any injective spread of (draw seed, task) will do: the world hashes the key again.
+    return task ^ (config_.draw_seed * 0x9E3779B97F4A7C15ULL);
+}
+
+double Simulation::observed_run_s(const SimTask& t) const {
+    return t.resumed_wall_s + (now_ - t.dispatched_at);
+}
+
 double Simulation::resumed_scale(const SimTask& t) {
     return t.kept_work > 0 ? t.profile.t_solo_s / std::max(t.profile.t_solo_s - t.kept_work, 1e-9)
                            : 1.0;
@@ -218,7 +231,7 @@ void Simulation::end_span(TaskRecord& record, AttemptOutcome outcome) const {
 RunFacts Simulation::attempt_facts(const SimTask& t, MiB peak) const {
     RunFacts f;
     f.peak_mib = peak;
-    f.run_s = (now_ - t.dispatched_at) * resumed_scale(t);
+    f.run_s = observed_run_s(t);
     // Only what the monitor can attribute to the task: its GPUs' activity while it ran alone.
     // A GPU-level reading with co-runners includes theirs and would over-state its demand.
     if (t.time_alone > 0) {

@@ -121,6 +121,18 @@ void Simulation::integrate(std::size_t g, double t) {
     for (std::size_t i : gpu.residents) {
         active += tasks_[i].phase == Phase::Active ? 1 : 0;
     }
+    // The monitor's samples in (integrated_to - dt, t]: one per whole second, each the true
+    // SMACT plus its noise (sample_at). Their sum is drawn at once: n samples of sd s sum to a
+    // normal of sd s * sqrt(n), which spares drawing each second of a long quiet span.
+    const double samples = std::floor(t) - std::floor(t - dt);
+    if (samples <= 0) {
+        return;
+    }
+    double observed = gpu.activity.smact * samples;
+    if (config_.metric_noise_sd > 0 && gpu.activity.active) {
+        std::normal_distribution<double> noise(0.0, config_.metric_noise_sd * std::sqrt(samples));
+        observed = std::clamp(observed + noise(rng_), 0.0, samples);
+    }
     for (std::size_t i : gpu.residents) {
         SimTask& task = tasks_[i];
         if (task.phase != Phase::Active) {
@@ -128,8 +140,8 @@ void Simulation::integrate(std::size_t g, double t) {
         }
         double& sum = active == 1 ? task.activity_alone : task.activity_shared;
         double& time = active == 1 ? task.time_alone : task.time_shared;
-        sum += gpu.activity.smact * dt;
-        time += dt;
+        sum += observed;
+        time += samples;
     }
 }
 

@@ -15,15 +15,24 @@ namespace carma::sim {
 
 namespace engine {
 
+namespace {
+
+// The world the run's seed draws (every setting of config.world, its seed replaced).
+model::WorldConfig world_of(const SimConfig& config) {
+    model::WorldConfig w = config.world;
+    w.seed = config.seed;
+    return w;
+}
+
+}  // namespace
+
 Simulation::Simulation(const Trace& trace, const model::Catalog& catalog, const SimConfig& config)
     : config_(config),
       correction_(std::make_shared<SpeedCorrection>(std::string(model::to_string(config.sharing)))),
       raw_predict_(model::speed_predictor(config.sharing)),
       scheduler_(scheduler_config(config, correction_)),
-      world_(
-          model::WorldConfig{config.world.kind, config.world.bias, config.world.noise, config.seed},
-          config.sharing),
-      rng_(config.seed),
+      world_(world_of(config), config.sharing),
+      rng_(config.draw_seed != 0 ? config.draw_seed : config.seed),
       learning_(config.scheduler.policy.carma),
       ledger_(config.fairshare_half_life_s) {
     const int n = config.gpus.count;
@@ -292,8 +301,9 @@ PolicyResult simulate(const Trace& trace, const model::Catalog& catalog, const S
 }
 
 SimHistory earlier_run_history(const Trace& trace, const model::Catalog& catalog,
-                               const SimConfig& config) {
+                               const SimConfig& config, std::uint64_t history_seed) {
     SimConfig earlier = config;
+    earlier.draw_seed = history_seed;
     earlier.scheduler.policy = *find_policy("carma");
     earlier.history = nullptr;
     earlier.progress = nullptr;

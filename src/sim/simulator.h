@@ -56,7 +56,11 @@ struct SimConfig {
     std::size_t window_samples = 30;
     double power_scale = 1.0;       // kappa of interference-model.md §7.4
     double metric_noise_sd = 0.0;   // zero-mean noise on sampled SMACT/SMOCC/DRAMA
-    std::uint64_t seed = 1;         // for the noise
+    std::uint64_t seed = 1;         // the world's, and this run's draws unless draw_seed is set
+    // This run's own draws: each attempt's memory peak in a noisy world and the metric noise.
+    // 0: `seed`. An earlier run (the warm history) draws with another seed in the same world, as
+    // a real server's earlier runs of a command vary from the one being graded.
+    std::uint64_t draw_seed = 0;
     bool record_timelines = false;
     int max_attempts = 100;         // a task crashing this often is given up (failed)
     // History at the start (null: empty, "cold"). Every task's TaskSpec::learned is derived from
@@ -98,8 +102,10 @@ PolicyResult simulate(const Trace& trace, const model::Catalog& catalog, const S
                       SimHistory* history_out = nullptr);
 
 // The history a deployment has after one earlier run of the trace: the trace replayed once under
-// `carma` from an empty history, everything else as in `config` ("warm" starts from this).
+// `carma` from an empty history, in the same world but with its own draws (`history_seed`, which
+// should differ from config.seed: the same draws would hand `carma` the very peaks the graded run
+// will meet), everything else as in `config` ("warm" starts from this).
 SimHistory earlier_run_history(const Trace& trace, const model::Catalog& catalog,
-                               const SimConfig& config);
+                               const SimConfig& config, std::uint64_t history_seed);
 
 }  // namespace carma::sim

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ namespace carma::cli {
 
 namespace {
 
+// The warm history's default seed is this far from --seed, so that seeds 1..5 of a table never
+// learn from one another's graded draws either.
+constexpr std::uint64_t kHistorySeedOffset = 1000;
+
 struct SimulateOptions {
     std::string trace = "t1";
     std::string policies = "all";
@@ -35,6 +40,7 @@ struct SimulateOptions {
     std::string sharing = "mps";
     std::string estimator = "horus";
     std::uint64_t seed = 1;
+    std::optional<std::uint64_t> history_seed;
     double noise = 0;
     bool json = false;
     std::string report_dir;
@@ -45,6 +51,7 @@ struct SimulateOptions {
     std::string world = "model";
     double world_bias = 0;
     double world_noise = 0;
+    std::string world_compose = "model";
     bool no_speed_correction = false;
     std::string fair_share = "on";
     std::string fairshare_horizon = "1h";
@@ -101,7 +108,7 @@ int run_simulate(const SimulateOptions& o) {
     base.memory_limits = o.memory_limits;
     base.world = or_die(model::checked(
         model::WorldConfig{or_die(model::parse_world_kind(o.world)), o.world_bias, o.world_noise,
-                           o.seed}));
+                           o.seed, or_die(model::parse_world_compose(o.world_compose))}));
     base.speed_correction = !o.no_speed_correction;
     if (o.host_cpus < 0 || o.host_cpus > kMaxCpusPerTask) {
         die(fmt::format("--host-cpus {} must be a number of cores from 1 to {} (0: unlimited)",
@@ -135,11 +142,16 @@ int run_simulate(const SimulateOptions& o) {
         die(fmt::format("--preempt-min-run '{}' is negative; give a span such as 10m",
                         o.preempt_min_run));
     }
+    // Another draw than the graded run's by default: with the same one, the history would hold
+    // exactly the memory peaks the graded run is about to meet.
+    const std::uint64_t history_seed = o.history_seed.value_or(o.seed + kHistorySeedOffset);
     if (o.history == "warm") {
         base.history = std::make_shared<const sim::SimHistory>(
-            sim::earlier_run_history(trace, model::Catalog::embedded(), base));
+            sim::earlier_run_history(trace, model::Catalog::embedded(), base, history_seed));
     } else if (o.history != "cold") {
         die(fmt::format("--history '{}': use cold or warm", o.history));
+    } else if (o.history_seed) {
+        die("--history-seed is the warm history's seed; add --history warm, or leave it out");
     }
 
     const bool show_progress = !o.quiet && isatty(STDERR_FILENO) != 0;
@@ -149,6 +161,11 @@ int run_simulate(const SimulateOptions& o) {
     comparison.sharing = std::string(model::to_string(base.sharing));
     comparison.history = o.history;
     comparison.world = model::describe(base.world);
+    comparison.world_compose = std::string(model::to_string(base.world.compose));
+    comparison.seed = o.seed;
+    if (o.history == "warm") {
+        comparison.history_seed = history_seed;
+    }
     comparison.host_cpus = base.host_cpus;
     comparison.host_mem_mib = base.host_mem_mib;
     for (std::size_t k = 0; k < policies.size(); ++k) {
@@ -205,6 +222,9 @@ Action add_simulate_command(CLI::App& app) {
                     "What carma knows at the start: cold (nothing; it learns as tasks finish) or "
                     "warm (the history of one earlier run of the trace)")
         ->capture_default_str();
+    cmd->add_option("--history-seed", opts->history_seed,
+                    "Seed of the earlier run behind --history warm: its memory peaks and metric "
+                    "noise are drawn anew in the same world (default: --seed + 1000)");
     cmd->add_flag("--memory-limits", opts->memory_limits,
                   "Per-task memory limits protect co-runners (MPS limits): carma may then place "
                   "tasks of unknown memory need beside others");
@@ -236,6 +256,12 @@ Action add_simulate_command(CLI::App& app) {
                     "What collocated tasks really do: model (the device model the carma policy "
                     "predicts with) or measured (measured pair speeds, the model with the measured "
                     "spread where a pair is unknown)")
+        ->capture_default_str();
+    cmd->add_option("--world-compose", opts->world_compose,
+                    "How the world slows what no measured pair covers (three or more co-runners, "
+                    "unmeasured pairs): model (the predictor's formula), pairwise (products of "
+                    "measured pair speeds or draws from their measured spread) or bottleneck (the "
+                    "most contended of SM activity, occupancy and DRAM bandwidth sets the pace)")
         ->capture_default_str();
     cmd->add_option("--world-bias", opts->world_bias,
                     "Every collocation slower than the world says by the factor 1+F on its "
