@@ -5,21 +5,19 @@
 
 namespace carma {
 
-double charge_fraction(double memory_share, double sm_share, bool exclusive) {
-    if (exclusive) {
-        return 1;
-    }
-    const double share = std::max(memory_share, sm_share);
+double charge_fraction(double memory_share, double sm_share, double reserved_share) {
+    const double share = std::max({memory_share, sm_share, reserved_share});
     return std::isnan(share) ? 0 : std::clamp(share, 0.0, 1.0);
 }
 
-double expected_charge_rate(const Learned& learned, MiB usable_mib, int gpus, bool exclusive) {
+double expected_charge_rate(const Learned& learned, MiB usable_mib, int gpus,
+                            double reserved_share) {
     const double memory_share =
         learned.need_mib && usable_mib > 0
             ? static_cast<double>(*learned.need_mib) / static_cast<double>(usable_mib)
             : 1.0;
     return static_cast<double>(std::max(1, gpus)) *
-           charge_fraction(memory_share, learned.activity.value_or(1.0), exclusive);
+           charge_fraction(memory_share, learned.activity.value_or(1.0), reserved_share);
 }
 
 double decay(double usage, double dt_s, double half_life_s) {

@@ -46,15 +46,18 @@
 
 namespace carma {
 
-// The fraction of a GPU an attempt is charged for, in [0, 1]: 1 when exclusive, else
-// max(memory_share, sm_share) clamped to [0, 1].
-double charge_fraction(double memory_share, double sm_share, bool exclusive);
+// The fraction of a GPU an attempt is charged for, in [0, 1]: the largest of its memory share,
+// its SM share and the share it keeps from others (PolicySpec::task_reserved_share: 1 when it
+// runs alone, 1/S under a slowdown bound S), clamped to [0, 1]. A task pays for what it denies
+// others, not only for what it uses.
+double charge_fraction(double memory_share, double sm_share, double reserved_share);
 
 // GPUs' worth a task that has not been charged yet (starting: no reading of its own so far) is
 // expected to be charged per second: per GPU it holds, charge_fraction of its learned need over
 // the GPU's usable memory and its learned activity; a figure it lacks counts as the whole GPU.
 // So a task counts in its user's factor from the moment it is placed, not from its first reading.
-double expected_charge_rate(const Learned& learned, MiB usable_mib, int gpus, bool exclusive);
+double expected_charge_rate(const Learned& learned, MiB usable_mib, int gpus,
+                            double reserved_share);
 
 // `usage` decayed over `dt_s` seconds with a half-life of `half_life_s` (<= 0 or infinite: no
 // decay; dt_s <= 0: unchanged).

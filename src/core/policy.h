@@ -76,6 +76,19 @@ struct PolicySpec {
     bool task_runs_alone(const TaskSpec& task) const {
         return task_runs_alone(task.exclusive, task.max_slowdown.has_value());
     }
+    // The share of each of its GPUs a task keeps from others, which it pays for whether it uses
+    // it or not (core/fair_share.h): the whole GPU when it runs alone; else, under a slowdown
+    // bound S, 1/S, since co-runners may take no more than would slow it past S (`--max-slowdown
+    // 1` keeps every co-runner away and pays like `--exclusive`); else nothing.
+    double task_reserved_share(bool exclusive, std::optional<double> max_slowdown) const {
+        if (task_runs_alone(exclusive, max_slowdown.has_value())) {
+            return 1;
+        }
+        return max_slowdown && *max_slowdown > 0 ? std::min(1.0, 1.0 / *max_slowdown) : 0.0;
+    }
+    double task_reserved_share(const TaskSpec& task) const {
+        return task_reserved_share(task.exclusive, task.max_slowdown);
+    }
 };
 
 // Accepts the paper's names as they are (`oracle-MAGM`, `OR-RR`, `EST-LUG`, `exclusive`, ...),

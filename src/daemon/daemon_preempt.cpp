@@ -89,7 +89,7 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
     const PreemptionAsk ask{
         head_spec.user,
         expected_charge_rate(head_spec.learned, usable, std::max(head_spec.gpus, 1),
-                             sc.policy.task_runs_alone(head_spec)),
+                             sc.policy.task_reserved_share(head_spec)),
         *head_priority};
     const auto head_standing = standings.find(head_spec.user);
     price_stops(running, ask, head_standing != standings.end() ? head_standing->second.factor : 1,

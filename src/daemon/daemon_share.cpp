@@ -112,7 +112,7 @@ void Daemon::charge_usage() {
         if (!(dt > 0)) {
             continue;
         }
-        const bool alone = policy.task_runs_alone(live.exclusive, live.max_slowdown.has_value());
+        const double reserved = policy.task_reserved_share(live.exclusive, live.max_slowdown);
         double fraction = 0;
         for (int g : live.gpus) {
             const auto total = total_mib.find(g);
@@ -123,7 +123,9 @@ void Daemon::charge_usage() {
                     : 0.0;
             const auto active = live.activity_now.find(g);
             const double sm_share = active != live.activity_now.end() ? active->second : 0.0;
-            fraction += charge_fraction(memory_share, sm_share, alone || !live.seen_on.contains(g));
+            // Unseen work pays the whole GPU, as `--exclusive` does.
+            fraction += charge_fraction(memory_share, sm_share,
+                                        live.seen_on.contains(g) ? reserved : 1.0);
         }
         if (live.gpus.empty()) {
             fraction = cpu_charge_rate(live);
@@ -173,7 +175,7 @@ double Daemon::charge_rate_of(const LiveAttempt& live) const {
     }
     return expected_charge_rate(
         live.learned, usable, static_cast<int>(live.gpus.size()),
-        scheduler_.config().policy.task_runs_alone(live.exclusive, live.max_slowdown.has_value()));
+        scheduler_.config().policy.task_reserved_share(live.exclusive, live.max_slowdown));
 }
 
 // Every user the scheduler may ask about: those with usage or running attempts (the limits count

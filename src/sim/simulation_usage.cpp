@@ -47,18 +47,18 @@ void Simulation::charge(SimTask& t) {
 }
 
 void Simulation::set_charge_rate(SimTask& t) const {
-    const bool alone = config_.scheduler.policy.task_runs_alone(t.spec);
+    const double reserved = config_.scheduler.policy.task_reserved_share(t.spec);
     const double memory_share = static_cast<double>(t.world_peak_mib) /
                                 static_cast<double>(std::max<MiB>(1, config_.gpus.type.usable_mib));
     const double sm_share = t.profile.smact * t.speed;
     t.charge_rate = static_cast<double>(t.gpus.size()) *
-                    charge_fraction(memory_share, sm_share, alone);
+                    charge_fraction(memory_share, sm_share, reserved);
 }
 
 double Simulation::expected_rate(const SimTask& t) const {
     return expected_charge_rate(t.spec.learned, config_.gpus.type.usable_mib,
                                 static_cast<int>(t.gpus.size()),
-                                config_.scheduler.policy.task_runs_alone(t.spec));
+                                config_.scheduler.policy.task_reserved_share(t.spec));
 }
 
 void Simulation::note_user(const std::string& user) {
@@ -119,7 +119,7 @@ void Simulation::maybe_preempt(TaskId head) {
     const PreemptionAsk ask{ht.spec.user,
                             expected_charge_rate(ht.spec.learned, config_.gpus.type.usable_mib,
                                                  std::max(ht.spec.gpus, 1),
-                                                 config_.scheduler.policy.task_runs_alone(ht.spec)),
+                                                 config_.scheduler.policy.task_reserved_share(ht.spec)),
                             *head_priority};
     const auto head_standing = standings.find(ht.spec.user);
     price_stops(running, ask, head_standing != standings.end() ? head_standing->second.factor : 1,
@@ -169,6 +169,10 @@ void Simulation::preempt(std::size_t i) {
         const double done = solo_work(t) - t.work_left;
         if (t.checkpoint_s > 0) {
             t.kept_work = std::floor(done / t.checkpoint_s) * t.checkpoint_s;
+        }
+        if (t.kept_work > 0) {
+            // Observed, and an over-estimate by the work lost since the last checkpoint.
+            t.resumed_wall_s += now_ - t.dispatched_at;
         }
     }
     t.charge_rate = 0;

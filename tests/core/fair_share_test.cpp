@@ -14,15 +14,35 @@ using testing::MakeGpu;
 using testing::MakeTask;
 using testing::simple_model;
 
-// This test verifies the charge: the larger of the memory and SM shares, clamped to [0, 1], and
-// the whole GPU for an exclusive task.
+// This test verifies the charge: the largest of the memory share, the SM share and the share the
+// task keeps from others, clamped to [0, 1]; the whole GPU for an exclusive task.
 TEST(FairShareTest, ChargeFraction) {
-    EXPECT_DOUBLE_EQ(charge_fraction(0.25, 0.6, false), 0.6);
-    EXPECT_DOUBLE_EQ(charge_fraction(0.7, 0.2, false), 0.7);
-    EXPECT_DOUBLE_EQ(charge_fraction(0.1, 0.1, true), 1.0);
-    EXPECT_DOUBLE_EQ(charge_fraction(1.5, 0.2, false), 1.0);
-    EXPECT_DOUBLE_EQ(charge_fraction(-1, -2, false), 0.0);
-    EXPECT_DOUBLE_EQ(charge_fraction(NAN, NAN, false), 0.0);
+    EXPECT_DOUBLE_EQ(charge_fraction(0.25, 0.6, 0.0), 0.6);
+    EXPECT_DOUBLE_EQ(charge_fraction(0.7, 0.2, 0.0), 0.7);
+    EXPECT_DOUBLE_EQ(charge_fraction(0.1, 0.1, 1.0), 1.0);
+    EXPECT_DOUBLE_EQ(charge_fraction(0.1, 0.1, 0.5), 0.5);
+    EXPECT_DOUBLE_EQ(charge_fraction(1.5, 0.2, 0.0), 1.0);
+    EXPECT_DOUBLE_EQ(charge_fraction(-1, -2, 0.0), 0.0);
+    EXPECT_DOUBLE_EQ(charge_fraction(NAN, NAN, 0.0), 0.0);
+}
+
+// This test verifies that a task pays for what it denies others (issue 42): under carma, a
+// slowdown bound S keeps 1/S of the GPU from co-runners, so `--max-slowdown 1` pays like
+// `--exclusive`, `--max-slowdown 2` at least half a GPU; a policy that never shares charges
+// everything whole; a task without either keeps nothing.
+TEST(FairShareTest, ReservedShareOfASlowdownBound) {
+    const PolicySpec carma = *find_policy("carma");
+    EXPECT_DOUBLE_EQ(carma.task_reserved_share(false, 1.0), 1.0);
+    EXPECT_DOUBLE_EQ(carma.task_reserved_share(true, std::nullopt), 1.0);
+    EXPECT_DOUBLE_EQ(carma.task_reserved_share(false, 2.0), 0.5);
+    EXPECT_DOUBLE_EQ(carma.task_reserved_share(false, 1.25), 0.8);
+    EXPECT_DOUBLE_EQ(carma.task_reserved_share(false, std::nullopt), 0.0);
+    EXPECT_DOUBLE_EQ(find_policy("exclusive")->task_reserved_share(false, std::nullopt), 1.0);
+    // The paper's sharing policies cannot predict a slowdown: a bound makes the task run alone.
+    EXPECT_DOUBLE_EQ(find_policy("oracle-MAGM")->task_reserved_share(false, 3.0), 1.0);
+    // A light task under --max-slowdown 1 pays what --exclusive pays.
+    EXPECT_DOUBLE_EQ(charge_fraction(0.05, 0.1, carma.task_reserved_share(false, 1.0)),
+                     charge_fraction(0.05, 0.1, carma.task_reserved_share(true, std::nullopt)));
 }
 
 // This test verifies the decay: usage halves every half-life, and a ledger decays what it held
@@ -124,16 +144,16 @@ TEST(FairShareTest, ExpectedChargeOfATaskNotChargedYet) {
     Learned l;
     l.need_mib = 10000;
     l.activity = 0.6;
-    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 2, false), 1.2);
+    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 2, 0.0), 1.2);
     l.activity = 0.1;
-    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 1, false), 0.25);
-    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 2, true), 2.0);
-    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 0, 1, false), 1.0);
+    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 1, 0.0), 0.25);
+    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 2, 1.0), 2.0);
+    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 0, 1, 0.0), 1.0);
     l.activity.reset();
-    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 1, false), 1.0);
+    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 1, 0.0), 1.0);
     l.activity = 0.3;
     l.need_mib.reset();
-    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 1, false), 1.0);
+    EXPECT_DOUBLE_EQ(expected_charge_rate(l, 40000, 1, 0.0), 1.0);
 }
 
 // This test verifies the priority formula: W_fs * F + W_age * overdue - nice.

@@ -132,6 +132,29 @@ TEST(FairShareSimTest, ExclusiveNeverCollocated) {
     }
 }
 
+// This test verifies that `--max-slowdown 1` is charged like `--exclusive` (issue 42): under carma
+// such a task keeps every co-runner away, so it pays for the whole GPU it denies others; a light
+// task with neither pays for what it uses, far less.
+TEST(FairShareSimTest, MaxSlowdownOneIsChargedLikeExclusive) {
+    auto charged = [](const char* exclusive, const char* max_slowdown) {
+        const Trace trace = *parse_trace(
+            fmt::format("submit_offset_s,task_name,user,exclusive,max_slowdown\n"
+                        "0,mobilenet3,alice,{},{}\n",
+                        exclusive, max_slowdown),
+            "bound");
+        const PolicyResult r = simulate(trace, model::Catalog::embedded(), config_for("carma"));
+        EXPECT_EQ(r.tasks_completed, 1);
+        return r.tasks.at(0).charged_gpu_s;
+    };
+    const double exclusive = charged("1", "");
+    const double bound_one = charged("0", "1");
+    const double shared = charged("0", "");
+    ASSERT_GT(exclusive, 0);
+    EXPECT_NEAR(bound_one, exclusive, 1e-6 * exclusive);
+    EXPECT_LT(shared, 0.8 * exclusive) << "the test needs a light task";
+    EXPECT_NEAR(charged("0", "2"), std::max(shared, 0.5 * exclusive), 0.02 * exclusive);
+}
+
 // This test verifies per_user and jain_index: tasks, charged GPU-hours, mean wait and slowdown
 // per user, in the JSON too; the users' charged hours add up to the tasks'.
 TEST(FairShareSimTest, PerUserAndJainInJson) {
