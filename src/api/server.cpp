@@ -4,6 +4,7 @@
 #include "api/server_replies.h"
 #include "api/web_session.h"
 #include "core/host_port.h"
+#include "core/json_limits.h"
 #include "core/text.h"
 #include "http/json_reply.h"
 #include "http/listener.h"
@@ -122,6 +123,12 @@ struct ApiServer::Impl {
             send_error(res, {400, fmt::format("the request body is not valid JSON (UTF-8): "
                                               "invalid byte at offset {}",
                                               bad)});
+            return std::nullopt;
+        }
+        if (auto at = json_too_deep_at(req.body)) {
+            send_error(res, {400, fmt::format("the request body nests arrays and objects deeper "
+                                              "than {} (at byte {}); no CARMA request does",
+                                              kMaxJsonDepth, *at)});
             return std::nullopt;
         }
         try {

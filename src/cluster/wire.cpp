@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/json_limits.h"
 #include "core/json_number.h"
 #include "core/text.h"
 
@@ -434,30 +435,11 @@ Result<nlohmann::json> parse_wire_json(std::string_view text, std::size_t max_by
                     fmt::format("the message has {} bytes, more than the {} a message may have",
                                 text.size(), max_bytes));
     }
-    // The depth, counted before parsing: brackets outside strings, where a '"' is one not
-    // escaped by a '\'. Exact for valid JSON; for other text the parser refuses it anyway.
-    std::size_t depth = 0;
-    bool in_string = false;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const char c = text[i];
-        if (in_string) {
-            if (c == '\\') {
-                ++i;
-            } else if (c == '"') {
-                in_string = false;
-            }
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > kMaxWireDepth) {
-                return fail(ErrorCode::InvalidArgument,
-                            fmt::format("the message nests arrays and objects deeper than {} "
-                                        "(at byte {}); no CARMA message does",
-                                        kMaxWireDepth, i));
-            }
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            --depth;
-        }
+    if (auto at = json_too_deep_at(text, kMaxWireDepth)) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("the message nests arrays and objects deeper than {} (at byte {}); "
+                                "no CARMA message does",
+                                kMaxWireDepth, *at));
     }
     try {
         return json::parse(text);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/json_limits.h"
 #include "daemon/daemon.h"
 
 namespace carma::daemon {
@@ -86,7 +87,7 @@ api::ApiResult<nlohmann::json> Daemon::drain_nodes(const api::Caller& caller,
     if (drained.empty()) {
         return api::api_fail(404, fmt::format("no node of {} reports to this daemon; see "
                                               "`carma slurm status` or GET /v1/nodes",
-                                              body.dump()));
+                                              json_excerpt(body)));
     }
     {
         std::lock_guard lock(mu_);

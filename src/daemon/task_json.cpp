@@ -10,6 +10,7 @@
 #include "core/controls.h"
 #include "core/fingerprint.h"
 #include "core/host.h"
+#include "core/json_limits.h"
 #include "daemon/acct_json.h"
 #include "core/knowledge.h"
 #include "core/mail.h"
@@ -80,7 +81,7 @@ api::ApiResult<std::vector<Dependency>> dependencies_from_submission(const nlohm
                 return api::api_fail(400, fmt::format("every element of 'after' must be a task: "
                                                       "an id (12), an array member (\"12_3\") "
                                                       "or a whole array (\"12_*\"); got {}",
-                                                      id.dump()));
+                                                      json_excerpt(id)));
             }
             out.push_back({DependencyType::AfterOk, *ref});
         }
@@ -99,7 +100,7 @@ api::ApiResult<std::vector<Dependency>> dependencies_from_submission(const nlohm
                                                       "\"afternotok\", \"task\": \"12\"|"
                                                       "\"12_3\"|\"12_*\"}} or "
                                                       "{{\"type\": \"singleton\"}}; got {}",
-                                                      d.dump()));
+                                                      json_excerpt(d)));
             }
             out.push_back(*dep);
         }
@@ -223,7 +224,7 @@ api::ApiResult<std::optional<std::vector<std::string>>> explicit_env_from_submis
         if (!in_env) {
             return api::api_fail(400, fmt::format("'explicit_env' names {}, which 'env' does not "
                                                   "set; list only variables of 'env'",
-                                                  n.dump()));
+                                                  json_excerpt(n)));
         }
         if (std::find(names.begin(), names.end(), name) == names.end()) {
             names.push_back(name);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json_limits.h"
 #include "core/json_number.h"
 #include "exec/launch.h"
 
@@ -20,11 +21,7 @@ namespace {
 using nlohmann::json;
 
 Result<json> parse_json(std::string_view text, std::string_view what) {
-    try {
-        return json::parse(text);
-    } catch (const json::exception& e) {
-        return fail(ErrorCode::InvalidArgument, fmt::format("{} is not JSON: {}", what, e.what()));
-    }
+    return parse_json_within(text, what);
 }
 
 // A number of a request or exit record as a T (core/json_number.h): nlohmann's get<T>() of 1e300

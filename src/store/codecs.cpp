@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/json_limits.h"
 #include "core/mail.h"
 #include "store/columns.h"
 #include "store/dependency_json.h"
@@ -55,6 +56,10 @@ Result<void> check_finite(const TaskSpec& spec) {
 template <typename Decode>
 auto decode_json(TaskId id, const char* column, const std::string& text, Decode decode) {
     try {
+        if (auto at = json_too_deep_at(text)) {
+            throw std::runtime_error(fmt::format("nested deeper than {} at byte {}", kMaxJsonDepth,
+                                                 *at));
+        }
         return decode(json::parse(text));
     } catch (const std::exception& e) {  // json's own, and what a decoder refuses
         throw std::runtime_error(fmt::format("task {}: bad {}: {}", id, column, e.what()));

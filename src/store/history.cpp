@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json_limits.h"
 #include "store/columns.h"
 #include "store/peak_json.h"
 #include "store/store.h"
@@ -28,7 +29,7 @@ std::string peak_text(const std::map<int, MiB>& peak) { return peak_to_json(peak
 
 std::map<int, MiB> peak_from_text(const std::string& text) {
     std::map<int, MiB> peak;
-    const json j = json::parse(text, nullptr, false);
+    const json j = json_too_deep_at(text) ? json() : json::parse(text, nullptr, false);
     if (!j.is_object()) {
         return peak;  // a damaged cell costs one row's per-GPU detail, not the whole query
     }

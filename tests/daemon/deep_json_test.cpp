@@ -1,0 +1,84 @@
+// Hardening, round three (issue 44, break 1): any local user, and a TCP client with a read-only
+// token, crashed the daemon with one request body nested 70,000 deep (140 KB) in `after`,
+// `dependencies` or `explicit_env`: an error message quoted the value with dump(), which recurses
+// once per level. Every such body is now refused before it is parsed, on both endpoints and both
+// listeners, and a value within the limit is quoted only by its size.
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "daemon_fixture.h"
+#include "http_support.h"
+
+namespace carma::daemon_test {
+namespace {
+
+using test_support::HttpReply;
+using test_support::socket_request;
+using test_support::tcp_request;
+
+std::string nested(std::size_t depth) {
+    return std::string(depth, '[') + std::string(depth, ']');
+}
+
+struct DeepCase {
+    const char* target;
+    std::string body;
+};
+
+std::vector<DeepCase> deep_cases(const std::string& value) {
+    const std::string task = R"({"command": ["/bin/true"], "workdir": "/tmp", )";
+    return {
+        {"/v1/estimate", task + R"("after": )" + value + "}"},
+        {"/v1/tasks", task + R"("after": )" + value + "}"},
+        {"/v1/tasks", task + R"("dependencies": )" + value + "}"},
+        {"/v1/estimate", task + R"("dependencies": )" + value + "}"},
+        {"/v1/tasks", task + R"("env": {"A": "1"}, "explicit_env": )" + value + "}"},
+        {"/v1/estimate", task + R"("env": {"A": "1"}, "explicit_env": )" + value + "}"},
+    };
+}
+
+// This test verifies that a body nested 70,000 deep in each of the three fields, on both
+// endpoints, over the socket and over TCP with a read-only token, is refused with a 400 that
+// names the limit, and that the daemon answers after every one of them.
+TEST_F(DaemonTest, DeeplyNestedRequestsAreRefusedNotACrash) {
+    const std::string token_file = dir_ + "/token";
+    std::ofstream(token_file) << "0123456789abcdef0123456789abcdef\n";
+    ::chmod(token_file.c_str(), 0600);
+    const int port = 20000 + static_cast<int>((::getpid() + 7919) % 20000);
+    start("exclusive", {"--tcp", "127.0.0.1:" + std::to_string(port), "--token-file", token_file});
+    const httplib::Headers auth = {{"Authorization", "Bearer 0123456789abcdef0123456789abcdef"},
+                                   {"Content-Type", "application/json"}};
+    for (const DeepCase& c : deep_cases(nested(70000))) {
+        const HttpReply local = socket_request(socket_, "POST", c.target, c.body,
+                                               {{"Content-Type", "application/json"}});
+        EXPECT_EQ(local.status, 400) << c.target << ": " << local.body;
+        EXPECT_NE(local.body.find("deeper than 64"), std::string::npos) << local.body;
+        ASSERT_TRUE(client().healthz()) << c.target << "\n" << daemon_log();
+        const HttpReply remote = tcp_request(port, "POST", c.target, auth, c.body);
+        EXPECT_EQ(remote.status, 400) << c.target << ": " << remote.body;
+        EXPECT_NE(remote.body.find("deeper than 64"), std::string::npos) << remote.body;
+        ASSERT_TRUE(client().healthz()) << c.target << " over TCP\n" << daemon_log();
+    }
+}
+
+// This test verifies that a nested value within the limit reaches the field's own check, whose
+// message quotes it by its size, never by dumping it.
+TEST_F(DaemonTest, NestedValuesAreQuotedByTheirSize) {
+    start("exclusive");
+    for (const DeepCase& c : deep_cases("[" + nested(60) + "]")) {
+        const HttpReply r = socket_request(socket_, "POST", c.target, c.body,
+                                           {{"Content-Type", "application/json"}});
+        EXPECT_EQ(r.status, 400) << c.target << ": " << r.body;
+        EXPECT_NE(r.body.find("an array of 1 item"), std::string::npos) << c.body.substr(0, 120)
+                                                                          << ": " << r.body;
+        EXPECT_EQ(r.body.find("[[[[[[[["), std::string::npos) << r.body;
+    }
+    EXPECT_TRUE(client().healthz());
+}
+
+}  // namespace
+}  // namespace carma::daemon_test
