@@ -193,9 +193,9 @@ struct ApiServer::Impl {
         h.sec_fetch_mode = req.get_header_value("Sec-Fetch-Mode");
         h.content_type = req.get_header_value("Content-Type");
         h.carma_page = req.get_header_value(std::string(kPageHeader).c_str());
-        const std::string length = req.get_header_value("Content-Length");
-        h.has_body = (!length.empty() && length != "0") ||
-                     req.get_header_value("Transfer-Encoding") == "chunked";
+        // The parser's reading (Transfer-Encoding in any case, Content-Length), never the raw
+        // header: `Chunked` once passed here as no body and skipped the 415 check.
+        h.has_body = req.has_body;
         return h;
     }
 

@@ -326,6 +326,7 @@ bool Listener::serve_one(SocketReader& in, Connection& conn, bool last) {
     const BodyFraming& body = framing.framing;
     const bool has_body = body.kind == BodyFraming::Kind::Chunked ||
                           (body.kind == BodyFraming::Kind::Length && body.length > 0);
+    req.has_body = has_body;
     bool close = last || client_closes(req) || stopping_;
 
     if (admission_ && admission_(req, res, conn) == HandlerResponse::Handled) {

@@ -35,6 +35,9 @@ struct Request {
     // Why the request could not be read, for the error handler of a 400 the listener answers
     // itself (empty otherwise).
     std::string parse_error;
+    // Whether the parser found a body (chunked, or a Content-Length above 0): what guards read,
+    // never the raw headers, so that they and the parser read each header one way.
+    bool has_body = false;
 
     bool has_header(const std::string& name) const;
     // The first value of `name`, or `fallback`.

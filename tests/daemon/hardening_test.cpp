@@ -1,10 +1,18 @@
-// Hardening, round three (issue 44, break 1): any local user, and a TCP client with a read-only
-// token, crashed the daemon with one request body nested 70,000 deep (140 KB) in `after`,
-// `dependencies` or `explicit_env`: an error message quoted the value with dump(), which recurses
-// once per level. Every such body is now refused before it is parsed, on both endpoints and both
-// listeners, and a value within the limit is quoted only by its size.
+// Hardening, round three (issue 44), against a real daemon:
+// - break 1: any local user, and a TCP client with a read-only token, crashed the daemon with one
+//   request body nested 70,000 deep (140 KB) in `after`, `dependencies` or `explicit_env`: an
+//   error message quoted the value with dump(), which recurses once per level. Every such body is
+//   now refused before it is parsed, on both endpoints and both listeners, and a value within
+//   the limit is quoted only by its size;
+// - break 7: the browser guard read `Transfer-Encoding` itself, case-sensitively, while the
+//   parser ignores case, so a `Chunked` text/plain body skipped the 415 check.
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <fstream>
 #include <string>
@@ -78,6 +86,55 @@ TEST_F(DaemonTest, NestedValuesAreQuotedByTheirSize) {
         EXPECT_EQ(r.body.find("[[[[[[[["), std::string::npos) << r.body;
     }
     EXPECT_TRUE(client().healthz());
+}
+
+// The bytes a raw request over the socket gets back (up to the peer's close or 5 s).
+std::string raw_exchange(const std::string& socket, const std::string& request) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        if (fd >= 0) {
+            ::close(fd);
+        }
+        return "cannot connect";
+    }
+    timeval timeout{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+        out.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    return out;
+}
+
+// This test verifies that the browser guard reads the body as the parser does: a chunked
+// text/plain submission is refused with 415 however `chunked` is spelled, and nothing is
+// submitted; the same body declared JSON is accepted, so the refusal is the content type's.
+TEST_F(DaemonTest, ChunkedInAnyCaseIsCheckedForItsContentType) {
+    start("exclusive");
+    const std::string body = json{{"command", {"/bin/true"}}, {"workdir", "/tmp"}}.dump();
+    auto chunked = [&](const std::string& coding, const std::string& type) {
+        char size[32];
+        std::snprintf(size, sizeof size, "%zx", body.size());
+        return raw_exchange(socket_, "POST /v1/tasks HTTP/1.1\r\nHost: localhost\r\n"
+                                     "Transfer-Encoding: " + coding + "\r\nContent-Type: " + type +
+                                     "\r\nConnection: close\r\n\r\n" + size + "\r\n" + body +
+                                     "\r\n0\r\n\r\n");
+    };
+    for (const char* coding : {"chunked", "Chunked", "CHUNKED"}) {
+        const std::string reply = chunked(coding, "text/plain");
+        EXPECT_EQ(reply.rfind("HTTP/1.1 415", 0), 0u) << coding << ": " << reply;
+    }
+    auto listed = client().list_tasks(true);
+    ASSERT_TRUE(listed);
+    EXPECT_EQ((*listed)["tasks"].size(), 0u) << "nothing was submitted";
+    const std::string accepted = chunked("CHUNKED", "application/json");
+    EXPECT_EQ(accepted.rfind("HTTP/1.1 201", 0), 0u) << accepted;
 }
 
 }  // namespace
