@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace carma {
@@ -143,13 +144,41 @@ inline std::size_t invalid_utf8_at(std::string_view s) {
     return std::string_view::npos;
 }
 
+// Unicode's format characters (general category Cf, Unicode 15.0: the table of
+// unicodedata.category() of Python's Unicode 14 plus the Egyptian format controls
+// U+13439-1343F that 15.0 added). Invisible, and many reorder text (bidi marks and isolates,
+// U+061C), hide it (tag characters U+E0020-E007F) or stand for what follows (U+FFF9-FFFB).
+inline constexpr std::array<std::pair<char32_t, char32_t>, 21> kFormatCharacters = {{
+    {0xAD, 0xAD},       {0x600, 0x605},     {0x61C, 0x61C},     {0x6DD, 0x6DD},
+    {0x70F, 0x70F},     {0x890, 0x891},     {0x8E2, 0x8E2},     {0x180E, 0x180E},
+    {0x200B, 0x200F},   {0x202A, 0x202E},   {0x2060, 0x2064},   {0x2066, 0x206F},
+    {0xFEFF, 0xFEFF},   {0xFFF9, 0xFFFB},   {0x110BD, 0x110BD}, {0x110CD, 0x110CD},
+    {0x13430, 0x1343F}, {0x1BCA0, 0x1BCA3}, {0x1D173, 0x1D17A}, {0xE0001, 0xE0001},
+    {0xE0020, 0xE007F},
+}};
+
+inline bool format_character(char32_t c) {
+    for (const auto& [lo, hi] : kFormatCharacters) {
+        if (c >= lo && c <= hi) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// Private use (U+E000-F8FF and planes 15 and 16): no meaning a reader can know, and terminals
+// and fonts give them their own (icons, or nothing).
+inline bool private_use(char32_t c) {
+    return (c >= 0xE000 && c <= 0xF8FF) || (c >= 0xF0000 && c <= 0x10FFFD);
+}
+
 // What must not reach a terminal as is: C0 and C1 controls and DEL (escape sequences start
-// there: a window title, a clipboard write, clearing the screen), bytes that are not UTF-8, and
-// the invisible characters that reorder or break a line (bidi overrides, line separators).
+// there: a window title, a clipboard write, clearing the screen), bytes that are not UTF-8, the
+// line and paragraph separators, every format character (invisible; many reorder or hide text)
+// and every private-use character.
 inline bool unsafe_on_terminal(char32_t c) {
     return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == kInvalidCodePoint ||
-           (c >= 0x200B && c <= 0x200F) || (c >= 0x2028 && c <= 0x202E) ||
-           (c >= 0x2060 && c <= 0x206F) || c == 0xFEFF;
+           c == 0x2028 || c == 0x2029 || format_character(c) || private_use(c);
 }
 
 // Text from the daemon (task names, commands, environments, messages, user and node names,

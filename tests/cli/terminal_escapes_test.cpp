@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -114,6 +115,25 @@ TEST(PrintableTest, ReplacesControlsKeepsText) {
     EXPECT_EQ(printable("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80"),
               "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80");
     EXPECT_EQ(printable("one\n\x1b[2Jtwo\n", true), "one\n?[2Jtwo\n");
+}
+
+// This test verifies the classes a red team found passing (issue 44, break 8): every Unicode
+// format character (Cf) and every private-use character becomes one '?': the Arabic letter mark
+// U+061C, the tag characters U+E0000-E007F, the interlinear annotations U+FFF9-FFFB, the soft
+// hyphen, and private use in the BMP and planes 15-16; letters next to them stay.
+TEST(PrintableTest, FormatAndPrivateUseCharactersAreReplaced) {
+    const std::pair<const char*, const char*> cases[] = {
+        {"a\u061Cb", "U+061C"},       {"a\U000E0041b", "tag A"},   {"a\U000E007Fb", "cancel tag"},
+        {"a\U000E0001b", "language"}, {"a\uFFF9b", "U+FFF9"},      {"a\uFFFBb", "U+FFFB"},
+        {"a\u00ADb", "soft hyphen"},  {"a\u2066b", "isolate"},     {"a\U0001BCA0b", "U+1BCA0"},
+        {"a\uE000b", "BMP private"},  {"a\uF8FFb", "U+F8FF"},      {"a\U000F0000b", "plane 15"},
+        {"a\U0010FFFDb", "plane 16"}, {"a\U0001343Fb", "U+1343F"},
+    };
+    for (const auto& [text, what] : cases) {
+        EXPECT_EQ(printable(text), "a?b") << what;
+    }
+    // Not format characters: an accented letter, a CJK one, the replacement character.
+    EXPECT_EQ(printable("\u00E9\u4E2D\uFFFD"), "\u00E9\u4E2D\uFFFD");
 }
 
 // This test verifies that `carma show` prints a task's name, user, command, workdir, environment,
