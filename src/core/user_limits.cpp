@@ -19,10 +19,11 @@ std::optional<LimitRefusal> check_submission_size(const UserLimits& limits,
     }
     if (limits.max_submit_bytes_per_task > 0 && size.task_bytes > limits.max_submit_bytes_per_task) {
         return LimitRefusal{413, "max_submit_bytes_per_task",
-                            fmt::format("the task's command line, environment and name take {} "
-                                        "bytes; this daemon takes at most {} per task "
-                                        "(limits.max_submit_bytes_per_task); export fewer "
-                                        "variables (--export) or pass large arguments in a file",
+                            fmt::format("the task's fields (command line, environment, name, "
+                                        "files, dependencies) take {} bytes; this daemon takes "
+                                        "at most {} per task (limits.max_submit_bytes_per_task); "
+                                        "export fewer variables (--export), pass large arguments "
+                                        "in a file, or depend on a whole array (12_*)",
                                         size.task_bytes, limits.max_submit_bytes_per_task),
                             std::nullopt};
     }

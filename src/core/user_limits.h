@@ -19,7 +19,8 @@ struct UserLimits {
     std::size_t max_waiting_per_user = 10000;
     // Members of one array (`--array`); 0 = no limit.
     std::size_t max_array_size = 10000;
-    // What one task may carry: its command line, environment and name, in bytes; 0 = no limit.
+    // What one task may store: every field it gives (command line, environment, name, files,
+    // dependencies; daemon/task_json.h submission_bytes), in bytes; 0 = no limit.
     std::size_t max_submit_bytes_per_task = 64 * 1024;
     // What one submission may store in all: its tasks times their bytes (an array repeats its
     // command line and environment in every member); 0 = no limit.
@@ -62,7 +63,7 @@ struct LimitRefusal {
 // What a submission asks for, measured by the caller.
 struct SubmissionSize {
     std::size_t tasks = 1;       // 1, or the array's members
-    std::size_t task_bytes = 0;  // argv + env + name of one task
+    std::size_t task_bytes = 0;  // what one task stores, every field counted
     bool array = false;
     int gpus = 1;  // GPUs each task asks for
 };

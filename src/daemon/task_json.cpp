@@ -581,14 +581,24 @@ api::ApiResult<std::vector<int>> array_from_submission(const nlohmann::json& bod
 }
 
 std::size_t submission_bytes(const store::TaskRow& task) {
-    std::size_t n = task.spec.name.size();
-    for (const std::string& a : task.spec.command) {
+    const TaskSpec& s = task.spec;
+    std::size_t n = kStoredTaskRowBytes;
+    for (const std::string* text : {&s.name, &task.workdir, &s.workload, &s.output, &s.error,
+                                    &s.mail_user, &s.conda, &s.venv, &task.user}) {
+        n += text->size();
+    }
+    for (const std::string& a : s.command) {
         n += a.size() + 1;
     }
     for (const auto& [k, v] : task.env) {
         n += k.size() + v.size() + 2;
     }
-    return n;
+    if (s.explicit_env) {
+        for (const std::string& name : *s.explicit_env) {
+            n += name.size() + 1;
+        }
+    }
+    return n + s.dependencies.size() * kStoredDependencyBytes;
 }
 
 }  // namespace carma::daemon

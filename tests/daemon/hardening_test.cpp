@@ -4,6 +4,8 @@
 //   error message quoted the value with dump(), which recurses once per level. Every such body is
 //   now refused before it is parsed, on both endpoints and both listeners, and a value within
 //   the limit is quoted only by its size;
+// - break 2: max_submit_bytes_per_request counted only name, argv and env, so `workload` or
+//   `output` of 900 KB, or `after` of 1,000 tasks on an array of 4,000, stored hundreds of MB;
 // - break 7: the browser guard read `Transfer-Encoding` itself, case-sensitively, while the
 //   parser ignores case, so a `Chunked` text/plain body skipped the 415 check.
 
@@ -86,6 +88,41 @@ TEST_F(DaemonTest, NestedValuesAreQuotedByTheirSize) {
         EXPECT_EQ(r.body.find("[[[[[[[["), std::string::npos) << r.body;
     }
     EXPECT_TRUE(client().healthz());
+}
+
+// This test verifies that the byte limits count every stored field: a 900-KB `workload` or
+// `output` is refused by the per-task limit, `after` of 1,000 tasks on 4,000 members (a request
+// of 3 KB that would store 128 MB) by the per-request limit, each naming its limit; nothing of
+// them is stored, and a small dependency still goes through.
+TEST_F(DaemonTest, ByteLimitsCountEveryStoredField) {
+    start("exclusive");
+    const json sleeper = {{"command", {"/bin/sleep", "600"}}, {"workdir", "/tmp"}};
+    const TaskId first = submit(sleeper);
+    auto refused = [&](const json& body, const char* limit) {
+        const HttpReply r = socket_request(socket_, "POST", "/v1/tasks", body.dump(),
+                                           {{"Content-Type", "application/json"}});
+        EXPECT_EQ(r.status, 413) << limit << ": " << r.body.substr(0, 300);
+        EXPECT_NE(r.body.find(limit), std::string::npos) << r.body.substr(0, 300);
+    };
+    json big_workload = sleeper;
+    big_workload["workload"] = std::string(900 * 1000, 'w');
+    refused(big_workload, "max_submit_bytes_per_task");
+    json big_output = sleeper;
+    big_output["output"] = std::string(900 * 1000, 'o');
+    refused(big_output, "max_submit_bytes_per_task");
+    json amplified = sleeper;
+    amplified["after"] = std::vector<TaskId>(1000, first);
+    amplified["array"] = "0-3999";
+    refused(amplified, "max_submit_bytes_per_request");
+    auto listed = client().list_tasks(true);
+    ASSERT_TRUE(listed);
+    EXPECT_EQ((*listed)["tasks"].size(), 1u) << "nothing of them was stored";
+    json small = sleeper;
+    small["after"] = {first};
+    small["array"] = "0-9";
+    const HttpReply ok = socket_request(socket_, "POST", "/v1/tasks", small.dump(),
+                                        {{"Content-Type", "application/json"}});
+    EXPECT_EQ(ok.status, 201) << ok.body;
 }
 
 // The bytes a raw request over the socket gets back (up to the peer's close or 5 s).
