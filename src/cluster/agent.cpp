@@ -16,6 +16,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "cluster/launch_identity.h"
 #include "cluster/wire.h"
 #include "exec/clock.h"
 #include "exec/launch.h"
@@ -308,19 +309,10 @@ private:
         }
         exec::LaunchRequest req = c.request;
         const uid_t me = ::geteuid();
-        if (me != 0 && req.uid != me) {
+        if (auto refused = refuse_launch_identity({req.uid, req.gid, req.groups}, me,
+                                                  o_.allow_root_tasks, o_.privileged_groups)) {
             reply.invalid = true;
-            reply.error = fmt::format(
-                "the agent runs as uid {} and cannot run a task of uid {}; run the agent as root "
-                "or let that user's own allocation serve it",
-                me, req.uid);
-            return reply;
-        }
-        if (me == 0 && req.uid == 0 && !o_.allow_root_tasks) {
-            reply.invalid = true;
-            reply.error =
-                "the agent refuses tasks of uid 0 (root): whoever could pose as the server would "
-                "get root on this node; start the agent with --allow-root-tasks to run them";
+            reply.error = std::move(*refused);
             return reply;
         }
         req.switch_user = me == 0 && req.uid != 0;

@@ -9,7 +9,10 @@
 // has not yet told it to forget, so nothing that ran or ended while it was away is lost. A server
 // that cannot be reached is retried with backoff; the tasks keep running meanwhile.
 
+#include <sys/types.h>
+
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -36,6 +39,9 @@ struct AgentOptions {
     // A root agent runs tasks of uid 0 only when told so: otherwise whoever could pose as the
     // server would get root on every node.
     bool allow_root_tasks = false;
+    // Groups a root agent's tasks may not have, primary or supplementary, by gid (gid 0 always):
+    // cluster/launch_identity.h, the agent's --privileged-groups resolved on the node.
+    std::map<gid_t, std::string> privileged_groups;
 };
 
 // Runs until `stop`; returns the process's exit status. Errors at start (no GPUs, a bad state

@@ -1,6 +1,7 @@
 // `carma agent`: runs on a node, owns its GPUs and reports to a CARMA server (cluster/agent.h).
 // In carma-daemon, like `carma serve`: it needs the GPU backends and the HTTP client.
 
+#include <grp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,7 +10,9 @@
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -18,6 +21,7 @@
 #include "cli/commands.h"
 #include "cluster/agent.h"
 #include "cluster/authenticator.h"
+#include "cluster/launch_identity.h"
 #include "core/host_port.h"
 #include "exec/self.h"
 
@@ -46,6 +50,7 @@ struct AgentFlags {
     std::string shim_path;
     bool stop_tasks_on_exit = false;
     bool allow_root_tasks = false;
+    std::vector<std::string> privileged_groups = cluster::kDefaultPrivilegedGroups;
 };
 
 std::string env_or(const char* name, const std::string& fallback) {
@@ -134,6 +139,12 @@ int run_agent_command(AgentFlags& f) {
     o.period_s = 1.0 / f.time_scale;
     o.stop_tasks_on_exit = f.stop_tasks_on_exit;
     o.allow_root_tasks = f.allow_root_tasks;
+    for (const std::string& name : f.privileged_groups) {
+        // A group this node lacks cannot be given to a task here: nothing to refuse.
+        if (const group* g = ::getgrnam(name.c_str())) {
+            o.privileged_groups.emplace(g->gr_gid, name);
+        }
+    }
     if (f.shim_path.empty()) {
         auto exe = exec::this_executable();
         if (!exe) {
@@ -196,6 +207,11 @@ Action add_agent_command(CLI::App& app) {
     cmd->add_flag("--allow-root-tasks", f->allow_root_tasks,
                   "A root agent runs tasks of uid 0 too (refused by default: whoever could pose "
                   "as the server would get root on this node)");
+    cmd->add_option("--privileged-groups", f->privileged_groups,
+                    "Groups a root agent refuses in a task's identity, primary or supplementary, "
+                    "unless --allow-root-tasks (gid 0 always)")
+        ->delimiter(',')
+        ->capture_default_str();
     return [f] { return run_agent_command(*f); };
 }
 
