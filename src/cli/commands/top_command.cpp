@@ -419,9 +419,12 @@ int run_live(const TopOptions& o) {
         const auto close_pipe = [&] {
             g_wake_fd.store(-1);
             let_go = poller.stop();
-            ::close(pipe_fds[0]);
+            // A poller let go inside a request still writes to the pipe when it ends: with the
+            // read end closed, that write would kill the process with SIGPIPE (exit 141 instead
+            // of 143 after SIGTERM, seen under ASan's slower exit). Exit closes both ends then.
             if (!let_go) {
-                ::close(pipe_fds[1]);  // else the poller may still write to it; exit closes it
+                ::close(pipe_fds[0]);
+                ::close(pipe_fds[1]);
             }
         };
         try {
