@@ -214,7 +214,7 @@ PACK_TRACE=$WORK/pack.csv
 HEADER="submit_offset_s,task_name,model,batch_size,gpus,standalone_minutes,memory_gb,epochs,class"
 {
     echo "$HEADER"
-    for i in 1 2 3 4 5 6 7 8; do echo "0,fill$i,mobilenet_v2,128,1,20,11.34,1,medium"; done
+    for i in 1 2 3 4 5 6 7 8; do echo "0,fill$i,mobilenet_v2,128,1,40,11.34,1,medium"; done
 } >"$TRACE"
 {
     echo "$HEADER"
