@@ -178,20 +178,6 @@ bool same_secret(std::string_view a, std::string_view b) {
 
 }  // namespace detail
 
-bool valid_node_name(std::string_view node) {
-    if (node.empty() || node.size() > kMaxNodeNameLength) {
-        return false;
-    }
-    for (char c : node) {
-        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                        (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-        if (!ok) {
-            return false;
-        }
-    }
-    return true;
-}
-
 std::string sha256_hex(std::string_view data) {
     unsigned char out[EVP_MAX_MD_SIZE];
     unsigned int len = 0;

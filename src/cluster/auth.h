@@ -40,6 +40,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "core/node_name.h"
 #include "core/result.h"
 
 namespace carma::cluster::auth {
@@ -48,13 +49,13 @@ namespace carma::cluster::auth {
 inline constexpr std::string_view kAuthHeader = "X-Carma-Auth";
 // How far a timestamp may be from the verifier's clock, either way, by default (seconds).
 inline constexpr double kDefaultWindowS = 60;
-inline constexpr std::size_t kMaxNodeNameLength = 255;
+using carma::kMaxNodeNameLength;
 inline constexpr std::size_t kNonceHexLength = 32;
 
 enum class Mode { Token, Munge };
 
-// 1..255 characters of [A-Za-z0-9._-].
-bool valid_node_name(std::string_view node);
+// 1..255 characters of [A-Za-z0-9._-], not "." or ".." (core/node_name.h).
+using carma::valid_node_name;
 
 // Lowercase hex of SHA-256(data).
 std::string sha256_hex(std::string_view data);

@@ -12,6 +12,7 @@
 
 #include "core/json_limits.h"
 #include "core/json_number.h"
+#include "core/node_name.h"
 #include "core/text.h"
 
 namespace carma::cluster {
@@ -172,14 +173,6 @@ struct Reader {
         }
     }
 };
-
-bool valid_node_name(std::string_view name) {
-    return !name.empty() && name.size() <= kMaxNodeName &&
-           std::all_of(name.begin(), name.end(), [](char c) {
-               return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                      c == '.' || c == '_' || c == '-';
-           });
-}
 
 MetricSource source_from(std::string_view s) {
     for (MetricSource m : {MetricSource::Unavailable, MetricSource::Emulated, MetricSource::Dcgm,

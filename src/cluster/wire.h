@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/node_name.h"
 #include "core/result.h"
 #include "device/gpu_backend.h"
 #include "exec/launch.h"
@@ -52,7 +53,7 @@ inline constexpr std::size_t kMaxLogChunks = 4;        // per attempt (the agent
 inline constexpr std::size_t kMaxLogChunkBytes = 1024 * 1024;  // decoded (the agent sends 256 KiB)
 inline constexpr std::uint64_t kMaxLogOffset = INT64_MAX;      // an off_t
 inline constexpr std::size_t kMaxStderrTail = 16 * 1024;       // what the agent reads of stderr.log
-inline constexpr std::size_t kMaxNodeName = 255;  // characters of [A-Za-z0-9._-]
+inline constexpr std::size_t kMaxNodeName = kMaxNodeNameLength;  // core/node_name.h
 inline constexpr std::size_t kMaxShortText = 256;  // uuid, GPU name, backend, host, instance, job
 inline constexpr std::size_t kMaxErrorText = 4096;  // error messages (a sample's, a reply's, ...)
 inline constexpr std::size_t kMaxPathText = 4096;   // an attempt directory on the node (PATH_MAX)
