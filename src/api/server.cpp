@@ -126,9 +126,7 @@ struct ApiServer::Impl {
             return std::nullopt;
         }
         if (auto at = json_too_deep_at(req.body)) {
-            send_error(res, {400, fmt::format("the request body nests arrays and objects deeper "
-                                              "than {} (at byte {}); no CARMA request does",
-                                              kMaxJsonDepth, *at)});
+            send_error(res, {400, json_too_deep_message("the request body", kMaxJsonDepth, *at)});
             return std::nullopt;
         }
         try {

@@ -430,9 +430,7 @@ Result<nlohmann::json> parse_wire_json(std::string_view text, std::size_t max_by
     }
     if (auto at = json_too_deep_at(text, kMaxWireDepth)) {
         return fail(ErrorCode::InvalidArgument,
-                    fmt::format("the message nests arrays and objects deeper than {} (at byte {}); "
-                                "no CARMA message does",
-                                kMaxWireDepth, *at));
+                    json_too_deep_message("the message", kMaxWireDepth, *at));
     }
     try {
         return json::parse(text);

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_limits.h"
 #include "core/node_name.h"
 #include "core/result.h"
 #include "device/gpu_backend.h"
@@ -41,7 +42,7 @@ inline constexpr int kMaxNodeGpus = 64;
 // than a real one would (memory, a deep recursion, a slot per GPU index). Each is well above
 // what a real agent or server sends; the reader refuses what exceeds one, naming the field.
 inline constexpr std::size_t kMaxWireBytes = 8 * 1024 * 1024;  // a whole message (JSON text)
-inline constexpr std::size_t kMaxWireDepth = 64;       // nesting of arrays and objects
+inline constexpr std::size_t kMaxWireDepth = kMaxJsonDepth;  // core/json_limits.h: one limit
 inline constexpr std::size_t kMaxSamples = 64;         // one per GPU
 inline constexpr std::size_t kMaxSampleProcesses = 4096;
 inline constexpr std::size_t kMaxAttempts = 4096;      // attempts in one report

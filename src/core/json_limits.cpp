@@ -28,13 +28,16 @@ std::optional<std::size_t> json_too_deep_at(std::string_view text, std::size_t m
     return std::nullopt;
 }
 
+std::string json_too_deep_message(std::string_view what, std::size_t max_depth, std::size_t at) {
+    return fmt::format("{} nests arrays and objects deeper than {} (at byte {}); no CARMA message "
+                       "does",
+                       what, max_depth, at);
+}
+
 Result<nlohmann::json> parse_json_within(std::string_view text, std::string_view what,
                                          std::size_t max_depth) {
     if (auto at = json_too_deep_at(text, max_depth)) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("{} nests arrays and objects deeper than {} (at byte {}); no "
-                                "CARMA message does",
-                                what, max_depth, *at));
+        return fail(ErrorCode::InvalidArgument, json_too_deep_message(what, max_depth, *at));
     }
     try {
         return nlohmann::json::parse(text);

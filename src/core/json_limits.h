@@ -25,6 +25,9 @@ inline constexpr std::size_t kMaxJsonDepth = 64;  // nesting of arrays and objec
 std::optional<std::size_t> json_too_deep_at(std::string_view text,
                                             std::size_t max_depth = kMaxJsonDepth);
 
+// Why text nested past `max_depth` at byte `at` is refused, for `what` ("the request body").
+std::string json_too_deep_message(std::string_view what, std::size_t max_depth, std::size_t at);
+
 // `text` parsed, or InvalidArgument naming `what` ("the request body") and why: nested deeper
 // than `max_depth` (at which byte), or the parser's message.
 Result<nlohmann::json> parse_json_within(std::string_view text, std::string_view what,
