@@ -52,6 +52,16 @@ struct TaskSpec {
     // simulator's traces without those columns); the daemon gives every submission its defaults.
     int cpus = 0;
     MiB host_mem_mib = 0;
+    // Cluster-scale requests (core/cluster_pack.h), as Kubernetes and openb state them:
+    // - `cpu_milli`: CPU in thousandths of a core where whole `cpus` cannot say it (openb's
+    //   cpu_milli); 0: `cpus` whole cores. The daemon, which pins whole cores, never sets it.
+    // - `gpu_milli`: a share of one GPU in thousandths (1..999, with gpus == 1), as openb's
+    //   gpu_milli, HAMi's gpucores or `carma submit --gpu-share 0.5`; 0: whole GPUs.
+    // - `gpu_models`: the GPU models it may run on (openb's gpu_spec "V100M16|V100M32");
+    //   empty: any.
+    int cpu_milli = 0;
+    int gpu_milli = 0;
+    std::vector<std::string> gpu_models;
     MemoryInfo memory;  // GPU memory (`--gpu-mem`), per GPU
     std::string workload;  // profile name for the simulator and fake jobs; may be empty
     Learned learned;
@@ -98,6 +108,16 @@ struct TaskSpec {
     // from its own checkpoints.
     bool requeue = false;
 };
+
+// The CPU the task asks for in thousandths of a core, from whichever field states it.
+inline std::int64_t requested_cpu_milli(const TaskSpec& t) {
+    return t.cpu_milli > 0 ? t.cpu_milli : std::int64_t{t.cpus} * 1000;
+}
+
+// Thousandths of a GPU per GPU asked for: a share, or 1000 for each whole GPU.
+inline int milli_per_gpu(const TaskSpec& t) {
+    return t.gpus == 0 ? 0 : (t.gpu_milli > 0 ? t.gpu_milli : 1000);
+}
 
 // Whether a task must have its GPUs to itself under a policy: `--exclusive`, or a slowdown bound
 // that the policy cannot predict (`carma` can: `predicts_slowdown`).
