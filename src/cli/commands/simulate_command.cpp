@@ -18,6 +18,7 @@
 #include "model/catalog.h"
 #include "model/gpu_type.h"
 #include "model/world.h"
+#include "cli/commands/simulate_pack.h"
 #include "cli/commands/task_flags.h"
 #include "core/host.h"
 #include "sim/output.h"
@@ -61,6 +62,9 @@ struct SimulateOptions {
     double preempt_margin = PreemptionConfig{}.margin;
     int host_cpus = 0;
     std::string host_mem;
+    std::string cluster;
+    std::string protocol;
+    double inflate = 1.3;
 };
 
 sim::Trace load_trace(const std::string& spec, std::uint64_t seed) {
@@ -95,6 +99,14 @@ std::vector<PolicySpec> parse_policies(const std::string& list) {
 }
 
 int run_simulate(const SimulateOptions& o) {
+    if (!o.cluster.empty()) {
+        return run_pack_simulation(PackSimulateOptions{o.cluster, o.trace, o.policies,
+                                                       o.protocol.empty() ? "fgd" : o.protocol,
+                                                       o.inflate, o.seed, o.json});
+    }
+    if (!o.protocol.empty()) {
+        die("--protocol belongs to cluster packing; add --cluster NODES.csv (an openb node list)");
+    }
     const sim::Trace trace = load_trace(o.trace, o.seed);
     const std::vector<PolicySpec> policies = parse_policies(o.policies);
     sim::SimConfig base;
@@ -301,6 +313,18 @@ Action add_simulate_command(CLI::App& app) {
     cmd->add_option("--preempt-margin", opts->preempt_margin,
                     "A preemption must leave the waiting user at least this much (GPUs' worth "
                     "per share) below the stopped task's user")
+        ->capture_default_str();
+    cmd->add_option("--cluster", opts->cluster,
+                    "Pack a pod list onto this cluster instead (an openb node list CSV: sn,"
+                    "cpu_milli,memory_mib,gpu,model); --trace is then an openb pod list and "
+                    "--policy takes random, dotprod, clustering, packing, bestfit, fgd");
+    cmd->add_option("--protocol", opts->protocol,
+                    "With --cluster: fgd (pods arrive in shuffled order, inflated to --inflate "
+                    "x the GPUs, and never leave; the KPI is the GPU allocation ratio) or timed "
+                    "(pods replayed on their own times, against a whole GPU per pod)");
+    cmd->add_option("--inflate", opts->inflate,
+                    "With --cluster: draw more pods until the GPU request reaches this multiple "
+                    "of the GPU capacity")
         ->capture_default_str();
     cmd->add_flag("--json", opts->json, "Print one JSON object instead of the table");
     cmd->add_option("--report", opts->report_dir, "Write an HTML report with plots into DIR");
