@@ -42,6 +42,7 @@
 
 #include "core/node_name.h"
 #include "core/result.h"
+#include "core/secret.h"
 
 namespace carma::cluster::auth {
 
@@ -57,8 +58,8 @@ enum class Mode { Token, Munge };
 // 1..255 characters of [A-Za-z0-9._-], not "." or ".." (core/node_name.h).
 using carma::valid_node_name;
 
-// Lowercase hex of SHA-256(data).
-std::string sha256_hex(std::string_view data);
+// Lowercase hex of SHA-256(data) (core/secret.h).
+using carma::sha256_hex;
 
 // 16 random bytes (OpenSSL's RAND_bytes) as 32 lowercase hex digits.
 Result<std::string> new_nonce();
@@ -154,8 +155,6 @@ std::optional<std::uint64_t> parse_length(std::string_view text);
 bool is_lower_hex(std::string_view text, std::size_t length);
 // The timestamp `ts` against the clock: a message naming `what` when it is outside the window.
 Result<void> check_window(double ts, double now_unix, double window_s, std::string_view what);
-// Constant-time comparison of two strings of the same length (false on different lengths).
-bool same_secret(std::string_view a, std::string_view b);
 
 }  // namespace detail
 

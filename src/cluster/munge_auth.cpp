@@ -362,7 +362,7 @@ Result<std::string> munge_open(const Munge& munge, std::string_view credential,
                     "the body's MUNGE credential is not a sealed CARMA body (munge_seal)");
     }
     std::string body = decoded->payload.substr(kBodyPrefix.size());
-    if (!detail::same_secret(sha256_hex(body), expected_sha256)) {
+    if (!secrets_equal(sha256_hex(body), expected_sha256)) {
         return fail(ErrorCode::InvalidArgument,
                     "the sealed body is not the one its header was made for (SHA-256 differs): "
                     "bodies and headers of different messages mixed");
@@ -436,7 +436,7 @@ Result<std::string> verify_munge_answer(const Munge& munge, std::string_view hea
         !detail::is_lower_hex(parts[3], 64)) {
         return bad();
     }
-    if (!detail::same_secret(parts[1], request_nonce)) {
+    if (!secrets_equal(parts[1], request_nonce)) {
         return fail(ErrorCode::InvalidArgument,
                     "the server's answer is bound to another request (its nonce differs): an old "
                     "answer replayed, or answers mixed up");
