@@ -330,12 +330,32 @@ void ReplayGuard::forget_older_than(double cutoff) {
     }
 }
 
+void ReplayGuard::refuse_signed_before(double start_unix) {
+    std::lock_guard lock(mutex_);
+    // Timestamps travel rounded to the millisecond: a request signed just after the start may
+    // carry the start's millisecond rounded down, and must still pass.
+    not_before_ = std::isfinite(start_unix) ? std::floor(start_unix * 1000) / 1000 : 0;
+}
+
+bool ReplayGuard::signed_before_start(double ts) const {
+    std::lock_guard lock(mutex_);
+    return !(ts >= not_before_);
+}
+
+double ReplayGuard::start() const {
+    std::lock_guard lock(mutex_);
+    return not_before_;
+}
+
 bool ReplayGuard::first_use(const std::string& node, const std::string& nonce, double ts,
                             double now) {
     if (!std::isfinite(ts) || !std::isfinite(now) || std::fabs(ts - now) > window_s_) {
         return false;
     }
     std::lock_guard lock(mutex_);
+    if (!(ts >= not_before_)) {
+        return false;  // before the server's start: its nonce may have been taken then
+    }
     // A ts older than this is refused by the window check already, so its nonce can go.
     forget_older_than(now - window_s_);
     std::string entry = node + '\n' + nonce;

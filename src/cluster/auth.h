@@ -113,6 +113,11 @@ Result<void> verify_request_body(const RequestHead& head, std::string_view key,
 // before, a ts outside the window, or when the guard is full (max_entries overall or
 // max_per_node for the node; entries leave once their ts is older than the window). Call it once
 // the head MAC has been checked, so only holders of a key can fill it. Safe from several threads.
+//
+// The nonces live in memory, so a server that restarts has forgotten them: it refuses every
+// request signed before it started (refuse_signed_before), which any request it may have taken
+// before the restart was. An agent whose clock is behind the server's is refused so after a
+// restart until its clock passes the start (at most the window).
 class ReplayGuard {
 public:
     explicit ReplayGuard(double window_s, std::size_t max_entries = 100000,
@@ -120,10 +125,18 @@ public:
     bool first_use(const std::string& node, const std::string& nonce, double ts, double now);
     std::size_t size() const;
 
+    // From now on a ts before `start_unix` (to the millisecond a timestamp carries) is refused:
+    // the server's start.
+    void refuse_signed_before(double start_unix);
+    // Whether `ts` is before that start (false when none was given).
+    bool signed_before_start(double ts) const;
+    double start() const;
+
 private:
     void forget_older_than(double cutoff);
 
     double window_s_;
+    double not_before_ = 0;
     std::size_t max_entries_;
     std::size_t max_per_node_;
     mutable std::mutex mutex_;

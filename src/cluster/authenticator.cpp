@@ -26,9 +26,21 @@ Error replayed(const RequestHead& head) {
                              head.node, head.nonce)};
 }
 
-// A head that verified, once: the same rule in both modes, whatever munged's own replay cache
-// holds.
+Error signed_before_start(const RequestHead& head, double start) {
+    return Error{ErrorCode::InvalidArgument,
+                 fmt::format("node '{}''s request was signed at {}, before this server started "
+                             "({:.3f}): a request captured before a restart and sent again, or "
+                             "the agent's clock is behind the server's (it is taken once the "
+                             "agent's clock passes the start; NTP)",
+                             head.node, head.ts_text, start)};
+}
+
+// A head that verified, once, and signed since the server started: the same rule in both
+// modes, whatever munged's own replay cache holds.
 Result<RequestHead> first_use_only(ReplayGuard& guard, Result<RequestHead> head, double now_unix) {
+    if (head && guard.signed_before_start(head->ts)) {
+        return tl::unexpected(signed_before_start(*head, guard.start()));
+    }
     if (head && !guard.first_use(head->node, head->nonce, head->ts, now_unix)) {
         return tl::unexpected(replayed(*head));
     }
@@ -105,6 +117,10 @@ public:
         return SignedMessage{std::move(*header), std::string(body), head.nonce};
     }
 
+    void refuse_signed_before(double start_unix) override {
+        guard_.refuse_signed_before(start_unix);
+    }
+
 private:
     Result<std::string> key_for(const std::string& node) const {
         std::optional<std::string> key = key_of_(node);
@@ -138,6 +154,7 @@ public:
             return tl::unexpected(header.error());
         }
         auto sealed = munge_seal(munge_, body);
+
         if (!sealed) {
             return tl::unexpected(sealed.error());
         }
@@ -181,10 +198,15 @@ public:
             return tl::unexpected(header.error());
         }
         auto sealed = munge_seal(munge_, body);
+
         if (!sealed) {
             return tl::unexpected(sealed.error());
         }
         return SignedMessage{std::move(*header), std::move(*sealed), head.nonce};
+    }
+
+    void refuse_signed_before(double start_unix) override {
+        guard_.refuse_signed_before(start_unix);
     }
 
 private:
