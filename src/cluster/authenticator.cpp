@@ -149,12 +149,12 @@ public:
         if (!nonce) {
             return tl::unexpected(nonce.error());
         }
-        auto header = munge_request_header(munge_, node_, body, now_unix, *nonce);
+        // For the server's uid alone: no other user of a munge host can read a report.
+        auto header = munge_request_header(munge_, node_, body, now_unix, server_uid_, *nonce);
         if (!header) {
             return tl::unexpected(header.error());
         }
-        auto sealed = munge_seal(munge_, body);
-
+        auto sealed = munge_seal(munge_, body, server_uid_);
         if (!sealed) {
             return tl::unexpected(sealed.error());
         }
@@ -193,12 +193,13 @@ public:
 
     Result<SignedMessage> sign_answer(const RequestHead& head, std::string_view body,
                                       double now_unix) const override {
-        auto header = munge_answer_header(munge_, head.nonce, body, now_unix);
+        // For the agents' uid alone: no other user of a munge host can read a launch (its
+        // command line and environment).
+        auto header = munge_answer_header(munge_, head.nonce, body, now_unix, agent_uid_);
         if (!header) {
             return tl::unexpected(header.error());
         }
-        auto sealed = munge_seal(munge_, body);
-
+        auto sealed = munge_seal(munge_, body, agent_uid_);
         if (!sealed) {
             return tl::unexpected(sealed.error());
         }

@@ -99,6 +99,11 @@ struct HubOptions {
     // `squeue` and `scontrol show hostnames`. In MUNGE mode a report is taken only from a node
     // Slurm says is in the job it names: munged vouches for the agent's uid, Slurm for its node.
     std::function<std::optional<std::set<std::string>>(const std::string& job)> allocation_nodes;
+    // MUNGE mode: the IPv4 addresses (dotted) a node's name stands for, nothing when they
+    // cannot be found; the default is slurm_node_addresses. A report is taken only from a host
+    // munged vouches is one of them (the credential's origin address): the node's name is bound
+    // to where the credential was made, not only self-asserted.
+    std::function<std::optional<std::set<std::string>>(const std::string& node)> node_addresses;
     // The agents' port against senders that are not agents, and against a node's key used to
     // flood it (agent_port_limits()): a report's body at most 8 MiB (413, unread), its head
     // 8 KiB within 5 s, the whole request within 15 s (a connection that trickles its bytes is
@@ -118,6 +123,10 @@ struct HubOptions {
 // it does not know the job or lists it in a final state, Unknown when squeue cannot be asked.
 AllocationState squeue_allocation_state(const std::string& job);
 std::optional<std::set<std::string>> squeue_allocation_nodes(const std::string& job);
+// A node's addresses as Slurm knows them: `scontrol show node -o NODE`'s NodeAddr (the node's
+// name itself when scontrol cannot say), resolved to its IPv4 addresses; nothing when neither
+// resolves.
+std::optional<std::set<std::string>> slurm_node_addresses(const std::string& node);
 
 // What the server knows of one attempt on a node.
 struct RemoteAttempt {

@@ -189,6 +189,12 @@ Result<void> Hub::listen() {
                                        "agent_connections); retry in a moment",
                                        impl_->options.limits.max_authenticated_connections));
         }
+        // After the caps, so a flood of names costs at most a slot's worth of look-ups.
+        if (head.mode == auth::Mode::Munge) {
+            if (auto at = impl_->node_at_origin(head); !at) {
+                return refuse(Impl::status_of(at.error().code), at.error().message);
+            }
+        }
         t_admitted = std::move(head);
         return http::HandlerResponse::Unhandled;
     });
