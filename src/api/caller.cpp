@@ -53,17 +53,6 @@ Result<Caller> caller_for_user(const std::string& name) {
     return c;
 }
 
-bool secrets_equal(std::string_view given, std::string_view expected) {
-    // Every byte of `expected` is looked at whatever the outcome so far; volatile keeps the
-    // compiler from stopping early once a difference is known.
-    volatile unsigned char diff = given.size() == expected.size() ? 0 : 1;
-    for (std::size_t i = 0; i < expected.size(); ++i) {
-        const auto g = static_cast<unsigned char>(i < given.size() ? given[i] : 0);
-        diff = static_cast<unsigned char>(diff | (g ^ static_cast<unsigned char>(expected[i])));
-    }
-    return diff == 0;
-}
-
 Result<std::string> read_token_file(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {

@@ -5,6 +5,7 @@
 #include "api/web_session.h"
 #include "core/host_port.h"
 #include "core/json_limits.h"
+#include "core/secret.h"
 #include "core/text.h"
 #include "http/json_reply.h"
 #include "http/listener.h"

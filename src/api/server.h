@@ -72,10 +72,6 @@ Result<Caller> caller_for_user(const std::string& name);
 // TCP client); errors name the file and the chmod that fixes it.
 Result<std::string> read_token_file(const std::string& path);
 
-// Compares a presented secret with the expected one in time that depends only on the expected
-// length, so response timing does not reveal how many leading bytes were right.
-bool secrets_equal(std::string_view given, std::string_view expected);
-
 class ApiServer {
 public:
     ApiServer(Service& service, ServerOptions options);

@@ -1,33 +1,17 @@
 #include "api/web_session.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <charconv>
 
 #include <fmt/format.h>
 
-#include "api/server.h"
+#include "core/secret.h"
 
 namespace carma::api {
 
 namespace {
 
 std::string mac_hex(std::string_view token, std::int64_t expiry) {
-    const std::string message = fmt::format("carma-web-session v1 {}", expiry);
-    unsigned char out[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    if (HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
-             reinterpret_cast<const unsigned char*>(message.data()), message.size(), out,
-             &len) == nullptr) {
-        return {};
-    }
-    std::string hex;
-    hex.reserve(2 * len);
-    for (unsigned int i = 0; i < len; ++i) {
-        hex += fmt::format("{:02x}", out[i]);
-    }
-    return hex;
+    return hmac_sha256_hex(token, fmt::format("carma-web-session v1 {}", expiry));
 }
 
 }  // namespace

@@ -13,10 +13,10 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 
 #include "cluster/launch_identity.h"
+#include "cluster/report_client.h"
 #include "cluster/wire.h"
 #include "exec/clock.h"
 #include "exec/launch.h"
@@ -54,11 +54,7 @@ public:
         : o_(o),
           backend_(std::move(backend)),
           attempts_dir_(o.backend.state_dir + "/attempts"),
-          client_(o.server_host, o.server_port) {
-        client_.set_connection_timeout(5, 0);
-        client_.set_read_timeout(10, 0);
-        client_.set_write_timeout(10, 0);
-    }
+          client_(o.server_host, o.server_port) {}
 
     int run(const std::atomic<bool>& stop) {
         spdlog::info("agent of node {} ({}{}) reports to {}:{} every {:.2f} s", o_.node,
@@ -145,14 +141,11 @@ private:
             say(quiet, "cannot sign the report: " + sealed.error().message);
             return false;
         }
-        const httplib::Headers headers = {{std::string(auth::kAuthHeader), sealed->header}};
-        auto res = client_.Post("/agent/v1/report", headers, sealed->body,
+        auto res = client_.post(sealed->header, sealed->body,
                                 o_.auth->mode() == auth::Mode::Munge ? "text/plain"
                                                                      : "application/json");
         if (!res) {
-            say(quiet, fmt::format("cannot reach the server at {}:{} ({}); retrying, the tasks "
-                                   "keep running",
-                                   o_.server_host, o_.server_port, httplib::to_string(res.error())));
+            say(quiet, res.error().message + "; retrying, the tasks keep running");
             return false;
         }
         if (res->status != 200) {
@@ -165,8 +158,8 @@ private:
             return false;
         }
         // Whoever answered must prove it is the server: otherwise nothing it says is run.
-        auto text = o_.auth->verify_answer(res->get_header_value(std::string(auth::kAuthHeader)),
-                                           sealed->nonce, res->body, exec::unix_now());
+        auto text = o_.auth->verify_answer(res->auth_header, sealed->nonce, res->body,
+                                           exec::unix_now());
         if (!text) {
             say_every_minute(fmt::format(
                 "the answer from {}:{} does not prove it comes from the CARMA server ({}); "
@@ -458,7 +451,7 @@ private:
     const AgentOptions& o_;
     std::unique_ptr<device::GpuBackend> backend_;
     std::string attempts_dir_;
-    httplib::Client client_;
+    ReportClient client_;  // the answer capped as it is read
     std::vector<LaunchReply> replies_;  // kept until a report carrying them was answered
     std::vector<std::string> absent_;   // answers to Check, kept likewise
     // Per attempt, the log bytes the server holds (stdout, stderr): what to send from.

@@ -1,17 +1,15 @@
 #include "cluster/auth.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <array>
 #include <charconv>
-#include <climits>
 #include <cmath>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "core/secret.h"
 
 namespace carma::cluster::auth {
 
@@ -22,31 +20,6 @@ constexpr std::string_view kTokenMode = "token";
 // Longer than any header we write (node names are bounded); a longer one is refused unread.
 constexpr std::size_t kMaxHeaderLength = 1024;
 constexpr std::size_t kMacHexLength = 64;
-
-std::string to_hex(const unsigned char* bytes, std::size_t n) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string hex(2 * n, '0');
-    for (std::size_t i = 0; i < n; ++i) {
-        hex[2 * i] = kDigits[bytes[i] >> 4];
-        hex[2 * i + 1] = kDigits[bytes[i] & 15];
-    }
-    return hex;
-}
-
-// Hex HMAC-SHA256; "" only if OpenSSL fails (it does not for SHA-256 with in-memory data).
-std::string hmac_hex(std::string_view key, std::string_view message) {
-    if (key.size() > static_cast<std::size_t>(INT_MAX)) {
-        return {};
-    }
-    unsigned char out[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-             reinterpret_cast<const unsigned char*>(message.data()), message.size(), out,
-             &len) == nullptr) {
-        return {};
-    }
-    return to_hex(out, len);
-}
 
 // The fields split at single spaces; an empty field (two spaces) stays as "".
 std::vector<std::string_view> split_fields(std::string_view text) {
@@ -172,20 +145,7 @@ Result<void> check_window(double ts, double now_unix, double window_s, std::stri
     return {};
 }
 
-bool same_secret(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
 }  // namespace detail
-
-std::string sha256_hex(std::string_view data) {
-    unsigned char out[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    if (EVP_Digest(data.data(), data.size(), out, &len, EVP_sha256(), nullptr) != 1) {
-        return {};
-    }
-    return to_hex(out, len);
-}
 
 Result<std::string> new_nonce() {
     std::array<unsigned char, kNonceHexLength / 2> bytes{};
@@ -194,11 +154,11 @@ Result<std::string> new_nonce() {
                     "OpenSSL's random generator (RAND_bytes) gave no nonce: is /dev/urandom "
                     "readable?");
     }
-    return to_hex(bytes.data(), bytes.size());
+    return hex_lower(bytes.data(), bytes.size());
 }
 
 std::string node_key(std::string_view master_token, std::string_view node) {
-    return hmac_hex(master_token, fmt::format("carma-node-key:{}", node));
+    return hmac_sha256_hex(master_token, fmt::format("carma-node-key:{}", node));
 }
 
 KeyOf keys_from_master(std::string master_token) {
@@ -237,10 +197,10 @@ Result<std::string> sign_request(std::string_view key, std::string_view node,
     if (!ts) {
         return tl::unexpected(ts.error());
     }
-    const std::string body_mac = hmac_hex(key, body_message(*ts, nonce, node, body.size(), body));
+    const std::string body_mac = hmac_sha256_hex(key, body_message(*ts, nonce, node, body.size(), body));
     std::string header = fmt::format("{} {} node={} ts={} nonce={} len={} body={}", kVersion,
                                      kTokenMode, node, *ts, nonce, body.size(), body_mac);
-    const std::string head_mac = hmac_hex(key, "carma-request-head\n" + header);
+    const std::string head_mac = hmac_sha256_hex(key, "carma-request-head\n" + header);
     if (body_mac.empty() || head_mac.empty()) {
         return fail(ErrorCode::Internal, "OpenSSL could not compute an HMAC-SHA256");
     }
@@ -312,8 +272,8 @@ Result<RequestHead> verify_request_head(std::string_view header, const KeyOf& ke
     }
     const std::string_view signed_part = header.substr(0, header.size() - f[7].size() - 1);
     const std::string expected =
-        hmac_hex(*key, fmt::format("carma-request-head\n{}", signed_part));
-    if (expected.empty() || !detail::same_secret(expected, *head_mac)) {
+        hmac_sha256_hex(*key, fmt::format("carma-request-head\n{}", signed_part));
+    if (expected.empty() || !secrets_equal(expected, *head_mac)) {
         return fail(ErrorCode::InvalidArgument,
                     fmt::format("the request's MAC does not verify with node '{}''s key: the "
                                 "agent's key is another node's, or derived from another master "
@@ -345,8 +305,8 @@ Result<void> verify_request_body(const RequestHead& head, std::string_view key,
                                 head.node, body.size(), head.body_length));
     }
     const std::string expected =
-        hmac_hex(key, body_message(head.ts_text, head.nonce, head.node, body.size(), body));
-    if (key.empty() || expected.empty() || !detail::same_secret(expected, head.body_mac)) {
+        hmac_sha256_hex(key, body_message(head.ts_text, head.nonce, head.node, body.size(), body));
+    if (key.empty() || expected.empty() || !secrets_equal(expected, head.body_mac)) {
         return fail(ErrorCode::InvalidArgument,
                     fmt::format("node '{}''s request body does not match its MAC: changed in "
                                 "transit, or not the body the header was signed with",
@@ -370,12 +330,32 @@ void ReplayGuard::forget_older_than(double cutoff) {
     }
 }
 
+void ReplayGuard::refuse_signed_before(double start_unix) {
+    std::lock_guard lock(mutex_);
+    // Timestamps travel rounded to the millisecond: a request signed just after the start may
+    // carry the start's millisecond rounded down, and must still pass.
+    not_before_ = std::isfinite(start_unix) ? std::floor(start_unix * 1000) / 1000 : 0;
+}
+
+bool ReplayGuard::signed_before_start(double ts) const {
+    std::lock_guard lock(mutex_);
+    return !(ts >= not_before_);
+}
+
+double ReplayGuard::start() const {
+    std::lock_guard lock(mutex_);
+    return not_before_;
+}
+
 bool ReplayGuard::first_use(const std::string& node, const std::string& nonce, double ts,
                             double now) {
     if (!std::isfinite(ts) || !std::isfinite(now) || std::fabs(ts - now) > window_s_) {
         return false;
     }
     std::lock_guard lock(mutex_);
+    if (!(ts >= not_before_)) {
+        return false;  // before the server's start: its nonce may have been taken then
+    }
     // A ts older than this is refused by the window check already, so its nonce can go.
     forget_older_than(now - window_s_);
     std::string entry = node + '\n' + nonce;
@@ -409,7 +389,7 @@ Result<std::string> sign_answer(std::string_view key, std::string_view request_n
     if (!ts) {
         return tl::unexpected(ts.error());
     }
-    const std::string mac = hmac_hex(key, answer_message(*ts, request_nonce, body));
+    const std::string mac = hmac_sha256_hex(key, answer_message(*ts, request_nonce, body));
     if (mac.empty()) {
         return fail(ErrorCode::Internal, "OpenSSL could not compute an HMAC-SHA256");
     }
@@ -449,8 +429,8 @@ Result<void> verify_answer(std::string_view header, std::string_view key,
     if (auto in_window = detail::check_window(*ts, now_unix, window_s, kWhat); !in_window) {
         return tl::unexpected(in_window.error());
     }
-    const std::string expected = hmac_hex(key, answer_message(*ts_text, request_nonce, body));
-    if (key.empty() || expected.empty() || !detail::same_secret(expected, *mac)) {
+    const std::string expected = hmac_sha256_hex(key, answer_message(*ts_text, request_nonce, body));
+    if (key.empty() || expected.empty() || !secrets_equal(expected, *mac)) {
         return fail(ErrorCode::InvalidArgument,
                     "the server's answer does not verify with this node's key: an answer to "
                     "another request, changed in transit, or from a server without this node's "

@@ -42,6 +42,7 @@
 
 #include "core/node_name.h"
 #include "core/result.h"
+#include "core/secret.h"
 
 namespace carma::cluster::auth {
 
@@ -57,8 +58,8 @@ enum class Mode { Token, Munge };
 // 1..255 characters of [A-Za-z0-9._-], not "." or ".." (core/node_name.h).
 using carma::valid_node_name;
 
-// Lowercase hex of SHA-256(data).
-std::string sha256_hex(std::string_view data);
+// Lowercase hex of SHA-256(data) (core/secret.h).
+using carma::sha256_hex;
 
 // 16 random bytes (OpenSSL's RAND_bytes) as 32 lowercase hex digits.
 Result<std::string> new_nonce();
@@ -112,6 +113,11 @@ Result<void> verify_request_body(const RequestHead& head, std::string_view key,
 // before, a ts outside the window, or when the guard is full (max_entries overall or
 // max_per_node for the node; entries leave once their ts is older than the window). Call it once
 // the head MAC has been checked, so only holders of a key can fill it. Safe from several threads.
+//
+// The nonces live in memory, so a server that restarts has forgotten them: it refuses every
+// request signed before it started (refuse_signed_before), which any request it may have taken
+// before the restart was. An agent whose clock is behind the server's is refused so after a
+// restart until its clock passes the start (at most the window).
 class ReplayGuard {
 public:
     explicit ReplayGuard(double window_s, std::size_t max_entries = 100000,
@@ -119,10 +125,18 @@ public:
     bool first_use(const std::string& node, const std::string& nonce, double ts, double now);
     std::size_t size() const;
 
+    // From now on a ts before `start_unix` (to the millisecond a timestamp carries) is refused:
+    // the server's start.
+    void refuse_signed_before(double start_unix);
+    // Whether `ts` is before that start (false when none was given).
+    bool signed_before_start(double ts) const;
+    double start() const;
+
 private:
     void forget_older_than(double cutoff);
 
     double window_s_;
+    double not_before_ = 0;
     std::size_t max_entries_;
     std::size_t max_per_node_;
     mutable std::mutex mutex_;
@@ -154,8 +168,6 @@ std::optional<std::uint64_t> parse_length(std::string_view text);
 bool is_lower_hex(std::string_view text, std::size_t length);
 // The timestamp `ts` against the clock: a message naming `what` when it is outside the window.
 Result<void> check_window(double ts, double now_unix, double window_s, std::string_view what);
-// Constant-time comparison of two strings of the same length (false on different lengths).
-bool same_secret(std::string_view a, std::string_view b);
 
 }  // namespace detail
 

@@ -26,9 +26,21 @@ Error replayed(const RequestHead& head) {
                              head.node, head.nonce)};
 }
 
-// A head that verified, once: the same rule in both modes, whatever munged's own replay cache
-// holds.
+Error signed_before_start(const RequestHead& head, double start) {
+    return Error{ErrorCode::InvalidArgument,
+                 fmt::format("node '{}''s request was signed at {}, before this server started "
+                             "({:.3f}): a request captured before a restart and sent again, or "
+                             "the agent's clock is behind the server's (it is taken once the "
+                             "agent's clock passes the start; NTP)",
+                             head.node, head.ts_text, start)};
+}
+
+// A head that verified, once, and signed since the server started: the same rule in both
+// modes, whatever munged's own replay cache holds.
 Result<RequestHead> first_use_only(ReplayGuard& guard, Result<RequestHead> head, double now_unix) {
+    if (head && guard.signed_before_start(head->ts)) {
+        return tl::unexpected(signed_before_start(*head, guard.start()));
+    }
     if (head && !guard.first_use(head->node, head->nonce, head->ts, now_unix)) {
         return tl::unexpected(replayed(*head));
     }
@@ -105,6 +117,10 @@ public:
         return SignedMessage{std::move(*header), std::string(body), head.nonce};
     }
 
+    void refuse_signed_before(double start_unix) override {
+        guard_.refuse_signed_before(start_unix);
+    }
+
 private:
     Result<std::string> key_for(const std::string& node) const {
         std::optional<std::string> key = key_of_(node);
@@ -133,11 +149,12 @@ public:
         if (!nonce) {
             return tl::unexpected(nonce.error());
         }
-        auto header = munge_request_header(munge_, node_, body, now_unix, *nonce);
+        // For the server's uid alone: no other user of a munge host can read a report.
+        auto header = munge_request_header(munge_, node_, body, now_unix, server_uid_, *nonce);
         if (!header) {
             return tl::unexpected(header.error());
         }
-        auto sealed = munge_seal(munge_, body);
+        auto sealed = munge_seal(munge_, body, server_uid_);
         if (!sealed) {
             return tl::unexpected(sealed.error());
         }
@@ -176,15 +193,21 @@ public:
 
     Result<SignedMessage> sign_answer(const RequestHead& head, std::string_view body,
                                       double now_unix) const override {
-        auto header = munge_answer_header(munge_, head.nonce, body, now_unix);
+        // For the agents' uid alone: no other user of a munge host can read a launch (its
+        // command line and environment).
+        auto header = munge_answer_header(munge_, head.nonce, body, now_unix, agent_uid_);
         if (!header) {
             return tl::unexpected(header.error());
         }
-        auto sealed = munge_seal(munge_, body);
+        auto sealed = munge_seal(munge_, body, agent_uid_);
         if (!sealed) {
             return tl::unexpected(sealed.error());
         }
         return SignedMessage{std::move(*header), std::move(*sealed), head.nonce};
+    }
+
+    void refuse_signed_before(double start_unix) override {
+        guard_.refuse_signed_before(start_unix);
     }
 
 private:

@@ -56,6 +56,9 @@ public:
                                             std::string_view body) const = 0;
     virtual Result<SignedMessage> sign_answer(const RequestHead& head, std::string_view body,
                                               double now_unix) const = 0;
+    // The server starts at `start_unix`: a request signed before it is refused, since the
+    // nonces taken before a restart are not remembered (ReplayGuard).
+    virtual void refuse_signed_before(double start_unix) = 0;
 };
 
 // Token mode. The agent holds its node's key (node_key(master, node)); the server finds any

@@ -53,6 +53,9 @@ Result<std::unique_ptr<Hub>> Hub::create(HubOptions options) {
         }
         options.auth = std::move(*server);
     }
+    // The nonces of the reports taken before a restart are gone with that process: a report
+    // signed before this start is refused instead (ReplayGuard).
+    options.auth->refuse_signed_before(exec::unix_now());
     std::unique_ptr<Hub> hub(new Hub(std::move(options)));
     if (auto r = hub->impl_->load_slots(); !r) {
         return tl::unexpected(r.error());

@@ -48,18 +48,33 @@ inline constexpr int kMissingReports = 10;
 // How long a stored end waits for the rest of its logs before the agent is told to forget it.
 inline constexpr double kForgetWaitS = 30;
 
+// The agents' port's handler threads for its connection caps: every connection of both pools,
+// and room for the ones being dropped, so no kind of connection can hold every thread.
+inline std::size_t agent_port_threads(const http::ListenerLimits& l) {
+    return l.max_authenticated_connections + l.max_unauthenticated_connections + 28;
+}
+
+// An agent opens one connection per report and its reports are small (a few KiB, at most 256 KiB
+// of logs): the deadlines are for a network, not for a trickle, and a node needs one connection
+// at a time (a few, for one that restarts).
+inline constexpr std::size_t kAgentConnections = 256;
+inline constexpr std::size_t kAgentConnectionsPerNode = 4;
+inline constexpr int kAgentHeadTimeoutS = 5;
+inline constexpr int kAgentRequestTimeoutS = 15;
+
 inline http::ListenerLimits agent_port_limits() {
     http::ListenerLimits l;
     l.max_body_bytes = 8 << 20;
     l.refuse_long_body_unread = true;
     l.read_timeout_s = 5;
-    l.head_timeout_s = 10;
-    l.request_timeout_s = 30;
+    l.head_timeout_s = kAgentHeadTimeoutS;
+    l.request_timeout_s = kAgentRequestTimeoutS;
     l.keep_alive_s = 5;
     l.max_head_bytes = 8 << 10;
     l.max_unauthenticated_connections = 16;
-    l.max_authenticated_connections = 256;
-    l.max_threads = 300;
+    l.max_authenticated_connections = kAgentConnections;
+    l.max_connections_per_identity = kAgentConnectionsPerNode;
+    l.max_threads = agent_port_threads(l);
     return l;
 }
 
@@ -84,10 +99,19 @@ struct HubOptions {
     // `squeue` and `scontrol show hostnames`. In MUNGE mode a report is taken only from a node
     // Slurm says is in the job it names: munged vouches for the agent's uid, Slurm for its node.
     std::function<std::optional<std::set<std::string>>(const std::string& job)> allocation_nodes;
-    // The agents' port against senders that are not agents (agent_port_limits()): a report's
-    // body at most 8 MiB (413, unread), its head 8 KiB within 10 s, the whole request within
-    // 30 s, 5 s per read; 16 connections without credentials (the oldest dropped for a
-    // newcomer), 256 agents' connections, 300 threads.
+    // MUNGE mode: the IPv4 addresses (dotted) a node's name stands for, nothing when they
+    // cannot be found; the default is slurm_node_addresses. A report is taken only from a host
+    // munged vouches is one of them (the credential's origin address): the node's name is bound
+    // to where the credential was made, not only self-asserted.
+    std::function<std::optional<std::set<std::string>>(const std::string& node)> node_addresses;
+    // The agents' port against senders that are not agents, and against a node's key used to
+    // flood it (agent_port_limits()): a report's body at most 8 MiB (413, unread), its head
+    // 8 KiB within 5 s, the whole request within 15 s (a connection that trickles its bytes is
+    // closed with 408), 5 s per read; 16 connections without credentials (the oldest dropped
+    // for a newcomer), 256 agents' connections in all and 4 per node (429 beyond: one node's
+    // key cannot take the others' slots), a thread per connection of both (300). The daemon
+    // sets the caps and deadlines from its configuration (agent_connections,
+    // agent_connections_per_node, agent_head_timeout_s, agent_request_timeout_s).
     http::ListenerLimits limits = agent_port_limits();
     // Reports per node: a burst of report_burst, then report_rate_per_s on average (0: 20
     // times the rate report_period_s asks for, at least 10 a second); beyond it, 429.
@@ -99,6 +123,10 @@ struct HubOptions {
 // it does not know the job or lists it in a final state, Unknown when squeue cannot be asked.
 AllocationState squeue_allocation_state(const std::string& job);
 std::optional<std::set<std::string>> squeue_allocation_nodes(const std::string& job);
+// A node's addresses as Slurm knows them: `scontrol show node -o NODE`'s NodeAddr (the node's
+// name itself when scontrol cannot say), resolved to its IPv4 addresses; nothing when neither
+// resolves.
+std::optional<std::set<std::string>> slurm_node_addresses(const std::string& node);
 
 // What the server knows of one attempt on a node.
 struct RemoteAttempt {

@@ -103,6 +103,13 @@ struct Hub::Impl {
     // job it names. Not under mu (squeue may take a while).
     Result<void> node_in_allocation(const AgentReport& report);
 
+    // MUNGE mode, on a request's head: the host munged says encoded its credential
+    // (origin_addr) must be one of the node's addresses (HubOptions::node_addresses, asked at
+    // most every kAllocationCacheS per node): a node's name is bound to where it reports from.
+    // Forbidden naming both when it is not, or when the node's address cannot be found.
+    Result<void> node_at_origin(const auth::RequestHead& head);
+    std::map<std::string, std::pair<double, std::optional<std::set<std::string>>>> addresses;
+
     // nodes.json: which server GPU index each node's GPUs have, kept across restarts because
     // the store's attempts name them (hub_nodes_file.cpp).
     Result<void> load_slots();

@@ -173,10 +173,27 @@ Result<void> Hub::listen() {
                                            head.node, impl_->report_limiter->burst(),
                                            impl_->report_limiter->rate_per_s()));
         }
-        if (!conn.promote()) {
-            return refuse(429, fmt::format("too many agents' connections at once (at most {}); "
-                                           "retry in a moment",
-                                           impl_->options.limits.max_authenticated_connections));
+        switch (conn.promote_as(head.node)) {
+            case http::ConnectionGate::Promotion::Promoted: break;
+            case http::ConnectionGate::Promotion::IdentityFull:
+                return refuse(429, fmt::format(
+                                       "node {} has too many connections open at once (at most "
+                                       "{} per node, agent_connections_per_node): an agent "
+                                       "needs one; this one is closed, retry when the others "
+                                       "are done",
+                                       head.node,
+                                       impl_->options.limits.max_connections_per_identity));
+            case http::ConnectionGate::Promotion::Full:
+                return refuse(429, fmt::format(
+                                       "too many agents' connections at once (at most {}, "
+                                       "agent_connections); retry in a moment",
+                                       impl_->options.limits.max_authenticated_connections));
+        }
+        // After the caps, so a flood of names costs at most a slot's worth of look-ups.
+        if (head.mode == auth::Mode::Munge) {
+            if (auto at = impl_->node_at_origin(head); !at) {
+                return refuse(Impl::status_of(at.error().code), at.error().message);
+            }
         }
         t_admitted = std::move(head);
         return http::HandlerResponse::Unhandled;

@@ -1,9 +1,15 @@
 // What Slurm says of the nodes' allocations (squeue, scontrol; cached, bounded in time): whether
-// a job still runs, which nodes it holds (MUNGE mode takes reports only from those), and the
-// monitor thread that declares a silent node of a gone job lost.
+// a job still runs, which nodes it holds and where each node is (MUNGE mode takes a report only
+// from a node of the job it names, made on that node's address), and the monitor thread that
+// declares a silent node of a gone job lost.
 
 #include "cluster/hub.h"
 #include "cluster/hub_impl.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -71,6 +77,82 @@ std::optional<std::set<std::string>> squeue_allocation_nodes(const std::string& 
         at = end + 1;
     }
     return out;
+}
+
+std::optional<std::set<std::string>> slurm_node_addresses(const std::string& node) {
+    std::string host = node;
+    if (auto shown = run_capture({"scontrol", "show", "node", "-o", node})) {
+        const std::size_t at = shown->find(" NodeAddr=");
+        if (at != std::string::npos) {
+            const std::size_t from = at + 10;
+            const std::string addr =
+                shown->substr(from, shown->find_first_of(" \n", from) - from);
+            if (!addr.empty()) {
+                host = addr;
+            }
+        }
+    }
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
+        return std::nullopt;
+    }
+    std::set<std::string> out;
+    for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+        char text[INET_ADDRSTRLEN] = {};
+        const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+        if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr) {
+            out.insert(text);
+        }
+    }
+    ::freeaddrinfo(found);
+    return out.empty() ? std::nullopt : std::optional(std::move(out));
+}
+
+Result<void> Hub::Impl::node_at_origin(const auth::RequestHead& head) {
+    const double t = exec::steady_now();
+    std::optional<std::set<std::string>> known;
+    bool cached = false;
+    {
+        std::lock_guard lock(allocation_mu);
+        auto it = addresses.find(head.node);
+        if (it != addresses.end() && t - it->second.first < kAllocationCacheS) {
+            known = it->second.second;
+            cached = true;
+        }
+    }
+    if (!cached) {
+        known = options.node_addresses ? options.node_addresses(head.node)
+                                       : slurm_node_addresses(head.node);
+        std::lock_guard lock(allocation_mu);
+        if (addresses.size() > 1024) {
+            addresses.clear();
+        }
+        addresses[head.node] = {t, known};
+    }
+    if (!known) {
+        return fail(ErrorCode::Forbidden,
+                    fmt::format("node {}'s address cannot be found (scontrol show node {}, then "
+                                "its name in DNS): with MUNGE the server takes a node's reports "
+                                "only from its own address, and this one came from {}",
+                                head.node, head.node, head.origin_addr));
+    }
+    if (!known->contains(head.origin_addr)) {
+        std::string list;
+        for (const std::string& a : *known) {
+            list += (list.empty() ? "" : ", ") + a;
+        }
+        return fail(ErrorCode::Forbidden,
+                    fmt::format("node {}'s report was made on {} (munged's origin address), not "
+                                "on node {} ({}): a report for another node than the one it "
+                                "comes from is refused; if it is that node, its munged "
+                                "announces another address (start it with --origin=ADDRESS, "
+                                "the node's NodeAddr)",
+                                head.node, head.origin_addr, head.node, list));
+    }
+    return {};
 }
 
 Result<void> Hub::Impl::node_in_allocation(const AgentReport& report) {

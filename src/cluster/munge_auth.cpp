@@ -89,7 +89,9 @@ Error munge_error(munge_err_t e, munge_ctx_t ctx, const std::string& socket,
         case EMUNGE_CRED_UNAUTHORIZED:
             return Error{ErrorCode::InvalidArgument,
                          fmt::format("munged at {} does not let this user decode the credential: "
-                                     "{}",
+                                     "{} (it is restricted to another uid: the server's "
+                                     "--agent-uid or the agent's --server-uid names another "
+                                     "user than the one running there)",
                                      socket, said)};
         default:
             return Error{ErrorCode::Io, fmt::format("cannot {} through munged at {}: {}", doing,
@@ -150,10 +152,10 @@ Result<MungeDecoded> decode_from(const Munge& munge, std::string_view credential
 }
 
 Result<std::string> header_of(const Munge& munge, std::string_view prefix,
-                              std::string_view fields) {
+                              std::string_view fields, uid_t reader) {
     std::string payload(prefix);
     payload += fields;
-    auto credential = munge.encode(payload);
+    auto credential = munge.encode(payload, Munge::Zip::None, reader);
     if (!credential) {
         return tl::unexpected(credential.error());
     }
@@ -181,7 +183,8 @@ Result<Munge> Munge::open(std::string socket_path) {
     return munge;
 }
 
-Result<std::string> Munge::encode(std::string_view payload, Zip zip) const {
+Result<std::string> Munge::encode(std::string_view payload, Zip zip,
+                                  std::optional<uid_t> reader) const {
     if (payload.size() > kMaxCredential) {
         return fail(ErrorCode::InvalidArgument,
                     fmt::format("a payload of {} bytes is more than munged 0.5.15 takes (1 MiB)",
@@ -195,6 +198,12 @@ Result<std::string> Munge::encode(std::string_view payload, Zip zip) const {
         munge_ctx_set(ctx->get(), MUNGE_OPT_ZIP_TYPE, MUNGE_ZIP_ZLIB) != EMUNGE_SUCCESS) {
         return fail(ErrorCode::Internal, fmt::format("libmunge refuses zlib compression: {}",
                                                      munge_ctx_strerror(ctx->get())));
+    }
+    if (reader && munge_ctx_set(ctx->get(), MUNGE_OPT_UID_RESTRICTION, *reader) !=
+                      EMUNGE_SUCCESS) {
+        return fail(ErrorCode::Internal,
+                    fmt::format("libmunge refuses to restrict a credential to uid {}: {}",
+                                *reader, munge_ctx_strerror(ctx->get())));
     }
     char* credential = nullptr;
     const munge_err_t e = munge_encode(&credential, ctx->get(), payload.data(),
@@ -259,16 +268,16 @@ Result<MungeDecoded> Munge::decode(std::string_view credential) const {
 }
 
 Result<std::string> munge_request_header(const Munge& munge, std::string_view node,
-                                         std::string_view body, double now_unix) {
+                                         std::string_view body, double now_unix, uid_t reader) {
     auto nonce = new_nonce();
     if (!nonce) {
         return tl::unexpected(nonce.error());
     }
-    return munge_request_header(munge, node, body, now_unix, *nonce);
+    return munge_request_header(munge, node, body, now_unix, reader, *nonce);
 }
 
 Result<std::string> munge_request_header(const Munge& munge, std::string_view node,
-                                         std::string_view body, double now_unix,
+                                         std::string_view body, double now_unix, uid_t reader,
                                          std::string_view nonce) {
     if (!valid_node_name(node)) {
         return fail(ErrorCode::InvalidArgument,
@@ -285,7 +294,8 @@ Result<std::string> munge_request_header(const Munge& munge, std::string_view no
     }
     return header_of(munge, kRequestPrefix,
                      fmt::format("{}|{}|{}|{}|{}", node, *ts, nonce, body.size(),
-                                 sha256_hex(body)));
+                                 sha256_hex(body)),
+                     reader);
 }
 
 Result<RequestHead> verify_munge_head(const Munge& munge, std::string_view header,
@@ -335,7 +345,7 @@ Result<RequestHead> verify_munge_head(const Munge& munge, std::string_view heade
     return head;
 }
 
-Result<std::string> munge_seal(const Munge& munge, std::string_view body) {
+Result<std::string> munge_seal(const Munge& munge, std::string_view body, uid_t reader) {
     if (body.size() > kMungeMaxBody) {
         return fail(ErrorCode::InvalidArgument,
                     fmt::format("a body of {} bytes is more than MUNGE mode carries ({} bytes; "
@@ -344,7 +354,7 @@ Result<std::string> munge_seal(const Munge& munge, std::string_view body) {
     }
     std::string payload(kBodyPrefix);
     payload += body;
-    return munge.encode(payload, Munge::Zip::Zlib);
+    return munge.encode(payload, Munge::Zip::Zlib, reader);
 }
 
 Result<std::string> munge_open(const Munge& munge, std::string_view credential,
@@ -362,7 +372,7 @@ Result<std::string> munge_open(const Munge& munge, std::string_view credential,
                     "the body's MUNGE credential is not a sealed CARMA body (munge_seal)");
     }
     std::string body = decoded->payload.substr(kBodyPrefix.size());
-    if (!detail::same_secret(sha256_hex(body), expected_sha256)) {
+    if (!secrets_equal(sha256_hex(body), expected_sha256)) {
         return fail(ErrorCode::InvalidArgument,
                     "the sealed body is not the one its header was made for (SHA-256 differs): "
                     "bodies and headers of different messages mixed");
@@ -391,7 +401,7 @@ Result<std::string> verify_munge_body(const Munge& munge, const RequestHead& hea
 }
 
 Result<std::string> munge_answer_header(const Munge& munge, std::string_view request_nonce,
-                                        std::string_view body, double now_unix) {
+                                        std::string_view body, double now_unix, uid_t reader) {
     if (!detail::is_lower_hex(request_nonce, kNonceHexLength)) {
         return fail(ErrorCode::InvalidArgument, "a nonce is 32 lowercase hex digits");
     }
@@ -401,7 +411,8 @@ Result<std::string> munge_answer_header(const Munge& munge, std::string_view req
     }
     return header_of(munge, kAnswerPrefix,
                      fmt::format("{}|{}|{}|{}", *ts, request_nonce, body.size(),
-                                 sha256_hex(body)));
+                                 sha256_hex(body)),
+                     reader);
 }
 
 Result<std::string> verify_munge_answer(const Munge& munge, std::string_view header,
@@ -436,7 +447,7 @@ Result<std::string> verify_munge_answer(const Munge& munge, std::string_view hea
         !detail::is_lower_hex(parts[3], 64)) {
         return bad();
     }
-    if (!detail::same_secret(parts[1], request_nonce)) {
+    if (!secrets_equal(parts[1], request_nonce)) {
         return fail(ErrorCode::InvalidArgument,
                     "the server's answer is bound to another request (its nonce differs): an old "
                     "answer replayed, or answers mixed up");

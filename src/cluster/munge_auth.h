@@ -3,6 +3,12 @@
 // munged with the same key): libmunge's credentials instead of HMACs, the same framing as token
 // mode (cluster/auth.h).
 //
+// Every credential is restricted to the uid of the one process that must read it
+// (MUNGE_OPT_UID_RESTRICTION): a request to the server's uid, an answer to the agents' uid. By
+// munge's design any local user of a munge host can decode an unrestricted credential, so
+// without it whoever captured a sealed launch (its command line and environment) could read it;
+// with it munged decodes it for that uid alone (not even for root, unless root is that uid).
+//
 // A request carries, in kAuthHeader, "carma1 munge <credential>" whose payload is
 //   "carma-munge-request v1\n" node|ts|nonce|len|SHA-256(body)
 // so the server learns who sent it (munged vouches for the uid and the encoding host) before it
@@ -29,6 +35,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -56,7 +63,10 @@ public:
     // answers there by encoding an empty credential.
     static Result<Munge> open(std::string socket_path = "");
 
-    Result<std::string> encode(std::string_view payload, Zip zip = Zip::None) const;
+    // `reader`: the only uid munged will decode it for (MUNGE_OPT_UID_RESTRICTION); nothing:
+    // any uid may.
+    Result<std::string> encode(std::string_view payload, Zip zip = Zip::None,
+                               std::optional<uid_t> reader = std::nullopt) const;
     // Refuses a credential munged finds invalid (another key: every node needs the same
     // munge.key), expired, encoded in the future or replayed (the message says "replayed").
     Result<MungeDecoded> decode(std::string_view credential) const;
@@ -71,11 +81,12 @@ private:
     bool explicit_socket_ = false;
 };
 
-// The request's header value ("carma1 munge <credential>") for `node`'s `body` at `now_unix`.
+// The request's header value ("carma1 munge <credential>") for `node`'s `body` at `now_unix`,
+// decodable by the server's uid `reader` alone.
 Result<std::string> munge_request_header(const Munge& munge, std::string_view node,
-                                         std::string_view body, double now_unix);
+                                         std::string_view body, double now_unix, uid_t reader);
 Result<std::string> munge_request_header(const Munge& munge, std::string_view node,
-                                         std::string_view body, double now_unix,
+                                         std::string_view body, double now_unix, uid_t reader,
                                          std::string_view nonce);
 
 // Decodes and checks a request header: the credential (munged), its uid against
@@ -85,9 +96,9 @@ Result<RequestHead> verify_munge_head(const Munge& munge, std::string_view heade
                                       uid_t expected_uid, double now_unix,
                                       double window_s = kDefaultWindowS);
 
-// The body as sent in MUNGE mode: a credential of it (compressed by zlib where it helps).
-// Refuses a body longer than kMungeMaxBody.
-Result<std::string> munge_seal(const Munge& munge, std::string_view body);
+// The body as sent in MUNGE mode: a credential of it (compressed by zlib where it helps) that
+// munged decodes for the peer's uid `reader` alone. Refuses a body longer than kMungeMaxBody.
+Result<std::string> munge_seal(const Munge& munge, std::string_view body, uid_t reader);
 
 // The body a sealed credential holds, once munged accepts it, its uid is `expected_uid` and the
 // body's SHA-256 is `expected_sha256` (from the header that came with it).
@@ -99,9 +110,10 @@ Result<std::string> munge_open(const Munge& munge, std::string_view credential,
 Result<std::string> verify_munge_body(const Munge& munge, const RequestHead& head,
                                       std::string_view sealed_body);
 
-// The answer's header value, bound to the request's nonce.
+// The answer's header value, bound to the request's nonce, decodable by the agents' uid `reader`
+// alone.
 Result<std::string> munge_answer_header(const Munge& munge, std::string_view request_nonce,
-                                        std::string_view body, double now_unix);
+                                        std::string_view body, double now_unix, uid_t reader);
 
 // The answer's JSON, once its header and sealed body verify: encoded by `expected_uid` (the
 // server's), bound to `request_nonce`, within the window.

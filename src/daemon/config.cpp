@@ -336,6 +336,20 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
                 return tl::unexpected(n.error());
             }
             c.agent_uid = *n;
+        } else if (key == "agent_connections" || key == "agent_connections_per_node") {
+            auto n = scalar<std::uint32_t>(v, key, source);
+            if (!n) {
+                return tl::unexpected(n.error());
+            }
+            (key == "agent_connections" ? c.agent_connections : c.agent_connections_per_node) =
+                *n;
+        } else if (key == "agent_head_timeout_s" || key == "agent_request_timeout_s") {
+            auto n = scalar<int>(v, key, source);
+            if (!n) {
+                return tl::unexpected(n.error());
+            }
+            (key == "agent_head_timeout_s" ? c.agent_head_timeout_s
+                                           : c.agent_request_timeout_s) = *n;
         } else if (key == "tcp_run_as") {
             r = set_str(c.tcp_run_as);
         } else if (key == "shim_path") {
@@ -496,6 +510,27 @@ Result<DaemonConfig> finalize(DaemonConfig c) {
         return fail(ErrorCode::InvalidArgument,
                     "node_timeout_s must be 1..86400 seconds: how long an agent may be silent "
                     "before its node takes no new tasks");
+    }
+    if (c.agent_connections < 1 || c.agent_connections > 4096) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("agent_connections is {}; give 1..4096: the agents' connections "
+                                "open at once, each with a thread (one per node is enough)",
+                                c.agent_connections));
+    }
+    if (c.agent_connections_per_node < 1 ||
+        c.agent_connections_per_node > c.agent_connections) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("agent_connections_per_node is {}; give 1..agent_connections "
+                                "({}): an agent opens one connection per report",
+                                c.agent_connections_per_node, c.agent_connections));
+    }
+    if (c.agent_head_timeout_s < 1 || c.agent_head_timeout_s > 60 ||
+        c.agent_request_timeout_s < c.agent_head_timeout_s || c.agent_request_timeout_s > 600) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("agent_head_timeout_s {} and agent_request_timeout_s {}: give a "
+                                "head deadline of 1..60 s and a request deadline from it to "
+                                "600 s",
+                                c.agent_head_timeout_s, c.agent_request_timeout_s));
     }
     if (c.limits.max_array_size > kMaxArrayMembers) {
         return fail(ErrorCode::InvalidArgument,

@@ -87,6 +87,13 @@ struct DaemonConfig {
     std::string munge_socket;        // "" = munged's default socket
     std::optional<std::uint32_t> agent_uid;
     double node_timeout_s = 30;      // an agent silent this long: its node takes no tasks
+    // The agents' port (cluster/hub.h, agent_port_limits(), whose defaults these are): agents'
+    // connections in all and per node (a node's key cannot take the other nodes' slots), and
+    // the deadlines for a request's head and for the whole request (a trickle is cut off).
+    std::size_t agent_connections = 256;
+    std::size_t agent_connections_per_node = 4;
+    int agent_head_timeout_s = 5;
+    int agent_request_timeout_s = 15;
     // The server beside its GPUs: reserves, defaults, fences (daemon/host_config.h).
     HostConfig host;
 };

@@ -94,6 +94,14 @@ const std::vector<ConfigKey>& config_keys() {
         {"agent_uid", "MUNGE mode: the uid agents run as; null is the daemon's own."},
         {"node_timeout_s", "Seconds an agent may be silent before its node takes no new tasks, "
                            "1..86400."},
+        {"agent_connections", "The agents' port: agents' connections open at once, in all "
+                              "(429 beyond), 1..4096."},
+        {"agent_connections_per_node", "... and per node, so one node's key cannot take the "
+                                       "others' (an agent needs one)."},
+        {"agent_head_timeout_s", "Seconds a request's head may take on the agents' port, "
+                                 "1..60."},
+        {"agent_request_timeout_s", "Seconds a whole request may take there; a connection "
+                                    "that trickles its bytes is closed (408)."},
         {"limits", "What one user may ask for; 0 is no limit."},
         {"limits.max_waiting_per_user", "Tasks one user may have waiting (queued, recovering, "
                                         "held) at once."},
@@ -239,6 +247,11 @@ std::string yaml_value(const DaemonConfig& c, std::string_view key) {
         {"agent_uid",
          [&] { return c.agent_uid ? std::to_string(*c.agent_uid) : std::string("null"); }},
         {"node_timeout_s", [&] { return yaml_number(c.node_timeout_s); }},
+        {"agent_connections", [&] { return std::to_string(c.agent_connections); }},
+        {"agent_connections_per_node",
+         [&] { return std::to_string(c.agent_connections_per_node); }},
+        {"agent_head_timeout_s", [&] { return std::to_string(c.agent_head_timeout_s); }},
+        {"agent_request_timeout_s", [&] { return std::to_string(c.agent_request_timeout_s); }},
         {"limits", [] { return std::string(); }},
         {"limits.max_waiting_per_user",
          [&] { return std::to_string(c.limits.max_waiting_per_user); }},

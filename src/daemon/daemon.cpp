@@ -217,6 +217,11 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& raw) {
         ho.port = where->port;
         ho.state_dir = config.state_dir;
         ho.node_timeout_s = config.node_timeout_s;
+        ho.limits.max_authenticated_connections = config.agent_connections;
+        ho.limits.max_connections_per_identity = config.agent_connections_per_node;
+        ho.limits.head_timeout_s = config.agent_head_timeout_s;
+        ho.limits.request_timeout_s = config.agent_request_timeout_s;
+        ho.limits.max_threads = cluster::agent_port_threads(ho.limits);
         ho.report_period_s = 1.0 / config.time_scale;
         auto created = cluster::Hub::create(std::move(ho));
         if (!created) {

@@ -54,8 +54,9 @@ std::size_t SlotPool::evicted() const {
 }
 
 ConnectionGate::ConnectionGate(std::size_t max_unauthenticated, std::size_t max_authenticated,
-                               std::function<void(int fd)> evict)
+                               std::function<void(int fd)> evict, std::size_t max_per_identity)
     : max_unauthenticated_(std::max<std::size_t>(1, max_unauthenticated)),
+      max_per_identity_(max_per_identity),
       evict_(evict),
       authenticated_(max_authenticated, evict) {}
 
@@ -69,12 +70,34 @@ ConnectionGate::Ticket ConnectionGate::enter(int fd) {
     }
     const std::uint64_t id = next_id_++;
     waiting_.emplace(id, fd);
-    return Ticket{id, std::nullopt};
+    Ticket ticket;
+    ticket.id = id;
+    return ticket;
 }
 
 bool ConnectionGate::promote(Ticket& ticket, int fd) {
+    return promote(ticket, fd, std::string()) == Promotion::Promoted;
+}
+
+ConnectionGate::Promotion ConnectionGate::promote(Ticket& ticket, int fd,
+                                                  const std::string& identity) {
+    // Its identity's count first: an identity at its cap is refused before it can take (or
+    // evict) anyone else's slot.
+    if (max_per_identity_ > 0 && !identity.empty() && ticket.identity != identity) {
+        leave_identity(ticket);
+        std::lock_guard lock(mu_);
+        std::set<std::uint64_t>& held = identities_[identity];
+        if (held.size() >= max_per_identity_) {
+            if (held.empty()) {
+                identities_.erase(identity);
+            }
+            return Promotion::IdentityFull;
+        }
+        held.insert(ticket.id);
+        ticket.identity = identity;
+    }
     if (ticket.authenticated()) {
-        return true;
+        return Promotion::Promoted;
     }
     // Leaves the unauthenticated pool first: a connection is in one pool at a time, so it is
     // never evicted from both.
@@ -83,7 +106,25 @@ bool ConnectionGate::promote(Ticket& ticket, int fd) {
         waiting_.erase(ticket.id);  // it may have been evicted meanwhile; it still got this far
     }
     ticket.slot = authenticated_.take(fd);
-    return ticket.authenticated();
+    if (!ticket.slot) {
+        leave_identity(ticket);
+        return Promotion::Full;
+    }
+    return Promotion::Promoted;
+}
+
+void ConnectionGate::leave_identity(Ticket& ticket) {
+    if (ticket.identity.empty()) {
+        return;
+    }
+    std::lock_guard lock(mu_);
+    if (auto it = identities_.find(ticket.identity); it != identities_.end()) {
+        it->second.erase(ticket.id);
+        if (it->second.empty()) {
+            identities_.erase(it);
+        }
+    }
+    ticket.identity.clear();
 }
 
 void ConnectionGate::set_idle(const Ticket& ticket, bool idle) {
@@ -93,12 +134,20 @@ void ConnectionGate::set_idle(const Ticket& ticket, bool idle) {
 }
 
 void ConnectionGate::leave(const Ticket& ticket) {
+    Ticket left = ticket;
+    leave_identity(left);
     if (ticket.slot) {
         authenticated_.give_back(*ticket.slot);
         return;
     }
     std::lock_guard lock(mu_);
     waiting_.erase(ticket.id);
+}
+
+std::size_t ConnectionGate::of_identity(const std::string& identity) const {
+    std::lock_guard lock(mu_);
+    const auto it = identities_.find(identity);
+    return it == identities_.end() ? 0 : it->second.size();
 }
 
 std::size_t ConnectionGate::unauthenticated() const {

@@ -28,6 +28,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <string>
 
 namespace carma::http {
 
@@ -78,13 +80,22 @@ private:
 
 class ConnectionGate {
 public:
+    // `max_per_identity`: of the authenticated, at most this many per identity, idle or not (an
+    // agent opens a connection per report and closes it); 0: no cap per identity.
     ConnectionGate(std::size_t max_unauthenticated, std::size_t max_authenticated,
-                   std::function<void(int fd)> evict);
+                   std::function<void(int fd)> evict, std::size_t max_per_identity = 0);
 
     struct Ticket {
         std::uint64_t id = 0;              // in the unauthenticated pool
         std::optional<std::uint64_t> slot;  // in the authenticated one, once promoted
+        std::string identity;  // whom its credentials name, counted against its cap; "": none
         bool authenticated() const { return slot.has_value(); }
+    };
+
+    enum class Promotion {
+        Promoted,
+        IdentityFull,  // its identity holds max_per_identity connections already
+        Full,          // every authenticated slot is busy
     };
 
     // A new connection on `fd`, unauthenticated.
@@ -92,6 +103,10 @@ public:
     // Its request presented valid credentials: false (and it stays where it was) when every
     // authenticated slot is busy.
     bool promote(Ticket& ticket, int fd);
+    // Likewise, for credentials that name `identity` (a node): also counted against the
+    // identity's cap. A connection whose request names another identity than its last one
+    // moves to the new identity's pool.
+    Promotion promote(Ticket& ticket, int fd, const std::string& identity);
     // An authenticated connection between requests (idle) or in one.
     void set_idle(const Ticket& ticket, bool idle);
     // The connection ends; its thread closes the descriptor after this returns.
@@ -99,14 +114,23 @@ public:
 
     std::size_t unauthenticated() const;
     std::size_t authenticated() const { return authenticated_.taken(); }
+    // The connections of one identity now (0 for one without any).
+    std::size_t of_identity(const std::string& identity) const;
     std::size_t evicted() const;
 
 private:
+    void leave_identity(Ticket& ticket);
+
     mutable std::mutex mu_;
     std::map<std::uint64_t, int> waiting_;  // unauthenticated: id (arrival order) -> fd
+    // The connections (tickets' ids) of each identity that has one now: an identity leaves with
+    // its last connection, so names that credentials may choose (MUNGE's node) cannot grow it
+    // beyond the connections.
+    std::map<std::string, std::set<std::uint64_t>> identities_;
     std::size_t evicted_ = 0;
     std::uint64_t next_id_ = 1;
     std::size_t max_unauthenticated_;
+    std::size_t max_per_identity_;
     std::function<void(int)> evict_;
     SlotPool authenticated_;
 };

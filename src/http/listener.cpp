@@ -68,6 +68,11 @@ bool client_closes(const Request& req) {
 
 bool Connection::promote() { return gate_ == nullptr || gate_->promote(ticket_, fd_); }
 
+ConnectionGate::Promotion Connection::promote_as(const std::string& identity) {
+    return gate_ == nullptr ? ConnectionGate::Promotion::Promoted
+                            : gate_->promote(ticket_, fd_, identity);
+}
+
 void Connection::set_idle(bool idle) const {
     if (gate_) {
         gate_->set_idle(ticket_, idle);
@@ -92,7 +97,7 @@ struct Listener::Pools {
     explicit Pools(const ListenerLimits& limits)
         : peers(limits.max_authenticated_connections, shut),
           gate(limits.max_unauthenticated_connections, limits.max_authenticated_connections,
-               shut) {}
+               shut, limits.max_connections_per_identity) {}
     // Unix socket: per peer uid; TCP: the unauthenticated and the authenticated.
     PeerSlots peers;
     ConnectionGate gate;

@@ -46,6 +46,9 @@ public:
     // Its request presented valid credentials: it leaves the unauthenticated pool for the
     // authenticated one; false (and it stays) when every authenticated slot is busy.
     bool promote();
+    // Likewise for credentials that name `identity` (an agent's node): counted against
+    // ListenerLimits::max_connections_per_identity as well. Promoted on a Unix socket.
+    ConnectionGate::Promotion promote_as(const std::string& identity);
 
     // No more requests on it after this answer: one that presented no valid credentials, or
     // whose body is refused unread, gets one answer and then the connection ends.

@@ -30,6 +30,10 @@ struct ListenerLimits {
     // max_authenticated_connections per peer uid, the kernel's word for who connected.
     std::size_t max_unauthenticated_connections = 16;
     std::size_t max_authenticated_connections = 8;
+    // TCP: of the authenticated, at most this many per identity (Connection::promote_as: the
+    // agents' port counts a node's connections), so that one identity's slow connections cannot
+    // take every authenticated slot; 0: no cap per identity.
+    std::size_t max_connections_per_identity = 0;
     // Handler threads, one per open connection; above the connection caps, so that the
     // connections of one kind can never hold every thread.
     std::size_t max_threads = 128;

@@ -54,6 +54,44 @@ TEST(ConnectionGateTest, UnauthenticatedConnectionsMakeRoomOldestFirst) {
     EXPECT_EQ(gate.evicted(), 58u);
 }
 
+// This test verifies the cap per identity (the agents' port's per-node cap): an identity at its
+// cap is refused without taking anyone else's slot, other identities are not, a connection that
+// leaves makes room for its identity, and one whose request names another identity moves.
+TEST(ConnectionGateTest, OneIdentityCannotTakeEveryAuthenticatedSlot) {
+    std::vector<int> evicted;
+    ConnectionGate gate(8, 6, [&](int fd) { evicted.push_back(fd); }, 2);
+    using P = ConnectionGate::Promotion;
+    std::vector<ConnectionGate::Ticket> slow;
+    for (int fd = 10; fd < 15; ++fd) {
+        slow.push_back(gate.enter(fd));
+    }
+    EXPECT_EQ(gate.promote(slow[0], 10, "n1"), P::Promoted);
+    EXPECT_EQ(gate.promote(slow[1], 11, "n1"), P::Promoted);
+    EXPECT_EQ(gate.promote(slow[2], 12, "n1"), P::IdentityFull);
+    EXPECT_FALSE(slow[2].authenticated());
+    EXPECT_EQ(gate.of_identity("n1"), 2u);
+    EXPECT_EQ(gate.authenticated(), 2u);
+    EXPECT_TRUE(evicted.empty());
+    EXPECT_EQ(gate.promote(slow[3], 13, "n2"), P::Promoted) << "another node has its own";
+    EXPECT_EQ(gate.promote(slow[0], 10, "n1"), P::Promoted) << "its next request, same node";
+    EXPECT_EQ(gate.of_identity("n1"), 2u);
+
+    gate.leave(slow[1]);
+    EXPECT_EQ(gate.of_identity("n1"), 1u);
+    EXPECT_EQ(gate.promote(slow[2], 12, "n1"), P::Promoted) << "the one that left made room";
+    // A request on slow[0] that names n2 moves the connection to n2's count.
+    EXPECT_EQ(gate.promote(slow[0], 10, "n2"), P::Promoted);
+    EXPECT_EQ(gate.of_identity("n1"), 1u);
+    EXPECT_EQ(gate.of_identity("n2"), 2u);
+    EXPECT_EQ(gate.promote(slow[4], 14, "n2"), P::IdentityFull);
+    for (const ConnectionGate::Ticket& t : slow) {
+        gate.leave(t);
+    }
+    EXPECT_EQ(gate.of_identity("n1"), 0u);
+    EXPECT_EQ(gate.of_identity("n2"), 0u);
+    EXPECT_EQ(gate.authenticated(), 0u);
+}
+
 // This test verifies that a full pool gives a newcomer the place of the connection idle longest,
 // and refuses it only when every connection is in a request.
 TEST(SlotPoolTest, NewcomersTakeThePlaceOfTheIdlest) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "cluster/auth.h"
 #include "cluster/authenticator.h"
@@ -442,7 +443,7 @@ TEST(MungeOpen, MungedNotRunningIsAnIoErrorNamingTheSocket) {
 }
 
 TEST_F(MungeAuth, RequestHeadAndBodyRoundTrip) {
-    auto header = munge_request_header(*munge_, "gpu-01", kBody, now(), kNonce);
+    auto header = munge_request_header(*munge_, "gpu-01", kBody, now(), ::getuid(), kNonce);
     ASSERT_TRUE(header) << header.error().message;
     auto head = verify_munge_head(*munge_, *header, ::getuid(), now());
     ASSERT_TRUE(head) << head.error().message;
@@ -452,7 +453,7 @@ TEST_F(MungeAuth, RequestHeadAndBodyRoundTrip) {
     EXPECT_EQ(head->uid, ::getuid());
     EXPECT_EQ(head->origin_addr, "127.0.0.1");
     EXPECT_EQ(head->body_length, kBody.size());
-    auto sealed = munge_seal(*munge_, kBody);
+    auto sealed = munge_seal(*munge_, kBody, ::getuid());
     ASSERT_TRUE(sealed);
     EXPECT_EQ(sealed->find("gpu-01"), std::string::npos) << "the body travels encrypted";
     auto body = verify_munge_body(*munge_, *head, *sealed);
@@ -461,12 +462,12 @@ TEST_F(MungeAuth, RequestHeadAndBodyRoundTrip) {
 }
 
 TEST_F(MungeAuth, WrongExpectedUidIsRefused) {
-    auto header = munge_request_header(*munge_, "gpu-01", kBody, now());
+    auto header = munge_request_header(*munge_, "gpu-01", kBody, now(), ::getuid());
     ASSERT_TRUE(header);
     auto head = verify_munge_head(*munge_, *header, ::getuid() + 1, now());
     ASSERT_FALSE(head);
     EXPECT_THAT(head.error().message, HasSubstr("not uid"));
-    auto sealed = munge_seal(*munge_, kBody);
+    auto sealed = munge_seal(*munge_, kBody, ::getuid());
     ASSERT_TRUE(sealed);
     auto body = munge_open(*munge_, *sealed, ::getuid() + 1, sha256_hex(kBody));
     ASSERT_FALSE(body);
@@ -474,17 +475,17 @@ TEST_F(MungeAuth, WrongExpectedUidIsRefused) {
 }
 
 TEST_F(MungeAuth, BodyOfAnotherRequestOrTokenHeaderIsRefused) {
-    auto header = munge_request_header(*munge_, "gpu-01", kBody, now());
+    auto header = munge_request_header(*munge_, "gpu-01", kBody, now(), ::getuid());
     ASSERT_TRUE(header);
     auto head = verify_munge_head(*munge_, *header, ::getuid(), now());
     ASSERT_TRUE(head);
-    auto other = munge_seal(*munge_, kBody + " ");
+    auto other = munge_seal(*munge_, kBody + " ", ::getuid());
     ASSERT_TRUE(other);
     auto body = verify_munge_body(*munge_, *head, *other);
     ASSERT_FALSE(body);
     EXPECT_THAT(body.error().message, HasSubstr("SHA-256 differs"));
     // A credential that is not a sealed body (here: a header's) does not open as one.
-    auto header2 = munge_request_header(*munge_, "gpu-01", kBody, now());
+    auto header2 = munge_request_header(*munge_, "gpu-01", kBody, now(), ::getuid());
     ASSERT_TRUE(header2);
     EXPECT_FALSE(verify_munge_body(*munge_, *head, header2->substr(13)));
     // The modes do not mix.
@@ -493,14 +494,14 @@ TEST_F(MungeAuth, BodyOfAnotherRequestOrTokenHeaderIsRefused) {
 }
 
 TEST_F(MungeAuth, ReplayedOrOldHeadIsRefused) {
-    auto header = munge_request_header(*munge_, "gpu-01", kBody, now());
+    auto header = munge_request_header(*munge_, "gpu-01", kBody, now(), ::getuid());
     ASSERT_TRUE(header);
     ASSERT_TRUE(verify_munge_head(*munge_, *header, ::getuid(), now()));
     auto again = verify_munge_head(*munge_, *header, ::getuid(), now());
     ASSERT_FALSE(again);
     EXPECT_THAT(again.error().message, HasSubstr("replayed"));
     // Signed with a clock 2 minutes behind: munged accepts it (TTL 300 s), the window does not.
-    auto old = munge_request_header(*munge_, "gpu-01", kBody, now() - 120);
+    auto old = munge_request_header(*munge_, "gpu-01", kBody, now() - 120, ::getuid());
     ASSERT_TRUE(old);
     auto late = verify_munge_head(*munge_, *old, ::getuid(), now());
     ASSERT_FALSE(late);
@@ -508,23 +509,23 @@ TEST_F(MungeAuth, ReplayedOrOldHeadIsRefused) {
 }
 
 TEST_F(MungeAuth, AnswerIsBoundToTheRequestNonceAndTheServerUid) {
-    auto header = munge_answer_header(*munge_, kNonce, kAnswer, now());
-    auto sealed = munge_seal(*munge_, kAnswer);
+    auto header = munge_answer_header(*munge_, kNonce, kAnswer, now(), ::getuid());
+    auto sealed = munge_seal(*munge_, kAnswer, ::getuid());
     ASSERT_TRUE(header && sealed);
     auto json = verify_munge_answer(*munge_, *header, ::getuid(), kNonce, *sealed, now());
     ASSERT_TRUE(json) << json.error().message;
     EXPECT_EQ(*json, kAnswer);
 
-    auto header2 = munge_answer_header(*munge_, kNonce, kAnswer, now());
-    auto sealed2 = munge_seal(*munge_, kAnswer);
+    auto header2 = munge_answer_header(*munge_, kNonce, kAnswer, now(), ::getuid());
+    auto sealed2 = munge_seal(*munge_, kAnswer, ::getuid());
     ASSERT_TRUE(header2 && sealed2);
     auto other_nonce = verify_munge_answer(*munge_, *header2, ::getuid(),
                                            "ffeeddccbbaa99887766554433221100", *sealed2, now());
     ASSERT_FALSE(other_nonce);
     EXPECT_THAT(other_nonce.error().message, HasSubstr("bound to another request"));
 
-    auto header3 = munge_answer_header(*munge_, kNonce, kAnswer, now());
-    auto sealed3 = munge_seal(*munge_, kAnswer);
+    auto header3 = munge_answer_header(*munge_, kNonce, kAnswer, now(), ::getuid());
+    auto sealed3 = munge_seal(*munge_, kAnswer, ::getuid());
     ASSERT_TRUE(header3 && sealed3);
     EXPECT_FALSE(verify_munge_answer(*munge_, *header3, ::getuid() + 1, kNonce, *sealed3, now()))
         << "an answer encoded by another uid than the server's";
@@ -539,13 +540,13 @@ TEST_F(MungeAuth, LargeReportsFitUpToTheLimit) {
                 "},";
     }
     json += "{}]";
-    auto sealed = munge_seal(*munge_, json);
+    auto sealed = munge_seal(*munge_, json, ::getuid());
     ASSERT_TRUE(sealed) << sealed.error().message;
     auto opened = munge_open(*munge_, *sealed, ::getuid(), sha256_hex(json));
     ASSERT_TRUE(opened) << opened.error().message;
     EXPECT_EQ(*opened, json);
 
-    auto too_long = munge_seal(*munge_, std::string(kMungeMaxBody + 1, 'x'));
+    auto too_long = munge_seal(*munge_, std::string(kMungeMaxBody + 1, 'x'), ::getuid());
     ASSERT_FALSE(too_long);
     EXPECT_THAT(too_long.error().message, HasSubstr("more than MUNGE mode carries"));
 
@@ -560,16 +561,66 @@ TEST_F(MungeAuth, LargeReportsFitUpToTheLimit) {
         return bytes;
     };
     const std::string fits = noise(700000);
-    auto sealed_fits = munge_seal(*munge_, fits);
+    auto sealed_fits = munge_seal(*munge_, fits, ::getuid());
     ASSERT_TRUE(sealed_fits) << sealed_fits.error().message;
     auto opened_fits = munge_open(*munge_, *sealed_fits, ::getuid(), sha256_hex(fits));
     ASSERT_TRUE(opened_fits) << opened_fits.error().message;
     EXPECT_EQ(*opened_fits, fits);
     const std::string too_big = noise(900000);
-    auto sealed_big = munge_seal(*munge_, too_big);
+    auto sealed_big = munge_seal(*munge_, too_big, ::getuid());
     ASSERT_FALSE(sealed_big);
     EXPECT_THAT(sealed_big.error().message, HasSubstr("compresses too poorly"));
     EXPECT_FALSE(munge_->decode(std::string(1048577, 'A')));
+}
+
+// This test verifies that every credential an agent or the server sends is restricted to its
+// peer's uid (MUNGE_OPT_UID_RESTRICTION): munged decodes a report's header and body for the
+// server's uid alone and an answer's for the agents' uid alone, so another local user who
+// captures them (here this test's own uid, which is neither) cannot read a launch's command line
+// and environment; the peer itself can (checked from a child as that uid when run as root).
+TEST_F(MungeAuth, CredentialsAreReadableByThePeersUidAlone) {
+    const uid_t peer = ::getuid() == 65534 ? 65533 : 65534;
+    auto agent = munge_agent(*munge_, "gpu-01", peer);
+    auto server = munge_server(*munge_, peer);
+    ASSERT_TRUE(agent && server);
+    auto request = (*agent)->sign_request(kBody, now());
+    ASSERT_TRUE(request) << request.error().message;
+    RequestHead head;
+    head.mode = Mode::Munge;
+    head.node = "gpu-01";
+    head.nonce = kNonce;
+    auto answer = (*server)->sign_answer(head, kAnswer, now());
+    ASSERT_TRUE(answer) << answer.error().message;
+    const std::vector<std::string> credentials = {
+        request->header.substr(request->header.rfind(' ') + 1), request->body,
+        answer->header.substr(answer->header.rfind(' ') + 1), answer->body};
+    if (::geteuid() == 0) {
+        // The peer reads each (before this process tries: a decode counts as the one use).
+        const pid_t child = ::fork();
+        ASSERT_GE(child, 0);
+        if (child == 0) {
+            if (::setgid(peer) != 0 || ::setuid(peer) != 0) {
+                ::_exit(2);
+            }
+            for (const std::string& c : credentials) {
+                auto read = munge_->decode(c);
+                if (!read || read->uid != 0) {
+                    ::_exit(1);
+                }
+            }
+            ::_exit(0);
+        }
+        int status = 0;
+        ASSERT_EQ(::waitpid(child, &status, 0), child);
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+            << "uid " << peer << " could not decode what was sent to it";
+    }
+    for (const std::string& c : credentials) {
+        auto read = munge_->decode(c);
+        ASSERT_FALSE(read) << "uid " << ::getuid() << " read a credential meant for uid "
+                           << peer << ": " << read->payload.substr(0, 60);
+        EXPECT_THAT(read.error().message, HasSubstr("does not let this user decode"));
+    }
 }
 
 TEST_F(MungeAuth, AgentAndServerTalkThroughTheInterface) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -50,6 +51,10 @@ protected:
                 testing::UnitTest::GetInstance()->current_test_info()->name());
         fs::remove_all(dir_);
         fs::create_directories(dir_);
+        start();
+    }
+    // A server on the state directory, listening on a new port.
+    void start() {
         HubOptions o;
         o.token = kMaster;
         o.state_dir = dir_.string();
@@ -110,6 +115,40 @@ TEST_F(HubAuthTest, AReplayedReportIsRefused) {
     ASSERT_TRUE(again);
     EXPECT_EQ(again->status, 401);
     EXPECT_THAT(again->body, HasSubstr("replay"));
+}
+
+// This test verifies that replay protection survives a restart: a report captured and taken
+// before the server restarted is refused after it (the nonces it took are gone with the old
+// process, so a request signed before the start is refused), and a report signed after the
+// restart is taken.
+TEST_F(HubAuthTest, AReportCapturedBeforeARestartIsRefusedAfterIt) {
+    auto agent = auth::token_agent("n1", auth::node_key(kMaster, "n1"));
+    ASSERT_TRUE(agent);
+    auto captured = (*agent)->sign_request(report_body("n1"), unix_now());
+    ASSERT_TRUE(captured);
+    auto first = post(captured->header, captured->body);
+    ASSERT_TRUE(first);
+    ASSERT_EQ(first->status, 200) << first->body;
+
+    // The server restarts on the same state directory. Timestamps carry milliseconds: the new
+    // server starts a few of them after the capture, as any real restart does.
+    const double signed_at = unix_now();
+    while (unix_now() < signed_at + 0.003) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    hub_.reset();
+    start();
+    auto again = post(captured->header, captured->body);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->status, 401) << again->body;
+    EXPECT_THAT(again->body, HasSubstr("before this server started"));
+    EXPECT_EQ(hub_->nodes().at(0).last_seen, 0) << "the replayed report was taken";
+
+    auto fresh = (*agent)->sign_request(report_body("n1"), unix_now());
+    ASSERT_TRUE(fresh);
+    auto taken = post(fresh->header, fresh->body);
+    ASSERT_TRUE(taken);
+    EXPECT_EQ(taken->status, 200) << taken->body;
 }
 
 // This test verifies that a sender without a key, or with another node's key, is refused: no

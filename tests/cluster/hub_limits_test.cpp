@@ -387,6 +387,117 @@ TEST_F(RogueNode, SlowConnectionsDoNotSilenceARealNode) {
     EXPECT_EQ(nodes[0].state, "up");
 }
 
+int threads_of_this_process() {
+    std::error_code ec;
+    int n = 0;
+    for (fs::directory_iterator it("/proc/self/task", ec), end; !ec && it != end;
+         it.increment(ec)) {
+        ++n;
+    }
+    return n;
+}
+
+// The answer on `fd` if one came within `wait_ms` (or is all there now).
+std::optional<Answer> answer_within(int fd, std::string& in, int wait_ms, bool* closed) {
+    pollfd p{fd, POLLIN, 0};
+    while (::poll(&p, 1, wait_ms) > 0) {
+        char buf[4096];
+        const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n <= 0) {
+            *closed = n == 0 || (errno != EAGAIN && errno != EINTR);
+            break;
+        }
+        in.append(buf, static_cast<std::size_t>(n));
+        if (auto a = parse_answer(in)) {
+            return a;
+        }
+    }
+    return parse_answer(in);
+}
+
+// This test verifies that one node's key cannot take the agents' port from the other nodes (the
+// red team's attack: signed heads announcing 1 MiB, the body trickled a byte at a time, new
+// connections all the while): past its few connections the node's next ones are refused on their
+// head (429, naming the per-node cap), its trickling ones are cut off by the request deadline
+// (408), another node's every report is answered, and the server's threads stay few. The total
+// cap is lowered to 8 so that without a per-node cap the slow node would hold every slot.
+TEST_F(RogueNode, OneNodesSlowConnectionsCannotSilenceTheOthers) {
+    start([](HubOptions& o) {
+        o.limits.max_authenticated_connections = 8;
+        o.limits.request_timeout_s = 3;
+    });
+    const int threads_before = threads_of_this_process();
+    int threads_most = threads_before;
+    struct Slow {
+        int fd;
+        std::string in;
+    };
+    std::vector<Slow> held;
+    int refused_per_node = 0;
+    int cut_off = 0;
+    std::string refusal;
+    std::vector<std::string> failures;
+    auto real = agent();
+    const std::string megabyte = "Content-Length: " + std::to_string(1 << 20);
+    // Rounds a tenth of a second apart, until the deadline has cut a trickle off (3 s).
+    for (int round = 0; round < 30 || (cut_off == 0 && round < 400); ++round) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        // A new slow connection: a signed head announcing 1 MiB, then nothing yet.
+        const int fd = connect_to(port_);
+        ASSERT_GE(fd, 0);
+        const std::string head = post_head(signed_header("slow", "{}", kToken), megabyte);
+        ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(head.size()));
+        std::string in;
+        bool closed = false;
+        if (auto a = answer_within(fd, in, 200, &closed)) {
+            if (a->status == 429) {
+                ++refused_per_node;
+                refusal = a->body;
+            } else {
+                failures.push_back("the slow node's head got " + std::to_string(a->status));
+            }
+            ::close(fd);
+        } else {
+            held.push_back(Slow{fd, std::move(in)});
+        }
+        // The held ones trickle a byte each; those the server cut off are counted and closed.
+        for (auto it = held.begin(); it != held.end();) {
+            (void)::send(it->fd, " ", 1, MSG_NOSIGNAL);
+            bool gone = false;
+            const std::optional<Answer> a = answer_within(it->fd, it->in, 0, &gone);
+            if (a || gone) {
+                cut_off += a && a->status == 408 ? 1 : 0;
+                ::close(it->fd);
+                it = held.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        auto r = post(*real, "real", to_json(report_of("real", 2)).dump());
+        if (!r || r->status != 200) {
+            failures.push_back(r ? std::to_string(r->status) + " " + r->body
+                                 : httplib::to_string(r.error()));
+        }
+        threads_most = std::max(threads_most, threads_of_this_process());
+    }
+    for (const Slow& s : held) {
+        ::close(s.fd);
+    }
+    EXPECT_TRUE(failures.empty()) << failures.size() << " reports of the other node failed, "
+                                  << "the first: " << failures.front();
+    EXPECT_GT(refused_per_node, 0) << "the slow node was never refused a connection";
+    EXPECT_THAT(refusal, HasSubstr("node slow has too many connections open at once"));
+    EXPECT_GT(cut_off, 0) << "no trickling connection was cut off by the request deadline";
+    // Its few connections, the other node's one, and a few being closed: not one per attempt.
+    EXPECT_LE(threads_most - threads_before,
+              static_cast<int>(agent_port_limits().max_connections_per_identity) + 6);
+    const auto nodes = hub_->nodes();
+    ASSERT_EQ(nodes.size(), 1u);
+    EXPECT_EQ(nodes[0].node, "real");
+    EXPECT_EQ(nodes[0].state, "up");
+}
+
 // This test verifies the per-node report rate: a node that sends reports back to back is
 // answered 429 (JSON, with Retry-After) once its burst is spent, and a refused report is not
 // taken (its new GPUs do not appear), while another node at a normal pace is never refused.

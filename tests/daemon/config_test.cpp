@@ -1,5 +1,7 @@
 #include "daemon/config.h"
 
+#include "cluster/hub.h"
+
 #include <map>
 #include <string>
 #include <utility>
@@ -209,6 +211,41 @@ TEST(ConfigTest, FinalizeChecksValues) {
     ASSERT_TRUE(f);
     EXPECT_EQ(f->state_dir.front(), '/');  // made absolute: attempts are found by path later
     EXPECT_NE(f->state_dir.back(), '/');
+}
+
+// This test verifies the agents' port keys: their defaults are the hub's own, a file sets them,
+// and finalize refuses a per-node cap above the total and deadlines out of range.
+TEST(ConfigTest, AgentPortKeys) {
+    const DaemonConfig d;
+    const http::ListenerLimits hub = cluster::agent_port_limits();
+    EXPECT_EQ(d.agent_connections, hub.max_authenticated_connections);
+    EXPECT_EQ(d.agent_connections_per_node, hub.max_connections_per_identity);
+    EXPECT_EQ(d.agent_head_timeout_s, hub.head_timeout_s);
+    EXPECT_EQ(d.agent_request_timeout_s, hub.request_timeout_s);
+    auto c = parse_config("agent_connections: 64\nagent_connections_per_node: 2\n"
+                          "agent_head_timeout_s: 3\nagent_request_timeout_s: 20\n",
+                          "agents.yaml", DaemonConfig{});
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->agent_connections, 64u);
+    EXPECT_EQ(c->agent_connections_per_node, 2u);
+    EXPECT_EQ(c->agent_head_timeout_s, 3);
+    EXPECT_EQ(c->agent_request_timeout_s, 20);
+    const auto refused = [](auto mutate) -> std::string {
+        DaemonConfig x;
+        x.state_dir = "/tmp/carma-config-test";
+        mutate(x);
+        auto f = finalize(x);
+        return f ? std::string() : f.error().message;
+    };
+    EXPECT_NE(refused([](DaemonConfig& x) { x.agent_connections_per_node = 300; })
+                  .find("agent_connections_per_node"),
+              std::string::npos);
+    EXPECT_NE(refused([](DaemonConfig& x) { x.agent_connections = 0; }).find("agent_connections"),
+              std::string::npos);
+    EXPECT_NE(refused([](DaemonConfig& x) { x.agent_request_timeout_s = 2; })
+                  .find("agent_request_timeout_s"),
+              std::string::npos);
+    EXPECT_EQ(refused([](DaemonConfig&) {}), "");
 }
 
 }  // namespace

@@ -193,9 +193,11 @@ up() {
     write_config
     export SLURM_CONF=$DIR/slurm.conf
 
+    # Its credentials say they were made on the lab's nodes' NodeAddr, as a real node's munged
+    # does on its own address: CARMA's server takes a node's reports only from that address.
     munged --socket="$DIR/run/munge.socket" --key-file="$DIR/munge/munge.key" \
         --log-file="$DIR/munge/munged.log" --pid-file="$DIR/run/munged.pid" \
-        --seed-file="$DIR/munge/munged.seed" >>"$DIR/log/start.log" 2>&1 ||
+        --seed-file="$DIR/munge/munged.seed" --origin=127.0.0.1 >>"$DIR/log/start.log" 2>&1 ||
         die "munged did not start"
     wait_for "munged to answer on $DIR/run/munge.socket" munge_ok
     slurmctld -f "$SLURM_CONF" >>"$DIR/log/start.log" 2>&1 || die "slurmctld did not start"
