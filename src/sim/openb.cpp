@@ -1,6 +1,7 @@
 #include "sim/openb.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <fstream>
 #include <sstream>
 
@@ -73,31 +74,53 @@ Result<std::vector<int>> columns(const CsvTable& t, std::string_view source,
     return out;
 }
 
-}  // namespace
+const std::initializer_list<std::string_view> kNodeColumns = {"sn", "cpu_milli", "memory_mib",
+                                                              "gpu", "model"};
+const std::initializer_list<std::string_view> kPodColumns = {"name", "cpu_milli", "memory_mib",
+                                                             "num_gpu", "gpu_milli"};
 
-bool is_openb_node_list(std::string_view csv_text) {
-    return header_has(csv_text, {"sn", "cpu_milli", "memory_mib", "gpu", "model"});
-}
+struct OpenbTable {
+    CsvTable table;
+    std::vector<int> cols;  // the required columns, in the order asked
+};
 
-bool is_openb_pod_list(std::string_view csv_text) {
-    return header_has(csv_text, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"});
-}
-
-Result<ClusterSpec> parse_openb_nodes(std::string_view csv_text, std::string_view name) {
-    if (!is_openb_node_list(csv_text)) {
+// The CSV parsed, once its header is known to be the kind asked (`what`: "node list").
+Result<OpenbTable> open_table(std::string_view csv_text, std::string_view name,
+                              std::string_view what,
+                              std::initializer_list<std::string_view> required) {
+    if (!header_has(csv_text, required)) {
         return fail(ErrorCode::InvalidArgument,
-                    fmt::format("{}: not an openb node list; its header must name sn, cpu_milli, "
-                                "memory_mib, gpu and model (it was: {})",
-                                name, header_line(csv_text)));
+                    fmt::format("{}: not an openb {}; its header must name {} (it was: {})", name,
+                                what, fmt::join(required, ", "), header_line(csv_text)));
     }
     auto table = parse_csv(csv_text, name);
     if (!table) {
         return tl::unexpected(table.error());
     }
-    auto cols = columns(*table, name, {"sn", "cpu_milli", "memory_mib", "gpu", "model"});
+    auto cols = columns(*table, name, required);
     if (!cols) {
         return tl::unexpected(cols.error());
     }
+    return OpenbTable{std::move(*table), std::move(*cols)};
+}
+
+}  // namespace
+
+bool is_openb_node_list(std::string_view csv_text) {
+    return header_has(csv_text, kNodeColumns);
+}
+
+bool is_openb_pod_list(std::string_view csv_text) {
+    return header_has(csv_text, kPodColumns);
+}
+
+Result<ClusterSpec> parse_openb_nodes(std::string_view csv_text, std::string_view name) {
+    auto opened = open_table(csv_text, name, "node list", kNodeColumns);
+    if (!opened) {
+        return tl::unexpected(opened.error());
+    }
+    const CsvTable* table = &opened->table;
+    const std::vector<int>* cols = &opened->cols;
     ClusterSpec cluster;
     cluster.name = std::string(name);
     for (std::size_t r = 0; r < table->rows.size(); ++r) {
@@ -145,20 +168,12 @@ Result<ClusterSpec> parse_openb_nodes(std::string_view csv_text, std::string_vie
 }
 
 Result<PodList> parse_openb_pods(std::string_view csv_text, std::string_view name) {
-    if (!is_openb_pod_list(csv_text)) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("{}: not an openb pod list; its header must name name, cpu_milli, "
-                                "memory_mib, num_gpu and gpu_milli (it was: {})",
-                                name, header_line(csv_text)));
+    auto opened = open_table(csv_text, name, "pod list", kPodColumns);
+    if (!opened) {
+        return tl::unexpected(opened.error());
     }
-    auto table = parse_csv(csv_text, name);
-    if (!table) {
-        return tl::unexpected(table.error());
-    }
-    auto cols = columns(*table, name, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"});
-    if (!cols) {
-        return tl::unexpected(cols.error());
-    }
+    const CsvTable* table = &opened->table;
+    const std::vector<int>* cols = &opened->cols;
     const int c_spec = table->column("gpu_spec");
     const int c_qos = table->column("qos");
     const int c_phase = table->column("pod_phase");
