@@ -1,19 +1,27 @@
 // Hardening, round three (issue 44, item 8), against a real daemon:
 // - a loopback `--web` with `--web-token-file` served the page to anyone who reached it: on a
-//   shared server that is every local user. A token file given is now a token required.
+//   shared server that is every local user. A token file given is now a token required;
+// - a user's Unix groups (for "@group" shares) were looked up once and kept until the daemon
+//   restarted: a user removed from a group kept its shares. They are looked up again once
+//   `groups_refresh` old.
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include <httplib.h>
 
 #include "daemon_fixture.h"
+#include "users.h"
 
 namespace carma::daemon_test {
 namespace {
+
+using test_support::root_and_user;
 
 int web_port() {
     return 45000 + static_cast<int>(::getpid() % 15000);
@@ -62,6 +70,46 @@ TEST_F(DaemonTest, ALoopbackPageWithoutATokenFileIsOpenToLocalUsers) {
     auto view = page.Get("/v1/view");
     ASSERT_TRUE(view);
     EXPECT_EQ(view->status, 200) << view->body;
+}
+
+// carol's shares as GET /v1/share says; -1 when she is not listed.
+double shares_of(api::ApiClient client, const std::string& user) {
+    auto share = client.share();
+    if (!share) {
+        return -1;
+    }
+    for (const json& u : (*share)["users"]) {
+        if (u["user"] == user) {
+            return u["shares"].get<double>();
+        }
+    }
+    return -1;
+}
+
+// This test verifies that a user removed from a Unix group loses the group's shares while the
+// daemon runs, once the lookup is groups_refresh (1 s here) old: carol, the group's only member
+// known to the daemon, holds its 5 shares; after `gpasswd -d`, she has the default 1.
+TEST_F(DaemonTest, AUserRemovedFromAGroupLosesItsShares) {
+    std::optional<passwd> carol;
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-carol", carol, "to change group members"));
+    const std::string group = "carma-test-phd";
+    (void)std::system(("groupadd " + group + " >/dev/null 2>&1").c_str());
+    ASSERT_EQ(std::system(("usermod -aG " + group + " carma-test-carol").c_str()), 0);
+    start("carma", {"--config",
+                    write_config(dir_, "shares: {\"@" + group + "\": 5}\ngroups_refresh: 1s\n")});
+    // A held task of carol's makes her a user the daemon knows.
+    const json body = {{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"hold", true}};
+    const int rc = test_support::as_user(*carol, [&] {
+        auto submitted = client().submit(body);
+        return submitted ? 0 : 1;
+    });
+    ASSERT_EQ(rc, 0);
+    EXPECT_TRUE(eventually([&] { return shares_of(client(), "carma-test-carol") == 5; }))
+        << shares_of(client(), "carma-test-carol");
+    ASSERT_EQ(std::system(("gpasswd -d carma-test-carol " + group + " >/dev/null").c_str()), 0);
+    EXPECT_TRUE(eventually([&] { return shares_of(client(), "carma-test-carol") == 1; }))
+        << "still " << shares_of(client(), "carma-test-carol") << " shares";
+    (void)std::system(("groupdel " + group + " >/dev/null 2>&1").c_str());
 }
 
 }  // namespace
