@@ -562,7 +562,11 @@ Result<void> ApiServer::bind() {
                         "(--token-file): whoever may see the page could then act as the TCP "
                         "API's user; give the page a token of its own");
         }
-        impl_->options.web_needs_token = !is_loopback_host(host);
+        // A token file given is a token required, loopback or not: on a shared server every
+        // local user reaches a loopback page, and an admin who gave the page a token meant it
+        // to keep them out.
+        impl_->options.web_needs_token =
+            !is_loopback_host(host) || !impl_->options.web_token.empty();
         impl_->web_routes(impl_->web_server);
         auto bound = impl_->web_server.bind_tcp(host, impl_->options.web_port);
         if (!bound) {

@@ -24,9 +24,10 @@ struct ServerOptions {
     // particular, who may look at what every user may see but not act (a root daemon without
     // tcp_run_as must never act or read for a TCP client as root).
     std::optional<Caller> tcp_caller;
-    // The read-only web page (--web): any address; one that is not loopback needs `web_token`
-    // (web_needs_token is then set), its own token, never the TCP API's: holding it shows the
-    // page and nothing more. Loopback serves every local user as the socket does.
+    // The read-only web page (--web): any address; one that is not loopback needs `web_token`,
+    // its own token, never the TCP API's: holding it shows the page and nothing more. Whenever
+    // `web_token` is given, loopback or not, the page requires it (web_needs_token is then set);
+    // loopback without one serves every local user as the socket does.
     std::optional<std::string> web_host;
     int web_port = 0;
     std::string web_token;

@@ -25,7 +25,9 @@
 // (the least work since its start is lost), then the highest task id.
 // One attempt per round: the caller schedules again, and the head may start by then. The caller
 // lets a head stop one task until it starts: without that guard a stopped task backfilled its
-// own place and was stopped again, up to 26 times in a flood.
+// own place and was stopped again, up to 26 times in a flood. And it prices stops by user
+// (core/preemption_budget.h): a user's stops are bounded over a window, and a waiting task that
+// is cancelled after a stop was made for it costs its owner what the stop cost.
 
 #include <functional>
 #include <limits>
@@ -43,6 +45,10 @@ struct PreemptionConfig {
     bool enabled = false;
     double min_run_s = 600;
     double margin = 0;
+    // What one user's waiting tasks may stop, whatever tasks they are (core/preemption_budget.h;
+    // the daemon's `preempt_max_stops` within `preempt_stops_window`).
+    int max_stops_per_user = 4;
+    double stops_window_s = 3600;
 };
 
 // A running attempt the rule may consider.

@@ -306,6 +306,32 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
                                         source, v.Mark().line + 1));
             }
             c.preemption.margin = *d;
+        } else if (key == "preempt_max_stops") {
+            auto n = scalar<int>(v, key, source);
+            if (!n) {
+                return tl::unexpected(n.error());
+            }
+            if (*n < 1 || *n > 10000) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("{} line {}: preempt_max_stops must be a whole number "
+                                        "from 1 to 10000 (stops one user's waiting tasks may "
+                                        "make per preempt_stops_window); `preemption: false` "
+                                        "turns preemption off",
+                                        source, v.Mark().line + 1));
+            }
+            c.preemption.max_stops_per_user = *n;
+        } else if (key == "preempt_stops_window") {
+            auto span = span_key(v, key, source, false, "a span above 0 such as 1h or 1d");
+            if (!span) {
+                return tl::unexpected(span.error());
+            }
+            c.preemption.stops_window_s = *span;
+        } else if (key == "groups_refresh") {
+            auto span = span_key(v, key, source, false, "a span above 0 such as 5m or 1h");
+            if (!span) {
+                return tl::unexpected(span.error());
+            }
+            c.groups_refresh_s = *span;
         } else if (key == "shares") {
             r = parse_shares(v, source, c.shares);
         } else if (key == "priority_weight_fairshare" || key == "priority_weight_age") {

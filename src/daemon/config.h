@@ -63,11 +63,16 @@ struct DaemonConfig {
     double fairshare_half_life_s = 7 * 24 * 3600.0;
     double fairshare_horizon_s = 3600;
     std::map<std::string, double> shares;
+    // How long a user's Unix groups (for "@group" shares) are trusted before they are looked up
+    // again (`groups_refresh`; core/group_memberships.h): a user removed from a group loses its
+    // shares within this, on the real clock.
+    double groups_refresh_s = 300;
     double priority_weight_fairshare = 10000;
     double priority_weight_age = 1000;
     // Fair-share preemption (core/preemption.h; carma with fair share only): off unless
     // `preemption: true`; an attempt runs `preempt_min_run` before it may be stopped; `margin`
-    // is how much further ahead the stopped user must stay.
+    // is how much further ahead the stopped user must stay; one user's waiting tasks make at most
+    // `preempt_max_stops` stops per `preempt_stops_window` (core/preemption_budget.h).
     PreemptionConfig preemption;
     // The unprivileged user that TCP-submitted tasks of a root daemon run as; empty: TCP
     // clients of a root daemon may look but not act (never act as root).

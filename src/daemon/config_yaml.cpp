@@ -129,8 +129,15 @@ const std::vector<ConfigKey>& config_keys() {
                             "10m; Slurm's PreemptExemptTime)."},
         {"preempt_margin", "How much the stopped user's allocation (GPUs charged per share) "
                            "must still exceed the other's after the swap (0: none)."},
+        {"preempt_max_stops", "Stops one user's waiting tasks may make per "
+                              "preempt_stops_window, whatever tasks they are for (1..10000)."},
+        {"preempt_stops_window", "The span preempt_max_stops counts over (a span: 1h). A "
+                                 "task cancelled or held after a stop was made for it charges "
+                                 "its owner the GPU time the stop lost."},
         {"shares", "Shares per user, or per Unix group as \"@group\" (its members split it), "
                    "e.g. {alice: 2, \"@phd\": 3}; every other user has 1."},
+        {"groups_refresh", "How long a user's Unix groups are trusted for \"@group\" shares "
+                           "before they are looked up again (a span: 5m)."},
         {"priority_weight_fairshare", "Weight of the fair-share factor in a waiting task's "
                                       "priority."},
         {"priority_weight_age", "Weight of having waited max_wait (2 h) in the priority; "
@@ -274,6 +281,9 @@ std::string yaml_value(const DaemonConfig& c, std::string_view key) {
         {"preemption", [&] { return std::string(c.preemption.enabled ? "true" : "false"); }},
         {"preempt_min_run", [&] { return format_duration(c.preemption.min_run_s); }},
         {"preempt_margin", [&] { return yaml_number(c.preemption.margin); }},
+        {"preempt_max_stops", [&] { return std::to_string(c.preemption.max_stops_per_user); }},
+        {"preempt_stops_window", [&] { return format_duration(c.preemption.stops_window_s); }},
+        {"groups_refresh", [&] { return format_duration(c.groups_refresh_s); }},
         {"shares", [&] { return yaml_shares(c.shares); }},
         {"priority_weight_fairshare", [&] { return yaml_number(c.priority_weight_fairshare); }},
         {"priority_weight_age", [&] { return yaml_number(c.priority_weight_age); }},

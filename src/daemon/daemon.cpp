@@ -72,6 +72,9 @@ Daemon::Daemon(DaemonConfig config, std::unique_ptr<device::GpuBackend> backend,
       store_(std::move(store)),
       submit_rate_(config_.limits),
       scheduler_(std::move(scheduler_config)),
+      groups_(config_.groups_refresh_s),
+      preemption_budget_(config_.preemption.max_stops_per_user,
+                         config_.preemption.stops_window_s),
       started_steady_(steady_now()),
       lock_fd_(lock_fd) {
     for (const device::GpuInfo& g : backend_->gpus()) {

@@ -40,10 +40,12 @@
 #include "cluster/hub.h"
 #include "core/fair_share.h"
 #include "core/fingerprint.h"
+#include "core/group_memberships.h"
 #include "core/histogram.h"
 #include "core/knowledge.h"
 #include "core/loop_lag.h"
 #include "core/metric_window.h"
+#include "core/preemption_budget.h"
 #include "core/python_env.h"
 #include "core/scheduler.h"
 #include "core/speed_correction.h"
@@ -284,12 +286,14 @@ private:
     // Whether `carma` would start `head` with attempt `victim` gone (core/carma_probe.h).
     bool head_would_start_without(const TaskSpec& head, TaskId victim,
                                   std::vector<GpuView> views) const;
-    // Whether attempt `number` of `task` was being preempted or cancelled when the daemon stopped
-    // (its events; the later one counts).
-    StopUnderWay stop_before_restart(TaskId task, int number);
-    // Whether a waiting task already had an attempt stopped for it (its events), so that after a
-    // restart it stops no second one.
-    bool made_room_before_restart(TaskId task);
+    // After a restart, what the events say of preemption (preemption_events.h): each user's
+    // stops within the window, and the stop a waiting task already had made for it (so that it
+    // stops no second one, and is charged if it is cancelled).
+    void restore_preemption_budget();
+    void restore_room_made(const store::TaskRow& task);
+    // A waiting task ended or was held without starting (`how`: "cancelled", "held",
+    // "rejected"): a stop made for it was wasted, and its owner is charged what it cost.
+    void forfeit_room(TaskId head, const char* how);
     // When the task's last attempt ended preempted (unix seconds), if it did.
     std::optional<double> preempted_at(const store::TaskRow& task);
     // The submission's task, with the checks that need this server (GPUs, paths as the
@@ -338,17 +342,21 @@ private:
     std::map<TaskId, LiveAttempt> live_;
     // Fair share (daemon_share.cpp): the usage ledger on the scheduler clock, loaded from the
     // store at start and written back every few ticks; each user's Unix groups (for "@group"
-    // shares), looked up once per user.
+    // shares), looked up again once groups_refresh old on the real clock (steady_now).
     UsageLedger ledger_;
-    std::map<std::string, std::vector<std::string>> groups_of_;
+    GroupMemberships groups_;
     // Attempts being started right now, outside the lock; true once a stop was requested.
     std::map<TaskId, bool> launching_;
     std::string pending_reason_;
     std::map<TaskId, std::string> waiting_reasons_;  // last reason written per waiting task
     // Queued tasks kept from the scheduler until their dependencies succeed (--after).
     std::set<TaskId> blocked_;
-    // Waiting tasks for which an attempt was preempted: one each, until they start.
-    std::set<TaskId> made_room_for_;
+    // Fair-share preemption priced by user (core/preemption_budget.h), on the scheduler clock:
+    // each user's stops within the window, and the waiting tasks an attempt was stopped for
+    // (one each, until they start), with what the stop cost.
+    PreemptionBudget preemption_budget_;
+    // Waiting tasks told that their user's stops are spent (one event each).
+    std::set<TaskId> told_budget_spent_;
     Lessons lessons_;  // history recorded since the pass under way began
     std::optional<RelearnPass> relearn_;  // the pass under way
     double last_relearn_ = -1e18;  // steady_now() of the last relearn_waiting

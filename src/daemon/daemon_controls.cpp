@@ -298,7 +298,7 @@ api::ApiResult<nlohmann::json> Daemon::hold_task(const api::Caller& caller, std:
                                                       : ""));
         }
         task->state = store::TaskState::Held;
-        made_room_for_.erase(id);
+        forfeit_room(id, "held");
         task->message = fmt::format("held by {}; `carma release {}` lets it run", caller.user, id);
     } else {
         if (s != store::TaskState::Held) {

@@ -71,7 +71,7 @@ std::vector<Daemon::PreparedLaunch> Daemon::decide() {
             continue;
         }
         event(row.id, "rejected", r.reason);
-        made_room_for_.erase(row.id);
+        forfeit_room(row.id, "rejected");
         dependencies_due_ = true;
     }
     for (const Placement& p : step.placed) {
@@ -343,7 +343,8 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
     }
     // It made room for itself (fair-share preemption) until now, as its `placed` event says to a
     // restarted daemon (preemption_events.h); a postponed launch still waits for that room.
-    made_room_for_.erase(task.id);
+    preemption_budget_.head_started(task.id);
+    told_budget_spent_.erase(task.id);
     event(task.id, "placed",
           p.gpus.empty()
               ? fmt::format("attempt {} on {}, no GPU{}", live.number, cores_text(live.host),

@@ -5,7 +5,11 @@
 // the daemon's lock held.
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -41,7 +45,7 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
     const SchedulerConfig& sc = scheduler_.config();
     // One stop at a time: the next round sees the freed GPU before another task is stopped.
     if (!config_.preemption.enabled || !sc.policy.carma || !sc.carma.fair_share ||
-        made_room_for_.contains(head) || preempting_now()) {
+        preemption_budget_.made_room_for(head) || preempting_now()) {
         return;
     }
     const double clock = now();
@@ -56,6 +60,21 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
         return;
     }
     const TaskSpec head_spec = queued_spec(**row);
+    // Priced by user, not by task (core/preemption_budget.h): a new waiting task is no new
+    // licence to stop someone, so a user whose stops are spent makes none, whatever task waits.
+    preemption_budget_.forget_before(clock);
+    if (!preemption_budget_.may_stop_for(head_spec.user, clock)) {
+        if (told_budget_spent_.insert(head).second) {
+            event(head, kPreemptionBudgetEvent,
+                  fmt::format("no running task is stopped for this task for now: {}'s waiting "
+                              "tasks had {} stops made for them within the last {} "
+                              "(preempt_max_stops per preempt_stops_window); it waits for GPUs "
+                              "to free as tasks end",
+                              head_spec.user, preemption_budget_.stops_for(head_spec.user, clock),
+                              format_time_limit(config_.preemption.stops_window_s)));
+        }
+        return;
+    }
     // The GPUs as the round left them.
     const std::vector<GpuView> views =
         placed.empty() ? round_views : views_with(round_views, placed);
@@ -85,7 +104,7 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
     for (const auto& [user, standing] : standings) {
         users.insert(user);
     }
-    const ShareTable shares = build_share_table(config_.shares, groups_of_, users);
+    const ShareTable shares = build_share_table(config_.shares, groups_.groups(), users);
     const PreemptionAsk ask{
         head_spec.user,
         expected_charge_rate(head_spec.learned, usable, std::max(head_spec.gpus, 1),
@@ -101,6 +120,10 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
         return;
     }
     LiveAttempt& live = live_.at(*victim);
+    // What the stop costs the attempt: what it was charged since it started, lost unless it
+    // checkpoints. Owed by the head until it starts; charged to its owner if it never does.
+    const double lost =
+        lost_gpu_s(live.charged_gpu_s, clock - live.started_clock, charge_rate_of(live));
     // Recorded before the stop: a daemon that dies in between still queues the task again after
     // its restart (stop_before_restart), and one that cannot record it does not stop it.
     const std::string message = fmt::format(
@@ -116,15 +139,13 @@ void Daemon::maybe_preempt(TaskId head, const std::vector<GpuView>& round_views,
     events[0].message = message;
     events[1].task = head;
     events[1].kind = kRoomMadeEvent;
-    events[1].message =
-        fmt::format("{}of task {} of {} is being stopped so that this task can start (fair share)",
-                    preempting_words(live.number), *victim, live.user);
+    events[1].message = room_made_words(live.number, *victim, live.user, lost);
     if (auto r = record_events(std::move(events)); !r) {
         spdlog::warn("task={}: cannot record its preemption, so it is not stopped: {}", *victim,
                      r.error().message);
         return;
     }
-    made_room_for_.insert(head);
+    preemption_budget_.record(StopMade{clock, head_spec.user, head, *victim, live.user, lost});
     live.preempted = true;
     live.stop_requested = true;
     if (auto r = stop_attempt(live.handle); !r) {
@@ -171,14 +192,60 @@ std::optional<double> Daemon::preempted_at(const store::TaskRow& task) {
     return attempts->back().ended_at;
 }
 
-StopUnderWay Daemon::stop_before_restart(TaskId task, int number) {
-    auto events = store_->events(0, task, 10000);
-    return events ? stop_under_way(*events, number) : StopUnderWay::None;
+void Daemon::forfeit_room(TaskId head, const char* how) {
+    told_budget_spent_.erase(head);
+    const std::optional<StopMade> stop = preemption_budget_.head_forfeited(head);
+    if (!stop || !(stop->lost_gpu_s > 0)) {
+        return;
+    }
+    // Baiting (submit, wait for a stop, cancel, repeat) now costs the baiter the work it
+    // destroyed: their factor falls as the victim's would have risen.
+    ledger_.add(stop->user, stop->lost_gpu_s, now());
+    save_usage();
+    const std::string victim =
+        stop->victim != 0 ? fmt::format("task {} of {}", stop->victim, stop->victim_user)
+                          : std::string("a task");
+    event(head, kPreemptionChargedEvent,
+          fmt::format("{} before it started, after {} was stopped so that it could start: {} is "
+                      "charged the {:.1f} GPU-s of work that stop lost (fair share)",
+                      how, victim, stop->user, stop->lost_gpu_s));
+    spdlog::info("task={}: {} before it started after a preemption for it; {} charged {:.1f} "
+                 "GPU-s",
+                 head, how, stop->user, stop->lost_gpu_s);
 }
 
-bool Daemon::made_room_before_restart(TaskId task) {
-    auto events = store_->events(0, task, 10000);
-    return events && made_room_since_placed(*events);
+// The stops of the window, as their room-made events say (the window on the scheduler clock is
+// window / time_scale seconds of real time).
+void Daemon::restore_preemption_budget() {
+    const double since = unix_now() - config_.preemption.stops_window_s / config_.time_scale;
+    const std::vector<std::string> kinds{kRoomMadeEvent};
+    auto made = store_->events_since(since, kinds, 100000);
+    if (!made) {
+        spdlog::warn("cannot read the preemptions of the last {}, so each user's count of stops "
+                     "starts from none: {}",
+                     format_time_limit(config_.preemption.stops_window_s), made.error().message);
+        return;
+    }
+    std::map<TaskId, std::string> owners;
+    for (const store::EventRow& e : *made) {
+        auto owner = owners.find(e.task);
+        if (owner == owners.end()) {
+            auto row = store_->task(e.task);
+            if (!row || !*row) {
+                continue;
+            }
+            owner = owners.emplace(e.task, (**row).user).first;
+        }
+        preemption_budget_.remember(StopMade{clock_of(e.time), owner->second, e.task, 0, "",
+                                             lost_gpu_s_in(e.message).value_or(0)});
+    }
+}
+
+void Daemon::restore_room_made(const store::TaskRow& task) {
+    if (auto room = room_made_recorded(*store_, task.id)) {
+        preemption_budget_.owe(StopMade{clock_of(room->time), task.user, task.id, 0, "",
+                                        lost_gpu_s_in(room->message).value_or(0)});
+    }
 }
 
 }  // namespace carma::daemon

@@ -26,6 +26,9 @@ Result<void> Daemon::restore() {
     if (!open) {
         return tl::unexpected(open.error());
     }
+    if (config_.preemption.enabled) {
+        restore_preemption_budget();
+    }
     std::map<TaskId, store::AttemptRow> open_by_task;
     for (const store::AttemptRow& a : *open) {
         open_by_task[a.task] = a;
@@ -50,8 +53,8 @@ Result<void> Daemon::restore() {
                 } else {
                     admit_to_queue(t);
                 }
-                if (config_.preemption.enabled && made_room_before_restart(t.id)) {
-                    made_room_for_.insert(t.id);
+                if (config_.preemption.enabled) {
+                    restore_room_made(t);
                 }
                 ++requeued;
                 break;
@@ -80,7 +83,7 @@ Result<void> Daemon::restore() {
                 // (its stop is sent again at the first tick: restop_preempted); one being
                 // cancelled is never chosen for a preemption.
                 if (live.requeue) {
-                    const StopUnderWay stop = stop_before_restart(t.id, a.number);
+                    const StopUnderWay stop = stop_recorded(*store_, t.id, a.number);
                     live.preempted = stop == StopUnderWay::Preempting;
                     live.stop_requested = stop == StopUnderWay::Cancelling;
                 }

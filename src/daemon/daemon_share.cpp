@@ -199,13 +199,16 @@ void Daemon::stand_users() {
     const bool groups = std::any_of(config_.shares.begin(), config_.shares.end(),
                                     [](const auto& kv) { return kv.first.starts_with("@"); });
     if (groups) {
+        // Looked up again once groups_refresh old: a user removed from a group loses its shares
+        // within that (they were kept until the daemon restarted).
+        const double real = steady_now();
         for (const std::string& user : users) {
-            if (!groups_of_.contains(user)) {
-                groups_of_[user] = unix_groups(user);
+            if (groups_.stale(user, real)) {
+                groups_.put(user, unix_groups(user), real);
             }
         }
     }
-    const ShareTable shares = build_share_table(config_.shares, groups_of_, users);
+    const ShareTable shares = build_share_table(config_.shares, groups_.groups(), users);
     const std::map<std::string, double> factors =
         fair_share_factors(ledger_, shares, now(), charge_rates(), config_.fairshare_horizon_s);
     UserStandings standings;
@@ -240,7 +243,7 @@ std::map<std::string, nlohmann::json> Daemon::share_rows(
             waiting[c.user] += c.count;
         }
     }
-    const ShareTable shares = build_share_table(config_.shares, groups_of_, users);
+    const ShareTable shares = build_share_table(config_.shares, groups_.groups(), users);
     double share_sum = 0;
     for (const auto& [user, n] : shares) {
         share_sum += n;
@@ -263,7 +266,9 @@ std::map<std::string, nlohmann::json> Daemon::share_rows(
             {"factor", stands ? standing->second.factor : 1.0},
             {"gpus_running", stands ? standing->second.running.gpus : 0},
             {"tasks_running", stands ? standing->second.running.tasks : 0},
-            {"tasks_waiting", waiting[user]}};
+            {"tasks_waiting", waiting[user]},
+            // Stops made for the user's waiting tasks within preempt_stops_window.
+            {"preemption_stops", preemption_budget_.stops_for(user, clock)}};
     }
     return rows;
 }
@@ -288,6 +293,10 @@ api::ApiResult<nlohmann::json> Daemon::share(const api::Caller&) {
         // held (its larger share of memory and SM; a GPU never seen used, whole), and per
         // core-second of a CPU-only task.
         {"billing", {{"gpu", 1.0}, {"cpu_core", config_.host.cpu_billing_weight}}},
+        {"preemption",
+         {{"enabled", config_.preemption.enabled},
+          {"max_stops_per_user", config_.preemption.max_stops_per_user},
+          {"stops_window_s", config_.preemption.stops_window_s}}},
         {"limits",
          {{"max_gpus_per_user", config_.limits.max_gpus_per_user},
           {"max_running_per_user", config_.limits.max_running_per_user}}},

@@ -167,7 +167,7 @@ api::ApiResult<nlohmann::json> Daemon::cancel_task(const api::Caller& caller, st
     }
     scheduler_.cancel(id);
     blocked_.erase(id);
-    made_room_for_.erase(id);
+    forfeit_room(id, "cancelled");
     dependencies_due_ = true;
     task->state = store::TaskState::Cancelled;
     task->finished_at = unix_now();

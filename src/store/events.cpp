@@ -1,8 +1,10 @@
 // Store's queries of the events table.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <SQLiteCpp/SQLiteCpp.h>
@@ -85,6 +87,78 @@ Result<std::vector<EventRow>> Store::events(std::int64_t after_id, TaskId task, 
         }
         return rows;
     });
+}
+
+namespace {
+
+// "?, ?, ?" for `n` kinds (at least one: an empty list asks for nothing).
+std::string placeholders(std::size_t n) {
+    std::string out;
+    for (std::size_t i = 0; i < n; ++i) {
+        out += i == 0 ? "?" : ", ?";
+    }
+    return out;
+}
+
+}  // namespace
+
+// Newest first with LIMIT 1, in SQL: a restart once read a task's oldest 10,000 events and
+// missed any stop recorded after them.
+Result<std::optional<EventRow>> Store::last_event(TaskId task, std::span<const std::string> kinds,
+                                                  std::string_view message_prefix) {
+    if (kinds.empty()) {
+        return std::optional<EventRow>{};
+    }
+    const std::string sql = fmt::format(
+        "SELECT id, time, task_id, kind, message FROM events WHERE task_id = ? AND kind IN ({})"
+        "{} ORDER BY id DESC LIMIT 1",
+        placeholders(kinds.size()),
+        message_prefix.empty() ? "" : " AND substr(message, 1, length(?)) = ?");
+    return impl_->locked(
+        fmt::format("read the last event of task {}", task),
+        [&](SQLite::Database& db) -> Result<std::optional<EventRow>> {
+            SQLite::Statement st(db, sql);
+            int index = 1;
+            st.bind(index++, task);
+            for (const std::string& kind : kinds) {
+                st.bind(index++, kind);
+            }
+            if (!message_prefix.empty()) {
+                // length() and substr() count characters alike, whatever the text.
+                st.bind(index++, std::string(message_prefix));
+                st.bind(index++, std::string(message_prefix));
+            }
+            if (st.executeStep()) {
+                return std::optional<EventRow>{read_event(st)};
+            }
+            return std::optional<EventRow>{};
+        });
+}
+
+Result<std::vector<EventRow>> Store::events_since(double since,
+                                                  std::span<const std::string> kinds, int limit) {
+    if (kinds.empty()) {
+        return std::vector<EventRow>{};
+    }
+    const std::string sql = fmt::format(
+        "SELECT id, time, task_id, kind, message FROM events WHERE time >= ? AND kind IN ({}) "
+        "ORDER BY id LIMIT ?",
+        placeholders(kinds.size()));
+    return impl_->locked("list events since a time",
+                         [&](SQLite::Database& db) -> Result<std::vector<EventRow>> {
+                             SQLite::Statement st(db, sql);
+                             int index = 1;
+                             st.bind(index++, since);
+                             for (const std::string& kind : kinds) {
+                                 st.bind(index++, kind);
+                             }
+                             st.bind(index, limit);
+                             std::vector<EventRow> rows;
+                             while (st.executeStep()) {
+                                 rows.push_back(read_event(st));
+                             }
+                             return rows;
+                         });
 }
 
 }  // namespace carma::store

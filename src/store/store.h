@@ -8,9 +8,11 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/result.h"
@@ -93,6 +95,14 @@ public:
     Result<void> add_events(std::span<const EventRow> events);  // in one transaction
     // Events with id > after_id, oldest first, at most `limit`; task 0 = all tasks.
     Result<std::vector<EventRow>> events(std::int64_t after_id, TaskId task, int limit);
+    // The newest event of `task` whose kind is one of `kinds` and whose message begins with
+    // `message_prefix` ("": any), however many events the task has; none when it has none.
+    Result<std::optional<EventRow>> last_event(TaskId task, std::span<const std::string> kinds,
+                                               std::string_view message_prefix = "");
+    // Every event of one of `kinds` at `since` (unix seconds) or later, oldest first, at most
+    // `limit`.
+    Result<std::vector<EventRow>> events_since(double since, std::span<const std::string> kinds,
+                                               int limit);
 
     // Finished tasks with their attempts, for accounting (`carma acct`), in id order, a page
     // at a time (FinishedQuery::after, limit). Without environments.

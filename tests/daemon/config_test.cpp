@@ -151,6 +151,20 @@ TEST(ConfigTest, FairShareKeys) {
     EXPECT_TRUE(p_again->preemption.enabled);
     EXPECT_DOUBLE_EQ(p_again->preemption.min_run_s, 3600.0);
     EXPECT_DOUBLE_EQ(p_again->preemption.margin, 0.25);
+    // A user's stops are bounded over a window (issue 44, break 3), and group memberships are
+    // looked up again after a while (issue 44, item 8).
+    EXPECT_EQ(defaults.preemption.max_stops_per_user, 4);
+    EXPECT_DOUBLE_EQ(defaults.preemption.stops_window_s, 3600.0);
+    EXPECT_DOUBLE_EQ(defaults.groups_refresh_s, 300.0);
+    auto budget = parse_config("preempt_max_stops: 2\npreempt_stops_window: 1d\n"
+                               "groups_refresh: 30s\n",
+                               "test.yaml", DaemonConfig{});
+    ASSERT_TRUE(budget) << budget.error().message;
+    auto budget_again = parse_config(config_yaml(*budget), "printed.yaml", DaemonConfig{});
+    ASSERT_TRUE(budget_again) << budget_again.error().message;
+    EXPECT_EQ(budget_again->preemption.max_stops_per_user, 2);
+    EXPECT_DOUBLE_EQ(budget_again->preemption.stops_window_s, 86400.0);
+    EXPECT_DOUBLE_EQ(budget_again->groups_refresh_s, 30.0);
 
     for (const auto& [text, says] : std::vector<std::pair<const char*, const char*>>{
              {"fairshare_half_life: 0s\n", "fairshare_half_life"},
@@ -162,7 +176,10 @@ TEST(ConfigTest, FairShareKeys) {
              {"priority_weight_age: -1\n", "priority_weight_age"},
              {"preemption: sometimes\n", "preemption"},
              {"preempt_min_run: -5m\n", "preempt_min_run"},
-             {"preempt_margin: -1\n", "preempt_margin"}}) {
+             {"preempt_margin: -1\n", "preempt_margin"},
+             {"preempt_max_stops: 0\n", "preemption: false"},
+             {"preempt_stops_window: 0s\n", "preempt_stops_window"},
+             {"groups_refresh: never\n", "groups_refresh"}}) {
         auto bad = parse_config(text, "test.yaml", DaemonConfig{});
         ASSERT_FALSE(bad) << text;
         EXPECT_NE(bad.error().message.find(says), std::string::npos) << bad.error().message;

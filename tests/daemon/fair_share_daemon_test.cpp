@@ -172,6 +172,98 @@ TEST_F(FairShareDaemonTest, PreemptionStopsAnOptedInTaskOfTheOverServedUser) {
         << room.dump(2);
 }
 
+// This test verifies that preemption cannot be farmed (issue 44, break 3): bob, who has used
+// nothing, submits an --exclusive bait, waits until alice's --requeue task is being stopped for
+// it, cancels the bait and submits the next. Before, each bait was a new waiting task with a stop
+// of its own, and alice's task was stopped again for every one. Now bob's stops are at most
+// preempt_max_stops (2 here) per window, whatever tasks they are for: the third bait stops
+// nothing and says why; each cancelled bait charges bob the GPU time its stop lost, in its events
+// and in his usage (`carma share`).
+TEST_F(FairShareDaemonTest, BaitingPreemptionIsBoundedAndChargesTheBaiter) {
+    std::optional<passwd> alice;
+    std::optional<passwd> bob;
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-alice", alice, "for two fair-share users"));
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-bob", bob, "for two fair-share users"));
+    start("carma", {"--exclude-gpus", "2,3", "--config",
+                    write_config(dir_, "preemption: true\npreempt_min_run: 1m\n"
+                                       "preempt_max_stops: 2\npreempt_stops_window: 10h\n")});
+    carma_ = reachable_copy(CARMA_BIN);
+    fakejob_ = reachable_copy(CARMA_FAKEJOB_PATH);
+    const TaskId kept = fake_as(*alice, "resnet3", 3000, "--exclusive");
+    // It ignores SIGTERM, so that its stop takes the kill grace (2 s): bob cancels each bait
+    // while it still waits, as the attack did.
+    auto [rc, text] = carma_as(*alice, "submit",
+                               "--json --export=NONE --workdir /tmp --exclusive --requeue -- "
+                               "/bin/sh -c 'trap \"\" TERM; /bin/sleep 3000'");
+    ASSERT_EQ(rc, 0) << text;
+    const TaskId victim = json::parse(text)["id"].get<TaskId>();
+    ASSERT_TRUE(eventually([&] { return state(kept) == "running" && state(victim) == "running"; }))
+        << daemon_log();
+
+    std::vector<TaskId> baits;
+    for (int i = 0; i < 4; ++i) {
+        const TaskId bait = fake_as(*bob, "dlrm", 60, "--exclusive");
+        baits.push_back(bait);
+        std::string outcome;
+        ASSERT_TRUE(eventually(
+            [&] {
+                for (const json& e : events()) {
+                    if (e["task"] == bait &&
+                        (e["kind"] == "room-made" || e["kind"] == "preemption-budget")) {
+                        outcome = e["kind"].get<std::string>();
+                        return true;
+                    }
+                }
+                return false;
+            },
+            60s))
+            << daemon_log();
+        auto [cancelled, said] = carma_as(*bob, "cancel", std::to_string(bait));
+        ASSERT_EQ(cancelled, 0) << said;
+        if (outcome == "preemption-budget") {
+            break;
+        }
+        // alice's task ends preempted, is queued again and runs again.
+        ASSERT_TRUE(eventually(
+            [&] {
+                const json t = task(victim);
+                return t["state"] == "running" && t["attempt_list"].size() == baits.size() + 1;
+            },
+            60s))
+            << task(victim).dump(2);
+    }
+    EXPECT_EQ(baits.size(), 3u) << "the third bait was the first to stop nothing";
+    EXPECT_EQ(preempting().size(), 2u) << preempting().dump(2);
+    const json spent = events_of("preemption-budget");
+    ASSERT_EQ(spent.size(), 1u) << spent.dump(2);
+    EXPECT_EQ(spent[0]["task"], baits.back());
+    EXPECT_NE(spent[0]["message"].get<std::string>().find("preempt_max_stops"),
+              std::string::npos)
+        << spent.dump(2);
+    const json charged = events_of("preemption-charged");
+    ASSERT_EQ(charged.size(), 2u) << charged.dump(2);
+    for (std::size_t i = 0; i < charged.size(); ++i) {
+        EXPECT_EQ(charged[i]["task"], baits[i]);
+        EXPECT_NE(charged[i]["message"].get<std::string>().find("carma-test-bob is charged"),
+                  std::string::npos)
+            << charged.dump(2);
+    }
+    // bob ran nothing, yet is charged the work his baits destroyed.
+    auto share = client().share();
+    ASSERT_TRUE(share);
+    bool listed = false;
+    for (const json& u : (*share)["users"]) {
+        if (u["user"] == "carma-test-bob") {
+            listed = true;
+            EXPECT_GT(u["usage_gpu_hours"].get<double>(), 0) << u.dump();
+            EXPECT_EQ(u["preemption_stops"], 2) << u.dump();
+        }
+    }
+    EXPECT_TRUE(listed) << share->dump(2);
+    EXPECT_EQ(state(kept), "running");
+    EXPECT_EQ(task(victim)["attempt_list"].size(), 3u) << "alice's task was stopped twice";
+}
+
 // This test verifies that a cancel during a preemption's stop wins, across a restart: the task
 // that was being stopped to be queued again ends cancelled, its attempt `cancelled`.
 TEST_F(FairShareDaemonTest, ACancelDuringAPreemptionEndsTheTaskAcrossARestart) {
