@@ -97,8 +97,9 @@ TEST_F(DaemonTest, AUserRemovedFromAGroupLosesItsShares) {
     ASSERT_EQ(std::system(("usermod -aG " + group + " carma-test-carol").c_str()), 0);
     start("carma", {"--config",
                     write_config(dir_, "shares: {\"@" + group + "\": 5}\ngroups_refresh: 1s\n")});
-    // A held task of carol's makes her a user the daemon knows.
-    const json body = {{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"hold", true}};
+    // A running task of carol's makes her a user the daemon stands (a held one is not in the
+    // queue the standings are taken from).
+    const json body = {{"command", {"/bin/sleep", "20"}}, {"workdir", "/tmp"}};
     const int rc = test_support::as_user(*carol, [&] {
         auto submitted = client().submit(body);
         return submitted ? 0 : 1;
