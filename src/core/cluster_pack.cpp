@@ -165,6 +165,22 @@ void pack_release(PackNode& node, const PackRequest& r, const std::vector<int>& 
     ++node.version;
 }
 
+std::vector<std::uint32_t> tie_order(std::size_t n, std::mt19937_64& rng) {
+    std::vector<std::uint32_t> rank(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        rank[i] = static_cast<std::uint32_t>(i);
+    }
+    shuffle_with(rank, rng);
+    return rank;
+}
+
+void RequestKinds::number(PackRequest& r) {
+    auto [it, fresh] = kinds_.try_emplace(
+        std::tuple{r.cpu_milli, r.mem_mib, r.gpus, r.milli_per_gpu, r.models},
+        static_cast<int>(kinds_.size()));
+    r.kind = it->second;
+}
+
 std::uint64_t uniform_below(std::mt19937_64& rng, std::uint64_t n) {
     // Lemire's multiply-shift with rejection: unbiased, and unlike std::uniform_int_distribution
     // it draws the same numbers with every standard library, so seeds mean the same everywhere.

@@ -6,6 +6,8 @@
 // (sim/pack_protocol.h) drives. Pure: randomness comes in as a generator the caller seeds.
 
 #include <array>
+#include <map>
+#include <tuple>
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -105,5 +107,28 @@ void pack_release(PackNode& node, const PackRequest& r, const std::vector<int>& 
 
 // A uniform index below n (n > 0) from the injected generator, the same on every platform.
 std::uint64_t uniform_below(std::mt19937_64& rng, std::uint64_t n);
+
+// Fisher-Yates with uniform_below: the same order for a seed on every platform.
+template <typename T>
+void shuffle_with(std::vector<T>& items, std::mt19937_64& rng) {
+    for (std::size_t i = items.size(); i > 1; --i) {
+        std::swap(items[i - 1], items[uniform_below(rng, i)]);
+    }
+}
+
+// 0..n-1 in an order drawn from the generator: the nodes' tie-break order
+// (core/pack_policies.h).
+std::vector<std::uint32_t> tie_order(std::size_t n, std::mt19937_64& rng);
+
+// Numbers the distinct request shapes (CPU, memory, GPUs, share, models) as they are met and
+// sets PackRequest::kind, which PackScoreCache keys on.
+class RequestKinds {
+public:
+    void number(PackRequest& r);
+    int count() const { return static_cast<int>(kinds_.size()); }
+
+private:
+    std::map<std::tuple<std::int64_t, MiB, int, int, std::vector<int>>, int> kinds_;
+};
 
 }  // namespace carma

@@ -161,11 +161,15 @@ std::int64_t score_packing(const PackNode& n, const PackRequest& r, const PackCo
 }
 
 // BestFit: the least CPU and GPU left over after placing, equally weighted.
+// What the node has left after placing, as half its CPU and half its GPUs over the largest
+// node's: 0 for a node filled exactly.
+double left_over(const PackNode& n, const PackRequest& r) {
+    return static_cast<double>(n.cpu_milli_free - r.cpu_milli) / kSpecCpuMilli * 0.5 +
+           static_cast<double>(n.gpu_free_total() - r.total_gpu_milli()) / kSpecGpuMilli * 0.5;
+}
+
 std::int64_t score_bestfit(const PackNode& n, const PackRequest& r, const PackContext&) {
-    const double left =
-        static_cast<double>(n.cpu_milli_free - r.cpu_milli) / kSpecCpuMilli * 0.5 +
-        static_cast<double>(n.gpu_free_total() - r.total_gpu_milli()) / kSpecGpuMilli * 0.5;
-    return static_cast<std::int64_t>((1.0 - left) * static_cast<double>(kMaxScore));
+    return static_cast<std::int64_t>((1.0 - left_over(n, r)) * static_cast<double>(kMaxScore));
 }
 
 PackNode after_cpu(const PackNode& n, const PackRequest& r) {
@@ -246,11 +250,8 @@ std::int64_t score_fgd(const PackNode& n, const PackRequest& r, const PackContex
 constexpr std::int64_t kFitResolution = std::int64_t{1} << 20;
 
 std::int64_t carma_score(double growth, const PackNode& n, const PackRequest& r) {
-    const double left =
-        static_cast<double>(n.cpu_milli_free - r.cpu_milli) / kSpecCpuMilli * 0.5 +
-        static_cast<double>(n.gpu_free_total() - r.total_gpu_milli()) / kSpecGpuMilli * 0.5;
     const auto fit = static_cast<std::int64_t>(
-        std::clamp(1.0 - left / 2.0, 0.0, 1.0) * static_cast<double>(kFitResolution - 1));
+        std::clamp(1.0 - left_over(n, r) / 2.0, 0.0, 1.0) * static_cast<double>(kFitResolution - 1));
     return fgd_points(0, growth) * kFitResolution + fit;
 }
 

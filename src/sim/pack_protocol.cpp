@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
-#include <tuple>
 
 #include <fmt/format.h>
 
@@ -61,26 +60,21 @@ Result<PackWorkload> fgd_workload(const std::vector<NodeSpec>& gpu_nodes, const 
     }
     std::stable_sort(by_name.begin(), by_name.end(),
                      [](const Pod* a, const Pod* b) { return a->task.name < b->task.name; });
-    std::map<std::tuple<std::int64_t, MiB, int, int, std::vector<int>>, int> kinds;
+    RequestKinds kinds;
     std::vector<PackRequest> requests;
     for (const Pod* p : by_name) {
         PackRequest r = pack_request(p->task, models);
-        auto [it, fresh] = kinds.try_emplace(
-            std::tuple{r.cpu_milli, r.mem_mib, r.gpus, r.milli_per_gpu, r.models},
-            static_cast<int>(kinds.size()));
-        r.kind = it->second;
+        kinds.number(r);
         requests.push_back(std::move(r));
     }
     PackWorkload w;
     w.typical = typical_shapes(requests, config.popularity);
     w.original = requests.size();
-    w.kinds = static_cast<int>(kinds.size());
+    w.kinds = kinds.count();
 
     std::mt19937_64 rng(config.seed);
     w.arrivals = requests;
-    for (std::size_t i = w.arrivals.size(); i > 1; --i) {
-        std::swap(w.arrivals[i - 1], w.arrivals[uniform_below(rng, i)]);
-    }
+    shuffle_with(w.arrivals, rng);
     std::int64_t asked = 0;
     for (const PackRequest& r : w.arrivals) {
         asked += r.total_gpu_milli();
@@ -102,13 +96,7 @@ Result<PackWorkload> fgd_workload(const std::vector<NodeSpec>& gpu_nodes, const 
         asked += drawn.total_gpu_milli();
         w.arrivals.push_back(drawn);
     }
-    w.tie_rank.resize(gpu_nodes.size());
-    for (std::size_t i = 0; i < w.tie_rank.size(); ++i) {
-        w.tie_rank[i] = static_cast<std::uint32_t>(i);
-    }
-    for (std::size_t i = w.tie_rank.size(); i > 1; --i) {
-        std::swap(w.tie_rank[i - 1], w.tie_rank[uniform_below(rng, i)]);
-    }
+    w.tie_rank = tie_order(gpu_nodes.size(), rng);
     return w;
 }
 

@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <map>
 #include <queue>
 #include <random>
-#include <tuple>
 
 #include <fmt/format.h>
 
@@ -47,7 +45,7 @@ Result<ReplayRun> replay_timed(const std::vector<NodeSpec>& node_specs, const Po
     run.policy = policy.name;
     run.whole_gpus = config.whole_gpus;
 
-    std::map<std::tuple<std::int64_t, MiB, int, int, std::vector<int>>, int> kinds;
+    RequestKinds kinds;
     std::vector<Job> jobs;
     for (const Pod& pod : pods.pods) {
         if (!pod.times || !pod.times->scheduled_s || !pod.times->deleted_s ||
@@ -67,11 +65,7 @@ Result<ReplayRun> replay_timed(const std::vector<NodeSpec>& node_specs, const Po
             ++run.never_fit;
             continue;
         }
-        const PackRequest& r = job.request;
-        auto [it, fresh] = kinds.try_emplace(
-            std::tuple{r.cpu_milli, r.mem_mib, r.gpus, r.milli_per_gpu, r.models},
-            static_cast<int>(kinds.size()));
-        job.request.kind = it->second;
+        kinds.number(job.request);
         job.arrive_s = pod.times->created_s;
         job.run_s = *pod.times->deleted_s - *pod.times->scheduled_s;
         run.censored += pod.phase == "Running" ? 1 : 0;
@@ -92,15 +86,9 @@ Result<ReplayRun> replay_timed(const std::vector<NodeSpec>& node_specs, const Po
     }
     const std::vector<TypicalShape> typical = typical_shapes(requests);
     std::mt19937_64 rng(config.seed);
-    std::vector<std::uint32_t> rank(nodes.size());
-    for (std::size_t i = 0; i < rank.size(); ++i) {
-        rank[i] = static_cast<std::uint32_t>(i);
-    }
-    for (std::size_t i = rank.size(); i > 1; --i) {
-        std::swap(rank[i - 1], rank[uniform_below(rng, i)]);
-    }
+    const std::vector<std::uint32_t> rank = tie_order(nodes.size(), rng);
     PackContext ctx{typical, &rng, rank};
-    PackScoreCache cache(nodes.size(), static_cast<int>(kinds.size()));
+    PackScoreCache cache(nodes.size(), kinds.count());
 
     using End = std::pair<double, std::size_t>;  // (time, job)
     std::priority_queue<End, std::vector<End>, std::greater<>> ends;
