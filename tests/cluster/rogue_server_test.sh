@@ -33,6 +33,9 @@ for mode in unsigned forged; do
     python3 "$T/rogue.py" "$PORT" "$T/PWNED" "$mode" >>"$T/rogue.log" 2>&1 &
     rogue=$!
     pids+=($rogue)
+    # Listening before the agent's first report: a refused one backs off past this test's wait.
+    wait_for "grep -q ':$(printf %04X "$PORT") 00000000:0000 0A' /proc/net/tcp" 100 ||
+        fail "the rogue server did not listen"
     "$B/carma" agent --server "127.0.0.1:$PORT" --token-file "$T/token" --node n1 \
         --gpus emulated:1xA100-40GB --state-dir "$T/n1" --time-scale 10 --allow-root-tasks \
         >>"$T/agent.log" 2>&1 &
