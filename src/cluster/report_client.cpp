@@ -1,80 +1,262 @@
 #include "cluster/report_client.h"
 
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include "cluster/auth.h"
+#include "http/chunked_decoder.h"
 #include "http/listener.h"
+#include "http/socket_io.h"
 
 namespace carma::cluster {
+
+namespace {
+
+using http::Clock;
+
+struct Fd {
+    int fd = -1;
+    explicit Fd(int f) : fd(f) {}
+    ~Fd() {
+        if (fd >= 0) {
+            ::close(fd);
+        }
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+};
+
+bool iequals(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) {
+        return false;
+    }
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        if (std::tolower(static_cast<unsigned char>(a[i])) !=
+            std::tolower(static_cast<unsigned char>(b[i]))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+        s.remove_prefix(1);
+    }
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+        s.remove_suffix(1);
+    }
+    return s;
+}
+
+// A connected TCP socket, non-blocking, or why not (strerror or the resolver's words).
+Result<int> connect_tcp(const std::string& host, int port, int timeout_ms) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const std::string service = std::to_string(port);
+    if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+        return fail(ErrorCode::Io, ::gai_strerror(rc));
+    }
+    std::string why = "no address";
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                                a->ai_protocol);
+        if (fd < 0) {
+            why = std::strerror(errno);
+            continue;
+        }
+        int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+        if (rc != 0 && errno == EINPROGRESS) {
+            int err = ETIMEDOUT;
+            if (http::wait_ready(fd, POLLOUT, timeout_ms)) {
+                socklen_t len = sizeof err;
+                ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+            }
+            rc = err == 0 ? 0 : -1;
+            errno = err;
+        }
+        if (rc == 0) {
+            ::freeaddrinfo(found);
+            return fd;
+        }
+        why = std::strerror(errno);
+        ::close(fd);
+    }
+    ::freeaddrinfo(found);
+    return fail(ErrorCode::Io, why);
+}
+
+}  // namespace
 
 ReportClient::ReportClient(std::string host, int port, std::size_t max_answer_bytes,
                            int connect_timeout_s, int io_timeout_s)
     : host_(std::move(host)),
       port_(port),
       max_answer_bytes_(max_answer_bytes),
-      client_(std::make_unique<httplib::Client>(host_, port_)) {
-    client_->set_connection_timeout(connect_timeout_s, 0);
-    client_->set_read_timeout(io_timeout_s, 0);
-    client_->set_write_timeout(io_timeout_s, 0);
-}
+      connect_timeout_s_(connect_timeout_s),
+      io_timeout_s_(io_timeout_s) {}
 
 ReportClient::~ReportClient() = default;
 
 Result<ReportAnswer> ReportClient::post(const std::string& auth_header, const std::string& body,
                                         const std::string& content_type) {
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/agent/v1/report";
-    req.headers = {{std::string(auth::kAuthHeader), auth_header},
-                   {"Content-Type", content_type}};
-    req.body = body;
-    ReportAnswer answer;
-    std::size_t announced = 0;  // an announced length over the cap; 0: none
-    bool too_long = false;
-    // Before the body: a length over the cap is refused unread.
-    req.response_handler = [&](const httplib::Response& res) {
-        const std::string length = res.get_header_value("Content-Length");
-        std::size_t n = 0;
-        const auto [end, ec] = std::from_chars(length.data(), length.data() + length.size(), n);
-        if (!length.empty() && (ec != std::errc() || end != length.data() + length.size() ||
-                                n > max_answer_bytes_)) {
-            announced = ec == std::errc() ? n : SIZE_MAX;
-            return false;
-        }
-        return true;
+    const std::string address = fmt::format("{}:{}", host_, port_);
+    auto unreachable = [&](std::string_view why) {
+        return fail(ErrorCode::Io, fmt::format("cannot reach the server at {} ({})", address, why));
     };
-    // While it comes: cut off at the cap, whatever was announced.
-    req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-        if (n > max_answer_bytes_ - answer.body.size()) {
-            too_long = true;
-            return false;
-        }
-        answer.body.append(data, n);
-        return true;
-    };
-    httplib::Response res;
-    httplib::Error error = httplib::Error::Success;
-    const bool sent = client_->send(req, res, error);
-    if (announced > 0 || too_long) {
+    auto too_large = [&](std::string_view what) {
         return fail(ErrorCode::InvalidArgument,
-                    fmt::format("the answer from {}:{} is larger than an agent reads ({}{}): "
-                                "refused unread; is that port the CARMA server's agents' port?",
-                                host_, port_,
-                                announced > 0 && announced != SIZE_MAX
-                                    ? fmt::format("{} bytes announced, the limit is ", announced)
-                                    : std::string("the limit is "),
-                                http::size_text(max_answer_bytes_)));
+                    fmt::format("the answer from {} is larger than an agent reads ({}): refused "
+                                "unread; is that port the CARMA server's agents' port?",
+                                address, what));
+    };
+    auto connected = connect_tcp(host_, port_, connect_timeout_s_ * 1000);
+    if (!connected) {
+        return unreachable(connected.error().message);
     }
-    if (!sent) {
-        return fail(ErrorCode::Io, fmt::format("cannot reach the server at {}:{} ({})", host_,
-                                               port_, httplib::to_string(error)));
+    const Fd fd(*connected);
+    // One report per connection: nothing is left half-read between reports.
+    const std::string head = fmt::format(
+        "POST /agent/v1/report HTTP/1.1\r\nHost: {}\r\n{}: {}\r\nContent-Type: {}\r\n"
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        address, auth::kAuthHeader, auth_header, content_type, body.size());
+    const int io_ms = io_timeout_s_ * 1000;
+    if (!http::send_all(fd.fd, head, io_ms) || !http::send_all(fd.fd, body, io_ms)) {
+        return unreachable("it stopped taking the report");
     }
-    answer.status = res.status;
-    answer.auth_header = res.get_header_value(std::string(auth::kAuthHeader).c_str());
-    return answer;
+    // The whole answer within a few read timeouts, so a server that trickles it cannot hold the
+    // agent (each read alone would wait only io_timeout_s).
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(3 * io_timeout_s_);
+    http::SocketReader reader(fd.fd, io_ms);
+
+    // The head: capped in bytes and in lines before anything of it is kept.
+    std::size_t head_end = std::string_view::npos;
+    while ((head_end = reader.pending().find("\r\n\r\n")) == std::string_view::npos) {
+        if (reader.pending().size() > kMaxAnswerHeadBytes) {
+            return too_large(fmt::format("a head over {}", http::size_text(kMaxAnswerHeadBytes)));
+        }
+        if (const auto got = reader.fill(deadline); got != http::SocketReader::Got::Data) {
+            return unreachable(got == http::SocketReader::Got::Closed
+                                   ? "it closed the connection before answering"
+                                   : "no answer in time");
+        }
+    }
+    if (head_end > kMaxAnswerHeadBytes) {
+        return too_large(fmt::format("a head over {}", http::size_text(kMaxAnswerHeadBytes)));
+    }
+    const std::string answer_head(reader.pending().substr(0, head_end));
+    reader.consume(head_end + 4);
+
+    ReportAnswer answer;
+    std::string_view rest = answer_head;
+    auto next_line = [&] {
+        const std::size_t eol = rest.find("\r\n");
+        std::string_view line = rest.substr(0, eol);
+        rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 2);
+        return line;
+    };
+    const std::string_view status_line = next_line();
+    if (!status_line.starts_with("HTTP/1.") || status_line.size() < 12) {
+        return unreachable("its answer is not HTTP");
+    }
+    const auto [status_end, status_ec] =
+        std::from_chars(status_line.data() + 9, status_line.data() + 12, answer.status);
+    if (status_ec != std::errc() || status_end != status_line.data() + 12) {
+        return unreachable("its answer has no status");
+    }
+    std::optional<std::size_t> length;
+    bool chunked = false;
+    std::size_t lines = 0;
+    while (!rest.empty()) {
+        const std::string_view line = next_line();
+        if (++lines > kMaxAnswerHeaderLines) {
+            return too_large(fmt::format("more than {} header lines", kMaxAnswerHeaderLines));
+        }
+        const std::size_t colon = line.find(':');
+        if (colon == std::string_view::npos) {
+            return unreachable("its answer has a malformed header line");
+        }
+        const std::string_view name = line.substr(0, colon);
+        const std::string_view value = trim(line.substr(colon + 1));
+        if (iequals(name, "Content-Length")) {
+            std::size_t n = 0;
+            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+            if (ec == std::errc::result_out_of_range) {
+                return too_large("a length beyond any size announced");
+            }
+            if (ec != std::errc() || end != value.data() + value.size()) {
+                return unreachable("its answer has a malformed Content-Length");
+            }
+            length = n;
+        } else if (iequals(name, "Transfer-Encoding")) {
+            chunked = iequals(value, "chunked");
+        } else if (iequals(name, auth::kAuthHeader)) {
+            answer.auth_header = std::string(value);
+        }
+    }
+
+    using Got = http::SocketReader::Got;
+    if (chunked) {
+        http::ChunkedDecoder decoder(max_answer_bytes_);
+        for (;;) {
+            std::size_t used = 0;
+            const auto state = decoder.feed(reader.pending(), used, answer.body);
+            reader.consume(used);
+            if (state == http::ChunkedDecoder::State::Done) {
+                return answer;
+            }
+            if (state == http::ChunkedDecoder::State::TooLarge) {
+                return too_large(fmt::format("the limit is {}",
+                                             http::size_text(max_answer_bytes_)));
+            }
+            if (state == http::ChunkedDecoder::State::Malformed) {
+                return unreachable("its chunked answer is malformed: " + decoder.error());
+            }
+            if (const Got got = reader.fill(deadline, 64 << 10); got != Got::Data) {
+                return unreachable("its answer stopped before its end");
+            }
+        }
+    }
+    if (length) {
+        if (*length > max_answer_bytes_) {
+            return too_large(fmt::format("{} bytes announced, the limit is {}", *length,
+                                         http::size_text(max_answer_bytes_)));
+        }
+        if (reader.take(*length, deadline, &answer.body) != Got::Data) {
+            return unreachable("its answer stopped before its announced length");
+        }
+        return answer;
+    }
+    // Neither: the body ends with the connection.
+    for (;;) {
+        answer.body.append(reader.pending());
+        reader.consume(reader.pending().size());
+        if (answer.body.size() > max_answer_bytes_) {
+            return too_large(fmt::format("the limit is {}", http::size_text(max_answer_bytes_)));
+        }
+        const Got got = reader.fill(deadline, 64 << 10);
+        if (got == Got::Closed) {
+            return answer;
+        }
+        if (got == Got::Timeout) {
+            return unreachable("its answer did not end in time");
+        }
+    }
 }
 
 }  // namespace carma::cluster

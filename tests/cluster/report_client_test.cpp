@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
@@ -158,6 +159,60 @@ TEST(ReportClient, AnAnswerWithinTheLimitComesThrough) {
     ASSERT_FALSE(unreachable);
     EXPECT_EQ(unreachable.error().code, ErrorCode::Io);
     EXPECT_THAT(unreachable.error().message, HasSubstr("cannot reach the server at 127.0.0.1:1"));
+}
+
+// This test verifies that a head of endless header lines (each short, so no line limit applies)
+// is refused once it has more lines than an answer carries, and the rest is not read.
+TEST(ReportClient, EndlessHeaderLinesAreRefused) {
+    FakeServer server([](int fd) {
+        return stream(fd, "HTTP/1.1 200 OK\r\n", "X-Pad: 1\r\n", k100MiB);
+    });
+    ASSERT_GT(server.port(), 0);
+    ReportClient client("127.0.0.1", server.port(), 1 << 20);
+    auto answer = client.post("carma1 token x", "{}", "application/json");
+    ASSERT_FALSE(answer) << "endless headers were read, status " << answer->status;
+    EXPECT_EQ(answer.error().code, ErrorCode::InvalidArgument);
+    EXPECT_THAT(answer.error().message, HasSubstr("larger than an agent reads"));
+    EXPECT_LT(server.sent(), k100MiB);
+}
+
+// This test verifies that an answer trickled a byte at a time, each byte within the read
+// timeout, is given up on as a whole instead of holding the agent as long as it goes on.
+TEST(ReportClient, ATrickledAnswerIsGivenUpOn) {
+    std::atomic<bool> stop{false};
+    FakeServer server([&](int fd) {
+        const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n";
+        std::size_t sent = 0;
+        for (char c : head + "0123456789") {
+            if (stop || ::send(fd, &c, 1, MSG_NOSIGNAL) != 1) {
+                break;
+            }
+            ++sent;
+            std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        }
+        return sent;
+    });
+    ASSERT_GT(server.port(), 0);
+    ReportClient client("127.0.0.1", server.port(), 1 << 20, 1, 1);
+    auto answer = client.post("carma1 token x", "{}", "application/json");
+    stop = true;
+    ASSERT_FALSE(answer) << "a trickled answer was waited for to its end";
+    EXPECT_EQ(answer.error().code, ErrorCode::Io);
+    EXPECT_THAT(answer.error().message, HasSubstr("no answer in time"));
+}
+
+// This test verifies that a chunked answer within the limit comes through whole.
+TEST(ReportClient, AChunkedAnswerComesThrough) {
+    FakeServer server([](int fd) {
+        return stream(fd, "HTTP/1.1 201 Created\r\ntransfer-encoding: Chunked\r\n\r\n",
+                      "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", 1);
+    });
+    ASSERT_GT(server.port(), 0);
+    ReportClient client("127.0.0.1", server.port(), 1 << 20);
+    auto answer = client.post("carma1 token x", "{}", "application/json");
+    ASSERT_TRUE(answer) << answer.error().message;
+    EXPECT_EQ(answer->status, 201);
+    EXPECT_EQ(answer->body, "hello world");
 }
 
 }  // namespace
