@@ -160,6 +160,10 @@ public:
         view_.residents.back().max_slowdown = x;
         return *this;
     }
+    MakeGpu& ResidentShare(int milli) {
+        view_.residents.back().gpu_milli = milli;
+        return *this;
+    }
     MakeGpu& Smact(double v) {
         Set(view_.stats.smact, v);
         return *this;

@@ -157,6 +157,9 @@ nlohmann::json request_body(const SubmitRequest& r) {
     if (r.max_slowdown) {
         body["max_slowdown"] = *r.max_slowdown;
     }
+    if (r.gpu_share_milli) {
+        body["gpu_share"] = *r.gpu_share_milli / 1000.0;
+    }
     if (r.nice) {
         body["nice"] = *r.nice;
     }

@@ -68,6 +68,8 @@ struct SubmitRequest {
     // Fair share (issue 23): no co-runner, a bound on its slowdown, Slurm's --nice.
     bool exclusive = false;
     std::optional<double> max_slowdown;
+    // `--gpu-share 0.5`: a share of one GPU, in thousandths (core/gpu_share.h).
+    std::optional<int> gpu_share_milli;
     std::optional<int> nice;
     // sbatch's --requeue: may be stopped for an under-served user's task and queued again.
     bool requeue = false;

@@ -17,6 +17,7 @@
 #include "api/task_file_internal.h"
 #include "core/controls.h"
 #include "core/dependency.h"
+#include "core/gpu_share.h"
 #include "core/host.h"
 #include "core/mail.h"
 #include "core/output_pattern.h"
@@ -371,6 +372,20 @@ Status parse_max_slowdown(const Field& f, SubmitRequest& r) {
     return {};
 }
 
+// `gpu_share: 0.5`: half of one GPU.
+Status parse_gpu_share_field(const Field& f, SubmitRequest& r) {
+    auto text = non_empty_scalar(f);
+    if (!text) {
+        return tl::unexpected(text.error());
+    }
+    auto milli = parse_gpu_share(*text);
+    if (!milli) {
+        return f.error(milli.error().message);
+    }
+    r.gpu_share_milli = *milli;
+    return {};
+}
+
 // `nice: 100`, as sbatch's --nice.
 Status parse_nice_field(const Field& f, SubmitRequest& r) {
     auto text = non_empty_scalar(f);
@@ -422,7 +437,7 @@ struct FieldParser {
 };
 
 // The order here is the order the "known fields" hint lists them in.
-constexpr std::array<FieldParser, 27> kFields = {{
+constexpr std::array<FieldParser, 28> kFields = {{
     {"name", parse_name},
     {"command", parse_command},
     {"gpus", parse_gpus},
@@ -446,6 +461,7 @@ constexpr std::array<FieldParser, 27> kFields = {{
     {"mail_user", parse_mail_field},
     {"exclusive", parse_flag_field},
     {"max_slowdown", parse_max_slowdown},
+    {"gpu_share", parse_gpu_share_field},
     {"nice", parse_nice_field},
     {"requeue", parse_flag_field},
     {"cpus_per_task", parse_cpus},

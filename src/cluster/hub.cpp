@@ -352,6 +352,12 @@ std::string Hub::slurm_job(const std::string& node) const {
     return it == impl_->nodes.end() ? std::string() : it->second.slurm_job;
 }
 
+std::optional<uid_t> Hub::agent_uid(const std::string& node) const {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->nodes.find(node);
+    return it == impl_->nodes.end() ? std::nullopt : std::optional<uid_t>(it->second.uid);
+}
+
 bool HubBackend::refresh() {
     std::vector<device::GpuInfo> now = hub_->gpus();
     const bool grew = now.size() != gpus_.size();

@@ -187,6 +187,8 @@ public:
     // The agent said it is stopping its tasks because its allocation ends.
     bool ending(const std::string& node) const;
     std::string slurm_job(const std::string& node) const;
+    // The uid its agent runs as (from its reports); nullopt for a node not known.
+    std::optional<uid_t> agent_uid(const std::string& node) const;
 
     // Handles one report as the HTTP route does; returns the answer's JSON. `identity`: the node
     // the sender's credentials belong to, "" when they do not name one.

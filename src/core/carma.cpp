@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "core/gpu_clauses.h"
+#include "core/agent_user.h"
+#include "core/gpu_share.h"
 #include "core/mps_share.h"
 
 namespace carma {
@@ -285,7 +287,10 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
     // Exclusive path: idle GPUs in index order, all on one node.
     auto node_at = [&](std::size_t i) -> const std::string& { return gpus[i].node; };
     const NodePick idle = pick_on_one_node(
-        gpus.size(), wanted, [&](std::size_t i) { return allowed[i] && gpu_idle(gpus[i]); },
+        gpus.size(), wanted,
+        [&](std::size_t i) {
+            return allowed[i] && gpu_idle(gpus[i]) && agent_admits(task, gpus[i]);
+        },
         node_at, [&](std::size_t i) { sel.gpus.push_back(gpus[i].index); });
     if (idle.found) {
         sel.exclusive = true;
@@ -294,9 +299,9 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
     if (need.idle_only) {
         if (config.explain) {
             sel.pending_reason =
-                fmt::format("{} waits for {} idle GPU(s){} ({})", task.name, wanted,
+                fmt::format("{} waits for {} idle GPU(s){} ({}){}", task.name, wanted,
                             wanted > 1 && spans_nodes(gpus) ? " on one node" : "",
-                            describe(need));
+                            describe(need), idle_gpus_refused_by_agents(task, gpus));
         } else {
             sel.pending_reason = "waits for idle GPUs";
         }
@@ -317,6 +322,12 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
     std::vector<double> cautious, cautious_speeds;  // a bounded placement's activities, speeds
     for (std::size_t i = 0; i < gpus.size(); ++i) {
         const GpuView& g = gpus[i];
+        if (auto why = agent_refusal(task, g)) {
+            if (config.explain) {
+                rejections.add(g.index, g.node, std::move(*why));
+            }
+            continue;
+        }
         if (!allowed[i]) {
             if (config.explain) {
                 rejections.add(g.index, g.node, "kept for a task ahead in the queue");
@@ -333,6 +344,12 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
         if (mps_user_blocks(task, g)) {
             if (config.explain) {
                 rejections.add(g.index, g.node, explain_mps_user(task, g));
+            }
+            continue;
+        }
+        if (auto why = share_refusal(task, g)) {
+            if (config.explain) {
+                rejections.add(g.index, g.node, std::move(*why));
             }
             continue;
         }
@@ -374,7 +391,7 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
             predicted = predict_sharing(g, activity, config.predict_speeds,
                                         predictions.empty() ? nullptr : &predictions[i]);
         }
-        if (shared && predicted.gain <= carma.min_gain) {
+        if (shared && predicted.gain <= carma.min_gain && !shared_by_shares(task, g)) {
             if (config.explain) {
                 rejections.add(g.index, g.node,
                                fmt::format("sharing would add {:.2f} GPU of progress (not above "

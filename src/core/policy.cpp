@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "core/gpu_clauses.h"
+#include "core/agent_user.h"
+#include "core/gpu_share.h"
 #include "core/mps_share.h"
 #include "core/text.h"
 
@@ -258,9 +260,21 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
     std::vector<const GpuView*> passing;
     GpuClauses rejections;
     auto consider = [&](const GpuView& g) {
+        if (auto why = agent_refusal(task, g)) {
+            if (config.explain) {
+                rejections.add(g.index, g.node, std::move(*why));
+            }
+            return;
+        }
         if (mps_user_blocks(task, g)) {
             if (config.explain) {
                 rejections.add(g.index, g.node, explain_mps_user(task, g));
+            }
+            return;
+        }
+        if (auto why = share_refusal(task, g)) {
+            if (config.explain) {
+                rejections.add(g.index, g.node, std::move(*why));
             }
             return;
         }

@@ -119,6 +119,8 @@ struct ResidentView {
     // which predict none, treat it as exclusive).
     bool exclusive = false;
     std::optional<double> max_slowdown = {};
+    // Its `--gpu-share` in thousandths of the GPU; 0: a whole-GPU task (core/gpu_share.h).
+    int gpu_milli = 0;
 };
 
 // Predicted progress rates of tasks sharing one GPU: `speeds[i]` (0..1] for the task whose
@@ -159,6 +161,9 @@ struct GpuView {
     // The user whose tasks are MPS clients of this GPU's control daemon; empty: none
     // (core/mps_share.h).
     std::string mps_user;
+    // The user its node's agent runs as when that is not root: the node starts only that user's
+    // tasks (core/agent_user.h); empty: any user's.
+    std::string agent_user;
 };
 
 struct PlacementConfig {

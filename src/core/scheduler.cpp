@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/agent_user.h"
 #include "core/mps_share.h"
 #include "core/scheduler_order.h"
 
@@ -353,6 +354,7 @@ Scheduler::DecisionKey Scheduler::decision_key(const TaskSpec& spec) {
                        static_cast<std::int64_t>(std::hash<std::string>{}(spec.mps_user)),
                        // Whom it may share with: exclusive, or a slowdown bound.
                        spec.exclusive,
+                       spec.gpu_milli,
                        spec.max_slowdown ? std::bit_cast<std::int64_t>(*spec.max_slowdown)
                                          : std::int64_t{-1}};
 }
@@ -484,7 +486,7 @@ void Scheduler::commit(const QueuedTask& task, const std::vector<int>& gpus, dou
             g.residents.push_back(ResidentView{
                 task.id, l.activity.value_or(0.6), l.need_mib,
                 l.duration_s ? std::optional<double>(now + *l.duration_s) : std::nullopt,
-                task.spec.exclusive, task.spec.max_slowdown});
+                task.spec.exclusive, task.spec.max_slowdown, task.spec.gpu_milli});
             open_[i] = 0;
             predictions_[i].clear();
             refresh_room(i);
@@ -559,27 +561,32 @@ StepResult Scheduler::step_paper(double now, const CapacitySummary& capacity) {
             [&](std::size_t i) {
                 const GpuView& g = scratch_[i];
                 return g.schedulable && !g.has_processes && !g.locked &&
-                       !holds_task_alone(g, false) && host_ok(head.spec, gpu_host_[i], false);
+                       !holds_task_alone(g, false) && agent_admits(head.spec, g) &&
+                       host_ok(head.spec, gpu_host_[i], false);
             },
             [&](std::size_t i) -> const std::string& { return scratch_[i].node; },
             [&](std::size_t i) { chosen.push_back(scratch_[i].index); });
         const bool exclusive = idle.found;
         if (!exclusive) {
             const char* one_node = wanted > 1 && capacity.several_nodes ? " on one node" : "";
+            const std::string refused =
+                config_.placement.explain ? idle_gpus_refused_by_agents(head.spec, scratch_)
+                                          : std::string();
             if (from_recovery) {
                 result.pending_reason = fmt::format(
-                    "{} was recovered from out-of-memory and waits for {} idle GPU(s){}",
-                    head.spec.name, wanted, one_node);
+                    "{} was recovered from out-of-memory and waits for {} idle GPU(s){}{}",
+                    head.spec.name, wanted, one_node, refused);
             } else if (!config_.policy.collocate) {
                 result.pending_reason =
-                    fmt::format("{} waits for {} idle GPU(s){} (policy exclusive)",
-                                head.spec.name, wanted, one_node);
+                    fmt::format("{} waits for {} idle GPU(s){} (policy exclusive){}",
+                                head.spec.name, wanted, one_node, refused);
             } else if (runs_alone(head.spec, false)) {
                 result.pending_reason = fmt::format(
-                    "{} waits for {} idle GPU(s){} ({})", head.spec.name, wanted, one_node,
+                    "{} waits for {} idle GPU(s){} ({}){}", head.spec.name, wanted, one_node,
                     head.spec.exclusive ? "--exclusive"
                                         : "--max-slowdown: this policy predicts no slowdown, so "
-                                          "it runs alone");
+                                          "it runs alone",
+                    refused);
             } else {
                 // Only the GPUs of nodes with room for its cores and memory.
                 std::vector<char> room(scratch_.size(), 1);

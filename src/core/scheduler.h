@@ -294,7 +294,7 @@ private:
     // same answer from the same GPUs, so once one of them was turned down, the others are too
     // until a placement changes the GPUs: a round of a long queue with few kinds of task skips
     // most of its candidates (the daemon's arrays, the simulator's repeated commands).
-    using DecisionKey = std::array<std::int64_t, 17>;
+    using DecisionKey = std::array<std::int64_t, 18>;
     struct DecisionKeyHash {
         std::size_t operator()(const DecisionKey& k) const;
     };

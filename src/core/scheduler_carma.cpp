@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/gpu_share.h"
 #include "core/mps_share.h"
 #include "core/scheduler_order.h"
 
@@ -413,12 +414,14 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
                 allowed_[i] = 0;  // turned down there either way; only the reason would differ
             } else if (other != nullptr) {
                 allowed_[i] = room && !mps_users_differ(t.spec, other->task->spec) &&
+                              !shares_conflict(t.spec, other->task->spec, scratch_[i]) &&
                               may_pass_head(t.spec, scratch_[i], other->plan, other->need, now,
                                             pc.predict_speeds, &predictions_[i]);
             } else {
                 // Another MPS user's task on a GPU kept for the head keeps the head out until
                 // it ends.
                 allowed_[i] = room && !mps_users_differ(t.spec, head->spec) &&
+                              !shares_conflict(t.spec, head->spec, scratch_[i]) &&
                               may_pass_head(t.spec, scratch_[i], plan, head_need, now,
                                             pc.predict_speeds, &predictions_[i]);
             }

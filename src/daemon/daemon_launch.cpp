@@ -177,6 +177,7 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
     live.learned = task.spec.learned;
     live.exclusive = task.spec.exclusive;
     live.max_slowdown = task.spec.max_slowdown;
+    live.gpu_milli = task.spec.gpu_milli;
     live.requeue = task.spec.requeue;
     live.recovered = p.recovered;
     live.nice = task.spec.nice;

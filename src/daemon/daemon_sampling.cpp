@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/controls.h"
+#include "daemon/foreign.h"
 #include "device/backend_choice.h"
 #include "exec/proc_tree.h"
 
@@ -248,6 +249,17 @@ std::string Daemon::schedulable_reason(std::size_t gpu) const {
 // task right now, if it cannot.
 std::vector<GpuView> Daemon::gpu_views() const {
     std::vector<GpuView> views;
+    // A node whose agent is not root starts only its own user's tasks (core/agent_user.h).
+    std::map<std::string, std::string> agent_users;
+    auto agent_user_of = [&](const std::string& node) -> const std::string& {
+        auto [it, added] = agent_users.try_emplace(node);
+        if (added && hub_) {
+            if (const std::optional<uid_t> uid = hub_->agent_uid(node); uid && *uid != 0) {
+                it->second = user_of_uid(*uid);
+            }
+        }
+        return it->second;
+    };
     for (const device::GpuInfo& g : backend_->gpus()) {
         const auto idx = static_cast<std::size_t>(g.index);
         if (!gpu_state_[idx].excluded.empty()) {
@@ -256,6 +268,9 @@ std::vector<GpuView> Daemon::gpu_views() const {
         GpuView v;
         v.index = g.index;
         v.node = g.node;
+        if (!g.node.empty()) {
+            v.agent_user = agent_user_of(g.node);
+        }
         v.total_mib = g.total_mib;
         v.stats = windows_[idx].stats();
         v.unschedulable_reason = schedulable_reason(idx);

@@ -119,14 +119,19 @@ nlohmann::json Daemon::gpus_json() {
         gj["locked"] = scheduler_.warmup().locked(g.index, t);
         nlohmann::json tasks = nlohmann::json::array();
         nlohmann::json labels = nlohmann::json::array();
+        int share_milli = 0;
         for (const auto& [id, live] : live_) {
             if (std::find(live.gpus.begin(), live.gpus.end(), g.index) != live.gpus.end()) {
                 tasks.push_back(id);
                 labels.push_back(format_task_id(id, live.array));
+                share_milli += live.gpu_milli;
             }
         }
         gj["tasks"] = tasks;
         gj["task_labels"] = labels;
+        // What its --gpu-share tasks reserve of it (core/gpu_share.h); null: none runs there.
+        gj["share_reserved"] =
+            share_milli > 0 ? nlohmann::json(share_milli / 1000.0) : nlohmann::json(nullptr);
         list.push_back(gj);
     }
     return list;

@@ -27,19 +27,23 @@ std::vector<ForeignProcess> foreign_processes(const device::GpuSample& sample,
     return out;
 }
 
+std::string user_of_uid(uid_t uid) {
+    passwd entry{};
+    passwd* found = nullptr;
+    std::array<char, 4096> buffer{};
+    if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 &&
+        found != nullptr) {
+        return found->pw_name;
+    }
+    return fmt::format("uid {}", uid);
+}
+
 std::string process_user(int pid) {
     struct stat st {};
     if (::stat(fmt::format("/proc/{}", pid).c_str(), &st) != 0) {
         return {};
     }
-    passwd entry{};
-    passwd* found = nullptr;
-    std::array<char, 4096> buffer{};
-    if (::getpwuid_r(st.st_uid, &entry, buffer.data(), buffer.size(), &found) == 0 &&
-        found != nullptr) {
-        return found->pw_name;
-    }
-    return fmt::format("uid {}", st.st_uid);
+    return user_of_uid(st.st_uid);
 }
 
 MiB foreign_mib(const std::vector<ForeignProcess>& processes) {

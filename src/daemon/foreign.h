@@ -34,6 +34,8 @@ std::vector<ForeignProcess> foreign_processes(const device::GpuSample& sample,
 
 // The name of the user owning /proc/PID, or "uid N" without a name; "" when the process is gone.
 std::string process_user(int pid);
+// The account's name, or "uid N" when it has none here.
+std::string user_of_uid(uid_t uid);
 
 // Their memory together.
 MiB foreign_mib(const std::vector<ForeignProcess>& processes);

@@ -24,6 +24,7 @@ LiveAttempt reattached_attempt(const store::TaskRow& task, const store::AttemptR
     live.learned = task.spec.learned;
     live.exclusive = task.spec.exclusive;
     live.max_slowdown = task.spec.max_slowdown;
+    live.gpu_milli = task.spec.gpu_milli;
     live.requeue = task.spec.requeue;
     live.recovered = attempt.recovered;
     live.nice = task.spec.nice;
@@ -49,6 +50,7 @@ ResidentView resident_view_of(const LiveAttempt& live) {
     }
     r.exclusive = live.exclusive;
     r.max_slowdown = live.max_slowdown;
+    r.gpu_milli = live.gpu_milli;
     return r;
 }
 

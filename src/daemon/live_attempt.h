@@ -45,6 +45,7 @@ struct LiveAttempt {
     Learned learned;
     bool exclusive = false;
     std::optional<double> max_slowdown;
+    int gpu_milli = 0;  // its --gpu-share in thousandths; 0: whole GPUs (core/gpu_share.h)
     // Fair share: GPU-seconds charged so far (core/fair_share.h charge_fraction per GPU and
     // second), and the scheduler clock up to which it was charged (-1: not yet).
     double charged_gpu_s = 0;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/gpu_share.h"
 #include "core/memory_need.h"
 
 namespace carma::daemon {
@@ -51,6 +52,11 @@ EnvList task_environment(const store::TaskRow& task, const AttemptPlace& place) 
     if (place.mps_pipe_dir) {
         for (auto& kv : exec::mps_task_environment(*place.mps_pipe_dir, place.mps_limits)) {
             env.push_back(std::move(kv));
+        }
+        if (task.spec.gpu_milli > 0) {
+            // The share as NVIDIA's MPS enforces one: the SMs the client may use.
+            env.emplace_back(std::string(kMpsThreadPercentageEnv),
+                             std::to_string(mps_thread_percentage(task.spec.gpu_milli)));
         }
     } else if (place.mps_off_dir) {
         // A process reaches one control daemon, and each serves one GPU: outside MPS.

@@ -9,6 +9,7 @@
 
 #include "core/controls.h"
 #include "core/fingerprint.h"
+#include "core/gpu_share.h"
 #include "core/host.h"
 #include "core/json_limits.h"
 #include "daemon/acct_json.h"
@@ -160,6 +161,8 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
                                                  : nlohmann::json(nullptr)},
             {"exclusive", t.spec.exclusive},
             {"max_slowdown", json_or_null(t.spec.max_slowdown)},
+            {"gpu_share", t.spec.gpu_milli > 0 ? nlohmann::json(t.spec.gpu_milli / 1000.0)
+                                               : nlohmann::json(nullptr)},
             {"nice", t.spec.nice},
             {"requeue", t.spec.requeue},
             {"attempts", t.attempts},
@@ -244,7 +247,8 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         "env",          "max_attempts", "workload", "conda",     "venv",   "time_limit_s",
         "after",        "dependencies", "hold",  "array",        "output", "error",
         "mail_type",    "mail_user",    "warnings", "explicit_env", "exclusive",
-        "max_slowdown", "nice",         "requeue",  "cpus",      "host_mem_mib"};
+        "max_slowdown", "nice",         "requeue",  "cpus",      "host_mem_mib",
+        "gpu_share"};
     for (const auto& [key, value] : body.items()) {
         if (!known.contains(key)) {
             return api::api_fail(400, fmt::format("unknown field '{}'; known fields: {}", key,
@@ -505,6 +509,27 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
                                       "accepted) to 1000, e.g. 1.3 for at most 30 % slower");
         }
         t.spec.max_slowdown = v.get<double>();
+    }
+    if (body.contains("gpu_share") && !body["gpu_share"].is_null()) {
+        const nlohmann::json& v = body["gpu_share"];
+        auto milli = v.is_number() ? gpu_share_milli(v.get<double>())
+                                   : fail(ErrorCode::InvalidArgument,
+                                          "'gpu_share' must be a number above 0 and below 1, "
+                                          "such as 0.5 for half of one GPU");
+        if (!milli) {
+            return api::api_fail(400, milli.error().message);
+        }
+        if (t.spec.gpus != 1) {
+            return api::api_fail(400, fmt::format("'gpu_share' is a share of one GPU, but 'gpus' "
+                                                  "is {}; ask for 1 GPU with a share, or whole "
+                                                  "GPUs without one",
+                                                  t.spec.gpus));
+        }
+        if (t.spec.exclusive) {
+            return api::api_fail(400, "'gpu_share' and 'exclusive' contradict each other: an "
+                                      "exclusive task holds its GPU whole; drop one of them");
+        }
+        t.spec.gpu_milli = *milli;
     }
     if (body.contains("nice") && !body["nice"].is_null()) {
         const nlohmann::json& v = body["nice"];

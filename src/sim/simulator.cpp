@@ -269,7 +269,8 @@ ResidentView Simulation::resident_view(std::size_t i) const {
         l.need_mib,
         l.duration_s ? std::optional<double>(r.dispatched_at + *l.duration_s) : std::nullopt,
         r.spec.exclusive,
-        r.spec.max_slowdown};
+        r.spec.max_slowdown,
+        r.spec.gpu_milli};
 }
 
 void Simulation::give_up_waiting() {

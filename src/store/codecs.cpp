@@ -187,6 +187,9 @@ json spec_to_json(const TaskSpec& s) {
     if (s.explicit_env) {
         j["explicit_env"] = *s.explicit_env;
     }
+    if (s.gpu_milli != 0) {
+        j["gpu_milli"] = s.gpu_milli;
+    }
     if (s.exclusive) {
         j["exclusive"] = true;
     }
@@ -248,6 +251,7 @@ TaskSpec spec_from_json(const json& j) {
         s.explicit_env = it->get<std::vector<std::string>>();
     }
     s.explicit_env_key = j.value("explicit_env_key", "");
+    s.gpu_milli = j.value("gpu_milli", 0);
     s.exclusive = j.value("exclusive", false);
     get_optional(j, "max_slowdown", s.max_slowdown);
     s.nice = j.value("nice", 0);

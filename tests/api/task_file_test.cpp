@@ -437,5 +437,17 @@ TEST(TaskFileTest, YamlSchedulingControls) {
     }
 }
 
+// This test verifies `gpu_share:` in a task file: a fraction becomes the body's `gpu_share`, and
+// what is not a share of one GPU is refused with the file, the line and what to write.
+TEST(TaskFileTest, YamlGpuShare) {
+    const SubmitRequest r = *parse_yaml("command: x\ngpu_share: 0.25\n");
+    ASSERT_TRUE(r.gpu_share_milli);
+    EXPECT_EQ(*r.gpu_share_milli, 250);
+    EXPECT_EQ(request_body(r)["gpu_share"], 0.25);
+    const std::string e = yaml_error("command: x\ngpu_share: 2\n");
+    EXPECT_THAT(e, HasSubstr("exp/task.yaml:2:"));
+    EXPECT_THAT(e, HasSubstr("GPU share '2' is not below 1"));
+}
+
 }  // namespace
 }  // namespace carma::api

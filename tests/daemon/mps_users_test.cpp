@@ -142,7 +142,8 @@ class MpsDaemonTest : public ::testing::Test {
         const std::string path = dir_ + "/mark." + mark;
         const std::string script =
             "{ echo \"cvd=$CUDA_VISIBLE_DEVICES\"; echo \"pipe=$CUDA_MPS_PIPE_DIRECTORY\"; "
-            "echo \"limit=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT\"; echo \"pid=$$\"; } > " +
+            "echo \"limit=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT\"; "
+            "echo \"threads=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE\"; echo \"pid=$$\"; } > " +
             path + ".tmp && mv " + path + ".tmp " + path + " && exec sleep 600";
         return json{{"name", mark},
                     {"command", {client_, "/bin/sh", "-c", script}},
@@ -300,6 +301,43 @@ TEST_F(MpsDaemonTest, LimitIsByOrdinalAndEachGpuHasItsControlDaemon) {
             << records;
     }
     cancel(id);
+}
+
+// This test verifies `--gpu-share` under MPS on one GPU: two halves run on it at once, each an MPS
+// client capped at half the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50, as NVIDIA documents the
+// share of a client); `carma gpus` shows the GPU fully reserved; a whole-GPU task waits with the
+// shares named, and starts once they have ended.
+TEST_F(MpsDaemonTest, TwoHalfSharesRunTogetherEachCappedAtHalfTheSms) {
+    start("carma", "emulated:1xA100-40GB");
+    json half_a = client_task("half_a");
+    half_a["gpu_share"] = 0.5;
+    json half_b = client_task("half_b");
+    half_b["gpu_share"] = 0.5;
+    const TaskId a = submit_as(nullptr, half_a);
+    ASSERT_TRUE(eventually([&] { return started("half_a"); })) << task(a).dump(2) << log();
+    EXPECT_EQ(task(a)["gpu_share"], 0.5);
+    const TaskId b = submit_as(nullptr, half_b);
+    ASSERT_TRUE(eventually([&] { return started("half_b"); }, 90s)) << task(b).dump(2) << log();
+    for (const char* m : {"half_a", "half_b"}) {
+        EXPECT_NE(mark(m).find("threads=50\n"), std::string::npos) << mark(m);
+        EXPECT_NE(mark(m).find("cvd=GPU-emu00000-0000-4000-8000-000000000000\n"),
+                  std::string::npos)
+            << mark(m);
+    }
+    auto gpus = client().gpus();
+    ASSERT_TRUE(gpus);
+    EXPECT_EQ((*gpus)["gpus"][0]["share_reserved"], 1.0) << gpus->dump(2);
+    const TaskId whole = submit_as(nullptr, client_task("whole"));
+    EXPECT_TRUE(eventually([&] {
+        return task(whole).value("message", "").find("--gpu-share") != std::string::npos;
+    }, 60s)) << task(whole).dump(2);
+    EXPECT_EQ(state(whole), "queued");
+    EXPECT_FALSE(started("whole"));
+    cancel(a);
+    cancel(b);
+    EXPECT_TRUE(eventually([&] { return started("whole"); }, 90s)) << task(whole).dump(2) << log();
+    EXPECT_NE(mark("whole").find("threads=\n"), std::string::npos) << mark("whole");
+    cancel(whole);
 }
 
 // This test verifies that a graceful stop leaves the control daemon of a GPU running while a

@@ -68,7 +68,14 @@ std::string tasks_cell(const json& gpu) {
     for (const json& id : labels.empty() ? array_of(gpu, "tasks") : labels) {
         ids.push_back(id.is_string() ? id.get<std::string>() : id.dump());
     }
-    return ids.empty() ? "-" : fmt::format("{}", fmt::join(ids, ","));
+    if (ids.empty()) {
+        return "-";
+    }
+    // --gpu-share tasks: what they reserve of the GPU together (core/gpu_share.h).
+    if (const std::optional<double> shares = number_of(gpu, "share_reserved")) {
+        return fmt::format("{} (shares {:g}/1)", fmt::join(ids, ","), *shares);
+    }
+    return fmt::format("{}", fmt::join(ids, ","));
 }
 
 // "SMACT dcgm, SMOCC dcgm, DRAMA dcgm, util dcgm" from a GPU's "sources".

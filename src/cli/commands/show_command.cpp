@@ -210,7 +210,11 @@ void print_task(const json& t, double now, bool env_all, const json& warnings) {
     // What it asked of its co-runners and of the queue, only where given.
     if (flag_of(t, "exclusive")) {
         print_line(stdout, "  sharing     exclusive: no co-runner on its GPUs");
-    } else if (const std::optional<double> bound = number_of(t, "max_slowdown")) {
+    } else if (const std::optional<double> share = number_of(t, "gpu_share")) {
+        print_line(stdout, "  sharing     reserves {} of one GPU (--gpu-share)", *share);
+    }
+    if (const std::optional<double> bound = number_of(t, "max_slowdown");
+        bound && !flag_of(t, "exclusive")) {
         print_line(stdout, "  sharing     co-runners only while its predicted slowdown stays at "
                            "most {:.2f}x",
                    *bound);

@@ -20,6 +20,7 @@
 #include "cli/common/die.h"
 #include "core/controls.h"
 #include "core/dependency.h"
+#include "core/gpu_share.h"
 #include "core/mail.h"
 #include "core/output_pattern.h"
 #include "core/text.h"
@@ -62,6 +63,7 @@ struct SubmitOptions {
     std::string mail_user;
     bool exclusive = false;
     std::string max_slowdown;
+    std::string gpu_share;
     std::string nice;
     bool requeue = false;
     std::vector<std::string> args;  // the command, or one task file
@@ -157,6 +159,9 @@ void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest
     }
     if (!o.max_slowdown.empty()) {
         r.max_slowdown = or_die(parse_max_slowdown_value(o.max_slowdown));
+    }
+    if (!o.gpu_share.empty()) {
+        r.gpu_share_milli = or_die(parse_gpu_share(o.gpu_share));
     }
     if (!o.nice.empty()) {
         r.nice = or_die(parse_nice_value(o.nice));
@@ -296,6 +301,10 @@ Action add_submit_command(CLI::App& app) {
     cmd->add_option("--max-slowdown", o->max_slowdown,
                     "carma places co-runners beside it only while its predicted slowdown stays "
                     "at most X (e.g. 1.3); the paper's policies run it alone");
+    cmd->add_option("--gpu-share", o->gpu_share,
+                    "Reserve this share of one GPU (e.g. 0.5), as Kubernetes' gpu_milli: shares "
+                    "on a GPU never add up to more than 1, and under `carma serve --mps` the "
+                    "share caps its SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)");
     cmd->add_option("--nice", o->nice,
                     "As sbatch: lower the task's priority by N (only root may give a negative N)");
     cmd->add_flag("--requeue", o->requeue,
