@@ -114,8 +114,8 @@ def carma_page(carma, daemon, version):
     lines += [".SH ENVIRONMENT", ".TP", "\\fBCARMA_SOCKET\\fR",
               "The daemon's API socket, when \\fB\\-\\-socket\\fR is not given.",
               ".SH FILES", ".TP", "\\fI/var/lib/carma/carma.sock\\fR",
-              "The socket of the system's daemon (a user's own daemon: "
-              "\\fI$XDG_STATE_HOME/carma/carma.sock\\fR).",
+              "The socket of the system's daemon. A user's commands take it unless a daemon "
+              "of their own answers at \\fI$XDG_STATE_HOME/carma/carma.sock\\fR.",
               ".SH SEE ALSO", "carma\\-daemon(8), carma.yaml(5)"]
     return "\n".join(lines) + "\n"
 

@@ -31,13 +31,36 @@ bool is_set(const char* value) {
     return value != nullptr && value[0] != '\0';
 }
 
+// 0 when a connection to the socket `path` (short enough for sun_path) succeeds, else errno.
+int connect_errno(const std::string& path) {
+    sockaddr_un addr{};
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return errno;
+    }
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+    const int err = rc == 0 ? 0 : errno;
+    ::close(fd);
+    return err;
+}
+
+bool fits_sun_path(const std::string& path) {
+    return path.size() < sizeof(sockaddr_un{}.sun_path);
+}
+
+bool is_socket(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
 // Why the socket cannot be reached, from the path itself, so the user learns whether the daemon
 // is absent, stopped, or not theirs to talk to.
 std::string connect_failure_reason(const std::string& path) {
-    sockaddr_un addr{};
-    if (path.size() >= sizeof(addr.sun_path)) {
+    if (!fits_sun_path(path)) {
         return fmt::format("the path is longer than the {} bytes a Unix socket path may have",
-                           sizeof(addr.sun_path) - 1);
+                           sizeof(sockaddr_un{}.sun_path) - 1);
     }
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
@@ -46,16 +69,8 @@ std::string connect_failure_reason(const std::string& path) {
     if (!S_ISSOCK(st.st_mode)) {
         return "that path is not a socket";
     }
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return errno_text(errno);
-    }
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
-    const int err = errno;
-    ::close(fd);
-    if (rc == 0) {
+    const int err = connect_errno(path);
+    if (err == 0) {
         return "the connection failed";  // it works now: the daemon was probably starting
     }
     if (err == ECONNREFUSED) {
@@ -171,6 +186,18 @@ std::string default_socket_path() {
     return default_socket_path_for(::geteuid() == 0, std::getenv("XDG_STATE_HOME"), home);
 }
 
+std::string_view system_socket_path() {
+    return kRootSocket;
+}
+
+std::string client_socket_path_for(bool is_root, const std::string& own, bool own_answers,
+                                   bool system_exists) {
+    if (is_root) {
+        return std::string(kRootSocket);
+    }
+    return own_answers || !system_exists ? own : std::string(kRootSocket);
+}
+
 std::string resolve_socket_path(std::string_view flag) {
     if (!flag.empty()) {
         return std::string(flag);
@@ -179,7 +206,26 @@ std::string resolve_socket_path(std::string_view flag) {
     if (is_set(env)) {
         return env;
     }
-    return default_socket_path();
+    const bool is_root = ::geteuid() == 0;
+    const std::string own = default_socket_path();
+    if (is_root) {
+        return own;
+    }
+    // Probing costs a failed connect() for the users of the system daemon; a per-user socket
+    // that exists but answers nobody (a daemon that stopped) must not hide the system one.
+    const bool own_answers = fits_sun_path(own) && is_socket(own) && connect_errno(own) == 0;
+    return client_socket_path_for(false, own, own_answers,
+                                  !own_answers && is_socket(std::string(kRootSocket)));
+}
+
+std::string socket_option_help() {
+    if (::geteuid() == 0) {
+        return fmt::format("The daemon's socket (default: $CARMA_SOCKET, else {})", kRootSocket);
+    }
+    return fmt::format(
+        "The daemon's socket (default: $CARMA_SOCKET, else your own daemon's {} while it runs, "
+        "else the system daemon's {})",
+        default_socket_path(), kRootSocket);
 }
 
 bool is_final_state(std::string_view state) {

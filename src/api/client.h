@@ -26,8 +26,23 @@ std::string default_socket_path();
 // `xdg_state_home` and `home` may be null or empty (unset).
 std::string default_socket_path_for(bool is_root, const char* xdg_state_home, const char* home);
 
-// The socket a command uses: its --socket flag if given, else $CARMA_SOCKET, else the default.
+// The socket of the packaged, system-wide daemon (root's default_socket_path()).
+std::string_view system_socket_path();
+
+// Which socket a client command takes when neither --socket nor $CARMA_SOCKET names one. Root's
+// default is the system daemon's. A user's is their own daemon's (`own`, default_socket_path())
+// while one answers there; else the system daemon's when its socket exists, so that every user
+// of a packaged installation reaches it without setting anything; else their own again, so the
+// error names the daemon they would start. The probes are passed in so the rule can be tested.
+std::string client_socket_path_for(bool is_root, const std::string& own, bool own_answers,
+                                   bool system_exists);
+
+// The socket a command uses: its --socket flag if given, else $CARMA_SOCKET, else
+// client_socket_path_for() of this user and this machine.
 std::string resolve_socket_path(std::string_view flag);
+
+// The help text of a client command's --socket option: the order above, in words.
+std::string socket_option_help();
 
 enum class LogStream { Stdout, Stderr };
 

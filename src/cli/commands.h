@@ -12,7 +12,7 @@ namespace carma::cli {
 using Action = std::function<int()>;
 
 // The user commands of `carma` that talk to the daemon over its API (docs/api.md). Each takes
-// --socket PATH (else $CARMA_SOCKET, else api::default_socket_path()). Register them in
+// --socket PATH (else $CARMA_SOCKET, else api::resolve_socket_path()'s default). Register them in
 // cli/main/carma_main.cpp like add_simulate_command; their actions throw std::runtime_error with
 // a user-facing message.
 Action add_submit_command(CLI::App& app);  // carma submit [opts] -- CMD... | FILE.yaml | FILE.rad

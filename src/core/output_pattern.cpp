@@ -109,4 +109,43 @@ OutputFiles output_files(std::string_view output, std::string_view error,
     return out;
 }
 
+std::vector<OutputDirectory> output_directories(std::string_view output, std::string_view error,
+                                                std::string_view name, std::string_view user,
+                                                std::string_view workdir) {
+    std::vector<OutputDirectory> out;
+    auto add = [&](std::string_view option, std::string_view pattern) {
+        if (pattern.empty()) {
+            return;
+        }
+        const std::size_t slash = pattern.rfind('/');
+        const std::string_view part =
+            slash == std::string_view::npos ? std::string_view() : pattern.substr(0, slash + 1);
+        for (std::size_t i = part.find('%'); i != std::string_view::npos; i = part.find('%', i)) {
+            const Code c = read_code(part, i);
+            if (c.letter == 'j' || c.letter == 'A' || c.letter == 'a') {
+                return;
+            }
+            i = c.end == 0 ? part.size() : c.end;
+        }
+        const std::filesystem::path p(
+            expand_output_pattern(part, OutputNames{0, std::nullopt, std::string(name),
+                                                    std::string(user)}));
+        std::string dir = (p.is_absolute() ? p : std::filesystem::path(workdir) / p)
+                              .lexically_normal()
+                              .string();
+        if (dir.size() > 1 && dir.back() == '/') {
+            dir.pop_back();
+        }
+        for (const OutputDirectory& known : out) {
+            if (known.dir == dir) {
+                return;
+            }
+        }
+        out.push_back({std::string(option), std::string(pattern), std::move(dir)});
+    };
+    add("--output", output);
+    add("--error", error);
+    return out;
+}
+
 }  // namespace carma

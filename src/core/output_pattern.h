@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/result.h"
 #include "core/task_id.h"
@@ -36,5 +37,19 @@ struct OutputFiles {
 };
 OutputFiles output_files(std::string_view output, std::string_view error,
                          const OutputNames& names, std::string_view workdir);
+
+// The directory each copy goes into, checked at submit (a missing one would fail the task only
+// at launch, after its wait): the pattern's directory part (before its last '/'; the workdir
+// when it has none) filled with the name and user and made absolute against the workdir. A
+// directory part with %j, %A or %a, known only once the task is stored, is left out; so is a
+// second pattern with the same directory.
+struct OutputDirectory {
+    std::string option;   // "--output" or "--error"
+    std::string pattern;  // as given
+    std::string dir;
+};
+std::vector<OutputDirectory> output_directories(std::string_view output, std::string_view error,
+                                                std::string_view name, std::string_view user,
+                                                std::string_view workdir);
 
 }  // namespace carma

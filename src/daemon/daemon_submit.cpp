@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/fingerprint.h"
+#include "core/output_pattern.h"
 #include "core/python_command.h"
 #include "core/text.h"
 #include "daemon/daemon.h"
@@ -43,6 +45,47 @@ std::vector<std::string> command_candidates(const std::string& command,
 
 api::ApiError limit_error(const LimitRefusal& r) {
     return api::ApiError{r.status, r.message, r.retry_after_s};
+}
+
+// sbatch's --output/--error: the directories the shim will create the files in, as the
+// submitter may use them. Unchecked, a missing `logs/` failed the task only at launch, after its
+// wait, and its dependants with it.
+std::optional<api::ApiError> check_output_dirs(const exec::UserIdentity& who,
+                                               const store::TaskRow& t) {
+    const std::vector<OutputDirectory> dirs =
+        output_directories(t.spec.output, t.spec.error, t.spec.name, t.user, t.workdir);
+    if (dirs.empty()) {
+        return std::nullopt;
+    }
+    std::vector<std::string> paths;
+    for (const OutputDirectory& d : dirs) {
+        paths.push_back(d.dir);
+    }
+    auto access = exec::check_writable_dirs_as(who, paths);
+    if (!access) {
+        return api::ApiError{500, access.error().message};
+    }
+    for (std::size_t i = 0; i < dirs.size(); ++i) {
+        const OutputDirectory& d = dirs[i];
+        const std::string what = fmt::format("{} {}: directory {}", d.option, d.pattern, d.dir);
+        switch ((*access)[i]) {
+            case exec::DirAccess::Writable:
+                break;
+            case exec::DirAccess::Missing:
+                return api::ApiError{400, fmt::format("{} does not exist; create it first "
+                                                      "(mkdir -p {}), then submit again",
+                                                      what, d.dir)};
+            case exec::DirAccess::NotADirectory:
+                return api::ApiError{400, fmt::format("{} is not a directory; choose another "
+                                                      "path for the file",
+                                                      what)};
+            case exec::DirAccess::NoAccess:
+                return api::ApiError{400, fmt::format("{} is not writable by you ({}); choose a "
+                                                      "directory of yours",
+                                                      what, t.user)};
+        }
+    }
+    return std::nullopt;
 }
 
 }  // namespace
@@ -127,6 +170,9 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
                                               t.spec.command.front().find('/') != std::string::npos
                                                   ? "that path"
                                                   : path));
+    }
+    if (auto refused = check_output_dirs(who, t); refused) {
+        return tl::unexpected(*refused);
     }
     if (!found->script_ok) {
         return api::api_fail(400, fmt::format("python script {} does not exist, is not a file, or "

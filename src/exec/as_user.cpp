@@ -46,6 +46,24 @@ int look(const char* workdir, const std::vector<const char*>& candidates, const 
     return bits;
 }
 
+// Two bits per directory (DirAccess); async-signal-safe as look().
+int look_dirs(const std::vector<const char*>& dirs) {
+    int bits = 0;
+    for (std::size_t i = 0; i < dirs.size(); ++i) {
+        struct stat st {};
+        int access = 0;
+        if (::stat(dirs[i], &st) != 0) {
+            access = errno == ENOENT || errno == ENOTDIR ? 1 : 3;
+        } else if (!S_ISDIR(st.st_mode)) {
+            access = 2;
+        } else if (::access(dirs[i], W_OK | X_OK) != 0) {
+            access = 3;
+        }
+        bits |= access << (2 * i);
+    }
+    return bits;
+}
+
 PathCheck from_bits(int bits) {
     return PathCheck{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0};
 }
@@ -102,6 +120,57 @@ Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& wor
                                                who.uid));
     }
     return from_bits(WEXITSTATUS(status));
+}
+
+Result<std::vector<DirAccess>> check_writable_dirs_as(const UserIdentity& who,
+                                                      const std::vector<std::string>& dirs) {
+    // 2 bits each: 3 directories stay below kCannotBecomeUser in the child's exit status.
+    static_assert(kMaxDirChecks * 2 < 7);
+    if (dirs.size() > kMaxDirChecks) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("{} directories to check; at most {}", dirs.size(), kMaxDirChecks));
+    }
+    std::vector<const char*> paths;
+    for (const std::string& d : dirs) {
+        paths.push_back(d.c_str());
+    }
+    int bits = 0;
+    if (::geteuid() == who.uid) {
+        bits = look_dirs(paths);
+    } else {
+        const pid_t pid = ::fork();
+        if (pid < 0) {
+            return fail(ErrorCode::Io, fmt::format("cannot check output directories as uid {}: "
+                                                   "fork failed: {}",
+                                                   who.uid, std::strerror(errno)));
+        }
+        if (pid == 0) {
+            if (::setgroups(who.groups.size(), who.groups.data()) != 0 ||
+                ::setgid(who.gid) != 0 || ::setuid(who.uid) != 0) {
+                ::_exit(kCannotBecomeUser);
+            }
+            ::_exit(look_dirs(paths));
+        }
+        int status = 0;
+        while (::waitpid(pid, &status, 0) < 0) {
+            if (errno != EINTR) {
+                return fail(ErrorCode::Io, fmt::format("cannot check output directories as uid "
+                                                       "{}: waitpid: {}",
+                                                       who.uid, std::strerror(errno)));
+            }
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) == kCannotBecomeUser) {
+            return fail(ErrorCode::Io, fmt::format("cannot check output directories as uid {} "
+                                                   "(the check could not take that identity)",
+                                                   who.uid));
+        }
+        bits = WEXITSTATUS(status);
+    }
+    std::vector<DirAccess> out;
+    for (std::size_t i = 0; i < dirs.size(); ++i) {
+        out.push_back(static_cast<DirAccess>((bits >> (2 * i)) & 3));
+    }
+    return out;
 }
 
 }  // namespace carma::exec

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,19 @@ Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& wor
                                  const std::vector<std::string>& command_candidates,
                                  const std::string& env_bin = "",
                                  const std::string& script = "");
+
+// What a user may do with a directory a task's output files are to be created in.
+enum class DirAccess {
+    Writable = 0,   // a directory they may enter and create files in
+    Missing = 1,    // it (or a directory on the way) does not exist
+    NotADirectory = 2,
+    NoAccess = 3,   // they may not reach it, or not write in it
+};
+
+// Looks at up to kMaxDirChecks directories as `who`, as check_paths_as does (a child that takes
+// the user's identity, unless the daemon already runs as that uid); one answer per directory.
+inline constexpr std::size_t kMaxDirChecks = 3;
+Result<std::vector<DirAccess>> check_writable_dirs_as(const UserIdentity& who,
+                                                      const std::vector<std::string>& dirs);
 
 }  // namespace carma::exec

@@ -39,8 +39,8 @@ namespace {
 std::string restore_hint(const std::string& path) {
     return fmt::format(
         "keep {0} and its -wal and -shm files as they are (they may hold the newest writes), then "
-        "either copy a backup made with `carma admin backup FILE` to {0}, or move the damaged "
-        "files aside to start with an empty queue",
+        "either restore a backup made with `carma admin backup FILE` (`carma admin restore FILE`, "
+        "which moves them aside), or move the damaged files aside to start with an empty queue",
         path);
 }
 

@@ -200,6 +200,21 @@ TEST(ApiClientTest, DefaultSocketPath) {
     EXPECT_EQ(api::resolve_socket_path(""), api::default_socket_path());
 }
 
+// This test verifies which socket a command takes when nothing names one (issue 45, item 1): a
+// user's own daemon while it answers, else the packaged daemon's when its socket exists, else
+// their own (whose absence the error explains); root always takes the system's.
+TEST(ApiClientTest, ClientSocketPrefersOwnDaemonThenSystem) {
+    const std::string own = "/home/a/.local/state/carma/carma.sock";
+    const std::string system = "/var/lib/carma/carma.sock";
+    EXPECT_EQ(api::system_socket_path(), system);
+    // is_root, own answers, system socket exists
+    EXPECT_EQ(api::client_socket_path_for(false, own, true, true), own);
+    EXPECT_EQ(api::client_socket_path_for(false, own, true, false), own);
+    EXPECT_EQ(api::client_socket_path_for(false, own, false, true), system);
+    EXPECT_EQ(api::client_socket_path_for(false, own, false, false), own);
+    EXPECT_EQ(api::client_socket_path_for(true, system, false, false), system);
+}
+
 // ---- the commands -------------------------------------------------------------------------
 // These need src/cli/commands/*_command.cpp in the test executable (tests/CMakeLists.txt adds
 // them).

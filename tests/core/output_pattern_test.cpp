@@ -50,5 +50,27 @@ TEST(OutputPatternTest, FilesOfAnAttempt) {
     EXPECT_EQ(output_files("", "", lone, "/w").stderr_path, "");
 }
 
+// This test verifies which directories are checked at submit: each pattern's directory part,
+// filled with what is known before the task is stored, absolute against the workdir; a part
+// that needs the id is left out, and one directory is checked once.
+TEST(OutputPatternTest, DirectoriesCheckedAtSubmit) {
+    auto dirs = [](std::string_view o, std::string_view e) {
+        std::vector<std::string> out;
+        for (const OutputDirectory& d : output_directories(o, e, "train", "alice", "/home/alice/exp")) {
+            out.push_back(d.option + " " + d.dir);
+        }
+        return out;
+    };
+    using V = std::vector<std::string>;
+    EXPECT_EQ(dirs("logs/%x-%j.out", ""), (V{"--output /home/alice/exp/logs"}));
+    EXPECT_EQ(dirs("/root/out.log", ""), (V{"--output /root"}));
+    EXPECT_EQ(dirs("out-%j.log", ""), (V{"--output /home/alice/exp"}));
+    EXPECT_EQ(dirs("%x/%u/a.out", "../err/%x.err"),
+              (V{"--output /home/alice/exp/train/alice", "--error /home/alice/err"}));
+    EXPECT_EQ(dirs("logs/a.out", "logs/a.err"), (V{"--output /home/alice/exp/logs"}));
+    EXPECT_EQ(dirs("run-%j/a.out", "%A_%a/b.err"), V{});  // known once stored
+    EXPECT_EQ(dirs("", ""), V{});
+}
+
 }  // namespace
 }  // namespace carma

@@ -232,8 +232,8 @@ TEST_F(ArraysSlurmTest, DependencyTypes) {
 
 // This test verifies -o/-e as a user who is not root: the shim writes the task's stdout and
 // stderr into the user's files, created by and owned by the user, beside CARMA's own logs; %j,
-// %A and %a are filled; a later attempt appends. A path the user may not write (though root may)
-// fails the attempt with the reason and leaves nothing there, and a link the user planted at the
+// %A and %a are filled; a later attempt appends. A file the user may not write (though root may)
+// fails the attempt with the reason and is left as it was, and a link the user planted at the
 // path towards a file of root's is refused rather than followed.
 TEST_F(ArraysSlurmTest, OutputFilesAreWrittenAsTheUser) {
     std::optional<passwd> alice;
@@ -242,11 +242,12 @@ TEST_F(ArraysSlurmTest, OutputFilesAreWrittenAsTheUser) {
     const std::string home = dir_ + "/alice";
     fs::create_directories(home);
     ASSERT_EQ(::chown(home.c_str(), alice->pw_uid, alice->pw_gid), 0);
-    const std::string root_only = dir_ + "/root-only";
-    fs::create_directories(root_only);
-    fs::permissions(root_only, fs::perms::owner_all | fs::perms::group_read |
-                                   fs::perms::group_exec | fs::perms::others_read |
-                                   fs::perms::others_exec);
+    // A file of root's in the user's own directory: the directory passes the check at submit
+    // (output_paths_test.cpp), the file cannot be opened as the user at launch.
+    const std::string taken = home + "/taken.out";
+    std::ofstream(taken) << "root's file\n";
+    fs::permissions(taken, fs::perms::owner_read | fs::perms::owner_write |
+                               fs::perms::group_read | fs::perms::others_read);
     const std::string secret = dir_ + "/root-secret";
     std::ofstream(secret) << "root's\n";
     start("exclusive");
@@ -261,7 +262,7 @@ TEST_F(ArraysSlurmTest, OutputFilesAreWrittenAsTheUser) {
         const std::vector<std::string> cmds = {
             submit + "-o 'both-%j.log'" + echo + " >both.json",
             submit + "-o 'sep-%A_%a.out' -e 'sep-%A_%a.err' --array 0-1" + echo + " >sep.json",
-            submit + "-o " + root_only + "/x.out" + echo + " >denied.json",
+            submit + "-o taken.out" + echo + " >denied.json",
             submit + "-o link.out" + echo + " >link.json",
         };
         int failures = 0;
@@ -300,9 +301,9 @@ TEST_F(ArraysSlurmTest, OutputFilesAreWrittenAsTheUser) {
     EXPECT_NE(denied["state"], "succeeded");
     EXPECT_NE(denied["message"].get<std::string>().find("Permission denied"), std::string::npos)
         << denied.dump(2);
-    EXPECT_NE(denied["message"].get<std::string>().find(root_only + "/x.out"), std::string::npos)
+    EXPECT_NE(denied["message"].get<std::string>().find(taken), std::string::npos)
         << denied.dump(2);
-    EXPECT_FALSE(fs::exists(root_only + "/x.out"));
+    EXPECT_EQ(read_text(taken), "root's file\n");
 
     const json linked = wait_final(id_of("link.json"));
     EXPECT_NE(linked["state"], "succeeded");

@@ -3,7 +3,7 @@
 # lintian finds no error in it, and installed into a throwaway root (dpkg --root) it has every file
 # where docs/admin-guide.md says, with its modes, the unit enabled and not started, and from that
 # root `carma --version`, `carma-daemon serve --help`, the man pages, the conffile and the bash
-# completion work. A missing tool FAILS the test, naming it and the package that has it.
+# completion work; its postinst restarts a running daemon on an upgrade. A missing tool FAILS the test, naming it and the package that has it.
 #
 # Usage: package_test.sh BUILD_DIR
 set -euo pipefail
@@ -161,6 +161,54 @@ check_completion backup admin ""
 check_completion --state-dir admin backup --st
 check_completion up slurm ""
 [ -z "$(complete_words submit -- ec)" ] || fail "completion after -- offers carma's words"
+
+step "postinst on an upgrade: restarts a running daemon (deb-systemd-invoke), as debhelper does"
+# The package's postinst runs with stand-ins for systemctl and the deb-systemd tools that log
+# their arguments, on a system that looks booted with systemd: /run/systemd/system exists (in a
+# mount namespace of its own when this one has none). Whether the daemon is active is the
+# stand-in's CARMA_TEST_ACTIVE.
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./postinst >"$work/postinst"
+mkdir -p "$work/stubs"
+for tool in systemctl deb-systemd-invoke deb-systemd-helper; do
+  cat >"$work/stubs/$tool" <<STUB
+#!/bin/sh
+echo "$tool \$*" >>"\$CARMA_TEST_LOG"
+case "$tool \$*" in
+  *" is-active "*) [ "\$CARMA_TEST_ACTIVE" = yes ] ;;
+esac
+STUB
+  chmod +x "$work/stubs/$tool"
+done
+run_postinst() { # ACTIVE ARGS...: prints the calls the postinst made, one a line
+  local active=$1
+  shift
+  : >"$work/calls.log"
+  local env=(env -u DPKG_ROOT PATH="$work/stubs:$PATH" CARMA_TEST_LOG="$work/calls.log"
+    CARMA_TEST_ACTIVE="$active")
+  if [ -d /run/systemd/system ]; then
+    "${env[@]}" sh "$work/postinst" "$@" || fail "postinst $* failed"
+  else
+    local ns=(unshare -m)
+    [ "$(id -u)" -eq 0 ] || ns=(unshare -rm)
+    "${ns[@]}" sh -c 'mount -t tmpfs carma-test /run && mkdir -p /run/systemd/system &&
+                      exec "$@"' _ "${env[@]}" sh "$work/postinst" "$@" ||
+      fail "postinst $* failed, or ${ns[*]} (util-linux) could not give it a /run/systemd/system"
+  fi
+  cat "$work/calls.log"
+}
+calls=$(run_postinst yes configure 0.0.1)
+echo "upgrade, daemon running: $(tr '\n' ';' <<<"$calls")"
+grep -qx "deb-systemd-invoke restart carma.service" <<<"$calls" ||
+  fail "an upgrade does not restart the running daemon (deb-systemd-invoke restart carma.service): $calls"
+calls=$(run_postinst no configure 0.0.1)
+if grep -q "deb-systemd-invoke" <<<"$calls"; then
+  fail "an upgrade starts a daemon the admin had stopped: $calls"
+fi
+calls=$(run_postinst no configure)
+if grep -qE "deb-systemd-invoke|systemctl.* (start|restart)" <<<"$calls"; then
+  fail "a first installation starts the daemon before the admin reviewed carma.yaml: $calls"
+fi
+echo "a first installation enables and does not start; an upgrade restarts only a running daemon"
 
 step "dpkg --purge"
 quiet_dpkg --purge carma || fail "dpkg could not purge the package from $root"

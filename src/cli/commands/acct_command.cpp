@@ -107,7 +107,7 @@ Action add_acct_command(CLI::App& app) {
         ->excludes(json_flag);
     cmd->add_option(
         "--socket", o->socket,
-        "The daemon's socket (default: $CARMA_SOCKET, else " + api::default_socket_path() + ")");
+        api::socket_option_help());
     return [o] { return run_acct(*o); };
 }
 

@@ -113,7 +113,7 @@ void print_json(const json& doc) {
 void add_socket_option(CLI::App* cmd, std::string& socket) {
     cmd->add_option(
         "--socket", socket,
-        "The daemon's socket (default: $CARMA_SOCKET, else " + api::default_socket_path() + ")");
+        api::socket_option_help());
 }
 
 api::ApiClient connect(const std::string& socket_flag) {

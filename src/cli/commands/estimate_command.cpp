@@ -103,8 +103,7 @@ Action add_estimate_command(CLI::App& app) {
                     "GPU memory the task would declare per GPU, e.g. 12GiB");
     cmd->add_flag("--json", o->json, "Print the daemon's answer as JSON");
     cmd->add_option("--socket", o->socket,
-                    "The daemon's socket (default: $CARMA_SOCKET, else " +
-                        api::default_socket_path() + ")");
+                    api::socket_option_help());
     cmd->add_option("args", o->args, "The command and its arguments (after --), or a task file");
     return [o] { return run_estimate(*o); };
 }

@@ -60,8 +60,7 @@ Action add_nodes_command(CLI::App& app) {
         app.add_subcommand("nodes", "Show the nodes whose agents report to the daemon");
     cmd->add_flag("--json", o->json, "Print JSON");
     cmd->add_option("--socket", o->socket,
-                    "The daemon's socket (default: $CARMA_SOCKET, else " +
-                        api::default_socket_path() + ")");
+                    api::socket_option_help());
     CLI::App* lost = cmd->add_subcommand(
         "lost", "Give up a node whose agent is silent: its tasks end as lost and are queued "
                 "again (root)");

@@ -152,7 +152,7 @@ Action add_report_command(CLI::App& app) {
     cmd->add_option("-U,--until", o->until, "End of the window (default: now): " + forms);
     cmd->add_option(
         "--socket", o->socket,
-        "The daemon's socket (default: $CARMA_SOCKET, else " + api::default_socket_path() + ")");
+        api::socket_option_help());
     return [o] { return run_report(*o); };
 }
 

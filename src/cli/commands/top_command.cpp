@@ -465,7 +465,7 @@ Action add_top_command(CLI::App& app) {
                   "Print one frame as plain text and exit (also when stdout is not a terminal)");
     cmd->add_option(
         "--socket", o->socket,
-        "The daemon's socket (default: $CARMA_SOCKET, else " + api::default_socket_path() + ")");
+        api::socket_option_help());
     return [o] { return run_top(*o); };
 }
 

@@ -344,8 +344,7 @@ int run_down(const DownOptions& o) {
 
 void add_socket(CLI::App* cmd, std::string& socket) {
     cmd->add_option("--socket", socket,
-                    "The daemon's socket (default: $CARMA_SOCKET, else " +
-                        api::default_socket_path() + ")");
+                    api::socket_option_help());
 }
 
 }  // namespace
