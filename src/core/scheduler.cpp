@@ -465,7 +465,7 @@ void Scheduler::commit(const QueuedTask& task, const std::vector<int>& gpus, dou
     warmup_.launched(task.id, gpus, now);
     if (has_running_limits(config_.limits)) {
         RunningUse& use = round_use_[task.spec.user];
-        use.gpus += gpus.size();
+        use.hold(gpus);
         use.tasks += 1;
     }
     bool host_taken = false;
