@@ -71,6 +71,8 @@ using exec::unix_now;
 
 // Events keep at most this much of their message.
 inline constexpr std::size_t kMaxEventBytes = 1000;
+// Why no round decides yet after a start (Daemon::decide), and a new task's reason meanwhile.
+inline constexpr const char* kFillingFirstWindow = "the GPU monitor is filling its first window";
 // Waiting tasks re-learned per step of a pass (Daemon::relearn_waiting).
 inline constexpr std::size_t kRelearnPage = 2000;
 

@@ -203,6 +203,13 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
         task->message = "held at submission; `carma release` lets it run";
     } else if (!task->spec.dependencies.empty()) {
         task->message = describe_waiting(task->spec.dependencies);
+    } else {
+        // Until a round looks at it, `carma queue` would show "-": say why nothing is known yet.
+        task->message = ticks_ == 0 || pending_reason_ == kFillingFirstWindow
+                            ? fmt::format("waiting for the first scheduling round: {}",
+                                          kFillingFirstWindow)
+                            : std::string("not yet considered: waiting for the next scheduling "
+                                          "round");
     }
     std::vector<TaskId> ids;
     if (indices->empty()) {
