@@ -185,6 +185,13 @@ void Scheduler::set_standings(UserStandings standings) {
     standings_ = std::move(standings);
 }
 
+void Scheduler::retune(const UserLimits& limits, double fair_share_weight, double age_weight) {
+    config_.limits = limits;
+    config_.carma.fair_share_weight = fair_share_weight;
+    config_.carma.age_weight = age_weight;
+    ++queue_version_;  // the merge of the users' buckets reads the weights
+}
+
 std::optional<double> Scheduler::priority(TaskId id, double now) const {
     auto w = where_.find(id);
     if (w == where_.end() || w->second.recovery || w->second.bucket == nullptr) {

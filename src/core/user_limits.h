@@ -94,6 +94,8 @@ std::optional<LimitRefusal> check_waiting(const UserLimits& limits, std::size_t 
 class SubmitRate {
 public:
     explicit SubmitRate(const UserLimits& limits) : limits_(limits) {}
+    // A reload: the new rate and burst apply to the buckets as they stand.
+    void set_limits(const UserLimits& limits) { limits_ = limits; }
     // Takes a token for `uid` at `now`, or says how long until one is there.
     std::optional<LimitRefusal> take(uid_t uid, double now);
 

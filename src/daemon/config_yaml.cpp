@@ -316,6 +316,10 @@ std::string comment_lines(const std::string& text, const std::string& indent) {
 
 }  // namespace
 
+std::string config_value(const DaemonConfig& c, std::string_view key) {
+    return yaml_value(c, key);
+}
+
 std::string config_yaml(const DaemonConfig& c) {
     std::string out;
     for (const ConfigKey& k : config_keys()) {
