@@ -135,6 +135,13 @@ def daemon_page(daemon, version):
               ".PP",
               "The package's systemd unit \\fIcarma.service\\fR runs \\fBcarma serve \\-\\-config "
               "/etc/carma/carma.yaml\\fR as root; options given as flags override the file.",
+              ".SH SIGNALS", ".TP", "\\fBSIGHUP\\fR",
+              "Re\\-read the configuration (\\fBsystemctl reload carma\\fR): limits, shares, "
+              "weights, mail and the other policy knobs change at once; keys that need a restart "
+              "(GPUs, policy, state directory, listeners) are named in the log and keep their "
+              "value; a configuration with an error is refused and the old one stays.",
+              ".TP", "\\fBSIGTERM\\fR, \\fBSIGINT\\fR",
+              "Stop the daemon; running tasks go on under their supervisors.",
               ".SH COMMANDS"]
     lines += command_sections(daemon, "carma")
     lines += [".SH FILES", ".TP", "\\fI/etc/carma/carma.yaml\\fR",

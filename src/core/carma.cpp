@@ -125,6 +125,14 @@ std::string describe(const CarmaNeed& need) {
     return {};
 }
 
+std::string no_room_text(const CarmaNeed& need) {
+    // A task that runs alone asks no memory of a busy GPU: "0 MiB available" would be false.
+    if (need.idle_only) {
+        return "no GPU is idle";
+    }
+    return fmt::format("no GPU has {} available", format_mib(need.min_available_mib));
+}
+
 MiB planned_available_mib(const GpuView& gpu) {
     if (gpu.residents.empty()) {
         return gpu.stats.available_mib;

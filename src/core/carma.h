@@ -93,6 +93,9 @@ CarmaNeed carma_need(const TaskSpec& task, bool recovered, const PlacementConfig
 // For messages, e.g. "learned 9,000 MiB + 2,048 MiB margin" (formatted only when asked: a busy
 // round examines hundreds of tasks).
 std::string describe(const CarmaNeed& need);
+// Why no GPU takes a task of this need now: "no GPU is idle" for one that runs alone (its need
+// says nothing of memory), else "no GPU has 9,000 MiB available".
+std::string no_room_text(const CarmaNeed& need);
 
 // min(measured available, ledger) of step 3.
 MiB planned_available_mib(const GpuView& gpu);

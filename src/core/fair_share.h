@@ -84,6 +84,8 @@ public:
     double total(double now) const;
 
     double half_life_s() const { return half_life_s_; }
+    // A reload: usage decays at the new half-life from now on.
+    void set_half_life(double half_life_s) { half_life_s_ = half_life_s; }
     const std::map<std::string, UsageEntry>& entries() const { return entries_; }
 
 private:

@@ -24,6 +24,8 @@ class GroupMemberships {
     const std::map<std::string, std::vector<std::string>>& groups() const { return groups_; }
 
     double lifetime_s() const { return lifetime_s_; }
+    // A reload: lookups are trusted this long from now on (those made keep their time).
+    void set_lifetime(double lifetime_s) { lifetime_s_ = lifetime_s; }
 
   private:
     double lifetime_s_;

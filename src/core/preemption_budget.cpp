@@ -17,6 +17,11 @@ double lost_gpu_s(double charged_gpu_s, double run_s, double charge_rate) {
 PreemptionBudget::PreemptionBudget(int max_stops, double window_s)
     : max_stops_(std::max(max_stops, 1)), window_s_(window_s > 0 ? window_s : 1) {}
 
+void PreemptionBudget::reconfigure(int max_stops, double window_s) {
+    max_stops_ = std::max(max_stops, 1);
+    window_s_ = window_s > 0 ? window_s : 1;
+}
+
 int PreemptionBudget::stops_for(const std::string& user, double now) const {
     return static_cast<int>(std::count_if(recent_.begin(), recent_.end(), [&](const StopMade& s) {
         return s.user == user && s.at_s > now - window_s_ && s.at_s <= now;

@@ -62,6 +62,8 @@ class PreemptionBudget {
     // The head ended, or was held, without starting: the stop made for it, if any, whose
     // lost_gpu_s its owner is to be charged.
     std::optional<StopMade> head_forfeited(TaskId head);
+    // A reload: the new budget counts the stops already made.
+    void reconfigure(int max_stops, double window_s);
     // Forgets stops older than the window (what is owed is kept).
     void forget_before(double now);
 

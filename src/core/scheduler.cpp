@@ -186,6 +186,13 @@ void Scheduler::set_standings(UserStandings standings) {
     standings_ = std::move(standings);
 }
 
+void Scheduler::retune(const UserLimits& limits, double fair_share_weight, double age_weight) {
+    config_.limits = limits;
+    config_.carma.fair_share_weight = fair_share_weight;
+    config_.carma.age_weight = age_weight;
+    ++queue_version_;  // the merge of the users' buckets reads the weights
+}
+
 std::optional<double> Scheduler::priority(TaskId id, double now) const {
     auto w = where_.find(id);
     if (w == where_.end() || w->second.recovery || w->second.bucket == nullptr) {
@@ -467,7 +474,7 @@ void Scheduler::commit(const QueuedTask& task, const std::vector<int>& gpus, dou
     warmup_.launched(task.id, gpus, now);
     if (has_running_limits(config_.limits)) {
         RunningUse& use = round_use_[task.spec.user];
-        use.gpus += gpus.size();
+        use.hold(gpus);
         use.tasks += 1;
     }
     bool host_taken = false;

@@ -187,6 +187,9 @@ public:
     // this before each step (a step without a call keeps the last standings). Cheap when nothing
     // changed.
     void set_standings(UserStandings standings);
+    // A reload of the daemon's configuration: the running limits and the priority's weights
+    // change from the next step on (the order across users follows the new weights).
+    void retune(const UserLimits& limits, double fair_share_weight, double age_weight);
     const UserStandings& standings() const { return standings_; }
     // P of a waiting task under `carma` with fair share (core/fair_share.h's task_priority),
     // from the standings; nothing for a task not waiting in the main queue.

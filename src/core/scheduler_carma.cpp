@@ -386,9 +386,8 @@ StepResult Scheduler::step_carma(double now, const CapacitySummary& capacity) {
             reserve(t, [&] { return need; });
             if (explain) {
                 result.waiting.push_back(Waiting{
-                    t.id, fmt::format("behind {} ({}): no GPU has {} available ({})",
-                                      head->spec.name, wait_text,
-                                      format_mib(need.min_available_mib), describe(need))});
+                    t.id, fmt::format("behind {} ({}): {} ({})", head->spec.name, wait_text,
+                                      no_room_text(need), describe(need))});
             }
             continue;
         }

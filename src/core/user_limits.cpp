@@ -90,6 +90,25 @@ std::optional<LimitRefusal> SubmitRate::take(uid_t uid, double now) {
                         std::ceil(wait * 10) / 10};
 }
 
+void RunningUse::hold(std::span<const int> indices) {
+    for (int gpu : indices) {
+        gpus += held.insert(gpu).second ? 1 : 0;
+    }
+}
+
+namespace {
+
+// " (GPUs 0, 2)": which GPUs the count is of; "" when not known.
+std::string held_text(const RunningUse& use) {
+    std::string out;
+    for (int gpu : use.held) {
+        out += fmt::format("{}{}", out.empty() ? "" : ", ", gpu);
+    }
+    return out.empty() ? out : " (GPU" + std::string(use.held.size() > 1 ? "s " : " ") + out + ")";
+}
+
+}  // namespace
+
 std::optional<std::string> running_limit(const UserLimits& limits, const std::string& user,
                                          const RunningUse& use, int task_gpus) {
     const std::string who = user.empty() ? std::string("the user") : user;
@@ -103,8 +122,8 @@ std::optional<std::string> running_limit(const UserLimits& limits, const std::st
             gpus, limits.max_gpus_per_user);
     }
     if (limits.max_gpus_per_user > 0 && use.gpus + gpus > limits.max_gpus_per_user) {
-        return fmt::format("{} is at max_gpus_per_user: {} GPU(s) in use, {} asked, limit {}", who,
-                           use.gpus, gpus, limits.max_gpus_per_user);
+        return fmt::format("{} is at max_gpus_per_user: {} GPU(s) in use{}, {} asked, limit {}",
+                           who, use.gpus, held_text(use), gpus, limits.max_gpus_per_user);
     }
     if (limits.max_running_per_user > 0 && use.tasks + 1 > limits.max_running_per_user) {
         return fmt::format("{} is at max_running_per_user: {} task(s) running, limit {}", who,

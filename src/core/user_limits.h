@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
 
 #include <sys/types.h>
@@ -36,15 +38,24 @@ struct UserLimits {
     std::size_t max_running_per_user = 0;
 };
 
-// What one user runs now, for the running limits.
+// What one user runs now, for the running limits. `gpus` counts physical GPUs, as Slurm's
+// MaxTRESPerUser=gres/gpu does: two of the user's tasks collocated on one GPU hold one GPU, a
+// task on two GPUs holds two.
 struct RunningUse {
-    std::size_t gpus = 0;
+    std::size_t gpus = 0;   // distinct GPUs held
     std::size_t tasks = 0;
+    // The server's GPU indices held (across nodes too: the server numbers every node's GPUs).
+    std::set<int> held = {};
+    // A running task of the user on `indices`: GPUs not yet held count once each.
+    void hold(std::span<const int> indices);
     bool operator==(const RunningUse&) const = default;
 };
 
 // Whether one more task of `task_gpus` GPUs would pass a running limit: the limit's YAML key and
-// value in a sentence (e.g. "alice is at max_gpus_per_user: 4 GPUs in use, limit 4"), or nothing.
+// value in a sentence (e.g. "alice is at max_gpus_per_user: 2 GPU(s) in use (GPUs 0, 2), 1 asked,
+// limit 2"), or nothing. Before placement a task's GPUs count as new ones: a task at the limit
+// waits even where it could have shared one of the user's own GPUs, as in Slurm, where a job's
+// GPUs are its own.
 std::optional<std::string> running_limit(const UserLimits& limits, const std::string& user,
                                          const RunningUse& use, int task_gpus);
 inline bool has_running_limits(const UserLimits& limits) {
@@ -83,6 +94,8 @@ std::optional<LimitRefusal> check_waiting(const UserLimits& limits, std::size_t 
 class SubmitRate {
 public:
     explicit SubmitRate(const UserLimits& limits) : limits_(limits) {}
+    // A reload: the new rate and burst apply to the buckets as they stand.
+    void set_limits(const UserLimits& limits) { limits_ = limits; }
     // Takes a token for `uid` at `now`, or says how long until one is there.
     std::optional<LimitRefusal> take(uid_t uid, double now);
 

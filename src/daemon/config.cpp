@@ -25,6 +25,7 @@
 #include "core/policy.h"
 #include "core/text.h"
 #include "core/time_text.h"
+#include "daemon/config_check.h"
 #include "model/world.h"
 
 namespace carma::daemon {
@@ -38,13 +39,18 @@ namespace {
 
 template <typename T>
 Result<T> scalar(const YAML::Node& node, const std::string& key, const std::string& source) {
-    try {
-        return node.as<T>();
-    } catch (const YAML::Exception&) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("{} line {}: '{}' has the wrong type", source,
-                                node.Mark().line + 1, key));
+    return config_scalar<T>(node, key, source);
+}
+
+// A number of `key` that `ok` accepts, else an error with what was found and the key's words.
+template <typename T, typename Ok>
+Result<T> number_key(const YAML::Node& v, const std::string& key, const std::string& source,
+                     Ok ok) {
+    auto n = scalar<T>(v, key, source);
+    if (n && !ok(*n)) {
+        return tl::unexpected(value_error(source, v, key, expected_text(key, "another number")));
     }
+    return n;
 }
 
 // A span such as 10m or 7d, at most `max_s`: above 0, or also 0 where `zero_allowed`; `hint` says
@@ -59,8 +65,8 @@ Result<double> span_key(const YAML::Node& v, const std::string& key, const std::
     auto span = parse_duration(*written);
     if (!span || !(zero_allowed ? *span >= 0 : *span > 0) || *span > max_s) {
         return fail(ErrorCode::InvalidArgument,
-                    fmt::format("{} line {}: {} '{}' must be {}", source, v.Mark().line + 1, key,
-                                *written, hint));
+                    fmt::format("{} line {}: {}: found '{}', expected {}", source,
+                                v.Mark().line + 1, key, *written, hint));
     }
     return *span;
 }
@@ -91,10 +97,9 @@ Result<void> string_list(const YAML::Node& v, const std::string& key, const std:
 Result<void> parse_shares(const YAML::Node& v, const std::string& source,
                           std::map<std::string, double>& out) {
     if (!v.IsMap()) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("{} line {}: shares must map users (or \"@group\") to numbers, "
-                                "e.g. {{alice: 2, \"@phd\": 3}}",
-                                source, v.Mark().line + 1));
+        return tl::unexpected(value_error(source, v, "shares",
+                                          "a mapping of users (or \"@group\") to numbers, e.g. "
+                                          "{alice: 2, \"@phd\": 3}"));
     }
     out.clear();
     for (const auto& kv : v) {
@@ -117,13 +122,11 @@ Result<void> parse_shares(const YAML::Node& v, const std::string& source,
 // The `limits:` section (core/user_limits.h): every key a number, 0 for no limit.
 Result<void> parse_limits(const YAML::Node& v, const std::string& source, UserLimits& out) {
     if (!v.IsMap()) {
-        return fail(ErrorCode::InvalidArgument,
-                    fmt::format("{} line {}: limits must map limit names to numbers "
-                                "(max_waiting_per_user, max_array_size, "
-                                "max_submit_bytes_per_task, max_submit_bytes_per_request, "
-                                "submit_rate_per_user, submit_burst_per_user, "
-                                "max_gpus_per_user, max_running_per_user)",
-                                source, v.Mark().line + 1));
+        return tl::unexpected(value_error(
+            source, v, "limits",
+            "a mapping of limit names to numbers (max_waiting_per_user, max_array_size, "
+            "max_submit_bytes_per_task, max_submit_bytes_per_request, submit_rate_per_user, "
+            "submit_burst_per_user, max_gpus_per_user, max_running_per_user)"));
     }
     for (const auto& kv : v) {
         const std::string name = kv.first.as<std::string>();
@@ -133,9 +136,8 @@ Result<void> parse_limits(const YAML::Node& v, const std::string& source, UserLi
             return tl::unexpected(d.error());
         }
         if (!(*d >= 0) || *d > 1e12) {
-            return fail(ErrorCode::InvalidArgument,
-                        fmt::format("{} line {}: {} must be a number from 0 (no limit) up",
-                                    source, kv.first.Mark().line + 1, key));
+            return tl::unexpected(
+                value_error(source, kv.second, key, "a number from 0 (no limit) up"));
         }
         const auto count = static_cast<std::size_t>(*d);
         if (name == "max_waiting_per_user") {
@@ -176,7 +178,7 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
         root = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
         return fail(ErrorCode::InvalidArgument,
-                    fmt::format("{} line {}: {}", source, e.mark.line + 1, e.msg));
+                    explain_yaml_error(text, source, e.mark.line, e.mark.column, e.msg));
     }
     if (root.IsNull()) {
         return c;
@@ -222,8 +224,8 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             }
             auto m = parse_memory(*s);
             if (!m) {
-                return fail(ErrorCode::InvalidArgument,
-                            fmt::format("{}: {}: {}", source, key, m.error().message));
+                return tl::unexpected(
+                    value_error(source, v, key, "an amount of memory such as 2GiB or 512MiB"));
             }
             out = *m;
             return {};
@@ -400,13 +402,13 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
         } else if (key == "no_info_min_free") {
             r = set_mem(c.no_info_min_free_mib);
         } else if (key == "window") {
-            auto n = scalar<int>(v, key, source);
+            auto n = number_key<int>(v, key, source, [](int x) { return x >= 1 && x <= 3600; });
             if (!n) {
                 return tl::unexpected(n.error());
             }
-            c.window = static_cast<std::size_t>(std::max(*n, 0));
+            c.window = static_cast<std::size_t>(*n);
         } else if (key == "max_attempts") {
-            auto n = scalar<int>(v, key, source);
+            auto n = number_key<int>(v, key, source, [](int x) { return x >= 1 && x <= 100; });
             if (!n) {
                 return tl::unexpected(n.error());
             }
@@ -418,14 +420,19 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
             }
             c.retry_failures = *b;
         } else if (key == "retention_days") {
-            auto d = scalar<double>(v, key, source);
+            auto d = number_key<double>(v, key, source,
+                                        [](double x) { return x >= 0 && x <= 36500; });
             if (!d) {
                 return tl::unexpected(d.error());
             }
             c.retention_days = *d;
         } else if (key == "warmup_s" || key == "time_scale" || key == "kill_grace_s" ||
                    key == "node_timeout_s") {
-            auto d = scalar<double>(v, key, source);
+            auto d = number_key<double>(v, key, source, [&](double x) {
+                return key == "time_scale"       ? x > 0 && x <= 10000
+                       : key == "node_timeout_s" ? x >= 1 && x <= 86400
+                                                 : x >= 0 && std::isfinite(x);
+            });
             if (!d) {
                 return tl::unexpected(d.error());
             }
@@ -435,9 +442,9 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
                                        : c.kill_grace_s) = *d;
         } else if (key == "risk") {
             if (!v.IsMap()) {
-                return fail(ErrorCode::InvalidArgument,
-                            fmt::format("{}: risk must map smact/smocc/drama to thresholds",
-                                        source));
+                return tl::unexpected(value_error(
+                    source, v, key, "a mapping of smact, smocc and drama to thresholds, such as "
+                                    "{smact: 0.8, smocc: 0.45, drama: 0.4}"));
             }
             for (const auto& t : v) {
                 const std::string name = t.first.as<std::string>();
@@ -453,9 +460,9 @@ Result<DaemonConfig> parse_config(const std::string& text, const std::string& so
                     c.risk.drama = *d;
                 } else {
                     return fail(ErrorCode::InvalidArgument,
-                                fmt::format("{}: unknown risk threshold '{}'; use smact, smocc, "
-                                            "drama",
-                                            source, name));
+                                fmt::format("{} line {}: unknown risk threshold '{}'; use smact, "
+                                            "smocc, drama",
+                                            source, t.first.Mark().line + 1, name));
                 }
             }
         }
@@ -484,10 +491,14 @@ Result<DaemonConfig> finalize(DaemonConfig c) {
         return tl::unexpected(e.error());
     }
     if (c.window < 1 || c.window > 3600) {
-        return fail(ErrorCode::InvalidArgument, "window must be 1..3600 samples");
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("window: found {}, expected {}", c.window,
+                                expected_text("window", "")));
     }
     if (c.max_attempts < 1 || c.max_attempts > 100) {
-        return fail(ErrorCode::InvalidArgument, "max_attempts must be 1..100");
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("max_attempts: found {}, expected {}", c.max_attempts,
+                                expected_text("max_attempts", "")));
     }
     if (auto kind = model::parse_world_kind(c.world); !kind) {
         return fail(ErrorCode::InvalidArgument, fmt::format("world: {}", kind.error().message));
@@ -497,14 +508,18 @@ Result<DaemonConfig> finalize(DaemonConfig c) {
                     fmt::format("world_bias/world_noise: {}", w.error().message));
     }
     if (!(c.time_scale > 0) || c.time_scale > 10000) {
-        return fail(ErrorCode::InvalidArgument, "time_scale must be > 0 and <= 10000");
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("time_scale: found {}, expected {}", c.time_scale,
+                                expected_text("time_scale", "")));
     }
     if (!(c.retention_days >= 0) || c.retention_days > 36500) {
         return fail(ErrorCode::InvalidArgument,
                     "retention_days must be 0 (keep everything) or a number of days up to 36500");
     }
     if (c.warmup_s < 0 || c.kill_grace_s < 0) {
-        return fail(ErrorCode::InvalidArgument, "warmup_s and kill_grace_s must be >= 0");
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("warmup_s {} and kill_grace_s {}: expected seconds from 0 up",
+                                c.warmup_s, c.kill_grace_s));
     }
     if (!c.agent_auth.empty() && c.agent_auth != "token" && c.agent_auth != "munge") {
         return fail(ErrorCode::InvalidArgument,

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/preemption.h"
@@ -117,6 +118,9 @@ const std::vector<ConfigKey>& config_keys();
 // after its meaning as comment lines. A key left unset (an empty string: its default depends on
 // others or on who runs the daemon) is written as "" and its comment says what the default is.
 std::string config_yaml(const DaemonConfig& c);
+// The value of one key of config_keys() as config_yaml() writes it ("" for a section's own key):
+// what a reload compares key by key.
+std::string config_value(const DaemonConfig& c, std::string_view key);
 
 // /var/lib/carma as root, $XDG_STATE_HOME/carma (~/.local/state/carma) otherwise: the directory
 // of api::default_socket_path().

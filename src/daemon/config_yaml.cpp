@@ -113,7 +113,8 @@ const std::vector<ConfigKey>& config_keys() {
         {"limits.submit_rate_per_user", "Submissions (an array is one) per second, "
                                         "sustained ..."},
         {"limits.submit_burst_per_user", "... and at once after a quiet spell."},
-        {"limits.max_gpus_per_user", "GPUs one user's running tasks may hold at once (Slurm's "
+        {"limits.max_gpus_per_user", "Physical GPUs one user's running tasks may hold at "
+                                     "once, a GPU several of them share counted once (Slurm's "
                                      "QOS MaxTRESPerUser=gres/gpu)."},
         {"limits.max_running_per_user", "Tasks of one user that may run at once (Slurm's QOS "
                                         "MaxJobsPerUser)."},
@@ -314,6 +315,10 @@ std::string comment_lines(const std::string& text, const std::string& indent) {
 }
 
 }  // namespace
+
+std::string config_value(const DaemonConfig& c, std::string_view key) {
+    return yaml_value(c, key);
+}
 
 std::string config_yaml(const DaemonConfig& c) {
     std::string out;

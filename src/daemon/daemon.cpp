@@ -388,14 +388,19 @@ Result<void> Daemon::record_events(std::vector<store::EventRow> events) {
 
 // --- the loop ---------------------------------------------------------------------------------
 
-void Daemon::run(const std::atomic<bool>& stop) {
+void Daemon::run(const std::atomic<bool>& stop, std::atomic<bool>* reload,
+                 std::function<Result<DaemonConfig>()> reread) {
     const auto period = std::chrono::duration<double>(1.0 / config_.time_scale);
     {
         std::lock_guard lock(mu_);
         loop_lag_ = LoopLag(period.count());
     }
     auto next = std::chrono::steady_clock::now();
+    const auto reload_asked = [&] { return reload != nullptr && reload->load(); };
     while (!stop.load()) {
+        if (reload != nullptr && reload->exchange(false)) {
+            reload_from(reread);  // here, between ticks: never inside the signal handler
+        }
         tick();
         next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(period);
         const auto now_tp = std::chrono::steady_clock::now();
@@ -404,7 +409,7 @@ void Daemon::run(const std::atomic<bool>& stop) {
             next = now_tp;  // fell behind: do not try to catch up with a burst of ticks
         }
         // Sleep in short slices so a stop request is honoured promptly.
-        while (!stop.load() && std::chrono::steady_clock::now() < next) {
+        while (!stop.load() && !reload_asked() && std::chrono::steady_clock::now() < next) {
             std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
                 next - std::chrono::steady_clock::now(), std::chrono::milliseconds(100)));
         }

@@ -28,6 +28,7 @@
 // re-attaches to live attempts, recording exits that happened while it was away.
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,6 +72,8 @@ using exec::unix_now;
 
 // Events keep at most this much of their message.
 inline constexpr std::size_t kMaxEventBytes = 1000;
+// Why no round decides yet after a start (Daemon::decide), and a new task's reason meanwhile.
+inline constexpr const char* kFillingFirstWindow = "the GPU monitor is filling its first window";
 // Waiting tasks re-learned per step of a pass (Daemon::relearn_waiting).
 inline constexpr std::size_t kRelearnPage = 2000;
 
@@ -81,6 +84,14 @@ KnowledgeConfig knowledge_config();
 // Whether two sets of learned figures plan alike (every field equal).
 bool same_learned(const Learned& a, const Learned& b);
 
+// What a reload did (Daemon::reload): each changed key as "key: old -> new", applied or needing
+// a restart, and the warnings the new configuration deserves (config_check.h).
+struct ReloadOutcome {
+    std::vector<std::string> changed;
+    std::vector<std::string> need_restart;
+    std::vector<std::string> warnings;
+};
+
 class Daemon final : public api::Service {
 public:
     // Opens the state directory, the store and the GPU backend, and restores what the store
@@ -88,8 +99,17 @@ public:
     static Result<std::unique_ptr<Daemon>> create(const DaemonConfig& config);
     ~Daemon() override;
 
-    // Runs the scheduler loop until `stop` becomes true.
-    void run(const std::atomic<bool>& stop);
+    // Runs the scheduler loop until `stop` becomes true. Whenever `reload` is found true (a
+    // SIGHUP's handler sets it), it is cleared and, between two ticks, the configuration
+    // `reread` gives is applied by reload_from().
+    void run(const std::atomic<bool>& stop, std::atomic<bool>* reload = nullptr,
+             std::function<Result<DaemonConfig>()> reread = {});
+    // Applies what may change live of `next` (the file and flags read again; daemon_reload.cpp)
+    // and names what needs a restart; a configuration with errors is refused and nothing
+    // changes. Takes the locks itself: call it from the loop's thread, between ticks.
+    Result<ReloadOutcome> reload(DaemonConfig next);
+    // reload() of what `reread` gives, its outcome logged and recorded as an event.
+    void reload_from(const std::function<Result<DaemonConfig>()>& reread);
     // One loop iteration (sampling, exits, decisions, launches); public for tests.
     void tick();
     // One period of the loop ended `overrun_s` after the next was due: counted, and logged at

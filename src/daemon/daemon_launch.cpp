@@ -45,7 +45,7 @@ std::vector<Daemon::PreparedLaunch> Daemon::decide() {
         return !windows_[idx].full() && !gpu_state_[idx].unhealthy;
     });
     if (all_filling) {
-        pending_reason_ = "the GPU monitor is filling its first window";
+        pending_reason_ = kFillingFirstWindow;
         return launches;
     }
     if (now() < launch_backoff_until_) {

@@ -190,7 +190,7 @@ void Daemon::stand_users() {
     for (const auto& [id, live] : live_) {
         users.insert(live.user);
         RunningUse& use = running[live.user];
-        use.gpus += live.gpus.size();
+        use.hold(live.gpus);  // physical GPUs: collocated tasks count once
         use.tasks += 1;
     }
     for (std::string& user : scheduler_.ordered_users()) {

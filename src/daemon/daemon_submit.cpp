@@ -100,9 +100,6 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
     if (t.state != store::TaskState::Held) {
         t.state = store::TaskState::Queued;
     }
-    if (t.max_attempts == 0) {
-        t.max_attempts = config_.max_attempts;
-    }
     std::vector<GpuCapacity> caps;
     for (const device::GpuInfo& g : backend_->gpus()) {
         caps.push_back(GpuCapacity{g.index, g.total_mib});
@@ -190,11 +187,16 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
         return tl::unexpected(ok.error());
     }
     // The cheap refusals first: a flood costs the daemon a token-bucket lookup per request.
+    // The limits as they are now, copied under the lock a reload changes them under.
+    UserLimits limits;
+    int max_attempts = 0;
     {
         std::lock_guard lock(limits_mu_);
         if (auto refused = submit_rate_.take(caller.uid, steady_now())) {
             return tl::unexpected(limit_error(*refused));
         }
+        limits = config_.limits;
+        max_attempts = config_.max_attempts;
     }
     auto parsed = task_from_submission(body);
     if (!parsed) {
@@ -216,8 +218,11 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
     }
     const SubmissionSize size{std::max<std::size_t>(1, indices->size()), submission_bytes(*parsed),
                               !indices->empty(), parsed->spec.gpus};
-    if (auto refused = check_submission_size(config_.limits, size)) {
+    if (auto refused = check_submission_size(limits, size)) {
         return tl::unexpected(limit_error(*refused));
+    }
+    if (parsed->max_attempts == 0) {
+        parsed->max_attempts = max_attempts;
     }
     auto task = parse_submission(caller, std::move(*parsed));
     if (!task) {
@@ -249,6 +254,13 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
         task->message = "held at submission; `carma release` lets it run";
     } else if (!task->spec.dependencies.empty()) {
         task->message = describe_waiting(task->spec.dependencies);
+    } else {
+        // Until a round looks at it, `carma queue` would show "-": say why nothing is known yet.
+        task->message = ticks_ == 0 || pending_reason_ == kFillingFirstWindow
+                            ? fmt::format("waiting for the first scheduling round: {}",
+                                          kFillingFirstWindow)
+                            : std::string("not yet considered: waiting for the next scheduling "
+                                          "round");
     }
     std::vector<TaskId> ids;
     if (indices->empty()) {

@@ -314,6 +314,24 @@ TEST(CarmaTest, BackfillAroundRecoveryHead) {
     EXPECT_EQ(p->gpus, std::vector<int>{1});
 }
 
+// This test verifies that a task behind the head that only an idle GPU takes (--exclusive, or a
+// need nothing is known of) is told no GPU is idle, not that "no GPU has 0 MiB available".
+TEST(CarmaTest, RunsAloneTaskBehindHeadIsToldNoGpuIsIdle) {
+    Scheduler s(carma_config());
+    s.enqueue(1, MakeTask("head").Knows(39000, 600, 0.3), 0);
+    s.enqueue(2, MakeTask("alone").Exclusive().Knows(1000, 600, 0.3), 0);
+    std::vector<GpuView> gpus = {MakeGpu(0).Resident(10, 4000, 1000, 0.3)};
+    StepResult r = s.step(gpus, 0);
+    const Waiting* alone = nullptr;
+    for (const Waiting& w : r.waiting) {
+        alone = w.task == 2 ? &w : alone;
+    }
+    ASSERT_NE(alone, nullptr);
+    EXPECT_EQ(alone->reason.find("0 MiB"), std::string::npos) << alone->reason;
+    EXPECT_NE(alone->reason.find("no GPU is idle (exclusive: runs alone)"), std::string::npos)
+        << alone->reason;
+}
+
 // This test verifies feasibility under learned knowledge: a need learned from history above the
 // largest GPU is rejected, an estimate above it is not (estimates err; the task runs alone).
 TEST(CarmaTest, FeasibilityUsesLearnedHistoryOnly) {

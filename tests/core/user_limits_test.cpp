@@ -1,5 +1,7 @@
 // What one user may ask of the daemon (issue 18): sizes, waiting tasks, submission rate.
 
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "core/user_limits.h"
@@ -108,6 +110,26 @@ TEST(UserLimitsTest, RunningLimitReasons) {
               "only once the limit is raised");
     EXPECT_EQ(running_limit(limits, "alice", RunningUse{1, 3}, 1),
               "alice is at max_running_per_user: 3 task(s) running, limit 3");
+}
+
+// This test verifies that max_gpus_per_user counts physical GPUs, as Slurm's
+// MaxTRESPerUser=gres/gpu: two tasks of the user collocated on GPU 0 and one on GPU 2 hold two
+// GPUs, a task on GPUs 2 and 3 adds only GPU 3; the reason names the GPUs counted.
+TEST(UserLimitsTest, MaxGpusCountsDistinctPhysicalGpus) {
+    RunningUse use;
+    use.hold(std::vector<int>{0});
+    use.hold(std::vector<int>{0});
+    use.hold(std::vector<int>{2});
+    use.tasks = 3;
+    EXPECT_EQ(use.gpus, 2u);
+    UserLimits limits;
+    limits.max_gpus_per_user = 3;
+    // Three tasks but two GPUs: one more GPU may be taken.
+    EXPECT_EQ(running_limit(limits, "alice", use, 1), std::nullopt);
+    use.hold(std::vector<int>{2, 3});
+    EXPECT_EQ(use.gpus, 3u);
+    EXPECT_EQ(running_limit(limits, "alice", use, 1),
+              "alice is at max_gpus_per_user: 3 GPU(s) in use (GPUs 0, 2, 3), 1 asked, limit 3");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "daemon/config.h"
 
 #include "cluster/hub.h"
+#include "daemon/config_check.h"
 
 #include <map>
 #include <string>
@@ -172,7 +173,7 @@ TEST(ConfigTest, FairShareKeys) {
              {"fairshare_horizon: -1h\n", "fairshare_horizon"},
              {"fairshare_horizon: later\n", "0s to order by usage alone"},
              {"shares: {alice: 0}\n", "shares of 'alice'"},
-             {"shares: [alice]\n", "shares must map"},
+             {"shares: [alice]\n", "shares: found a list, expected a mapping of users"},
              {"priority_weight_age: -1\n", "priority_weight_age"},
              {"preemption: sometimes\n", "preemption"},
              {"preempt_min_run: -5m\n", "preempt_min_run"},
@@ -194,7 +195,7 @@ TEST(ConfigTest, MistakesAreNamed) {
     };
     const Case cases[] = {
         {"polcy: exclusive\n", "unknown key 'polcy'"},
-        {"window: many\n", "'window' has the wrong type"},
+        {"window: many\n", "line 1: window: found 'many', expected a whole number"},
         {"risk: {smact: 0.8, heat: 3}\n", "unknown risk threshold 'heat'"},
         {"memory_margin: lots\n", "memory_margin"},
         {"policy: [a\n", "line"},
@@ -206,6 +207,63 @@ TEST(ConfigTest, MistakesAreNamed) {
         EXPECT_NE(r.error().message.find(c.says), std::string::npos) << r.error().message;
         EXPECT_NE(r.error().message.find("test.yaml"), std::string::npos) << r.error().message;
     }
+}
+
+// This test verifies that every mistake in a value names the key, its line, what was found and
+// what is expected (time_scale: fast used to say only "has the wrong type"), and that a range
+// mistake is caught with its line too.
+TEST(ConfigTest, ValueMistakesSayFoundAndExpected) {
+    struct Case {
+        const char* text;
+        const char* says;
+    };
+    const Case cases[] = {
+        {"policy: carma\ntime_scale: fast\n",
+         "test.yaml line 2: time_scale: found 'fast', expected a number above 0 and at most "
+         "10000, such as 1 or 60"},
+        {"time_scale: 0\n", "line 1: time_scale: found '0', expected a number above 0"},
+        {"max_attempts: 1000\n", "line 1: max_attempts: found '1000', expected a whole number "
+                                 "from 1 to 100"},
+        {"mps: maybe\n", "line 1: mps: found 'maybe', expected true or false"},
+        {"\nmemory_margin: lots\n", "line 2: memory_margin: found 'lots', expected an amount "
+                                     "of memory such as 2GiB"},
+        {"risk: 3\n", "line 1: risk: found '3', expected a mapping of smact, smocc and drama"},
+        {"limits:\n  max_array_size: huge\n",
+         "line 2: limits.max_array_size: found 'huge', expected a number"},
+        {"fairshare_half_life: soon\n", "line 1: fairshare_half_life: found 'soon', expected"},
+        {"window: {a: 1}\n", "window: found a mapping, expected a whole number"},
+    };
+    for (const Case& c : cases) {
+        auto r = parse_config(c.text, "test.yaml", DaemonConfig{});
+        ASSERT_FALSE(r) << c.text;
+        EXPECT_NE(r.error().message.find(c.says), std::string::npos) << r.error().message;
+    }
+}
+
+// This test verifies that an unquoted "@group" (which YAML reserves) is named with its line and
+// told to be quoted, where yaml-cpp says only "unknown token".
+TEST(ConfigTest, UnquotedAtGroupIsToldToBeQuoted) {
+    for (const char* text : {"policy: carma\nshares:\n  alice: 1\n  @phd: 2\n",
+                             "policy: carma\n\n\nshares: {alice: 1, @phd: 2}\n"}) {
+        auto r = parse_config(text, "carma.yaml", DaemonConfig{});
+        ASSERT_FALSE(r) << text;
+        const std::string& m = r.error().message;
+        EXPECT_NE(m.find("carma.yaml line 4: the key '@phd' must be quoted in YAML (\"@phd\": "
+                         "...)"),
+                  std::string::npos)
+            << m;
+        EXPECT_EQ(m.find("unknown token"), std::string::npos) << m;
+    }
+}
+
+// This test verifies that shares of a user or a group this machine does not know are warned
+// of (not refused: accounts may come later), and known ones are not.
+TEST(ConfigTest, UnknownShareOwnersAreWarnedOf) {
+    const std::vector<std::string> warnings =
+        share_warnings({{"root", 1}, {"@root", 1}, {"nu4_alcie", 1}, {"@nu4_phdd", 2}});
+    ASSERT_EQ(warnings.size(), 2u);
+    EXPECT_NE(warnings[0].find("no group 'nu4_phdd'"), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[1].find("no user 'nu4_alcie'"), std::string::npos) << warnings[1];
 }
 
 // This test verifies the value checks done once flags and file are merged.

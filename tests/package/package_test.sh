@@ -95,6 +95,9 @@ grep -qx 'Delegate=yes' "$root/lib/systemd/system/carma.service" ||
   fail "the unit does not delegate its cgroup subtree (Delegate=yes)"
 grep -qx 'OOMScoreAdjust=-900' "$root/lib/systemd/system/carma.service" ||
   fail "the unit does not keep the daemon from the OOM killer (OOMScoreAdjust=-900)"
+# `systemctl reload carma` re-reads the config (SIGHUP).
+grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$root/lib/systemd/system/carma.service" ||
+  fail "the unit cannot reload the daemon (ExecReload=/bin/kill -HUP \$MAINPID)"
 
 # Enabled (postinst) and not started: the root's state directory is as the package left it.
 wants=$root/etc/systemd/system/multi-user.target.wants/carma.service

@@ -15,6 +15,7 @@
 #include "api/server.h"
 #include "cli/commands.h"
 #include "core/host_port.h"
+#include "daemon/config_check.h"
 #include "daemon/daemon.h"
 
 namespace carma::cli {
@@ -22,8 +23,11 @@ namespace carma::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
 
 extern "C" void on_stop_signal(int) { g_stop.store(true); }
+// SIGHUP: the loop re-reads the configuration between two ticks (Daemon::run).
+extern "C" void on_reload_signal(int) { g_reload.store(true); }
 
 struct ServeFlags {
     std::string config_file;
@@ -72,7 +76,9 @@ T or_throw(Result<T> r) {
     return std::move(*r);
 }
 
-int run_serve(CLI::App* cmd, ServeFlags& f) {
+// The configuration the --config file and the flags give (flags win); throws on a mistake.
+// Called again on each reload, so the file is read afresh and the flags still win.
+daemon::DaemonConfig gather_config(CLI::App* cmd, const ServeFlags& f) {
     daemon::DaemonConfig config;
     if (!f.config_file.empty()) {
         auto loaded = daemon::load_config(f.config_file, config);
@@ -131,9 +137,17 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
                                                               config.socket.empty()) {
         config.socket = env_socket;
     }
+    return config;
+}
+
+int run_serve(CLI::App* cmd, ServeFlags& f) {
+    const daemon::DaemonConfig config = gather_config(cmd, f);
     if (f.print_config) {
         if (auto checked = daemon::finalize(config); !checked) {
             throw std::runtime_error(checked.error().message);
+        }
+        for (const std::string& w : daemon::share_warnings(config.shares)) {
+            fmt::print(stderr, "warning: {}\n", w);
         }
         fmt::print("# carma serve's configuration (carma.yaml(5)): every key with its value{}."
                    "\n# Flags override a --config file.\n{}",
@@ -181,6 +195,11 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
         options.tcp_caller = *who;
     }
 
+    // A SIGHUP while the daemon starts is kept for its loop, not taken as the end of a session.
+    struct sigaction hup {};
+    hup.sa_handler = on_reload_signal;
+    sigemptyset(&hup.sa_mask);
+    sigaction(SIGHUP, &hup, nullptr);
     // Each API handler thread would otherwise keep its own malloc arena of freed answers.
     mallopt(M_ARENA_MAX, 2);
     auto d = daemon::Daemon::create(config);
@@ -208,8 +227,18 @@ int run_serve(CLI::App* cmd, ServeFlags& f) {
     for (const std::string& line : server.listening()) {
         spdlog::info("listening: {}", line);
     }
+    for (const std::string& w : daemon::share_warnings(c.shares)) {
+        spdlog::warn("{}", w);
+    }
     std::thread api_thread([&] { server.serve(); });
-    daemon.run(g_stop);
+    const auto reread = [cmd, &f]() -> Result<daemon::DaemonConfig> {
+        try {
+            return gather_config(cmd, f);
+        } catch (const std::exception& e) {
+            return fail(ErrorCode::InvalidArgument, e.what());
+        }
+    };
+    daemon.run(g_stop, &g_reload, reread);
     server.stop();
     api_thread.join();
     spdlog::info("carma serve stopped; running tasks continue under their supervisors");
