@@ -209,8 +209,17 @@ def conffile(text):
     return "\n".join(out) + "\n"
 
 
+# The words of --state (CARMA's states, then squeue's codes and names: src/cli/views/queue_view.cpp)
+STATES = ("queued recovering held running succeeded failed cancelled timeout lost rejected "
+          "PD R CG CD F CA TO OOM NF PENDING RUNNING COMPLETING COMPLETED FAILED CANCELLED "
+          "TIMEOUT OUT_OF_MEMORY NODE_FAIL")
+# Commands whose arguments are task ids.
+TASK_COMMANDS = ("show", "cancel", "hold", "release", "logs")
+
+
 def completion(carma, daemon):
-    """Bash completion: subcommands and options at every level, files elsewhere."""
+    """Bash completion: subcommands and options at every level, states after --state, the
+    caller's task ids where a command takes them, files elsewhere."""
     tree = dict(carma)
     by_name = {s["name"]: s for s in daemon["subcommands"]}
     tree["subcommands"] = [by_name.get(s["name"], s) for s in carma["subcommands"]]
@@ -242,8 +251,14 @@ def completion(carma, daemon):
         "    printf '%s\\n' \"$words\"",
         "}",
         "",
+        "# The caller's unfinished tasks (array members one by one), as `carma queue` lists them.",
+        "_carma_tasks() {",
+        "    carma queue --me --array --format id 2>/dev/null | tail -n +2",
+        "}",
+        "",
         "_carma() {",
         "    local cur=${COMP_WORDS[COMP_CWORD]} path=\"\" word i",
+        "    local prev=${COMP_WORDS[COMP_CWORD-1]}",
         "    for ((i = 1; i < COMP_CWORD; i++)); do",
         "        word=${COMP_WORDS[i]}",
         "        [[ $word == -- ]] && return 0  # the task's own command follows",
@@ -251,8 +266,14 @@ def completion(carma, daemon):
         "            path=${path:+$path }$word",
         "        fi",
         "    done",
+        "    if [[ $prev == --state || ($prev == -t && $path != submit && $path != estimate) ]]; then",
+        f"        COMPREPLY=($(compgen -W \"{STATES}\" -- \"$cur\"))",
+        "        return 0",
+        "    fi",
         "    if [[ $cur == -* ]]; then",
         "        COMPREPLY=($(compgen -W \"$(_carma_words opt \"$path\")\" -- \"$cur\"))",
+        f"    elif [[ \" {' '.join(TASK_COMMANDS)} \" == *\" $path \"* ]]; then",
+        "        COMPREPLY=($(compgen -W \"$(_carma_tasks)\" -- \"$cur\"))",
         "    else",
         "        COMPREPLY=($(compgen -W \"$(_carma_words sub \"$path\")\" -- \"$cur\"))",
         "    fi",

@@ -116,12 +116,34 @@ Result<double> parse_time_limit(std::string_view text) {
 }
 
 Result<std::vector<int>> parse_array_indices(std::string_view text) {
+    auto spec = parse_array_spec(text);
+    if (!spec) {
+        return tl::unexpected(spec.error());
+    }
+    return std::move(spec->indices);
+}
+
+Result<ArraySpec> parse_array_spec(std::string_view text) {
     auto bad = [&](std::string_view why) {
         return fail(ErrorCode::InvalidArgument,
-                    fmt::format("array '{}' {}; write it like 0-9, 0-20:5 or 1,3,8-12", text, why));
+                    fmt::format("array '{}' {}; write it like 0-9, 0-20:5 or 1,3,8-12, and "
+                                "%N after it to run at most N at once (0-9%2)",
+                                text, why));
     };
+    ArraySpec out;
     std::set<int> indices;
-    const std::string_view s = trim(text);
+    std::string_view s = trim(text);
+    if (const auto percent = s.rfind('%'); percent != std::string_view::npos) {
+        const std::string_view n = trim(s.substr(percent + 1));
+        const auto limit = whole_number(n);
+        if (!limit || *limit < 1 || *limit > static_cast<long long>(kMaxArrayMembers)) {
+            return bad(fmt::format("has the throttle '%{}', which is not a whole number of "
+                                   "members from 1 to {}",
+                                   n, kMaxArrayMembers));
+        }
+        out.max_running = static_cast<int>(*limit);
+        s = trim(s.substr(0, percent));
+    }
     if (s.empty()) {
         return bad("is empty");
     }
@@ -158,7 +180,8 @@ Result<std::vector<int>> parse_array_indices(std::string_view text) {
             }
         }
     }
-    return std::vector<int>(indices.begin(), indices.end());
+    out.indices.assign(indices.begin(), indices.end());
+    return out;
 }
 
 Result<double> parse_max_slowdown_value(std::string_view text) {

@@ -25,8 +25,16 @@ Result<double> parse_time_limit(std::string_view text);
 std::string format_time_limit(double seconds);
 
 // "0-9" (both ends included), "0-20:5" (step), "1,3,8-12" (lists of those); ascending, no
-// duplicates.
+// duplicates. A throttle "%N" at the end is allowed and left out (parse_array_spec reads it).
 Result<std::vector<int>> parse_array_indices(std::string_view text);
+
+// sbatch's --array in full: the indices and, after '%', how many members may run at once
+// ("0-5%2"); max_running 0 = no bound.
+struct ArraySpec {
+    std::vector<int> indices;
+    int max_running = 0;
+};
+Result<ArraySpec> parse_array_spec(std::string_view text);
 
 // Slurm's bound on --nice, either way.
 inline constexpr int kMaxNice = 2147483645 / 1000;

@@ -13,6 +13,9 @@ using TaskId = std::int64_t;
 struct ArrayMember {
     TaskId id = 0;
     int index = 0;
+    // `--array=0-9%2`: at most this many of the array's members run at once (Slurm's
+    // ArrayTaskThrottle, core/array_throttle.h); 0 = no bound.
+    int max_running = 0;
     bool operator==(const ArrayMember&) const = default;
 };
 

@@ -19,8 +19,14 @@ namespace carma::daemon {
 // {"id", "index"} of an array member, null for a task outside arrays: the shape every task the
 // API lists carries, so that every view writes ids one way (core/task_ref.h format_task_id).
 inline nlohmann::json array_json(const std::optional<ArrayMember>& array) {
-    return array ? nlohmann::json{{"id", array->id}, {"index", array->index}}
-                 : nlohmann::json(nullptr);
+    if (!array) {
+        return nullptr;
+    }
+    nlohmann::json j{{"id", array->id}, {"index", array->index}};
+    if (array->max_running > 0) {
+        j["max_running"] = array->max_running;  // --array=...%N
+    }
+    return j;
 }
 
 // {id, array, name, user, state, submitted_at, started_at, finished_at, wait_s, run_s, gpus,

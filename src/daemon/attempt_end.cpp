@@ -105,10 +105,14 @@ TaskAfterAttempt task_after_attempt(AttemptOutcome outcome, const AttemptEnd& en
     if (outcome == AttemptOutcome::Timeout && time_limit_s) {
         how = "stopped at its time limit of " + format_time_limit(*time_limit_s);
     }
-    after.message = outcome == AttemptOutcome::Succeeded
-                        ? "succeeded"
-                        : fmt::format("{} after {} attempt(s): {}", to_string(outcome), attempts,
-                                      how);
+    if (outcome == AttemptOutcome::Succeeded) {
+        after.message = "succeeded";
+    } else if (outcome == AttemptOutcome::Cancelled && how.starts_with("cancelled ")) {
+        after.message = fmt::format("{} while attempt {} ran", how, number);  // "cancelled by bob"
+    } else {
+        after.message = fmt::format("{} after {} attempt(s): {}", to_string(outcome), attempts,
+                                    how);
+    }
     after.ended = true;
     after.how = std::move(how);
     return after;

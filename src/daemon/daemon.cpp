@@ -525,6 +525,7 @@ void Daemon::tick() {
         enforce_time_limits();
         restop_preempted();
         resolve_dependencies();
+        release_throttled();
         launches = decide();
         for (const PreparedLaunch& l : launches) {
             launching_[l.task.id] = false;

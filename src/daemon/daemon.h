@@ -39,6 +39,7 @@
 
 #include "api/service.h"
 #include "cluster/hub.h"
+#include "core/array_throttle.h"
 #include "core/fair_share.h"
 #include "core/fingerprint.h"
 #include "core/group_memberships.h"
@@ -284,6 +285,14 @@ private:
     std::optional<DependencyJudgement> judge(const Dependency& dependency, std::string& never);
     // A queued task goes to the scheduler, or waits in blocked_ while a dependency is unmet.
     void admit_to_queue(const store::TaskRow& task);
+    // A queued task free of dependencies: to the scheduler, or into throttled_ when its array
+    // runs at most N members at once (--array=...%N).
+    void enqueue_free(const store::TaskRow& task);
+    // Lets throttled members into the scheduler as their arrays' running members end
+    // (core/array_throttle.h).
+    void release_throttled();
+    // Forgets a throttled member (cancelled, held); true if it was one.
+    bool drop_throttled(TaskId id);
     // Blocked tasks whose dependencies all hold are queued; those with one that can never hold
     // fail with the reason.
     void resolve_dependencies();
@@ -381,6 +390,14 @@ private:
     std::optional<RelearnPass> relearn_;  // the pass under way
     double last_relearn_ = -1e18;  // steady_now() of the last relearn_waiting
     bool dependencies_due_ = false;  // a task ended since blocked_ was last looked at
+    // Queued members of throttled arrays kept from the scheduler, by array id; throttle_due_: a
+    // task ended or was held since they were last looked at.
+    struct Throttled {
+        int max_running = 0;
+        std::vector<HeldMember> held;
+    };
+    std::map<TaskId, Throttled> throttled_;
+    bool throttle_due_ = false;
     std::uint64_t ticks_ = 0;
     // How far the loop falls behind its period (1 / time_scale s), for the log and /v1/status.
     LoopLag loop_lag_{1.0};

@@ -117,11 +117,85 @@ api::ApiResult<std::vector<Dependency>> Daemon::check_dependencies(std::vector<D
 
 void Daemon::admit_to_queue(const store::TaskRow& task) {
     if (task.spec.dependencies.empty()) {
-        scheduler_.enqueue(task.id, queued_spec(task), clock_of(task.submitted_at));
+        enqueue_free(task);
         return;
     }
     blocked_.insert(task.id);
     dependencies_due_ = true;
+}
+
+void Daemon::enqueue_free(const store::TaskRow& task) {
+    if (task.spec.array && task.spec.array->max_running > 0) {
+        Throttled& t = throttled_[task.spec.array->id];
+        t.max_running = task.spec.array->max_running;
+        t.held.push_back(HeldMember{task.id, task.spec.array->index});
+        throttle_due_ = true;
+        return;
+    }
+    scheduler_.enqueue(task.id, queued_spec(task), clock_of(task.submitted_at));
+}
+
+bool Daemon::drop_throttled(TaskId id) {
+    for (auto it = throttled_.begin(); it != throttled_.end(); ++it) {
+        auto& held = it->second.held;
+        const auto m = std::find_if(held.begin(), held.end(),
+                                    [&](const HeldMember& h) { return h.id == id; });
+        if (m != held.end()) {
+            held.erase(m);
+            if (held.empty()) {
+                throttled_.erase(it);
+            }
+            return true;
+        }
+    }
+    return false;
+}
+
+void Daemon::release_throttled() {
+    if (!throttle_due_ || throttled_.empty()) {
+        return;
+    }
+    throttle_due_ = false;
+    for (auto it = throttled_.begin(); it != throttled_.end();) {
+        const TaskId array_id = it->first;
+        std::vector<HeldMember>& held = it->second.held;
+        auto members = store_->array_members(array_id);
+        if (!members) {
+            throttle_due_ = true;  // looked at again next tick
+            ++it;
+            continue;
+        }
+        // Active: let in and not yet ended (waiting in the scheduler, running, relaunching).
+        std::set<TaskId> waiting_here;
+        for (const HeldMember& h : held) {
+            waiting_here.insert(h.id);
+        }
+        std::size_t active = 0;
+        for (const store::ArrayMemberRow& m : *members) {
+            const bool live = m.state == store::TaskState::Queued ||
+                              m.state == store::TaskState::Recovering ||
+                              m.state == store::TaskState::Running;
+            if (live && !waiting_here.contains(m.id) && !blocked_.contains(m.id)) {
+                ++active;
+            }
+        }
+        for (TaskId id : members_to_admit(it->second.max_running, active, held)) {
+            std::erase_if(held, [&](const HeldMember& h) { return h.id == id; });
+            auto row = store_->task(id);
+            if (!row || !*row || (**row).state != store::TaskState::Queued) {
+                continue;  // gone, held or ended meanwhile
+            }
+            store::TaskRow& task = **row;
+            if (task.message == throttle_reason(it->second.max_running)) {
+                task.message = "queued (a slot of its array is free)";
+                if (auto r = store_->update_task(task); !r) {
+                    spdlog::debug("task={}: cannot record its message: {}", id, r.error().message);
+                }
+            }
+            scheduler_.enqueue(id, queued_spec(task), clock_of(task.submitted_at));
+        }
+        it = held.empty() ? throttled_.erase(it) : std::next(it);
+    }
 }
 
 std::optional<DependencyJudgement> Daemon::judge(const Dependency& d, std::string& never) {
@@ -236,7 +310,7 @@ void Daemon::resolve_dependencies() {
                     spdlog::debug("task={}: cannot record its message: {}", task.id,
                                   r.error().message);
                 }
-                scheduler_.enqueue(task.id, queued_spec(task), clock_of(task.submitted_at));
+                enqueue_free(task);
                 event(task.id, "released", task.message);
                 it = blocked_.erase(it);
                 continue;
@@ -315,6 +389,8 @@ api::ApiResult<nlohmann::json> Daemon::hold_task(const api::Caller& caller, std:
     if (hold) {
         scheduler_.cancel(id);
         blocked_.erase(id);
+        drop_throttled(id);
+        throttle_due_ = true;  // a member let in and now held frees its array's slot
         waiting_reasons_.erase(id);
     } else {
         admit_to_queue(*task);

@@ -266,6 +266,14 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
             how += " (" + fenced + ")";
         }
     }
+    if (outcome == AttemptOutcome::Cancelled) {
+        // As Slurm's "CANCELLED by UID": who stopped it (the cancel left its name in the
+        // message), not the status SIGTERM left behind ("exit code 143").
+        constexpr std::string_view kBy = "stop requested by ";
+        how = task.message.starts_with(kBy)
+                  ? fmt::format("cancelled by {}", task.message.substr(kBy.size()))
+                  : std::string("cancelled on request");
+    }
     // Preempted attempts were CARMA's doing: they use up none of the task's attempts.
     const auto preempted_before = static_cast<int>(
         std::count_if(attempts->begin(), attempts->end(), [&](const store::AttemptRow& a) {
@@ -282,6 +290,7 @@ Result<void> Daemon::finish_attempt(const LiveAttempt& live, const exec::ExitRec
     if (after.ended) {
         task.finished_at = unix_now();
         dependencies_due_ = true;
+        throttle_due_ = true;
     }
     // The attempt's end and the task's new state in one transaction: apart, a daemon killed
     // between them would leave a running task without an open attempt, which a restart re-queues

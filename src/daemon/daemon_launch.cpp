@@ -73,6 +73,7 @@ std::vector<Daemon::PreparedLaunch> Daemon::decide() {
         event(row.id, "rejected", r.reason);
         forfeit_room(row.id, "rejected");
         dependencies_due_ = true;
+        throttle_due_ = true;
     }
     for (const Placement& p : step.placed) {
         if (auto l = prepare_launch(p)) {
@@ -318,6 +319,7 @@ void Daemon::complete_launch(PreparedLaunch l, Result<exec::LaunchHandle> handle
         }
         scheduler_.task_exited(task.id);
         dependencies_due_ = true;
+        throttle_due_ = true;
         event(task.id, std::string(store::to_string(task.state)), task.message);
         mail_about(task, MailMoment::Ended);
         return;

@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "core/array_throttle.h"
 #include "core/fingerprint.h"
 #include "core/output_pattern.h"
 #include "core/python_command.h"
@@ -208,16 +209,17 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
                                               "positive one lowers your task's priority",
                                               parsed->spec.nice));
     }
-    auto indices = array_from_submission(body);
-    if (!indices) {
-        return tl::unexpected(indices.error());
+    auto array = array_from_submission(body);
+    if (!array) {
+        return tl::unexpected(array.error());
     }
+    const std::vector<int>& indices = array->indices;
     auto warnings = warnings_from_submission(body);
     if (!warnings) {
         return tl::unexpected(warnings.error());
     }
-    const SubmissionSize size{std::max<std::size_t>(1, indices->size()), submission_bytes(*parsed),
-                              !indices->empty(), parsed->spec.gpus};
+    const SubmissionSize size{std::max<std::size_t>(1, indices.size()), submission_bytes(*parsed),
+                              !indices.empty(), parsed->spec.gpus};
     if (auto refused = check_submission_size(limits, size)) {
         return tl::unexpected(limit_error(*refused));
     }
@@ -245,7 +247,7 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
             return tl::unexpected(ok.error());
         }
     }
-    auto deps = check_dependencies(std::move(task->spec.dependencies), *task, !indices->empty());
+    auto deps = check_dependencies(std::move(task->spec.dependencies), *task, !indices.empty());
     if (!deps) {
         return tl::unexpected(deps.error());
     }
@@ -262,8 +264,16 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
                             : std::string("not yet considered: waiting for the next scheduling "
                                           "round");
     }
+    if (array->max_running > 0) {
+        // Read back by every member (Store::insert_array keeps it): the daemon holds those beyond
+        // it out of the queue (admit_to_queue).
+        task->spec.array = ArrayMember{0, 0, array->max_running};
+        if (task->state != store::TaskState::Held && task->spec.dependencies.empty()) {
+            task->message = throttle_reason(array->max_running);  // until it is let in
+        }
+    }
     std::vector<TaskId> ids;
-    if (indices->empty()) {
+    if (indices.empty()) {
         auto id = store_->insert_task(*task);
         if (id) {
             ids.push_back(*id);
@@ -274,7 +284,7 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
                                                   id.error().message));
         }
     } else {
-        auto inserted = store_->insert_array(*task, *indices);
+        auto inserted = store_->insert_array(*task, indices);
         if (!inserted) {
             // All or nothing: one transaction.
             return api::api_fail(507, fmt::format("the array could not be stored, so none of it "
@@ -294,8 +304,8 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
     for (std::size_t i = 0; i < ids.size(); ++i) {
         store::TaskRow member = *task;
         member.id = ids[i];
-        if (!indices->empty()) {
-            member.spec.array = ArrayMember{ids.front(), (*indices)[i]};
+        if (!indices.empty()) {
+            member.spec.array = ArrayMember{ids.front(), indices[i], array->max_running};
         }
         if (member.state == store::TaskState::Queued) {
             admit_to_queue(member);
@@ -326,7 +336,7 @@ api::ApiResult<nlohmann::json> Daemon::submit(const api::Caller& caller,
                  ids.size() > 1 ? fmt::format(": an array of {} ({}..{})", ids.size(),
                                               ids.front(), ids.back())
                                 : std::string());
-    if (!indices->empty()) {
+    if (!indices.empty()) {
         answer["array_tasks"] = ids;
     }
     return answer;

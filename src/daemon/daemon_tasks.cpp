@@ -167,8 +167,10 @@ api::ApiResult<nlohmann::json> Daemon::cancel_task(const api::Caller& caller, st
     }
     scheduler_.cancel(id);
     blocked_.erase(id);
+    drop_throttled(id);
     forfeit_room(id, "cancelled");
     dependencies_due_ = true;
+    throttle_due_ = true;
     task->state = store::TaskState::Cancelled;
     task->finished_at = unix_now();
     task->message = fmt::format("cancelled by {} before it started", caller.user);

@@ -50,6 +50,14 @@ api::ApiResult<json> Daemon::view(const api::Caller& caller) {
             }
             head.push_back(id);
         }
+        for (const auto& [array, t] : throttled_) {  // --array=...%N: after those
+            for (const HeldMember& m : t.held) {
+                if (head.size() >= kViewQueueTasks) {
+                    break;
+                }
+                head.push_back(m.id);
+            }
+        }
         wanted = head;
         for (const auto& [id, live] : live_) {
             wanted.push_back(id);

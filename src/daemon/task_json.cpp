@@ -571,13 +571,13 @@ api::ApiResult<std::vector<std::string>> warnings_from_submission(const nlohmann
     return out;
 }
 
-api::ApiResult<std::vector<int>> array_from_submission(const nlohmann::json& body) {
+api::ApiResult<ArraySpec> array_from_submission(const nlohmann::json& body) {
     if (!body.is_object() || !body.contains("array") || body["array"].is_null()) {
-        return std::vector<int>{};
+        return ArraySpec{};
     }
     const nlohmann::json& v = body["array"];
     if (v.is_string()) {
-        auto parsed = parse_array_indices(v.get<std::string>());
+        auto parsed = parse_array_spec(v.get<std::string>());
         if (!parsed) {
             return api::api_fail(400, parsed.error().message);
         }
@@ -602,7 +602,7 @@ api::ApiResult<std::vector<int>> array_from_submission(const nlohmann::json& bod
         }
         out.push_back(i.get<int>());
     }
-    return out;
+    return ArraySpec{std::move(out), 0};
 }
 
 std::size_t submission_bytes(const store::TaskRow& task) {

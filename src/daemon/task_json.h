@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/controls.h"
+
 #include "api/service.h"
 #include "store/records.h"
 
@@ -26,8 +28,9 @@ nlohmann::json attempt_to_json(const store::AttemptRow& attempt);
 // what needs the server (GPU limits, paths, the command) is checked by the daemon.
 // `hold: true` makes the row Held; `array` is read by array_from_submission.
 api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body);
-// The indices of a submission's `array` ("0-9" or [0, 1, ...]); empty when it has none.
-api::ApiResult<std::vector<int>> array_from_submission(const nlohmann::json& body);
+// The indices of a submission's `array` ("0-9", "0-9%2" or [0, 1, ...]) and its throttle (the
+// "%2"); no indices when it has none.
+api::ApiResult<ArraySpec> array_from_submission(const nlohmann::json& body);
 // `warnings`: what the submitter's side noticed in the task file (a .rad file's lines it does
 // not read), kept in the task's events; at most 20 strings of at most 500 bytes.
 api::ApiResult<std::vector<std::string>> warnings_from_submission(const nlohmann::json& body);

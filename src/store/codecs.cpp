@@ -173,6 +173,9 @@ json spec_to_json(const TaskSpec& s) {
     }
     if (s.array) {
         j["array"] = {{"id", s.array->id}, {"index", s.array->index}};
+        if (s.array->max_running > 0) {
+            j["array"]["max_running"] = s.array->max_running;
+        }
     }
     if (!s.output.empty()) {
         j["output"] = s.output;
@@ -235,7 +238,8 @@ TaskSpec spec_from_json(const json& j) {
         }
     }
     if (auto it = j.find("array"); it != j.end() && it->is_object()) {
-        s.array = ArrayMember{it->at("id").get<TaskId>(), it->at("index").get<int>()};
+        s.array = ArrayMember{it->at("id").get<TaskId>(), it->at("index").get<int>(),
+                              it->value("max_running", 0)};
     }
     s.output = j.value("output", "");
     s.error = j.value("error", "");

@@ -46,7 +46,8 @@ Result<std::vector<TaskId>> Store::insert_array(const TaskRow& task,
                     fmt::format("array task '{}' has no indices", task.spec.name));
     }
     TaskRow member = task;
-    member.spec.array = ArrayMember{0, indices.front()};
+    const int max_running = task.spec.array ? task.spec.array->max_running : 0;
+    member.spec.array = ArrayMember{0, indices.front(), max_running};
     auto encoded = encode_task(member);
     if (!encoded) {
         return tl::unexpected(encoded.error());
@@ -60,14 +61,15 @@ Result<std::vector<TaskId>> Store::insert_array(const TaskRow& task,
             // The array's id is its first member's, known only once that one is in: each member is
             // inserted and then rewritten with it, all in this one transaction.
             for (int index : indices) {
-                member.spec.array = ArrayMember{ids.empty() ? 0 : ids.front(), index};
+                member.spec.array =
+                    ArrayMember{ids.empty() ? 0 : ids.front(), index, max_running};
                 insert.reset();
                 bind_task(insert, member, EncodedTask{spec_to_json(member.spec).dump(),
                                                       encoded->env_json});
                 insert.exec();
                 ids.push_back(db.getLastInsertRowid());
             }
-            member.spec.array = ArrayMember{ids.front(), indices.front()};
+            member.spec.array = ArrayMember{ids.front(), indices.front(), max_running};
             update.bind(bind_task(update, member, EncodedTask{spec_to_json(member.spec).dump(),
                                                               encoded->env_json}),
                         ids.front());

@@ -159,6 +159,25 @@ TEST(QueueViewTest, StatesAreCheckedAndSayWhetherFinishedOnesAreNeeded) {
     EXPECT_THAT(parse_queue_states({" , "}).error().message, HasSubstr("--state is empty"));
 }
 
+// This test verifies squeue's words (issue 45): `carma queue -t PD` was "unknown state 'PD'".
+// Codes and long names each stand for CARMA's states, any case; a misspelt long name gets the
+// nearest match.
+TEST(QueueViewTest, SlurmStateCodesAndNames) {
+    EXPECT_THAT(*parse_queue_states({"PD"}), ElementsAre("queued", "recovering", "held"));
+    EXPECT_THAT(*parse_queue_states({"R,CD"}), ElementsAre("running", "succeeded"));
+    EXPECT_THAT(*parse_queue_states({"PENDING"}), ElementsAre("queued", "recovering", "held"));
+    EXPECT_THAT(*parse_queue_states({"f,CA,TO"}), ElementsAre("failed", "cancelled", "timeout"));
+    EXPECT_THAT(*parse_queue_states({"OUT_OF_MEMORY"}), ElementsAre("recovering", "failed"));
+    EXPECT_THAT(*parse_queue_states({"completed"}), ElementsAre("succeeded"));
+    EXPECT_THAT(*parse_queue_states({"CG"}), ElementsAre("running"));
+    EXPECT_THAT(*parse_queue_states({"NF"}), ElementsAre("lost"));
+    EXPECT_TRUE(queue_states_need_finished(*parse_queue_states({"CD"})));
+    const auto bad = parse_queue_states({"PENDNG"});
+    ASSERT_FALSE(bad);
+    EXPECT_THAT(bad.error().message, HasSubstr("(did you mean 'pending'?)"));
+    EXPECT_THAT(bad.error().message, HasSubstr("Slurm's codes"));
+}
+
 // This test verifies both --format forms, and the errors for an unknown name, an unknown code,
 // a field width and stray text.
 TEST(QueueViewTest, FormatNamesAndCodes) {

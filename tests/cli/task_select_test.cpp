@@ -1,5 +1,7 @@
 #include "cli/commands/task_select.h"
 
+#include "cli/commands/client_common.h"
+
 #include <gtest/gtest.h>
 
 namespace carma::cli {
@@ -91,6 +93,31 @@ TEST(TaskSelectTest, Refuses) {
     EXPECT_FALSE(needs_task_list(TaskFilter{{*parse_task_ref("4")}, {}, {}}));
     // A member goes to the daemon, which knows 4_1 (GET /v1/tasks/4_1).
     EXPECT_FALSE(needs_task_list(TaskFilter{{*parse_task_ref("4_1")}, {}, {}}));
+}
+
+// This test verifies that a bulk cancel names a refused task once: before, `carma cancel --user
+// bob` printed "task 2: task 2 belongs to bob; ...".
+TEST(TaskSelectTest, FailureLineNamesTheTaskOnce) {
+    EXPECT_EQ(task_failure_line(TaskRef::of(2), "task 2 belongs to bob; only its owner or root may "
+                                                "cancel it"),
+              "task 2 belongs to bob; only its owner or root may cancel it");
+    EXPECT_EQ(task_failure_line(TaskRef::of(2), "the daemon is busy"),
+              "task 2: the daemon is busy");
+    EXPECT_EQ(task_failure_line(TaskRef::of(2), "task 21 belongs to bob"),
+              "task 2: task 21 belongs to bob");
+}
+
+// This test verifies that `carma logs -f` says why the attempt before ended where it starts the
+// next one's log: before, it printed "--- attempt 2 ---" and left the out-of-memory crash
+// unsaid.
+TEST(TaskSelectTest, AttemptSeparatorSaysWhyThePreviousEnded) {
+    const json task = json::parse(R"({"id": 5, "name": "train", "attempt_list": [
+        {"number": 1, "outcome": "out-of-memory"}, {"number": 2, "outcome": ""}]})");
+    EXPECT_EQ(attempt_separator(task, 2),
+              "--- attempt 2 of task 5 (train) (attempt 1 ran out of GPU memory; relaunched on "
+              "idle GPUs) ---");
+    EXPECT_EQ(attempt_separator(json::parse(R"({"id": 5, "name": "train"})"), 2),
+              "--- attempt 2 of task 5 (train) ---");
 }
 
 }  // namespace

@@ -106,6 +106,11 @@ TEST(TaskAfterAttempt, EndsSaySoAndATimeoutNamesItsLimit) {
                                  true, std::nullopt, std::nullopt)
                   .state,
               store::TaskState::Cancelled);
+    // Who cancelled it, as Slurm's "CANCELLED by UID", not the exit code SIGTERM left.
+    EXPECT_EQ(task_after_attempt(AttemptOutcome::Cancelled, end, "cancelled by bob", 2, 2, 3,
+                                 true, std::nullopt, std::nullopt)
+                  .message,
+              "cancelled by bob while attempt 2 ran");
     const TaskAfterAttempt timeout = task_after_attempt(
         AttemptOutcome::Timeout, end, "killed by signal 15", 2, 2, 3, true, std::nullopt, 7200.0);
     EXPECT_EQ(timeout.state, store::TaskState::Timeout);

@@ -37,6 +37,8 @@ depends=$(dpkg-deb --field "$deb" Depends)
 [[ $depends == *libc6* ]] || fail "Depends is '$depends': dpkg-shlibdeps found no libraries"
 [[ $depends == *libsqlite3* && $depends == *libssl3* ]] ||
   fail "Depends is '$depends': the daemon's SQLite and OpenSSL are missing from it"
+[[ $(dpkg-deb --field "$deb" Recommends) == *bash-completion* ]] ||
+  fail "Recommends does not name bash-completion, which loads the completion"
 dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/carma/carma.yaml ||
   fail "/etc/carma/carma.yaml is not a conffile"
 
@@ -164,6 +166,9 @@ check_completion backup admin ""
 check_completion --state-dir admin backup --st
 check_completion up slurm ""
 [ -z "$(complete_words submit -- ec)" ] || fail "completion after -- offers carma's words"
+check_completion PD queue -t ""
+check_completion running cancel --state r
+check_completion COMPLETED queue --state COMP
 
 step "postinst on an upgrade: restarts a running daemon (deb-systemd-invoke), as debhelper does"
 # The package's postinst runs with stand-ins for systemctl and the deb-systemd tools that log

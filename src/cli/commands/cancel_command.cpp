@@ -94,7 +94,7 @@ int run_task_action(TaskAction action, const SelectOptions& o) {
             die(task.error().message);  // one task: its error is the command's
         }
         if (!task) {
-            print_line(stderr, "carma: task {}: {}", format_task_ref(id), task.error().message);
+            print_line(stderr, "carma: {}", task_failure_line(id, task.error().message));
             ++failures;
             continue;
         }

@@ -33,6 +33,34 @@ std::string task_label(const json& task) {
     return name.empty() ? fmt::format("task {}", id) : fmt::format("task {} ({})", id, name);
 }
 
+std::string attempt_separator(const json& task, int attempt) {
+    std::string why;
+    if (const auto it = task.find("attempt_list"); it != task.end() && it->is_array()) {
+        for (const json& a : *it) {
+            if (integer_of(a, "number").value_or(0) != attempt - 1) {
+                continue;
+            }
+            const std::string outcome = text_of(a, "outcome", "");
+            if (outcome == "out-of-memory") {
+                why = "ran out of GPU memory; relaunched on idle GPUs";
+            } else if (outcome == "out-of-host-memory") {
+                why = "ran out of host memory (--mem); relaunched";
+            } else if (outcome == "preempted") {
+                why = "was stopped for fair share (preempted); queued again";
+            } else if (outcome == "lost") {
+                why = "was lost with its node; queued again";
+            } else if (outcome == "failed") {
+                why = "failed; relaunched (retry_failures)";
+            } else if (!outcome.empty()) {
+                why = "ended " + outcome;
+            }
+        }
+    }
+    return fmt::format("--- attempt {} of {}{} ---", attempt, task_label(task),
+                       why.empty() ? std::string()
+                                   : fmt::format(" (attempt {} {})", attempt - 1, why));
+}
+
 // ---- formatting ---------------------------------------------------------------------------
 
 std::string format_clock(std::optional<double> epoch) {

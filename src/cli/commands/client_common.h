@@ -38,6 +38,11 @@ std::string or_dash(const std::string& text);
 // "task 12 (resnet3)", the way every command names a task.
 std::string task_label(const nlohmann::json& task);
 
+// `carma logs -f`'s line between two attempts of `task` (GET /v1/tasks/ID, with its
+// attempt_list): which attempt begins and why the one before it ended ("attempt 1 ran out of
+// GPU memory; relaunched on idle GPUs").
+std::string attempt_separator(const nlohmann::json& task, int attempt);
+
 // ---- formatting ---------------------------------------------------------------------------
 
 std::string format_clock(std::optional<double> epoch);

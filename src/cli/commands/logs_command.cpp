@@ -127,7 +127,7 @@ int follow_logs(api::ApiClient& client, const LogsOptions& o) {
         if (wanted != current) {
             if (current > 0) {
                 drain_log(client, o, current, offset);
-                print_line(stderr, "carma: --- attempt {} of {} ---", wanted, task_label(task));
+                print_line(stderr, "carma: {}", attempt_separator(task, wanted));
             }
             current = wanted;
             offset = 0;

@@ -148,7 +148,8 @@ Action add_queue_command(CLI::App& app) {
         ->allow_extra_args(false);
     cmd->add_flag("--me", o->me, "Only your own tasks");
     cmd->add_option("-t,--state", o->states,
-                    "Only tasks in these states (comma list; a finished state implies --all)")
+                    "Only tasks in these states (comma list; a finished state implies --all); "
+                    "squeue's codes and names too (PD, R, CD, F, CA, TO, OOM; PENDING, ...)")
         ->allow_extra_args(false);
     cmd->add_flag("--wide", o->wide,
                   "Cut nothing, and one line per task of a job array");

@@ -1,23 +1,32 @@
-// `carma submit [options] -- COMMAND ARGS... | FILE.yaml | FILE.rad`: a task file or a command,
-// the flags over it and the submitter's environment, sent as one POST /v1/tasks.
+// `carma submit [options] -- COMMAND ARGS... | FILE.yaml | FILE.rad | SCRIPT [ARGS]`: a task
+// file, a command or an sbatch batch script (its `#SBATCH` lines read by the same options as the
+// command line), the flags over it and the submitter's environment, sent as one POST /v1/tasks.
 
 #include "cli/commands.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "api/client.h"
 #include "api/submit_env.h"
 #include "api/task_file.h"
+#include "cli/commands/batch_script.h"
 #include "cli/commands/client_common.h"
 #include "cli/commands/task_flags.h"
 #include "cli/common/die.h"
+#include "cli/main/slurm_options.h"
 #include "core/controls.h"
 #include "core/dependency.h"
 #include "core/gpu_share.h"
@@ -33,6 +42,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr int kMaxAttemptsLimit = 100;  // docs/api.md: max_attempts is 1..100
+constexpr std::uintmax_t kMaxScriptBytes = 1 << 20;  // as a task file
 
 struct SubmitOptions {
     std::string socket;
@@ -48,8 +58,10 @@ struct SubmitOptions {
     std::vector<std::string> env;
     int max_attempts = 0;
     CLI::Option* max_attempts_option = nullptr;
+    std::string gres;  // sbatch's --gres=gpu:N
     std::string workload;
     std::string export_spec = "ALL";
+    CLI::Option* export_option = nullptr;
     std::string conda;
     std::string venv;
     std::string time_limit;
@@ -71,6 +83,13 @@ struct SubmitOptions {
 
 // The flags given on the command line override a task file's fields.
 void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest& r) {
+    if (!o.gres.empty()) {
+        std::vector<std::string> notes;
+        r.gpus = or_die(parse_gres_flag(o.gres, notes));
+        for (const std::string& n : notes) {
+            print_line(stderr, "carma: note: {}", n);
+        }
+    }
     if (o.gpus_option->count() > 0) {
         r.gpus = or_die(check_gpus_flag(o.gpus));
     }
@@ -170,7 +189,7 @@ void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest
         r.requeue = true;
     }
     if (!o.array.empty()) {
-        or_die(parse_array_indices(o.array));
+        or_die(parse_array_spec(o.array));
         r.array = o.array;
     }
 }
@@ -178,9 +197,10 @@ void apply_flags(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest
 // What the submitter's side contributes, as sbatch does: the exported environment (the task
 // file's and --env's variables win), the Python environment's prefix, and the executable found
 // in the submitter's PATH (the environment's bin first).
-void apply_submitter_side(const SubmitOptions& o, const fs::path& cwd, api::SubmitRequest& r) {
+void apply_submitter_side(const std::string& export_spec, const fs::path& cwd,
+                          api::SubmitRequest& r) {
     const api::EnvMap caller = api::current_environment();
-    const api::ExportedEnv exported = or_die(api::export_environment(o.export_spec, caller));
+    const api::ExportedEnv exported = or_die(api::export_environment(export_spec, caller));
     if (!exported.dropped.empty()) {
         print_line(stderr, "carma: note: not passed to the task: {}",
                    fmt::join(exported.dropped, "; "));
@@ -197,6 +217,158 @@ void apply_submitter_side(const SubmitOptions& o, const fs::path& cwd, api::Subm
     }
     if (auto ok = api::resolve_environment_and_command(r, caller, cwd); !ok) {
         die(ok.error().message);
+    }
+}
+
+
+// The file `carma submit FILE` names, when there is one: a path, or a bare name in the current
+// directory (a batch script is run where it is, as sbatch runs it).
+std::optional<fs::path> named_file(const std::string& first, const fs::path& cwd) {
+    const fs::path p = (cwd / first).lexically_normal();
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) {
+        return std::nullopt;
+    }
+    return p;
+}
+
+std::string read_script(const fs::path& path) {
+    std::error_code ec;
+    const std::uintmax_t size = fs::file_size(path, ec);
+    if (ec || size > kMaxScriptBytes) {
+        die(fmt::format("{}: {}", path.string(),
+                        ec ? ec.message() : "larger than 1 MiB; is it a batch script?"));
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        die(fmt::format("cannot read {}; check that you may read it", path.string()));
+    }
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Whether the file's first two bytes are "#!", as sbatch requires of a batch script.
+bool starts_with_shebang(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    char head[2] = {};
+    return in.read(head, 2) && head[0] == '#' && head[1] == '!';
+}
+
+// A file given as the command that is neither runnable nor a batch script: how to make it one.
+[[noreturn]] void die_not_executable(const std::string& given) {
+    const bool python = given.ends_with(".py");
+    die(fmt::format("{} is not executable (no run bit) and has no #! line or #SBATCH lines, so "
+                    "it is not a batch script either: `chmod +x {}` to run it as a command, or "
+                    "give it a first line such as {} and `carma submit {}` runs it as sbatch "
+                    "would{}",
+                    given, shell_quote(given), python ? "#!/usr/bin/env python3" : "#!/bin/bash",
+                    shell_quote(given),
+                    python ? fmt::format(" (or `carma submit -- python3 {}`)", shell_quote(given))
+                           : std::string()));
+}
+
+struct ScriptSubmission {
+    fs::path path;
+    BatchScript script;
+};
+
+// Whether args name an sbatch batch script (batch_script.h's is_batch_script); dies with chmod
+// advice for a file that is neither runnable nor a script.
+std::optional<ScriptSubmission> batch_script_of(const std::vector<std::string>& args,
+                                                const fs::path& cwd) {
+    if (args.empty() || api::is_task_file_name(args.front())) {
+        return std::nullopt;
+    }
+    const std::optional<fs::path> path = named_file(args.front(), cwd);
+    if (!path) {
+        return std::nullopt;
+    }
+    const bool executable = ::access(path->c_str(), X_OK) == 0;
+    if (executable && !starts_with_shebang(*path)) {
+        return std::nullopt;  // a program (an ELF binary, say): #SBATCH lines need a #! first
+    }
+    const std::string text = read_script(*path);
+    BatchScript script = or_die(read_batch_script(text, args.front()));
+    if (is_batch_script(path->filename().string(), script, executable)) {
+        return ScriptSubmission{*path, std::move(script)};
+    }
+    if (!executable) {
+        die_not_executable(args.front());
+    }
+    return std::nullopt;
+}
+
+// `carma submit -- bash train.sbatch`: the script's #SBATCH lines are not read (it is a command
+// like any other); say how to have them read.
+void note_unread_directives(const std::vector<std::string>& command, const fs::path& cwd) {
+    if (command.size() < 2) {
+        return;
+    }
+    const std::string shell = fs::path(command.front()).filename().string();
+    if (shell != "bash" && shell != "sh" && shell != "zsh") {
+        return;
+    }
+    const std::optional<fs::path> path = named_file(command[1], cwd);
+    std::error_code ec;
+    if (!path || fs::file_size(*path, ec) > kMaxScriptBytes || ec) {
+        return;
+    }
+    std::ifstream in(*path, std::ios::binary);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (auto script = read_batch_script(text, command[1]);
+        script && !script->directives.empty()) {
+        print_line(stderr,
+                   "carma: note: the #SBATCH lines of {} are read only when the script itself is "
+                   "submitted: `carma submit {}`",
+                   command[1], shell_quote(command[1]));
+    }
+}
+
+void add_task_options(CLI::App* cmd, SubmitOptions& o);
+
+// A script's #SBATCH lines through the command line's own options (add_task_options). Those
+// CARMA does not use are named on stderr, each with what CARMA does instead; a bad value of one
+// it uses is an error naming the line. `out` stays bound to `app`, which must outlive its use.
+void script_options(const ScriptSubmission& s, const std::string& source, CLI::App& app,
+                    SubmitOptions& out) {
+    std::vector<std::string> kept;
+    for (const ScriptDirective& d : s.script.directives) {
+        const std::string line = fmt::format("{}:{}: #SBATCH {}", source, d.line,
+                                             fmt::join(d.words, " "));
+        const std::string option = directive_option(d.words.front());
+        if (!option.starts_with('-')) {
+            print_line(stderr, "carma: note: {}: not an option; left out", line);
+            continue;
+        }
+        if (const auto instead = slurm_option_instead(option)) {
+            print_line(stderr, "carma: note: {}: not used: {}", line, *instead);
+            continue;
+        }
+        CLI::App probe;
+        SubmitOptions alone;
+        add_task_options(&probe, alone);
+        std::vector<std::string> words(d.words.rbegin(), d.words.rend());  // CLI11 reads backwards
+        try {
+            probe.parse(words);
+        } catch (const CLI::ExtrasError&) {
+            print_line(stderr, "carma: note: {}: not an sbatch option CARMA knows; left out",
+                       line);
+            continue;
+        } catch (const CLI::ParseError& e) {
+            die(fmt::format("{}: {}", line, e.what()));
+        }
+        if (!alone.args.empty()) {
+            die(fmt::format("{}: '{}' is not part of an option; quote a value with spaces "
+                            "(#SBATCH -J \"my run\")",
+                            line, alone.args.front()));
+        }
+        kept.insert(kept.end(), d.words.begin(), d.words.end());
+    }
+    add_task_options(&app, out);
+    std::vector<std::string> words(kept.rbegin(), kept.rend());
+    try {
+        app.parse(words);
+    } catch (const CLI::ParseError& e) {
+        die(fmt::format("{}: #SBATCH lines: {}", source, e.what()));
     }
 }
 
@@ -221,17 +393,34 @@ api::SubmitRequest build_submit_request(const SubmitOptions& o) {
     }
     const fs::path cwd = fs::current_path();
     api::SubmitRequest r;
+    std::string export_spec = o.export_spec;
     if (o.args.size() == 1 && api::is_task_file_name(o.args.front())) {
         r = or_die(api::load_task_file(o.args.front(), cwd));
         for (const std::string& w : r.warnings) {
             print_line(stderr, "carma: warning: {}", w);  // also kept in the task's events
         }
+    } else if (const auto script = batch_script_of(o.args, cwd)) {
+        // As sbatch: run by its #! interpreter (no run bit needed), named after its file, its
+        // #SBATCH lines under the command line's flags.
+        r.command = script->script.interpreter;
+        r.command.push_back(script->path.string());
+        r.command.insert(r.command.end(), o.args.begin() + 1, o.args.end());
+        r.workdir = cwd.string();
+        r.name = script->path.filename().string();
+        CLI::App parser;
+        SubmitOptions directives;
+        script_options(*script, o.args.front(), parser, directives);
+        apply_flags(directives, cwd, r);
+        if (o.export_option->count() == 0 && directives.export_option->count() > 0) {
+            export_spec = directives.export_spec;
+        }
     } else {
         r.command = o.args;
         r.workdir = cwd.string();
+        note_unread_directives(o.args, cwd);
     }
     apply_flags(o, cwd, r);
-    apply_submitter_side(o, cwd, r);
+    apply_submitter_side(export_spec, cwd, r);
     return r;
 }
 
@@ -247,14 +436,9 @@ int run_submit(const SubmitOptions& o) {
     return 0;
 }
 
-}  // namespace
-
-Action add_submit_command(CLI::App& app) {
-    auto o = std::make_shared<SubmitOptions>();
-    CLI::App* cmd = app.add_subcommand(
-        "submit",
-        "Queue a task: `carma submit [options] -- COMMAND ARGS...` or a task file "
-        "(.yaml, .rad)");
+// The options a task is described by: the command line's and a batch script's #SBATCH lines'.
+void add_task_options(CLI::App* cmd, SubmitOptions& options) {
+    SubmitOptions* o = &options;
     o->gpus_option = cmd->add_option("-g,--gpus", o->gpus,
                                      "Number of GPUs (default 1); 0: a CPU-only task, which "
                                      "never waits for or holds a GPU");
@@ -273,8 +457,10 @@ Action add_submit_command(CLI::App& app) {
         ->allow_extra_args(false);  // `--env A=1 python x` must not swallow the command
     o->max_attempts_option = cmd->add_option("--max-attempts", o->max_attempts,
                                              "Launches at most, counting out-of-memory retries");
+    cmd->add_option("--gres", o->gres,
+                    "As sbatch: gpu:N is N GPUs (as -g N); a GPU type (gpu:a100:2) is not used");
     cmd->add_option("--workload", o->workload, "Workload profile name (for fake jobs)");
-    cmd->add_option("--export", o->export_spec,
+    o->export_option = cmd->add_option("--export", o->export_spec,
                     "Environment variables the task gets: ALL (default, as sbatch), NONE, or "
                     "NAME[=VALUE],... (may start with ALL)");
     cmd->add_option("--conda", o->conda,
@@ -324,9 +510,22 @@ Action add_submit_command(CLI::App& app) {
                     "memory), hits its TIME_LIMIT, or ALL; ARRAY_TASKS: each array member. "
                     "Needs the server's sendmail");
     cmd->add_option("--mail-user", o->mail_user, "Whom to mail (default: you)");
+    cmd->add_option("args", o->args,
+                    "The command and its arguments (after --), a task file, or a batch script "
+                    "and its arguments");
+}
+
+}  // namespace
+
+Action add_submit_command(CLI::App& app) {
+    auto o = std::make_shared<SubmitOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "submit",
+        "Queue a task: `carma submit [options] -- COMMAND ARGS...`, a task file (.yaml, .rad), "
+        "or an sbatch script (its #SBATCH lines are read; the command line's flags win)");
+    add_task_options(cmd, *o);
     cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
     add_socket_option(cmd, o->socket);
-    cmd->add_option("args", o->args, "The command and its arguments (after --), or a task file");
     return [o] { return run_submit(*o); };
 }
 

@@ -1,5 +1,6 @@
 #include "cli/commands/task_flags.h"
 
+#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -41,6 +42,53 @@ Result<int> check_cpus_flag(int cpus) {
                                 kMaxCpusPerTask, cpus));
     }
     return cpus;
+}
+
+Result<int> parse_gres_flag(std::string_view text, std::vector<std::string>& notes) {
+    auto bad = [&](std::string_view why) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("--gres {}: {}; write gpu:N (e.g. --gres=gpu:2), or CARMA's -g N",
+                                text, why));
+    };
+    std::optional<int> gpus;
+    for (const std::string& item : split_list(text, ',')) {
+        const std::vector<std::string> parts = split_list(trim(item), ':');
+        if (parts.empty() || parts.front().empty()) {
+            return bad("has an empty resource");
+        }
+        if (parts.front() != "gpu") {
+            notes.push_back(fmt::format("--gres {}: CARMA schedules GPUs, cores and memory only; "
+                                        "left out",
+                                        item));
+            continue;
+        }
+        if (parts.size() > 3) {
+            return bad(fmt::format("'{}' is not gpu[:TYPE][:N]", item));
+        }
+        int n = 1;
+        const std::string& last = parts.back();
+        const bool counted = parts.size() > 1 && !last.empty() &&
+                             last.find_first_not_of("0123456789") == std::string::npos;
+        if (counted) {
+            if (last.size() > 4) {
+                return bad(fmt::format("'{}' asks for too many GPUs", item));
+            }
+            n = std::stoi(last);
+        } else if (parts.size() == 3) {
+            return bad(fmt::format("'{}' has the count '{}', which is not a whole number", item,
+                                   last));
+        }
+        if (parts.size() == 3 || (parts.size() == 2 && !counted)) {
+            notes.push_back(fmt::format("--gres {}: the GPU type '{}' is not used; CARMA chooses "
+                                        "among the server's GPUs itself (`carma gpus`)",
+                                        item, parts[1]));
+        }
+        gpus = gpus.value_or(0) + n;
+    }
+    if (!gpus) {
+        return bad("asks for no GPU");
+    }
+    return check_gpus_flag(*gpus);
 }
 
 }  // namespace carma::cli

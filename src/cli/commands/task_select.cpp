@@ -91,4 +91,14 @@ std::vector<TaskRef> select_tasks(const nlohmann::json& tasks, const TaskFilter&
     return refs;
 }
 
+std::string task_failure_line(const TaskRef& id, const std::string& message) {
+    const std::string label = fmt::format("task {}", format_task_ref(id));
+    if (message.starts_with(label) &&
+        (message.size() == label.size() || message[label.size()] == ' ' ||
+         message[label.size()] == ':')) {
+        return message;
+    }
+    return fmt::format("{}: {}", label, message);
+}
+
 }  // namespace carma::cli

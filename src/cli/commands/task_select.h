@@ -43,4 +43,8 @@ bool needs_task_list(const TaskFilter& filter);
 // order; an id or member that is not in the list is kept (the daemon answers for it).
 std::vector<TaskRef> select_tasks(const nlohmann::json& tasks, const TaskFilter& filter);
 
+// One task's refusal in a bulk operation: "task 2: MESSAGE", the task named once when the
+// daemon's message already starts with it ("task 2 belongs to bob; ...").
+std::string task_failure_line(const TaskRef& id, const std::string& message);
+
 }  // namespace carma::cli

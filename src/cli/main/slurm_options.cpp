@@ -19,8 +19,7 @@ constexpr std::string_view kOneTask =
 constexpr std::string_view kGpus = "CARMA's is `-g N` (GPUs per task)";
 constexpr std::string_view kPlacement = "CARMA chooses the GPUs itself; `carma gpus` shows them";
 
-constexpr std::array<SlurmOption, 20> kSlurmOptions = {{
-    {"--gres", "Slurm's --gres=gpu:N is CARMA's `-g N` (GPUs per task)"},
+constexpr std::array<SlurmOption, 19> kSlurmOptions = {{
     {"--gpus-per-task", kGpus},
     {"--gpus-per-node", kGpus},
     {"--mem-per-gpu", "CARMA's `--mem SIZE` is the task's whole host memory (GPUs x SIZE); GPU "
@@ -50,18 +49,25 @@ constexpr std::array<SlurmOption, 20> kSlurmOptions = {{
 
 }  // namespace
 
-std::optional<std::string> slurm_option_hint(std::string_view command, std::string_view option) {
-    if (command != "carma submit") {
-        return std::nullopt;
-    }
+std::optional<std::string_view> slurm_option_instead(std::string_view option) {
     for (const SlurmOption& o : kSlurmOptions) {
         const std::size_t space = o.names.find(' ');
         const std::string_view long_name = o.names.substr(0, space);
         const std::string_view short_name =
             space == std::string_view::npos ? std::string_view() : o.names.substr(space + 1);
         if (option == long_name || (!short_name.empty() && option == short_name)) {
-            return fmt::format("sbatch's {} is not one of CARMA's options: {}", option, o.instead);
+            return o.instead;
         }
+    }
+    return std::nullopt;
+}
+
+std::optional<std::string> slurm_option_hint(std::string_view command, std::string_view option) {
+    if (command != "carma submit") {
+        return std::nullopt;
+    }
+    if (const auto instead = slurm_option_instead(option)) {
+        return fmt::format("sbatch's {} is not one of CARMA's options: {}", option, *instead);
     }
     return std::nullopt;
 }

@@ -411,21 +411,71 @@ Result<std::vector<QueueField>> parse_queue_format(std::string_view spec) {
     return fields;
 }
 
+namespace {
+
+// squeue's state codes and names (squeue -t PD, --states=RUNNING), each as CARMA's states. A
+// pending Slurm job is queued, waiting to be relaunched after running out of memory, or held;
+// one that ran out of memory is recovering (CARMA relaunches it) or failed when its attempts are
+// spent; CARMA has no completing phase, so CG is running.
+struct SlurmState {
+    std::string_view code, name;
+    std::string_view states;  // CARMA's, comma-separated
+};
+constexpr SlurmState kSlurmStates[] = {
+    {"pd", "pending", "queued,recovering,held"},
+    {"r", "running", "running"},
+    {"cg", "completing", "running"},
+    {"cd", "completed", "succeeded"},
+    {"f", "failed", "failed"},
+    {"ca", "cancelled", "cancelled"},
+    {"to", "timeout", "timeout"},
+    {"oom", "out_of_memory", "recovering,failed"},
+    {"nf", "node_fail", "lost"},
+    {"bf", "boot_fail", "lost"},
+    {"dl", "deadline", "timeout"},
+    {"pr", "preempted", "queued"},
+    {"rq", "requeued", "queued"},
+    {"rh", "requeue_hold", "held"},
+    {"rv", "revoked", "rejected"},
+};
+
+}  // namespace
+
 Result<std::vector<std::string>> parse_queue_states(const std::vector<std::string>& values) {
     const std::vector<std::string> known(std::begin(kStates), std::end(kStates));
     std::vector<std::string> states;
-    for (const std::string& piece : comma_pieces(values)) {
-        const std::string state = to_lower(piece);
-        if (!contains(known, state)) {
-            const std::string near = closest_match(state, known);
-            return fail(ErrorCode::InvalidArgument,
-                        fmt::format("unknown state '{}' in --state{}; states: {}", piece,
-                                    near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near),
-                                    fmt::join(known, ",")));
-        }
+    auto add = [&](const std::string& state) {
         if (!contains(states, state)) {
             states.push_back(state);
         }
+    };
+    for (const std::string& piece : comma_pieces(values)) {
+        const std::string state = to_lower(piece);
+        if (contains(known, state)) {
+            add(state);
+            continue;
+        }
+        const auto slurm = std::find_if(
+            std::begin(kSlurmStates), std::end(kSlurmStates),
+            [&](const SlurmState& s) { return state == s.code || state == s.name; });
+        if (slurm != std::end(kSlurmStates)) {
+            for (const std::string& s : split_list(slurm->states, ',')) {
+                add(s);
+            }
+            continue;
+        }
+        std::vector<std::string> words = known;
+        for (const SlurmState& s : kSlurmStates) {
+            words.emplace_back(s.name);  // the codes are too short to be near anything
+        }
+        const std::string near = closest_match(state, words);
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("unknown state '{}' in --state{}; states: {}, or Slurm's codes "
+                                "and names (PD, R, CG, CD, F, CA, TO, OOM, NF; PENDING, RUNNING, "
+                                "...)",
+                                piece,
+                                near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near),
+                                fmt::join(known, ",")));
     }
     if (states.empty()) {
         return fail(ErrorCode::InvalidArgument,

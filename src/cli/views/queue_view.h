@@ -39,7 +39,9 @@ std::vector<QueueField> default_queue_fields();
 // code is an error naming the nearest field and listing them all.
 Result<std::vector<QueueField>> parse_queue_format(std::string_view spec);
 
-// --state, each value a comma list; an unknown state is an error naming the nearest one.
+// --state, each value a comma list of CARMA's states or squeue's codes and names (PD, R, CD,
+// PENDING, OUT_OF_MEMORY, ...: each as CARMA's states); an unknown state is an error naming the
+// nearest one.
 Result<std::vector<std::string>> parse_queue_states(const std::vector<std::string>& values);
 
 // --user, each value a comma list.
