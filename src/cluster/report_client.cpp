@@ -1,16 +1,10 @@
 #include "cluster/report_client.h"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <cstring>
 #include <optional>
 #include <string_view>
 
@@ -62,45 +56,6 @@ std::string_view trim(std::string_view s) {
     return s;
 }
 
-// A connected TCP socket, non-blocking, or why not (strerror or the resolver's words).
-Result<int> connect_tcp(const std::string& host, int port, int timeout_ms) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    const std::string service = std::to_string(port);
-    if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-        return fail(ErrorCode::Io, ::gai_strerror(rc));
-    }
-    std::string why = "no address";
-    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                                a->ai_protocol);
-        if (fd < 0) {
-            why = std::strerror(errno);
-            continue;
-        }
-        int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
-        if (rc != 0 && errno == EINPROGRESS) {
-            int err = ETIMEDOUT;
-            if (http::wait_ready(fd, POLLOUT, timeout_ms)) {
-                socklen_t len = sizeof err;
-                ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-            }
-            rc = err == 0 ? 0 : -1;
-            errno = err;
-        }
-        if (rc == 0) {
-            ::freeaddrinfo(found);
-            return fd;
-        }
-        why = std::strerror(errno);
-        ::close(fd);
-    }
-    ::freeaddrinfo(found);
-    return fail(ErrorCode::Io, why);
-}
-
 }  // namespace
 
 ReportClient::ReportClient(std::string host, int port, std::size_t max_answer_bytes,
@@ -125,7 +80,7 @@ Result<ReportAnswer> ReportClient::post(const std::string& auth_header, const st
                                 "unread; is that port the CARMA server's agents' port?",
                                 address, what));
     };
-    auto connected = connect_tcp(host_, port_, connect_timeout_s_ * 1000);
+    auto connected = http::connect_tcp(host_, port_, connect_timeout_s_ * 1000);
     if (!connected) {
         return unreachable(connected.error().message);
     }

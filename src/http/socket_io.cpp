@@ -39,11 +39,16 @@ constexpr int kBacklog = 128;
 
 }  // namespace
 
-Result<BoundSocket> listen_tcp(const std::string& host, int port) {
+namespace {
+
+// The first descriptor `open` makes of host:port's addresses (it returns -1 with errno set when
+// an address fails), or why none worked (strerror or the resolver's words).
+template <typename Open>
+Result<int> first_address(const std::string& host, int port, int flags, Open open) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
+    hints.ai_flags = flags;
     addrinfo* found = nullptr;
     const std::string service = std::to_string(port);
     if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
@@ -51,35 +56,81 @@ Result<BoundSocket> listen_tcp(const std::string& host, int port) {
     }
     std::string why = "no address";
     for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0) {
-            why = std::strerror(errno);
-            continue;
+        if (const int fd = open(*a); fd >= 0) {
+            ::freeaddrinfo(found);
+            return fd;
         }
-        const int yes = 1;
-        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-        if (a->ai_family == AF_INET6) {
-            const int no = 0;
-            ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof no);
-        }
-        if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, kBacklog) != 0) {
-            why = std::strerror(errno);
-            ::close(fd);
-            continue;
-        }
-        sockaddr_storage addr{};
-        socklen_t len = sizeof addr;
-        int bound = port;
-        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-            bound = addr.ss_family == AF_INET6
-                        ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                        : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-        }
-        ::freeaddrinfo(found);
-        return BoundSocket{fd, bound};
+        why = std::strerror(errno);
     }
     ::freeaddrinfo(found);
     return fail(ErrorCode::Io, why);
+}
+
+// Closes fd keeping errno, and gives -1.
+int close_failed(int fd) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+}
+
+}  // namespace
+
+Result<BoundSocket> listen_tcp(const std::string& host, int port) {
+    auto listening = first_address(host, port, AI_PASSIVE, [](const addrinfo& a) {
+        const int fd = ::socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC, a.ai_protocol);
+        if (fd < 0) {
+            return -1;
+        }
+        const int yes = 1;
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        if (a.ai_family == AF_INET6) {
+            const int no = 0;
+            ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof no);
+        }
+        if (::bind(fd, a.ai_addr, a.ai_addrlen) != 0 || ::listen(fd, kBacklog) != 0) {
+            return close_failed(fd);
+        }
+        return fd;
+    });
+    if (!listening) {
+        return tl::unexpected(listening.error());
+    }
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    int bound = port;
+    if (::getsockname(*listening, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+        bound = addr.ss_family == AF_INET6
+                    ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                    : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    }
+    return BoundSocket{*listening, bound};
+}
+
+Result<int> connect_tcp(const std::string& host, int port, int timeout_ms) {
+    return first_address(host, port, 0, [&](const addrinfo& a) {
+        const int fd =
+            ::socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a.ai_protocol);
+        if (fd < 0) {
+            return -1;
+        }
+        if (::connect(fd, a.ai_addr, a.ai_addrlen) == 0) {
+            return fd;
+        }
+        if (errno != EINPROGRESS) {
+            return close_failed(fd);
+        }
+        int err = ETIMEDOUT;
+        if (wait_ready(fd, POLLOUT, timeout_ms)) {
+            socklen_t len = sizeof err;
+            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        }
+        if (err != 0) {
+            errno = err;
+            return close_failed(fd);
+        }
+        return fd;
+    });
 }
 
 Result<int> listen_unix(const std::string& path) {

@@ -25,6 +25,8 @@ struct BoundSocket {
 // Errors say why (strerror, or the resolver's words); the caller names the address.
 Result<BoundSocket> listen_tcp(const std::string& host, int port);
 Result<int> listen_unix(const std::string& path);
+// A TCP connection to host:port made within timeout_ms, non-blocking; errors as listen_tcp's.
+Result<int> connect_tcp(const std::string& host, int port, int timeout_ms);
 
 // Sends all of `data`, each wait for room at most wait_ms; false when the peer is gone or slow.
 bool send_all(int fd, std::string_view data, int wait_ms);
