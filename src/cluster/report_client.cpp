@@ -1,62 +1,22 @@
 #include "cluster/report_client.h"
 
-#include <unistd.h>
-
-#include <cctype>
+#include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
 
 #include "cluster/auth.h"
+#include "exec/fd.h"
 #include "http/chunked_decoder.h"
 #include "http/listener.h"
+#include "http/request_parser.h"
 #include "http/socket_io.h"
 
 namespace carma::cluster {
 
-namespace {
-
 using http::Clock;
-
-struct Fd {
-    int fd = -1;
-    explicit Fd(int f) : fd(f) {}
-    ~Fd() {
-        if (fd >= 0) {
-            ::close(fd);
-        }
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-};
-
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) {
-        return false;
-    }
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        if (std::tolower(static_cast<unsigned char>(a[i])) !=
-            std::tolower(static_cast<unsigned char>(b[i]))) {
-            return false;
-        }
-    }
-    return true;
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
-
-}  // namespace
 
 ReportClient::ReportClient(std::string host, int port, std::size_t max_answer_bytes,
                            int connect_timeout_s, int io_timeout_s)
@@ -84,24 +44,25 @@ Result<ReportAnswer> ReportClient::post(const std::string& auth_header, const st
     if (!connected) {
         return unreachable(connected.error().message);
     }
-    const Fd fd(*connected);
+    const exec::Fd fd(*connected);
     // One report per connection: nothing is left half-read between reports.
     const std::string head = fmt::format(
         "POST /agent/v1/report HTTP/1.1\r\nHost: {}\r\n{}: {}\r\nContent-Type: {}\r\n"
         "Content-Length: {}\r\nConnection: close\r\n\r\n",
         address, auth::kAuthHeader, auth_header, content_type, body.size());
     const int io_ms = io_timeout_s_ * 1000;
-    if (!http::send_all(fd.fd, head, io_ms) || !http::send_all(fd.fd, body, io_ms)) {
+    if (!http::send_all(fd.get(), head, io_ms) || !http::send_all(fd.get(), body, io_ms)) {
         return unreachable("it stopped taking the report");
     }
     // The whole answer within a few read timeouts, so a server that trickles it cannot hold the
     // agent (each read alone would wait only io_timeout_s).
     const Clock::time_point deadline = Clock::now() + std::chrono::seconds(3 * io_timeout_s_);
-    http::SocketReader reader(fd.fd, io_ms);
+    http::SocketReader reader(fd.get(), io_ms);
 
-    // The head: capped in bytes and in lines before anything of it is kept.
+    // The head: capped in bytes and in lines before any of it is parsed; then read by the rules
+    // the API's requests are (http/request_parser.h).
     std::size_t head_end = std::string_view::npos;
-    while ((head_end = reader.pending().find("\r\n\r\n")) == std::string_view::npos) {
+    while ((head_end = http::head_end(reader.pending())) == std::string_view::npos) {
         if (reader.pending().size() > kMaxAnswerHeadBytes) {
             return too_large(fmt::format("a head over {}", http::size_text(kMaxAnswerHeadBytes)));
         }
@@ -115,17 +76,15 @@ Result<ReportAnswer> ReportClient::post(const std::string& auth_header, const st
         return too_large(fmt::format("a head over {}", http::size_text(kMaxAnswerHeadBytes)));
     }
     const std::string answer_head(reader.pending().substr(0, head_end));
-    reader.consume(head_end + 4);
+    reader.consume(head_end);
+    if (static_cast<std::size_t>(std::count(answer_head.begin(), answer_head.end(), '\n')) >
+        kMaxAnswerHeaderLines + 2) {  // the status line and the blank line besides
+        return too_large(fmt::format("more than {} header lines", kMaxAnswerHeaderLines));
+    }
 
     ReportAnswer answer;
-    std::string_view rest = answer_head;
-    auto next_line = [&] {
-        const std::size_t eol = rest.find("\r\n");
-        std::string_view line = rest.substr(0, eol);
-        rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 2);
-        return line;
-    };
-    const std::string_view status_line = next_line();
+    std::size_t pos = 0;
+    const std::string_view status_line = http::start_line(answer_head, pos);
     if (!status_line.starts_with("HTTP/1.") || status_line.size() < 12) {
         return unreachable("its answer is not HTTP");
     }
@@ -134,39 +93,21 @@ Result<ReportAnswer> ReportClient::post(const std::string& auth_header, const st
     if (status_ec != std::errc() || status_end != status_line.data() + 12) {
         return unreachable("its answer has no status");
     }
-    std::optional<std::size_t> length;
-    bool chunked = false;
-    std::size_t lines = 0;
-    while (!rest.empty()) {
-        const std::string_view line = next_line();
-        if (++lines > kMaxAnswerHeaderLines) {
-            return too_large(fmt::format("more than {} header lines", kMaxAnswerHeaderLines));
-        }
-        const std::size_t colon = line.find(':');
-        if (colon == std::string_view::npos) {
-            return unreachable("its answer has a malformed header line");
-        }
-        const std::string_view name = line.substr(0, colon);
-        const std::string_view value = trim(line.substr(colon + 1));
-        if (iequals(name, "Content-Length")) {
-            std::size_t n = 0;
-            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-            if (ec == std::errc::result_out_of_range) {
-                return too_large("a length beyond any size announced");
-            }
-            if (ec != std::errc() || end != value.data() + value.size()) {
-                return unreachable("its answer has a malformed Content-Length");
-            }
-            length = n;
-        } else if (iequals(name, "Transfer-Encoding")) {
-            chunked = iequals(value, "chunked");
-        } else if (iequals(name, auth::kAuthHeader)) {
-            answer.auth_header = std::string(value);
-        }
+    http::Headers headers;
+    if (auto failed = http::parse_header_fields(answer_head, pos, headers)) {
+        return unreachable("its answer's head is malformed: " + failed->reason);
+    }
+    const http::FramingResult framing = http::body_framing(headers);
+    if (framing.failure) {
+        return unreachable("its answer's body is framed two ways or not at all: " +
+                           framing.failure->reason);
+    }
+    if (auto auth = headers.find(std::string(auth::kAuthHeader)); auth != headers.end()) {
+        answer.auth_header = auth->second;
     }
 
     using Got = http::SocketReader::Got;
-    if (chunked) {
+    if (framing.framing.kind == http::BodyFraming::Kind::Chunked) {
         http::ChunkedDecoder decoder(max_answer_bytes_);
         for (;;) {
             std::size_t used = 0;
@@ -187,12 +128,13 @@ Result<ReportAnswer> ReportClient::post(const std::string& auth_header, const st
             }
         }
     }
-    if (length) {
-        if (*length > max_answer_bytes_) {
-            return too_large(fmt::format("{} bytes announced, the limit is {}", *length,
+    if (framing.framing.kind == http::BodyFraming::Kind::Length) {
+        const std::uint64_t length = framing.framing.length;
+        if (length > max_answer_bytes_) {
+            return too_large(fmt::format("{} bytes announced, the limit is {}", length,
                                          http::size_text(max_answer_bytes_)));
         }
-        if (reader.take(*length, deadline, &answer.body) != Got::Data) {
+        if (reader.take(static_cast<std::size_t>(length), deadline, &answer.body) != Got::Data) {
             return unreachable("its answer stopped before its announced length");
         }
         return answer;

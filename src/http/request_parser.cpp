@@ -193,24 +193,21 @@ std::optional<ParseFailure> parse_request_line(std::string_view line, Request& r
     return std::nullopt;
 }
 
-std::optional<ParseFailure> parse_head(std::string_view head, Request& req) {
-    std::size_t pos = 0;
+std::string_view start_line(std::string_view head, std::size_t& pos) {
+    pos = 0;
     std::string_view line;
-    bool have_request_line = false;
     while (next_line(head, pos, line)) {
-        if (!have_request_line) {
-            if (line.empty()) {
-                continue;  // empty lines before the request line
-            }
-            if (line.find_first_of(std::string_view("\r\0", 2)) != std::string_view::npos) {
-                return malformed("the request line holds a CR or NUL byte");
-            }
-            if (auto failed = parse_request_line(line, req)) {
-                return failed;
-            }
-            have_request_line = true;
-            continue;
+        if (!line.empty()) {
+            return line;  // empty lines before it are skipped
         }
+    }
+    return {};
+}
+
+std::optional<ParseFailure> parse_header_fields(std::string_view head, std::size_t pos,
+                                                Headers& headers) {
+    std::string_view line;
+    while (next_line(head, pos, line)) {
         if (line.empty()) {
             return std::nullopt;  // the blank line that ends the head
         }
@@ -232,12 +229,24 @@ std::optional<ParseFailure> parse_head(std::string_view head, Request& req) {
                                              name));
             }
         }
-        req.headers.emplace(std::string(name), std::string(value));
-    }
-    if (!have_request_line) {
-        return malformed("no request line");
+        headers.emplace(std::string(name), std::string(value));
     }
     return std::nullopt;
+}
+
+std::optional<ParseFailure> parse_head(std::string_view head, Request& req) {
+    std::size_t pos = 0;
+    const std::string_view line = start_line(head, pos);
+    if (line.empty()) {
+        return malformed("no request line");
+    }
+    if (line.find_first_of(std::string_view("\r\0", 2)) != std::string_view::npos) {
+        return malformed("the request line holds a CR or NUL byte");
+    }
+    if (auto failed = parse_request_line(line, req)) {
+        return failed;
+    }
+    return parse_header_fields(head, pos, req.headers);
 }
 
 FramingResult body_framing(const Headers& headers) {

@@ -29,6 +29,13 @@ std::size_t head_end(std::string_view buffer);
 // failure stays in `req` (an error handler may name the method and path).
 std::optional<ParseFailure> parse_head(std::string_view head, Request& req);
 
+// The same pieces for a head of either kind, so a response's (cluster/report_client) is read by
+// the same rules as a request's: its first line (empty lines before it skipped; "" when there is
+// none), with `pos` set past it; then the header fields from `pos` into `headers`.
+std::string_view start_line(std::string_view head, std::size_t& pos);
+std::optional<ParseFailure> parse_header_fields(std::string_view head, std::size_t pos,
+                                                Headers& headers);
+
 // "GET /x?a=1 HTTP/1.1": method, target, path, params and version.
 std::optional<ParseFailure> parse_request_line(std::string_view line, Request& req);
 
