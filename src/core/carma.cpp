@@ -330,9 +330,9 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
     std::vector<double> cautious, cautious_speeds;  // a bounded placement's activities, speeds
     for (std::size_t i = 0; i < gpus.size(); ++i) {
         const GpuView& g = gpus[i];
-        if (auto why = agent_refusal(task, g)) {
+        if (!agent_admits(task, g)) {
             if (config.explain) {
-                rejections.add(g.index, g.node, std::move(*why));
+                rejections.add(g.index, g.node, *agent_refusal(task, g));
             }
             continue;
         }
@@ -355,9 +355,9 @@ Selection carma_select(const PolicySpec& policy, const TaskSpec& task, const Car
             }
             continue;
         }
-        if (auto why = share_refusal(task, g)) {
+        if (share_blocks(task, g)) {
             if (config.explain) {
-                rejections.add(g.index, g.node, std::move(*why));
+                rejections.add(g.index, g.node, *share_refusal(task, g));
             }
             continue;
         }

@@ -84,28 +84,49 @@ bool holds_others(const GpuView& gpu) {
 
 }  // namespace
 
-std::optional<std::string> share_refusal(const TaskSpec& task, const GpuView& gpu) {
+namespace {
+
+enum class ShareConflict { None, WholeBesideShares, ShareBesideWhole, ShareBesideOthers, Full };
+
+ShareConflict share_conflict(const TaskSpec& task, const GpuView& gpu) {
     if (task.gpus == 0) {
-        return std::nullopt;
+        return ShareConflict::None;
     }
     if (task.gpu_milli == 0) {
-        if (holds_share_task(gpu)) {
+        return holds_share_task(gpu) ? ShareConflict::WholeBesideShares : ShareConflict::None;
+    }
+    if (holds_whole_task(gpu)) {
+        return ShareConflict::ShareBesideWhole;
+    }
+    if (holds_others(gpu)) {
+        return ShareConflict::ShareBesideOthers;
+    }
+    return reserved_share_milli(gpu) + task.gpu_milli > kWholeGpuMilli ? ShareConflict::Full
+                                                                        : ShareConflict::None;
+}
+
+}  // namespace
+
+bool share_blocks(const TaskSpec& task, const GpuView& gpu) {
+    return share_conflict(task, gpu) != ShareConflict::None;
+}
+
+std::optional<std::string> share_refusal(const TaskSpec& task, const GpuView& gpu) {
+    switch (share_conflict(task, gpu)) {
+        case ShareConflict::None: return std::nullopt;
+        case ShareConflict::WholeBesideShares:
             return fmt::format("{} of it is reserved by --gpu-share tasks, which a whole-GPU task "
                                "cannot join",
                                format_gpu_share(reserved_share_milli(gpu)));
-        }
-        return std::nullopt;
-    }
-    if (holds_whole_task(gpu)) {
-        return "a whole-GPU task runs there; a --gpu-share task shares only with other shares";
-    }
-    if (holds_others(gpu)) {
-        return "processes CARMA did not start use it; a --gpu-share task needs its share free";
-    }
-    const int reserved = reserved_share_milli(gpu);
-    if (reserved + task.gpu_milli > kWholeGpuMilli) {
-        return fmt::format("{} of it is reserved by other shares; {} more would pass the whole GPU",
-                           format_gpu_share(reserved), format_gpu_share(task.gpu_milli));
+        case ShareConflict::ShareBesideWhole:
+            return "a whole-GPU task runs there; a --gpu-share task shares only with other shares";
+        case ShareConflict::ShareBesideOthers:
+            return "processes CARMA did not start use it; a --gpu-share task needs its share free";
+        case ShareConflict::Full:
+            return fmt::format("{} of it is reserved by other shares; {} more would pass the whole "
+                               "GPU",
+                               format_gpu_share(reserved_share_milli(gpu)),
+                               format_gpu_share(task.gpu_milli));
     }
     return std::nullopt;
 }

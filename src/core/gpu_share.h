@@ -34,7 +34,9 @@ int reserved_share_milli(const GpuView& gpu);
 
 // Whether the task may not join the GPU because of shares: a share task beside a whole-GPU task
 // (or processes CARMA did not start), a whole-GPU task beside a share task, or shares that would
-// pass the whole GPU. nullopt: shares allow it; else why, for people.
+// pass the whole GPU. Checked for every GPU a task is weighed against, so it formats nothing;
+// share_refusal says why, for people (nullopt where shares allow it).
+bool share_blocks(const TaskSpec& task, const GpuView& gpu);
 std::optional<std::string> share_refusal(const TaskSpec& task, const GpuView& gpu);
 
 // Whether `a` on the GPU would keep `b` (a task ahead, with a reservation there) out because of

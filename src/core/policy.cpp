@@ -260,9 +260,9 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
     std::vector<const GpuView*> passing;
     GpuClauses rejections;
     auto consider = [&](const GpuView& g) {
-        if (auto why = agent_refusal(task, g)) {
+        if (!agent_admits(task, g)) {
             if (config.explain) {
-                rejections.add(g.index, g.node, std::move(*why));
+                rejections.add(g.index, g.node, *agent_refusal(task, g));
             }
             return;
         }
@@ -272,9 +272,9 @@ Selection select_gpus(const PolicySpec& policy, const TaskSpec& task,
             }
             return;
         }
-        if (auto why = share_refusal(task, g)) {
+        if (share_blocks(task, g)) {
             if (config.explain) {
-                rejections.add(g.index, g.node, std::move(*why));
+                rejections.add(g.index, g.node, *share_refusal(task, g));
             }
             return;
         }

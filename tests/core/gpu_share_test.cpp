@@ -76,6 +76,13 @@ TEST(GpuShareTest, SharesFillOneGpuAndNeverMixWithWholeTasks) {
     ASSERT_TRUE(whole_beside);
     EXPECT_THAT(*whole_beside, HasSubstr("0.3 of it is reserved by --gpu-share tasks"));
     EXPECT_FALSE(share_refusal(whole, MakeGpu(0).Resident(7, 4000, std::nullopt)));
+    // share_blocks, which the policies ask for every GPU, agrees with the reasons.
+    EXPECT_FALSE(share_blocks(half, with_share(0, 500)));
+    EXPECT_TRUE(share_blocks(half, with_share(0, 600)));
+    EXPECT_TRUE(share_blocks(half, MakeGpu(0).Resident(7, 4000, std::nullopt)));
+    EXPECT_TRUE(share_blocks(half, foreign));
+    EXPECT_TRUE(share_blocks(whole, with_share(0, 300)));
+    EXPECT_FALSE(share_blocks(whole, MakeGpu(0).Resident(7, 4000, std::nullopt)));
     EXPECT_TRUE(shared_by_shares(half, with_share(0, 500)));
     EXPECT_FALSE(shared_by_shares(half, MakeGpu(0)));
     EXPECT_TRUE(shares_conflict(half, whole, MakeGpu(0)));
