@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -68,6 +69,41 @@ PathCheck from_bits(int bits) {
     return PathCheck{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0};
 }
 
+// `look()` (a small exit status, computed without allocating) as `who`: in this process when it
+// already is `who`, else in a child that takes `who`'s groups, gid and uid first. `what` names
+// the check in errors ("check output directories").
+template <typename Look>
+Result<int> status_as(const UserIdentity& who, std::string_view what, Look look) {
+    if (::geteuid() == who.uid) {
+        return look();
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        return fail(ErrorCode::Io, fmt::format("cannot {} as uid {}: fork failed: {}", what,
+                                               who.uid, std::strerror(errno)));
+    }
+    if (pid == 0) {
+        if (::setgroups(who.groups.size(), who.groups.data()) != 0 || ::setgid(who.gid) != 0 ||
+            ::setuid(who.uid) != 0) {
+            ::_exit(kCannotBecomeUser);
+        }
+        ::_exit(look());
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            return fail(ErrorCode::Io, fmt::format("cannot {} as uid {}: waitpid: {}", what,
+                                                   who.uid, std::strerror(errno)));
+        }
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) == kCannotBecomeUser) {
+        return fail(ErrorCode::Io, fmt::format("cannot {} as uid {} (the check could not take "
+                                               "that identity)",
+                                               what, who.uid));
+    }
+    return WEXITSTATUS(status);
+}
+
 }  // namespace
 
 std::vector<gid_t> supplementary_groups(const std::string& user, gid_t gid) {
@@ -90,36 +126,13 @@ Result<PathCheck> check_paths_as(const UserIdentity& who, const std::string& wor
     for (const std::string& c : command_candidates) {
         candidates.push_back(c.c_str());
     }
-    if (::geteuid() == who.uid) {
-        return from_bits(look(workdir.c_str(), candidates, env_bin.c_str(), script.c_str()));
+    auto bits = status_as(who, "check the working directory and command", [&] {
+        return look(workdir.c_str(), candidates, env_bin.c_str(), script.c_str());
+    });
+    if (!bits) {
+        return tl::unexpected(bits.error());
     }
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-        return fail(ErrorCode::Io, fmt::format("cannot check the working directory and command "
-                                               "as uid {}: fork failed: {}",
-                                               who.uid, std::strerror(errno)));
-    }
-    if (pid == 0) {
-        if (::setgroups(who.groups.size(), who.groups.data()) != 0 || ::setgid(who.gid) != 0 ||
-            ::setuid(who.uid) != 0) {
-            ::_exit(kCannotBecomeUser);
-        }
-        ::_exit(look(workdir.c_str(), candidates, env_bin.c_str(), script.c_str()));
-    }
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            return fail(ErrorCode::Io, fmt::format("cannot check paths as uid {}: waitpid: {}",
-                                                   who.uid, std::strerror(errno)));
-        }
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) == kCannotBecomeUser) {
-        return fail(ErrorCode::Io, fmt::format("cannot check the working directory and command "
-                                               "as uid {} (the check could not take that "
-                                               "identity)",
-                                               who.uid));
-    }
-    return from_bits(WEXITSTATUS(status));
+    return from_bits(*bits);
 }
 
 Result<std::vector<DirAccess>> check_writable_dirs_as(const UserIdentity& who,
@@ -134,41 +147,13 @@ Result<std::vector<DirAccess>> check_writable_dirs_as(const UserIdentity& who,
     for (const std::string& d : dirs) {
         paths.push_back(d.c_str());
     }
-    int bits = 0;
-    if (::geteuid() == who.uid) {
-        bits = look_dirs(paths);
-    } else {
-        const pid_t pid = ::fork();
-        if (pid < 0) {
-            return fail(ErrorCode::Io, fmt::format("cannot check output directories as uid {}: "
-                                                   "fork failed: {}",
-                                                   who.uid, std::strerror(errno)));
-        }
-        if (pid == 0) {
-            if (::setgroups(who.groups.size(), who.groups.data()) != 0 ||
-                ::setgid(who.gid) != 0 || ::setuid(who.uid) != 0) {
-                ::_exit(kCannotBecomeUser);
-            }
-            ::_exit(look_dirs(paths));
-        }
-        int status = 0;
-        while (::waitpid(pid, &status, 0) < 0) {
-            if (errno != EINTR) {
-                return fail(ErrorCode::Io, fmt::format("cannot check output directories as uid "
-                                                       "{}: waitpid: {}",
-                                                       who.uid, std::strerror(errno)));
-            }
-        }
-        if (!WIFEXITED(status) || WEXITSTATUS(status) == kCannotBecomeUser) {
-            return fail(ErrorCode::Io, fmt::format("cannot check output directories as uid {} "
-                                                   "(the check could not take that identity)",
-                                                   who.uid));
-        }
-        bits = WEXITSTATUS(status);
+    auto bits = status_as(who, "check output directories", [&] { return look_dirs(paths); });
+    if (!bits) {
+        return tl::unexpected(bits.error());
     }
     std::vector<DirAccess> out;
     for (std::size_t i = 0; i < dirs.size(); ++i) {
-        out.push_back(static_cast<DirAccess>((bits >> (2 * i)) & 3));
+        out.push_back(static_cast<DirAccess>((*bits >> (2 * i)) & 3));
     }
     return out;
 }
