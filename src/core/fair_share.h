@@ -48,8 +48,8 @@ namespace carma {
 
 // The fraction of a GPU an attempt is charged for, in [0, 1]: the largest of its memory share,
 // its SM share and the share it keeps from others (PolicySpec::task_reserved_share: 1 when it
-// runs alone, 1/S under a slowdown bound S), clamped to [0, 1]. A task pays for what it denies
-// others, not only for what it uses.
+// runs alone, 1/S under a slowdown bound S, its --gpu-share), clamped to [0, 1]. A task pays
+// for what it denies others, not only for what it uses.
 double charge_fraction(double memory_share, double sm_share, double reserved_share);
 
 // GPUs' worth a task that has not been charged yet (starting: no reading of its own so far) is

@@ -79,15 +79,19 @@ struct PolicySpec {
     // The share of each of its GPUs a task keeps from others, which it pays for whether it uses
     // it or not (core/fair_share.h): the whole GPU when it runs alone; else, under a slowdown
     // bound S, 1/S, since co-runners may take no more than would slow it past S (`--max-slowdown
-    // 1` keeps every co-runner away and pays like `--exclusive`); else nothing.
-    double task_reserved_share(bool exclusive, std::optional<double> max_slowdown) const {
+    // 1` keeps every co-runner away and pays like `--exclusive`); else its `--gpu-share`, which
+    // no other share may take (core/gpu_share.h); else nothing.
+    double task_reserved_share(bool exclusive, std::optional<double> max_slowdown,
+                               int gpu_milli = 0) const {
         if (task_runs_alone(exclusive, max_slowdown.has_value())) {
             return 1;
         }
-        return max_slowdown && *max_slowdown > 0 ? std::min(1.0, 1.0 / *max_slowdown) : 0.0;
+        const double bounded =
+            max_slowdown && *max_slowdown > 0 ? std::min(1.0, 1.0 / *max_slowdown) : 0.0;
+        return std::max(bounded, std::min(1.0, gpu_milli / 1000.0));
     }
     double task_reserved_share(const TaskSpec& task) const {
-        return task_reserved_share(task.exclusive, task.max_slowdown);
+        return task_reserved_share(task.exclusive, task.max_slowdown, task.gpu_milli);
     }
 };
 

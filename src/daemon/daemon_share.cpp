@@ -112,7 +112,7 @@ void Daemon::charge_usage() {
         if (!(dt > 0)) {
             continue;
         }
-        const double reserved = policy.task_reserved_share(live.exclusive, live.max_slowdown);
+        const double reserved = policy.task_reserved_share(live.exclusive, live.max_slowdown, live.gpu_milli);
         double fraction = 0;
         for (int g : live.gpus) {
             const auto total = total_mib.find(g);
@@ -175,7 +175,7 @@ double Daemon::charge_rate_of(const LiveAttempt& live) const {
     }
     return expected_charge_rate(
         live.learned, usable, static_cast<int>(live.gpus.size()),
-        scheduler_.config().policy.task_reserved_share(live.exclusive, live.max_slowdown));
+        scheduler_.config().policy.task_reserved_share(live.exclusive, live.max_slowdown, live.gpu_milli));
 }
 
 // Every user the scheduler may ask about: those with usage or running attempts (the limits count

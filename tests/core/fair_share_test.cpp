@@ -29,7 +29,7 @@ TEST(FairShareTest, ChargeFraction) {
 // This test verifies that a task pays for what it denies others (issue 42): under carma, a
 // slowdown bound S keeps 1/S of the GPU from co-runners, so `--max-slowdown 1` pays like
 // `--exclusive`, `--max-slowdown 2` at least half a GPU; a policy that never shares charges
-// everything whole; a task without either keeps nothing.
+// everything whole; a --gpu-share F task keeps F; a task with none of them keeps nothing.
 TEST(FairShareTest, ReservedShareOfASlowdownBound) {
     const PolicySpec carma = *find_policy("carma");
     EXPECT_DOUBLE_EQ(carma.task_reserved_share(false, 1.0), 1.0);
@@ -40,6 +40,14 @@ TEST(FairShareTest, ReservedShareOfASlowdownBound) {
     EXPECT_DOUBLE_EQ(find_policy("exclusive")->task_reserved_share(false, std::nullopt), 1.0);
     // The paper's sharing policies cannot predict a slowdown: a bound makes the task run alone.
     EXPECT_DOUBLE_EQ(find_policy("oracle-MAGM")->task_reserved_share(false, 3.0), 1.0);
+    // A share keeps its share from other shares and pays at least that (issue 43); a bound
+    // that keeps more wins.
+    EXPECT_DOUBLE_EQ(carma.task_reserved_share(false, std::nullopt, 300), 0.3);
+    EXPECT_DOUBLE_EQ(carma.task_reserved_share(false, 2.0, 300), 0.5);
+    TaskSpec share;
+    share.gpu_milli = 250;
+    EXPECT_DOUBLE_EQ(carma.task_reserved_share(share), 0.25);
+    EXPECT_DOUBLE_EQ(find_policy("exclusive")->task_reserved_share(share), 1.0);
     // A light task under --max-slowdown 1 pays what --exclusive pays.
     EXPECT_DOUBLE_EQ(charge_fraction(0.05, 0.1, carma.task_reserved_share(false, 1.0)),
                      charge_fraction(0.05, 0.1, carma.task_reserved_share(true, std::nullopt)));
