@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -305,17 +306,48 @@ void World::collocated_speeds(std::span<const WorldTask> tasks, std::span<double
     }
 }
 
-void World::speeds(std::span<const WorldTask> tasks, std::span<double> out) const {
-    const std::size_t n = std::min(tasks.size(), out.size());
+void World::uncapped_speeds(std::span<const WorldTask> tasks, std::span<double> out) const {
+    const std::size_t n = tasks.size();
     if (n == 1) {
         out[0] = 1;
     }
     if (n < 2) {
         return;
     }
-    collocated_speeds(tasks.first(n), out.first(n));
+    collocated_speeds(tasks, out);
     for (std::size_t i = 0; i < n; ++i) {
         out[i] /= 1.0 + config_.bias;
+    }
+}
+
+// The fraction of its solo pace a capped task keeps: an MPS client limited to a share of the
+// SMs issues work that fast at most (NVIDIA's MPS guide, "Volta MPS execution resource
+// provisioning").
+namespace {
+double cap_factor(const WorldTask& t) {
+    return t.sm_cap < 1 && t.util > t.sm_cap ? std::max(t.sm_cap, 0.0) / t.util : 1.0;
+}
+}  // namespace
+
+void World::speeds(std::span<const WorldTask> tasks, std::span<double> out) const {
+    const std::size_t n = std::min(tasks.size(), out.size());
+    const bool capped = std::any_of(tasks.begin(), tasks.begin() + static_cast<std::ptrdiff_t>(n),
+                                    [](const WorldTask& t) { return cap_factor(t) < 1; });
+    if (!capped) {
+        uncapped_speeds(tasks.first(n), out.first(n));
+        return;
+    }
+    std::vector<WorldTask> seen(tasks.begin(), tasks.begin() + static_cast<std::ptrdiff_t>(n));
+    for (WorldTask& t : seen) {
+        const double f = cap_factor(t);
+        t.util *= f;
+        t.smact *= f;
+        t.smocc *= f;
+        t.drama *= f;
+    }
+    uncapped_speeds(seen, out.first(n));
+    for (std::size_t i = 0; i < n; ++i) {
+        out[i] = std::max(out[i] * cap_factor(tasks[i]), 0.0);
     }
 }
 

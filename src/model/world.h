@@ -106,13 +106,16 @@ struct MeasuredPairs {
 
 // One GPU-active task as the world sees it: a stable identity of its workload (world_id of the
 // profile name), its solo utilisation and, for the bottleneck world, its solo SM activity, SM
-// occupancy and DRAM activity (all 0: unknown, and util stands in for SM activity).
+// occupancy and DRAM activity (all 0: unknown, and util stands in for SM activity); and the
+// share of the SMs an MPS client is capped at (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE / 100 for a
+// `--gpu-share` under MPS; 1: uncapped).
 struct WorldTask {
     std::uint64_t id = 0;
     double util = 0;
     double smact = 0;
     double smocc = 0;
     double drama = 0;
+    double sm_cap = 1;
 };
 
 std::uint64_t world_id(std::string_view name);
@@ -123,7 +126,9 @@ public:
     // `measured` defaults to the embedded pairs.
     World(WorldConfig config, SharingMode mode, const MeasuredPairs* measured = nullptr);
 
-    // The progress rates of the GPU-active tasks of one GPU, in order.
+    // The progress rates of the GPU-active tasks of one GPU, in order. A task capped below its
+    // solo utilisation runs at sm_cap/util of its solo speed, alone too, and weighs on the
+    // others with its capped use.
     void speeds(std::span<const WorldTask> tasks, std::span<double> out) const;
     // One attempt's memory peak; `attempt` counts from 1; `cap_mib`: the GPU's usable memory.
     MiB peak_mib(MiB profile_peak_mib, std::uint64_t task, int attempt, MiB cap_mib) const;
@@ -139,6 +144,7 @@ private:
     double pairwise_speed(std::size_t i, std::span<const WorldTask> tasks) const;
     // Unbiased speeds of a collocation (two or more tasks) as the kind and compose say.
     void collocated_speeds(std::span<const WorldTask> tasks, std::span<double> out) const;
+    void uncapped_speeds(std::span<const WorldTask> tasks, std::span<double> out) const;
 
     WorldConfig config_;
     SlowdownParams params_;

@@ -277,7 +277,7 @@ private:
     std::set<std::string> users_seen_;
     ShareTable shares_;
     bool by_user_ = false;
-    bool constrained_ = false;
+    bool constrained_ = false;  // a task asks of its co-runners (exclusive, a bound, a share)
     std::map<std::string, UsageSeries> usage_series_;
     // Waiting tasks by learn key; per command and family, their learn keys with a count.
     std::unordered_map<std::size_t, std::set<std::size_t>> queued_by_learn_;

@@ -94,8 +94,12 @@ double Simulation::world_speed(std::size_t i, std::size_t g) {
                 self = world_tasks_.size();
             }
             const model::WorkloadProfile& p = tasks_[j].profile;
+            // As the daemon does under --mps, a share runs with its share of the SMs as its cap.
+            const int milli = tasks_[j].spec.gpu_milli;
+            const double cap =
+                config_.sharing == model::SharingMode::Mps && milli > 0 ? milli / 1000.0 : 1.0;
             world_tasks_.push_back(
-                model::WorldTask{tasks_[j].world_id, p.util, p.smact, p.smocc, p.drama});
+                model::WorldTask{tasks_[j].world_id, p.util, p.smact, p.smocc, p.drama, cap});
         }
     }
     world_speeds_.assign(world_tasks_.size(), 1.0);

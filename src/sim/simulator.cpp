@@ -90,11 +90,13 @@ Simulation::Simulation(const Trace& trace, const model::Catalog& catalog, const 
         t.spec.requeue = e.requeue;
         t.spec.cpus = e.cpus;
         t.spec.host_mem_mib = e.host_mem_mib;
+        t.spec.gpu_milli = e.gpu_milli;
         t.checkpoint_s = e.checkpoint_s.value_or(0);
         t.record.user = e.user;
         t.record.exclusive = e.exclusive;
         t.record.max_slowdown = e.max_slowdown;
-        constrained_ = constrained_ || e.exclusive || e.max_slowdown.has_value();
+        constrained_ = constrained_ || e.exclusive || e.max_slowdown.has_value() ||
+                       e.gpu_milli > 0;
         t.record.name = e.task_name;
         t.record.gpus = t.profile.gpus;
         t.record.submit_s = e.submit_s;

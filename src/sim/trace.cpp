@@ -12,6 +12,7 @@
 
 #include "core/host.h"
 #include "core/csv.h"
+#include "core/gpu_share.h"
 #include "data/embedded.h"
 #include "model/constants.h"
 
@@ -57,6 +58,7 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
     const int c_checkpoint = table->column("checkpoint_s");
     const int c_cpus = table->column("cpus");
     const int c_host_mem = table->column("host_memory_gb");
+    const int c_gpu_share = table->column("gpu_share");
     Trace trace;
     trace.name = std::string(name);
     for (std::size_t r = 0; r < table->rows.size(); ++r) {
@@ -179,6 +181,21 @@ Result<Trace> parse_trace(std::string_view csv_text, std::string_view name) {
                                         name, table->line_numbers[r]));
             }
             e.checkpoint_s = **checkpoint;
+        }
+        if (c_gpu_share >= 0 && !row[static_cast<std::size_t>(c_gpu_share)].empty()) {
+            auto milli = parse_gpu_share(row[static_cast<std::size_t>(c_gpu_share)]);
+            if (!milli) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("trace {} line {}: {}", name, table->line_numbers[r],
+                                        milli.error().message));
+            }
+            if (e.gpus.value_or(1) != 1 || e.exclusive) {
+                return fail(ErrorCode::InvalidArgument,
+                            fmt::format("trace {} line {}: gpu_share is a share of one GPU; "
+                                        "give it with gpus 1 (or empty) and without exclusive",
+                                        name, table->line_numbers[r]));
+            }
+            e.gpu_milli = *milli;
         }
         if (*max_slowdown) {
             if (!(**max_slowdown >= 1) || **max_slowdown > 1e6) {

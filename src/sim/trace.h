@@ -44,6 +44,8 @@ struct TraceEntry {
     // memory_gb); 0 where absent: the task asks for none.
     int cpus = 0;
     MiB host_mem_mib = 0;
+    // The column `gpu_share` (core/gpu_share.h), in thousandths: a share of one GPU; 0: whole GPUs.
+    int gpu_milli = 0;
 };
 
 struct Trace {

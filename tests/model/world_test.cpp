@@ -64,6 +64,20 @@ TEST(WorldTest, ModelWorldIsTheDeviceModel) {
     }
 }
 
+// This test verifies an MPS share's SM cap (issue 43): a task capped at half the SMs that alone
+// would use 0.8 of them runs at 0.5/0.8 of its pace, alone too; beside another, the other sees
+// only its capped use (0.5), and the capped task runs at the model's speed for that use times
+// its cap factor. A cap above the task's use changes nothing.
+TEST(WorldTest, AnMpsShareRunsAtMostAtItsShareOfTheSms) {
+    const World w(WorldConfig{}, SharingMode::Mps);
+    const auto p = slowdown_params(SharingMode::Mps);
+    EXPECT_DOUBLE_EQ(speeds_of(w, {{1, 0.8, 0, 0, 0, 0.5}})[0], 0.5 / 0.8);
+    const auto s = speeds_of(w, {{1, 0.8, 0, 0, 0, 0.5}, {2, 0.7}});
+    EXPECT_DOUBLE_EQ(s[0], task_speed(0.5, 1.2, p) * 0.5 / 0.8);
+    EXPECT_DOUBLE_EQ(s[1], task_speed(0.7, 1.2, p));
+    EXPECT_EQ(speeds_of(w, {{1, 0.3, 0, 0, 0, 0.5}, {2, 0.7}}), speeds_of(w, {{1, 0.3}, {2, 0.7}}));
+}
+
 // This test verifies the bias: every collocated task runs at the unbiased speed / (1 + F), also
 // where the unbiased world predicts no slowdown at all.
 TEST(WorldTest, BiasDividesEveryCollocatedSpeed) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -277,6 +278,55 @@ TEST(SimulatorTest, CpuOnlyTasksNeverWaitForAGpu) {
     EXPECT_NEAR(prep.first_start_s, 10, 1e-6);
     EXPECT_LT(prep.finish_s, r.tasks[0].finish_s);
     EXPECT_EQ(prep.oom_crashes, 0);
+}
+
+// This test verifies a trace's gpu_share column (issue 43): two half shares run together on the
+// one GPU while a whole-GPU task waits for both to end; under MPS a share alone runs capped at
+// its share of the SMs (a heavy task at 0.5 runs util/0.5 times as long as alone), while under
+// time-slicing, where no MPS cap exists, it runs at its solo pace. Bad shares name the line.
+TEST(SimulatorTest, GpuShareColumnPlacesSharesAndCapsThemUnderMps) {
+    auto trace = parse_trace(
+        "submit_offset_s,task_name,gpus,standalone_minutes,memory_gb,class,gpu_share\n"
+        "0,a,1,10,5,heavy,0.5\n"
+        "0,b,1,10,5,heavy,50%\n"
+        "0,whole,1,10,5,heavy,\n",
+        "share.csv");
+    ASSERT_TRUE(trace) << trace.error().message;
+    EXPECT_EQ(trace->entries[1].gpu_milli, 500);
+    SimConfig one = config_for("oracle-MAGM-norisk");
+    one.gpus = *model::parse_gpu_set("1xA100-40GB");
+    PolicyResult r = simulate(*trace, model::Catalog::embedded(), one);
+    ASSERT_EQ(r.tasks_completed, 3);
+    EXPECT_LT(r.tasks[1].first_start_s, r.tasks[0].finish_s);
+    EXPECT_GE(r.tasks[2].first_start_s,
+              std::max(r.tasks[0].finish_s, r.tasks[1].finish_s) - 1e-6);
+
+    auto alone = parse_trace(
+        "submit_offset_s,task_name,gpus,standalone_minutes,memory_gb,class,gpu_share\n"
+        "0,a,1,10,5,heavy,0.5\n",
+        "alone.csv");
+    ASSERT_TRUE(alone) << alone.error().message;
+    const double util = resolve_profile(alone->entries[0], model::Catalog::embedded()).util;
+    ASSERT_GT(util, 0.5);
+    SimConfig mps = one;
+    SimConfig timeslice = one;
+    timeslice.sharing = model::SharingMode::Timeslice;
+    const TaskRecord capped = simulate(*alone, model::Catalog::embedded(), mps).tasks[0];
+    const TaskRecord free = simulate(*alone, model::Catalog::embedded(), timeslice).tasks[0];
+    const double capped_run = capped.finish_s - capped.first_start_s;
+    const double free_run = free.finish_s - free.first_start_s;
+    EXPECT_NEAR(free_run, 600, 30);
+    EXPECT_NEAR(capped_run / free_run, util / 0.5, 0.05) << capped_run << " vs " << free_run;
+
+    for (const char* bad : {"0,x,2,10,5,heavy,0.5\n", "0,x,1,10,5,heavy,1.5\n"}) {
+        auto t = parse_trace(
+            std::string("submit_offset_s,task_name,gpus,standalone_minutes,memory_gb,class,"
+                        "gpu_share\n") + bad,
+            "bad.csv");
+        ASSERT_FALSE(t) << bad;
+        EXPECT_NE(t.error().message.find("bad.csv line 2: "), std::string::npos)
+            << t.error().message;
+    }
 }
 
 // This test verifies determinism, and that metric noise (seeded) changes nothing structural.
