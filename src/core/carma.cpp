@@ -596,10 +596,12 @@ HeadPlan plan_head(const TaskSpec& head, const CarmaNeed& need, std::span<const 
     std::vector<Rank> ranks;
     ranks.reserve(gpus.size());
     for (std::size_t i = 0; i < gpus.size(); ++i) {
-        if (!taken.empty() && taken[i] != 0) {
+        const GpuView& g = gpus[i];
+        // A non-root agent's node never starts the head: keeping its GPUs would only delay
+        // others, and would take the head's place in the plan from GPUs it can use.
+        if ((!taken.empty() && taken[i] != 0) || !agent_admits(head, g)) {
             continue;
         }
-        const GpuView& g = gpus[i];
         const bool risky = g.schedulable && !g.locked && open[i] == 0;
         const HeadReadiness r =
             readiness.empty() ? head_readiness(g, risky, need) : readiness[i].get(g, risky, need);

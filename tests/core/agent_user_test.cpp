@@ -5,6 +5,7 @@
 #include "core/agent_user.h"
 
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "builders.h"
+#include "core/carma.h"
 #include "core/scheduler.h"
 
 namespace carma {
@@ -94,6 +96,26 @@ TEST(AgentUserTest, TheCollocationReasonNamesTheAgent) {
         select_gpus(*find_policy("oracle-FF"), task_of("bob"), gpus, PlacementConfig{}, 0);
     EXPECT_TRUE(sel.gpus.empty());
     EXPECT_THAT(sel.pending_reason, HasSubstr("GPU 0 on a: its node's agent runs as alice"));
+}
+
+// This test verifies carma's plan for a waiting head: bob's head is planned on the root agent's
+// GPU although alice's node frees first, so its reservation keeps nothing bob could not use;
+// alice's own head is planned on her node.
+TEST(AgentUserTest, TheHeadIsPlannedOnlyWhereItsAgentWouldStartIt) {
+    std::vector<GpuView> gpus = two_nodes();
+    gpus[0] = on_node(MakeGpu(0).Resident(8, 30000, 100), "a", "alice");
+    gpus[1] = on_node(MakeGpu(1).Resident(9, 30000, 1000), "b", "");
+    const std::vector<char> open = {1, 1};
+    for (const auto& [user, gpu, start] :
+         {std::tuple{"bob", std::vector<char>{0, 1}, 1000.0},
+          std::tuple{"alice", std::vector<char>{1, 0}, 100.0}}) {
+        TaskSpec head = MakeTask(user).Knows(30000, 3600, 0.3);
+        head.user = user;
+        const HeadPlan plan =
+            plan_head(head, carma_need(head, false, PlacementConfig{}), gpus, open, 0, 30);
+        EXPECT_EQ(plan.shadow, gpu) << user;
+        EXPECT_DOUBLE_EQ(plan.start, start) << user;
+    }
 }
 
 }  // namespace
