@@ -739,20 +739,22 @@ TEST(ClientCommandsTest, Gpus) {
 // This test verifies `carma share`: the header says whether fair share orders the queue, the
 // half-life, how far ahead the factor counts running tasks, the weights and the limits; a row
 // per user with shares, charged usage, both normalised, the charge now, the factor, GPUs and
-// tasks running and tasks waiting; --json is the answer.
+// tasks running and tasks waiting, and with preemption on its budget and each user's stops;
+// --json is the answer.
 TEST(ClientCommandsTest, ShareShowsEveryUsersStanding) {
     FakeDaemon daemon;
     const json share = json::parse(R"({"fair_share": true, "half_life_s": 604800,
         "horizon_s": 3600,
         "weights": {"fair_share": 10000, "age": 1000},
         "limits": {"max_gpus_per_user": 4, "max_running_per_user": 0},
+        "preemption": {"enabled": true, "max_stops_per_user": 4, "stops_window_s": 3600},
         "users": [
           {"user": "alice", "shares": 2, "shares_norm": 0.667, "usage_gpu_hours": 12.5,
            "usage_norm": 0.9, "charge_now": 2.4, "factor": 0.392, "gpus_running": 3, "tasks_running": 3,
-           "tasks_waiting": 197},
+           "tasks_waiting": 197, "preemption_stops": 0},
           {"user": "bob", "shares": 1, "shares_norm": 0.333, "usage_gpu_hours": 1.25,
            "usage_norm": 0.1, "charge_now": 0.35, "factor": 0.812, "gpus_running": 1, "tasks_running": 1,
-           "tasks_waiting": 2}]})");
+           "tasks_waiting": 2, "preemption_stops": 3}]})");
     daemon.respond(
         [&](const httplib::Request&, httplib::Response& res) { answer_json(res, 200, share); });
     const std::string out =
@@ -761,11 +763,14 @@ TEST(ClientCommandsTest, ShareShowsEveryUsersStanding) {
     EXPECT_THAT(out, HasSubstr("the factor counts running tasks' charge 1h00m ahead"));
     EXPECT_THAT(out, HasSubstr("10000 x factor + 1000 x [waited max_wait] - nice"));
     EXPECT_THAT(out, HasSubstr("limits: max_gpus_per_user 4, max_running_per_user none"));
+    EXPECT_THAT(out, HasSubstr("preemption: on; at most 4 stops for one user's waiting tasks per "
+                               "1h00m"));
     EXPECT_THAT(out, ::testing::ContainsRegex("USER +SHARES +NORM_SHARES +USAGE_GPU_H +NORM_USAGE "
-                                              "+CHARGE_NOW +FACTOR +GPUS +RUNNING +WAITING"));
+                                              "+CHARGE_NOW +FACTOR +GPUS +RUNNING +WAITING +STOPS"));
     EXPECT_THAT(out, ::testing::ContainsRegex(
-                         "alice +2.00 +0.667 +12.500 +0.900 +2.40 +0.392 +3 +3 +197"));
-    EXPECT_THAT(out, ::testing::ContainsRegex("bob +1.00 +0.333 +1.250 +0.100 +0.35 +0.812 +1 +1 +2"));
+                         "alice +2.00 +0.667 +12.500 +0.900 +2.40 +0.392 +3 +3 +197 +0"));
+    EXPECT_THAT(out,
+                ::testing::ContainsRegex("bob +1.00 +0.333 +1.250 +0.100 +0.35 +0.812 +1 +1 +2 +3"));
     EXPECT_EQ(daemon.targets().back(), "GET /v1/share");
     EXPECT_EQ(json::parse(run_command(cli::add_share_command,
                                       {"share", "--json", "--socket", daemon.socket()})),

@@ -1,11 +1,13 @@
 // `carma share [--json]`: fair share as Slurm's sshare shows it (GET /v1/share): per user, the
-// shares, the decayed usage charged, both normalised, the fair-share factor, and what the user
-// runs and has waiting.
+// shares, the decayed usage charged, both normalised, the fair-share factor, what the user runs
+// and has waiting, and, with preemption on, the stops made for the user within the window.
 
 #include "cli/commands.h"
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -53,13 +55,36 @@ void print_share(const json& answer) {
         print_line(stdout, "limits: max_gpus_per_user {}, max_running_per_user {}",
                    limit("max_gpus_per_user"), limit("max_running_per_user"));
     }
-    TextTable table({"USER", "SHARES", "NORM_SHARES", "USAGE_GPU_H", "NORM_USAGE", "CHARGE_NOW",
-                     "FACTOR", "GPUS", "RUNNING", "WAITING"});
+    // Preemption's budget is per user, so where it is on each row says how much is spent.
+    const json* preemption = member(answer, "preemption");
+    const bool preempts = preemption != nullptr && flag_of(*preemption, "enabled");
+    if (preempts) {
+        const std::optional<std::int64_t> stops = integer_of(*preemption, "max_stops_per_user");
+        const std::optional<double> window = number_of(*preemption, "stops_window_s");
+        print_line(stdout, "preemption: on; at most {} stops for one user's waiting tasks per {} "
+                           "(STOPS: made within it)",
+                   stops ? std::to_string(*stops) : "-",
+                   window ? format_duration(*window) : "-");
+    } else if (preemption != nullptr) {
+        print_line(stdout, "preemption: off");
+    }
+    std::vector<std::string> header = {"USER",       "SHARES", "NORM_SHARES", "USAGE_GPU_H",
+                                       "NORM_USAGE", "CHARGE_NOW", "FACTOR", "GPUS",
+                                       "RUNNING",    "WAITING"};
+    if (preempts) {
+        header.push_back("STOPS");
+    }
+    TextTable table(std::move(header));
     for (const json& u : array_of(answer, "users")) {
-        table.add({text_of(u, "user"), fixed(u, "shares", 2), fixed(u, "shares_norm", 3),
-                   fixed(u, "usage_gpu_hours", 3), fixed(u, "usage_norm", 3),
-                   fixed(u, "charge_now", 2), fixed(u, "factor", 3), text_of(u, "gpus_running"),
-                   text_of(u, "tasks_running"), text_of(u, "tasks_waiting")});
+        std::vector<std::string> row = {
+            text_of(u, "user"),          fixed(u, "shares", 2),       fixed(u, "shares_norm", 3),
+            fixed(u, "usage_gpu_hours", 3), fixed(u, "usage_norm", 3), fixed(u, "charge_now", 2),
+            fixed(u, "factor", 3),       text_of(u, "gpus_running"),  text_of(u, "tasks_running"),
+            text_of(u, "tasks_waiting")};
+        if (preempts) {
+            row.push_back(text_of(u, "preemption_stops"));
+        }
+        table.add(std::move(row));
     }
     table.print();
 }
