@@ -40,7 +40,8 @@ protected:
 // This test verifies that a script without the run bit is submitted as sbatch would: run by its
 // #! interpreter, named after its file unless -J says otherwise, its #SBATCH lines read with the
 // command line's options (-J, -t, -o, -c, --mem, --gres=gpu:N) and the command line's flags
-// winning; --partition is named on stderr with what CARMA does instead. Before, `carma submit
+// winning; --partition is named on stderr with what CARMA does instead; -J on two lines takes
+// the later, as sbatch, with a note (it was a CLI11 error naming no line). Before, `carma submit
 // train.sbatch` was "command 'train.sbatch' not found".
 TEST_F(SbatchScriptTest, ScriptRunsWithItsDirectives) {
     start("exclusive");
@@ -49,11 +50,12 @@ TEST_F(SbatchScriptTest, ScriptRunsWithItsDirectives) {
     {
         std::ofstream s(work + "/train.sbatch");
         s << "#!/bin/bash\n"
-             "#SBATCH -J sweep\n"
+             "#SBATCH -J first\n"
              "#SBATCH --partition=gpu\n"
              "#SBATCH --gres=gpu:2 -c 1 --mem=1GiB\n"
              "#SBATCH -t 10\n"
              "#SBATCH -o out-%x-%j.txt\n"
+             "#SBATCH -J sweep\n"
              "echo \"ran with $CUDA_VISIBLE_DEVICES and $1\"\n";
     }
     ::chmod((work + "/train.sbatch").c_str(), 0644);
@@ -62,6 +64,10 @@ TEST_F(SbatchScriptTest, ScriptRunsWithItsDirectives) {
     EXPECT_NE(r.err.find("train.sbatch:3: #SBATCH --partition=gpu: not used"), std::string::npos)
         << r.err;
     EXPECT_NE(r.err.find("without partitions"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("train.sbatch:7: #SBATCH -J sweep: --name was also given on line 2; the "
+                         "later line wins"),
+              std::string::npos)
+        << r.err;
     const json submitted = json::parse(r.out);
     const TaskId id = submitted["id"];
     const json t = task(id);

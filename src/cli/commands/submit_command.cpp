@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -325,12 +327,22 @@ void note_unread_directives(const std::vector<std::string>& command, const fs::p
 
 void add_task_options(CLI::App* cmd, SubmitOptions& o);
 
+// An option that takes one value (or a flag): given twice on one command line CLI11 refuses it,
+// while sbatch keeps the last of a script's lines.
+bool single_valued(const CLI::Option* opt) {
+    return opt->get_multi_option_policy() == CLI::MultiOptionPolicy::Throw &&
+           opt->get_items_expected_max() <= 1;
+}
+
 // A script's #SBATCH lines through the command line's own options (add_task_options). Those
 // CARMA does not use are named on stderr, each with what CARMA does instead; a bad value of one
-// it uses is an error naming the line. `out` stays bound to `app`, which must outlive its use.
+// it uses is an error naming the line; a single-valued option given on two lines takes the
+// later one, as sbatch does, with a note naming both. `out` stays bound to `app`, which must
+// outlive its use.
 void script_options(const ScriptSubmission& s, const std::string& source, CLI::App& app,
                     SubmitOptions& out) {
     std::vector<std::string> kept;
+    std::map<std::string, int> set_on_line;  // single-valued option -> the line that last set it
     for (const ScriptDirective& d : s.script.directives) {
         const std::string line = fmt::format("{}:{}: #SBATCH {}", source, d.line,
                                              fmt::join(d.words, " "));
@@ -361,9 +373,26 @@ void script_options(const ScriptSubmission& s, const std::string& source, CLI::A
                             "(#SBATCH -J \"my run\")",
                             line, alone.args.front()));
         }
+        for (const CLI::Option* opt : std::as_const(probe).get_options()) {
+            if (opt->count() == 0 || !single_valued(opt)) {
+                continue;
+            }
+            const auto [it, first] = set_on_line.try_emplace(opt->get_name(), d.line);
+            if (!first) {
+                print_line(stderr, "carma: note: {}: {} was also given on line {}; the later "
+                                   "line wins, as in sbatch",
+                           line, opt->get_name(), it->second);
+                it->second = d.line;
+            }
+        }
         kept.insert(kept.end(), d.words.begin(), d.words.end());
     }
     add_task_options(&app, out);
+    for (CLI::Option* opt : app.get_options()) {
+        if (single_valued(opt)) {
+            opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+        }
+    }
     std::vector<std::string> words(kept.rbegin(), kept.rend());
     try {
         app.parse(words);
