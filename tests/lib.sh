@@ -17,7 +17,7 @@ stop_started() {
 trap stop_started EXIT
 
 # fail MESSAGE: says why, then the last lines of each log named in $logs ("PATH" or
-# "PATH:LINES", 30 lines by default), and exits 1.
+# "PATH:LINES", 30 lines by default), a sanitizer's report in one first, and exits 1.
 logs=()
 fail() {
     echo "FAIL: $*"
@@ -27,6 +27,9 @@ fail() {
         lines=${entry##*:}
         [ "$path" = "$entry" ] && lines=30
         echo "--- ${path#"$T"/}"
+        # A sanitizer's report starts long before a log's tail, which holds only its shadow map.
+        grep -m 2 -A 40 -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$path" 2>/dev/null &&
+            echo "--- ${path#"$T"/} (tail)"
         tail -n "$lines" "$path" 2>/dev/null
     done
     exit 1
