@@ -72,6 +72,12 @@ TEST_F(ArgCheckTest, ValidLinesAndTheTasksOwnArgumentsPass) {
                      "--not-ours"}),
               "");
     EXPECT_EQ(check({"submit", "task.yaml"}), "");
+    // As sbatch: everything from the script on is the script's, `--` or not; an option's value
+    // is not taken for the script.
+    EXPECT_EQ(check({"submit", "-t", "10", "train.sbatch", "--lr", "0.1", "-p"}), "");
+    EXPECT_EQ(check({"submit", "--max-slowdown", "1.3", "python", "t.py", "--nice"}), "");
+    EXPECT_NE(check({"submit", "-t", "10", "--lr", "0.1", "train.sbatch"}).find("'--lr'"),
+              std::string::npos);
     EXPECT_EQ(check({"queue", "--all", "--socket", "/s"}), "");
     EXPECT_EQ(check({"--help"}), "");
 }

@@ -341,6 +341,11 @@ TEST(ClientCommandsTest, SubmitTakesSbatchSpellings) {
                 HasSubstr("'SOMETIMES'"));
     EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s, "-t", "1.5", "x"}),
                 HasSubstr("MINUTES"));
+    // Options after the first word are the task's, as sbatch's are the script's; a task file
+    // has none, so one there says where options go.
+    EXPECT_THAT(command_error(cli::add_submit_command, {"submit", "--socket", s, "t.yaml", "--json"}),
+                HasSubstr("options go before it: got --json after t.yaml; e.g. `carma submit "
+                          "--json t.yaml`"));
 }
 
 // This test verifies --export: the submitter's environment goes with the task by default (as

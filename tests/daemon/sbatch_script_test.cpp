@@ -59,7 +59,7 @@ TEST_F(SbatchScriptTest, ScriptRunsWithItsDirectives) {
              "echo \"ran with $CUDA_VISIBLE_DEVICES and $1\"\n";
     }
     ::chmod((work + "/train.sbatch").c_str(), 0644);
-    const Run r = submit_cli(work, "--json -t 20 train.sbatch hello");
+    const Run r = submit_cli(work, "--json -t 20 train.sbatch hello --lr 0.1");
     ASSERT_EQ(r.rc, 0) << r.out << r.err;
     EXPECT_NE(r.err.find("train.sbatch:3: #SBATCH --partition=gpu: not used"), std::string::npos)
         << r.err;
@@ -80,6 +80,7 @@ TEST_F(SbatchScriptTest, ScriptRunsWithItsDirectives) {
     EXPECT_EQ(t["command"][0], "/bin/bash");
     EXPECT_EQ(t["command"][1], work + "/train.sbatch");
     EXPECT_EQ(t["command"][2], "hello");
+    EXPECT_EQ(t["command"][3], "--lr");  // the script's, as with sbatch: no `--` needed
     ASSERT_TRUE(eventually([&] { return state(id) == "succeeded"; })) << task(id).dump();
     const std::string out = read_text(fmt::format("{}/out-sweep-{}.txt", work, id));
     EXPECT_NE(out.find("and hello"), std::string::npos) << out;

@@ -419,6 +419,12 @@ api::SubmitRequest build_submit_request(const SubmitOptions& o) {
                             "`for f in {}; do carma submit \"$f\"; done`",
                             fmt::join(files, ", "), fmt::join(files, " ")));
         }
+        // Everything after the first word is the task's (as sbatch gives it to the script).
+        die(fmt::format("a task file takes no arguments, and options go before it: got {} after "
+                        "{}; e.g. `carma submit {} {}`",
+                        shell_quote(o.args[1]), shell_quote(o.args.front()),
+                        o.args[1].starts_with('-') ? shell_quote(o.args[1]) : "--json",
+                        shell_quote(o.args.front())));
     }
     const fs::path cwd = fs::current_path();
     api::SubmitRequest r;
@@ -540,8 +546,9 @@ void add_task_options(CLI::App* cmd, SubmitOptions& options) {
                     "Needs the server's sendmail");
     cmd->add_option("--mail-user", o->mail_user, "Whom to mail (default: you)");
     cmd->add_option("args", o->args,
-                    "The command and its arguments (after --), a task file, or a batch script "
-                    "and its arguments");
+                    "The command and its arguments, a task file, or a batch script and its "
+                    "arguments; as with sbatch, everything from the first of them on is the "
+                    "task's, options included (`--` before it is optional)");
 }
 
 }  // namespace
@@ -555,6 +562,8 @@ Action add_submit_command(CLI::App& app) {
     add_task_options(cmd, *o);
     cmd->add_flag("--json", o->json, "Print the task object the daemon returns");
     add_socket_option(cmd, o->socket);
+    // `carma submit train.sbatch --lr 0.1` passes --lr to the script, as sbatch and srun do.
+    cmd->positionals_at_end();
     return [o] { return run_submit(*o); };
 }
 

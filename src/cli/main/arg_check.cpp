@@ -42,6 +42,17 @@ bool has_short_option(const CLI::App& app, const std::string& dash_letter) {
     return false;
 }
 
+// Whether the option `name` ("--time", "-t") of the command or of carma itself is followed by a
+// value of its own when written without one attached.
+bool takes_a_value(const CLI::App& current, const CLI::App& app, const std::string& name) {
+    for (const CLI::App* where : {&current, &app}) {
+        if (const CLI::Option* o = where->get_option_no_throw(name)) {
+            return o->get_items_expected_max() > 0;
+        }
+    }
+    return false;
+}
+
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
     const std::string near = closest_match(word, candidates);
     return near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near);
@@ -53,7 +64,12 @@ std::string unknown_argument_message(const CLI::App& app, const std::vector<std:
     const CLI::App* current = &app;
     std::string path = "carma";
     bool in_subcommand = false;
+    bool value_next = false;  // the word is the value of the option before it
     for (const std::string& arg : args) {
+        if (value_next) {
+            value_next = false;
+            continue;
+        }
         if (arg == "--") {
             break;  // the task's own command follows
         }
@@ -72,6 +88,7 @@ std::string unknown_argument_message(const CLI::App& app, const std::vector<std:
                 return fmt::format("unknown option '{}' for `{}`{}; `{} --help` lists them", name,
                                    path, did_you_mean(name, known), path);
             }
+            value_next = name == arg && takes_a_value(*current, app, name);
             continue;
         }
         if (arg.starts_with("-")) {
@@ -85,6 +102,7 @@ std::string unknown_argument_message(const CLI::App& app, const std::vector<std:
                                        name, path, *hint, path);
                 }
             }
+            value_next = name == arg && takes_a_value(*current, app, name);
             continue;
         }
         const std::vector<std::string> subs = subcommand_names(*current);
@@ -98,7 +116,11 @@ std::string unknown_argument_message(const CLI::App& app, const std::vector<std:
             return fmt::format("unknown command '{}'{}; `carma --help` lists them", arg,
                                did_you_mean(arg, subs));
         }
-        // Otherwise a value or a positional argument of the current command.
+        // Otherwise a positional argument of the current command; where the rest is the
+        // task's (`carma submit train.sbatch --lr 0.1`), nothing after it is carma's.
+        if (current->get_positionals_at_end()) {
+            break;
+        }
     }
     return {};
 }
