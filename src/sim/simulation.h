@@ -31,6 +31,7 @@
 
 #include "core/fair_share.h"
 #include "core/metric_window.h"
+#include "core/preemption_budget.h"
 #include "model/constants.h"
 #include "model/memory.h"
 #include "sim/simulator.h"
@@ -274,6 +275,7 @@ private:
     // whether a task asks for its GPUs alone or a slowdown bound (then every policy is told
     // what each GPU holds); per user, the charged GPU-hours over time for the report.
     UsageLedger ledger_;
+    PreemptionBudget preemption_budget_;  // the daemon's per-user bound on stops
     std::set<std::string> users_seen_;
     ShareTable shares_;
     bool by_user_ = false;

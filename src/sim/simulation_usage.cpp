@@ -116,6 +116,11 @@ void Simulation::maybe_preempt(TaskId head) {
         return;
     }
     const SimTask& ht = tasks_[h];
+    // As the daemon: a user's stops are bounded within a window, whatever tasks they are for.
+    preemption_budget_.forget_before(now_);
+    if (!preemption_budget_.may_stop_for(ht.spec.user, now_)) {
+        return;
+    }
     const PreemptionAsk ask{ht.spec.user,
                             expected_charge_rate(ht.spec.learned, config_.gpus.type.usable_mib,
                                                  std::max(ht.spec.gpus, 1),
@@ -128,6 +133,10 @@ void Simulation::maybe_preempt(TaskId head) {
         ask, std::move(running), shares_, now_, config_.preemption,
         [&](TaskId v) { return head_would_start_without(h, static_cast<std::size_t>(v)); });
     if (victim) {
+        const SimTask& v = tasks_[static_cast<std::size_t>(*victim)];
+        preemption_budget_.record(StopMade{
+            now_, ht.spec.user, head, *victim, v.spec.user,
+            lost_gpu_s(0, now_ - v.dispatched_at, v.charge_rate)});
         tasks_[h].made_room = true;
         preempt(static_cast<std::size_t>(*victim));
     }

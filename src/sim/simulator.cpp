@@ -34,7 +34,8 @@ Simulation::Simulation(const Trace& trace, const model::Catalog& catalog, const 
       world_(world_of(config), config.sharing),
       rng_(config.draw_seed != 0 ? config.draw_seed : config.seed),
       learning_(config.scheduler.policy.carma),
-      ledger_(config.fairshare_half_life_s) {
+      ledger_(config.fairshare_half_life_s),
+      preemption_budget_(config.preemption.max_stops_per_user, config.preemption.stops_window_s) {
     const int n = config.gpus.count;
     gpus_.resize(static_cast<std::size_t>(n));
     for (int g = 0; g < n; ++g) {

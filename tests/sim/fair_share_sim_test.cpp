@@ -391,5 +391,36 @@ TEST(FairShareSimTest, PreemptionOnlyWhereTheHeadCanStart) {
     EXPECT_GE(r.tasks.at(4).first_start_s, first_end) << "alice waits for a GPU to free";
 }
 
+// This test verifies the daemon's per-user budget of stops in the simulator (issue 44): on 4
+// GPUs bob's four exclusive tasks run and alice submits two; with the default budget she stops
+// two of bob's, with `max_stops_per_user` 1 only one within the window, and her second task
+// waits for a GPU to free.
+TEST(FairShareSimTest, PreemptionStopsAreBoundedPerUser) {
+    std::string csv = "submit_offset_s,task_name,user,exclusive,requeue,checkpoint_s\n";
+    for (int i = 0; i < 4; ++i) {
+        csv += fmt::format("{},Inception,bob,1,1,600\n", i);
+    }
+    csv += "1000,mnist_train,alice,1,,\n1001,mnist_train,alice,1,,\n";
+    const Trace trace = *parse_trace(csv, "budget");
+    auto run = [&](int max_stops) {
+        SimConfig c = config_for("carma");
+        c.gpus = *model::parse_gpu_set("4xA100-40GB");
+        c.preemption.enabled = true;
+        c.preemption.max_stops_per_user = max_stops;
+        c.preemption.stops_window_s = 24 * 3600;
+        const PolicyResult r = simulate(trace, model::Catalog::embedded(), c);
+        EXPECT_EQ(r.tasks_completed, 6);
+        return r;
+    };
+    const PolicyResult free = run(4);
+    EXPECT_EQ(free.preemptions, 2);
+    EXPECT_LT(free.tasks.at(5).first_start_s, 1100.0);
+    const PolicyResult bounded = run(1);
+    EXPECT_EQ(bounded.preemptions, 1);
+    EXPECT_LT(bounded.tasks.at(4).first_start_s, 1100.0);
+    EXPECT_GT(bounded.tasks.at(5).first_start_s, bounded.tasks.at(4).finish_s - 1e-6)
+        << "alice's second task waits for a GPU: her one stop is spent";
+}
+
 }  // namespace
 }  // namespace carma::sim

@@ -60,6 +60,8 @@ struct SimulateOptions {
     std::string preempt = "off";
     std::string preempt_min_run = "10m";
     double preempt_margin = PreemptionConfig{}.margin;
+    int preempt_max_stops = PreemptionConfig{}.max_stops_per_user;
+    std::string preempt_stops_window = "1h";
     int host_cpus = 0;
     std::string host_mem;
     std::string cluster;
@@ -149,6 +151,14 @@ int run_simulate(const SimulateOptions& o) {
     if (!(o.preempt_margin >= 0) || o.preempt_margin > 1e6) {
         die(fmt::format("--preempt-margin {} must be 0 or more (GPUs' worth per share)",
                         o.preempt_margin));
+    }
+    base.preemption.max_stops_per_user = o.preempt_max_stops;
+    base.preemption.stops_window_s = or_die(parse_duration(o.preempt_stops_window));
+    if (o.preempt_max_stops < 1 || !(base.preemption.stops_window_s > 0)) {
+        die(fmt::format("--preempt-max-stops {} and --preempt-stops-window '{}' must be at least "
+                        "1 stop within a span above 0 (the daemon's preempt_max_stops, "
+                        "preempt_stops_window)",
+                        o.preempt_max_stops, o.preempt_stops_window));
     }
     if (base.preemption.min_run_s < 0) {
         die(fmt::format("--preempt-min-run '{}' is negative; give a span such as 10m",
@@ -313,6 +323,14 @@ Action add_simulate_command(CLI::App& app) {
     cmd->add_option("--preempt-margin", opts->preempt_margin,
                     "A preemption must leave the waiting user at least this much (GPUs' worth "
                     "per share) below the stopped task's user")
+        ->capture_default_str();
+    cmd->add_option("--preempt-max-stops", opts->preempt_max_stops,
+                    "At most this many stops for one user's waiting tasks within "
+                    "--preempt-stops-window (the daemon's preempt_max_stops)")
+        ->capture_default_str();
+    cmd->add_option("--preempt-stops-window", opts->preempt_stops_window,
+                    "The span --preempt-max-stops counts over (the daemon's "
+                    "preempt_stops_window)")
         ->capture_default_str();
     cmd->add_option("--cluster", opts->cluster,
                     "Pack a pod list onto this cluster instead (an openb node list CSV: sn,"
