@@ -233,6 +233,7 @@ private:
                                             const store::AttemptRow& attempt,
                                             const LiveAttempt& live);
     void stand_users();
+    void look_up_groups(const std::set<std::string>& users);
     // GPUs' worth each user's live attempts are charged per second now: what the last charge
     // measured, or, for an attempt with nothing measured yet (starting, or processes CARMA
     // cannot see), what it is expected to be charged.

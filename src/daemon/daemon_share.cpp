@@ -178,6 +178,23 @@ double Daemon::charge_rate_of(const LiveAttempt& live) const {
         scheduler_.config().policy.task_reserved_share(live.exclusive, live.max_slowdown, live.gpu_milli));
 }
 
+// The groups of `users` where shares name groups. Looked up again once groups_refresh old: a
+// user removed from a group loses its shares within that (they were kept until the daemon
+// restarted).
+void Daemon::look_up_groups(const std::set<std::string>& users) {
+    const bool groups = std::any_of(config_.shares.begin(), config_.shares.end(),
+                                    [](const auto& kv) { return kv.first.starts_with("@"); });
+    if (!groups) {
+        return;
+    }
+    const double real = steady_now();
+    for (const std::string& user : users) {
+        if (groups_.stale(user, real)) {
+            groups_.put(user, unix_groups(user), real);
+        }
+    }
+}
+
 // Every user the scheduler may ask about: those with usage or running attempts (the limits count
 // what they run) and, where the order reads F, those with waiting tasks. It runs before every
 // round, so the queue is not walked: the scheduler names its users from its per-user buckets.
@@ -196,18 +213,7 @@ void Daemon::stand_users() {
     for (std::string& user : scheduler_.ordered_users()) {
         users.insert(std::move(user));
     }
-    const bool groups = std::any_of(config_.shares.begin(), config_.shares.end(),
-                                    [](const auto& kv) { return kv.first.starts_with("@"); });
-    if (groups) {
-        // Looked up again once groups_refresh old: a user removed from a group loses its shares
-        // within that (they were kept until the daemon restarted).
-        const double real = steady_now();
-        for (const std::string& user : users) {
-            if (groups_.stale(user, real)) {
-                groups_.put(user, unix_groups(user), real);
-            }
-        }
-    }
+    look_up_groups(users);
     const ShareTable shares = build_share_table(config_.shares, groups_.groups(), users);
     const std::map<std::string, double> factors =
         fair_share_factors(ledger_, shares, now(), charge_rates(), config_.fairshare_horizon_s);
@@ -243,6 +249,8 @@ std::map<std::string, nlohmann::json> Daemon::share_rows(
             waiting[c.user] += c.count;
         }
     }
+    // A user with held tasks only is not among the scheduler's: their groups' shares too.
+    look_up_groups(users);
     const ShareTable shares = build_share_table(config_.shares, groups_.groups(), users);
     double share_sum = 0;
     for (const auto& [user, n] : shares) {

@@ -113,5 +113,26 @@ TEST_F(DaemonTest, AUserRemovedFromAGroupLosesItsShares) {
     (void)std::system(("groupdel " + group + " >/dev/null 2>&1").c_str());
 }
 
+// This test verifies that a user with held tasks only, whom the scheduler does not stand (no
+// usage, nothing running or queued), is listed by GET /v1/share with the shares of their group,
+// not the default 1: their groups were looked up for the scheduler's users only.
+TEST_F(DaemonTest, AHeldOnlyUserIsListedWithTheirGroupsShares) {
+    std::optional<passwd> carol;
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-carol", carol, "to change group members"));
+    const std::string group = "carma-test-phd";
+    (void)std::system(("groupadd " + group + " >/dev/null 2>&1").c_str());
+    ASSERT_EQ(std::system(("usermod -aG " + group + " carma-test-carol").c_str()), 0);
+    start("carma", {"--config", write_config(dir_, "shares: {\"@" + group + "\": 5}\n")});
+    const json body = {{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"hold", true}};
+    const int rc = test_support::as_user(*carol, [&] {
+        auto submitted = client().submit(body);
+        return submitted ? 0 : 1;
+    });
+    ASSERT_EQ(rc, 0);
+    EXPECT_EQ(shares_of(client(), "carma-test-carol"), 5);
+    (void)std::system(("gpasswd -d carma-test-carol " + group + " >/dev/null 2>&1").c_str());
+    (void)std::system(("groupdel " + group + " >/dev/null 2>&1").c_str());
+}
+
 }  // namespace
 }  // namespace carma::daemon_test
