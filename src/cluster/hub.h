@@ -220,6 +220,8 @@ public:
     const std::vector<device::GpuInfo>& gpus() const override { return gpus_; }
     Result<std::vector<device::GpuSample>> sample() override { return hub_->samples(); }
     // Takes in the slots of nodes that registered since; returns whether there are new ones.
+    // It replaces the list gpus() returns: whoever calls it and whoever reads gpus() must hold
+    // one lock (the daemon's).
     bool refresh();
     Hub& hub() { return *hub_; }
 

@@ -102,8 +102,12 @@ api::ApiResult<store::TaskRow> Daemon::parse_submission(const api::Caller& calle
         t.state = store::TaskState::Queued;
     }
     std::vector<GpuCapacity> caps;
-    for (const device::GpuInfo& g : backend_->gpus()) {
-        caps.push_back(GpuCapacity{g.index, g.total_mib});
+    {
+        // Under the lock: across nodes each tick replaces the GPU list as agents come and go.
+        std::lock_guard lock(mu_);
+        for (const device::GpuInfo& g : backend_->gpus()) {
+            caps.push_back(GpuCapacity{g.index, g.total_mib});
+        }
     }
     // Across nodes, none may have reported yet: what fits is decided once they have.
     auto ok = caps.empty() && hub_ ? Result<void>{} : check_feasible(t.spec, caps);
