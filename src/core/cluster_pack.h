@@ -21,7 +21,6 @@
 
 namespace carma {
 
-inline constexpr int kMilliPerGpu = 1000;
 // openb's largest nodes have 8 GPUs; DGX-class and HGX boards 8 or 16.
 inline constexpr int kMaxPackGpusPerNode = 16;
 

@@ -24,7 +24,7 @@ Result<int> share_milli(double share, std::string_view text) {
     if (share <= 0 || share >= 1) {
         return share_error(text, share <= 0 ? "is not above 0" : "is not below 1");
     }
-    const double milli = share * kWholeGpuMilli;
+    const double milli = share * kMilliPerGpu;
     const double rounded = std::round(milli);
     if (std::abs(milli - rounded) > 1e-6 || rounded < 1) {
         return share_error(text, "is finer than a thousandth of a GPU");
@@ -54,7 +54,7 @@ Result<int> parse_gpu_share(std::string_view text) {
 }
 
 std::string format_gpu_share(int milli) {
-    return fmt::format("{}", static_cast<double>(milli) / kWholeGpuMilli);
+    return fmt::format("{}", static_cast<double>(milli) / kMilliPerGpu);
 }
 
 int reserved_share_milli(const GpuView& gpu) {
@@ -101,7 +101,7 @@ ShareConflict share_conflict(const TaskSpec& task, const GpuView& gpu) {
     if (holds_others(gpu)) {
         return ShareConflict::ShareBesideOthers;
     }
-    return reserved_share_milli(gpu) + task.gpu_milli > kWholeGpuMilli ? ShareConflict::Full
+    return reserved_share_milli(gpu) + task.gpu_milli > kMilliPerGpu ? ShareConflict::Full
                                                                         : ShareConflict::None;
 }
 
@@ -139,7 +139,7 @@ bool shares_conflict(const TaskSpec& a, const TaskSpec& b, const GpuView& gpu) {
         return true;
     }
     return a.gpu_milli > 0 &&
-           reserved_share_milli(gpu) + a.gpu_milli + b.gpu_milli > kWholeGpuMilli;
+           reserved_share_milli(gpu) + a.gpu_milli + b.gpu_milli > kMilliPerGpu;
 }
 
 bool shared_by_shares(const TaskSpec& task, const GpuView& gpu) {

@@ -18,7 +18,6 @@
 namespace carma {
 
 inline constexpr std::string_view kMpsThreadPercentageEnv = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
-inline constexpr int kWholeGpuMilli = 1000;
 
 // "0.5" → 500. A share is a number above 0 and below 1, in thousandths at most ("0.25",
 // ".125", "50%" also reads as 500); the error names the value and what to write instead.

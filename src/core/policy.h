@@ -88,7 +88,7 @@ struct PolicySpec {
         }
         const double bounded =
             max_slowdown && *max_slowdown > 0 ? std::min(1.0, 1.0 / *max_slowdown) : 0.0;
-        return std::max(bounded, std::min(1.0, gpu_milli / 1000.0));
+        return std::max(bounded, std::min(1.0, static_cast<double>(gpu_milli) / kMilliPerGpu));
     }
     double task_reserved_share(const TaskSpec& task) const {
         return task_reserved_share(task.exclusive, task.max_slowdown, task.gpu_milli);

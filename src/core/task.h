@@ -114,9 +114,12 @@ inline std::int64_t requested_cpu_milli(const TaskSpec& t) {
     return t.cpu_milli > 0 ? t.cpu_milli : std::int64_t{t.cpus} * 1000;
 }
 
-// Thousandths of a GPU per GPU asked for: a share, or 1000 for each whole GPU.
+// A whole GPU in the thousandths `gpu_milli` counts in.
+inline constexpr int kMilliPerGpu = 1000;
+
+// Thousandths of a GPU per GPU asked for: a share, or kMilliPerGpu for each whole GPU.
 inline int milli_per_gpu(const TaskSpec& t) {
-    return t.gpus == 0 ? 0 : (t.gpu_milli > 0 ? t.gpu_milli : 1000);
+    return t.gpus == 0 ? 0 : (t.gpu_milli > 0 ? t.gpu_milli : kMilliPerGpu);
 }
 
 // Whether a task must have its GPUs to itself under a policy: `--exclusive`, or a slowdown bound

@@ -91,7 +91,6 @@ struct SimTask {
     // The wall time of the earlier attempts this one continues from their checkpoint: with this
     // attempt's, what a server observes the task's run to have taken (never the solo truth).
     double resumed_wall_s = 0;
-    bool made_room = false;  // it stopped a task to make room and has not started since
     bool recovered = false;  // this attempt is an out-of-memory relaunch (the recovery queue's)
     TaskRecord record;
 };

@@ -50,7 +50,6 @@ void Simulation::dispatch(std::size_t i, const std::vector<int>& gpus, bool reco
     }
     before_change(touched);
     t.phase = Phase::Starting;
-    t.made_room = false;
     preemption_budget_.head_started(static_cast<TaskId>(i));
     t.recovered = recovered;
     mark_queued(i, false);

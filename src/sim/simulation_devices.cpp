@@ -97,7 +97,7 @@ double Simulation::world_speed(std::size_t i, std::size_t g) {
             // As the daemon does under --mps, a share runs with its share of the SMs as its cap.
             const int milli = tasks_[j].spec.gpu_milli;
             const double cap =
-                config_.sharing == model::SharingMode::Mps && milli > 0 ? milli / 1000.0 : 1.0;
+                config_.sharing == model::SharingMode::Mps && milli > 0 ? static_cast<double>(milli) / kMilliPerGpu : 1.0;
             world_tasks_.push_back(
                 model::WorldTask{tasks_[j].world_id, p.util, p.smact, p.smocc, p.drama, cap});
         }

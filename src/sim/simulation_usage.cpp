@@ -92,7 +92,7 @@ void Simulation::update_standings() {
 
 void Simulation::maybe_preempt(TaskId head) {
     const auto h = static_cast<std::size_t>(head);
-    if (tasks_[h].made_room) {
+    if (preemption_budget_.made_room_for(head)) {  // one stop per waiting task until it starts
         return;
     }
     const UserStandings& standings = scheduler_.standings();
@@ -137,7 +137,6 @@ void Simulation::maybe_preempt(TaskId head) {
         preemption_budget_.record(StopMade{
             now_, ht.spec.user, head, *victim, v.spec.user,
             lost_gpu_s(0, now_ - v.dispatched_at, v.charge_rate)});
-        tasks_[h].made_room = true;
         preempt(static_cast<std::size_t>(*victim));
     }
 }
