@@ -8,15 +8,33 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 namespace carma::test_support {
+
+// Runs an account command (useradd, usermod, gpasswd, groupadd) and its exit code, tried again
+// for a while when it fails: tests run in parallel, and these tools refuse to work while another
+// holds the lock on /etc/passwd or /etc/group.
+inline int account_command(const std::string& command) {
+    int rc = 0;
+    for (int attempt = 0; attempt < 25; ++attempt) {
+        const int status = std::system(command.c_str());
+        rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        if (rc == 0) {
+            return 0;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return rc;
+}
 
 // The user `name`, made when it does not exist yet; nothing when useradd cannot make it. Its
 // strings are the test program's own copies: getpwnam's point into a buffer the next lookup
@@ -25,7 +43,7 @@ inline std::optional<passwd> ensure_user(const std::string& name) {
     if (::getpwnam(name.c_str()) == nullptr) {
         const std::string cmd =
             "useradd --no-create-home --shell /bin/sh " + name + " >/dev/null 2>&1";
-        if (std::system(cmd.c_str()) != 0) {
+        if (account_command(cmd) != 0 && ::getpwnam(name.c_str()) == nullptr) {
             return std::nullopt;
         }
     }

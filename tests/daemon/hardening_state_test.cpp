@@ -21,6 +21,7 @@
 namespace carma::daemon_test {
 namespace {
 
+using test_support::account_command;
 using test_support::root_and_user;
 
 int web_port() {
@@ -72,7 +73,7 @@ TEST_F(DaemonTest, ALoopbackPageWithoutATokenFileIsOpenToLocalUsers) {
     EXPECT_EQ(view->status, 200) << view->body;
 }
 
-// carol's shares as GET /v1/share says; -1 when she is not listed.
+// `user`'s shares as GET /v1/share says; -1 when she is not listed.
 double shares_of(api::ApiClient client, const std::string& user) {
     auto share = client.share();
     if (!share) {
@@ -93,8 +94,8 @@ TEST_F(DaemonTest, AUserRemovedFromAGroupLosesItsShares) {
     std::optional<passwd> carol;
     ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-carol", carol, "to change group members"));
     const std::string group = "carma-test-phd";
-    (void)std::system(("groupadd " + group + " >/dev/null 2>&1").c_str());
-    ASSERT_EQ(std::system(("usermod -aG " + group + " carma-test-carol").c_str()), 0);
+    (void)account_command("getent group " + group + " >/dev/null || groupadd " + group);
+    ASSERT_EQ(account_command("usermod -aG " + group + " carma-test-carol"), 0);
     start("carma", {"--config",
                     write_config(dir_, "shares: {\"@" + group + "\": 5}\ngroups_refresh: 1s\n")});
     // A running task of carol's makes her a user the daemon stands (a held one is not in the
@@ -107,31 +108,31 @@ TEST_F(DaemonTest, AUserRemovedFromAGroupLosesItsShares) {
     ASSERT_EQ(rc, 0);
     EXPECT_TRUE(eventually([&] { return shares_of(client(), "carma-test-carol") == 5; }))
         << shares_of(client(), "carma-test-carol");
-    ASSERT_EQ(std::system(("gpasswd -d carma-test-carol " + group + " >/dev/null").c_str()), 0);
+    ASSERT_EQ(account_command("gpasswd -d carma-test-carol " + group + " >/dev/null"), 0);
     EXPECT_TRUE(eventually([&] { return shares_of(client(), "carma-test-carol") == 1; }))
         << "still " << shares_of(client(), "carma-test-carol") << " shares";
-    (void)std::system(("groupdel " + group + " >/dev/null 2>&1").c_str());
+    (void)account_command("groupdel " + group + " >/dev/null 2>&1");
 }
 
 // This test verifies that a user with held tasks only, whom the scheduler does not stand (no
 // usage, nothing running or queued), is listed by GET /v1/share with the shares of their group,
 // not the default 1: their groups were looked up for the scheduler's users only.
 TEST_F(DaemonTest, AHeldOnlyUserIsListedWithTheirGroupsShares) {
-    std::optional<passwd> carol;
-    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-carol", carol, "to change group members"));
-    const std::string group = "carma-test-phd";
-    (void)std::system(("groupadd " + group + " >/dev/null 2>&1").c_str());
-    ASSERT_EQ(std::system(("usermod -aG " + group + " carma-test-carol").c_str()), 0);
+    std::optional<passwd> dana;
+    ASSERT_NO_FATAL_FAILURE(root_and_user("carma-test-dana", dana, "to change group members"));
+    const std::string group = "carma-test-held";
+    (void)account_command("getent group " + group + " >/dev/null || groupadd " + group);
+    ASSERT_EQ(account_command("usermod -aG " + group + " carma-test-dana"), 0);
     start("carma", {"--config", write_config(dir_, "shares: {\"@" + group + "\": 5}\n")});
     const json body = {{"command", {"/bin/true"}}, {"workdir", "/tmp"}, {"hold", true}};
-    const int rc = test_support::as_user(*carol, [&] {
+    const int rc = test_support::as_user(*dana, [&] {
         auto submitted = client().submit(body);
         return submitted ? 0 : 1;
     });
     ASSERT_EQ(rc, 0);
-    EXPECT_EQ(shares_of(client(), "carma-test-carol"), 5);
-    (void)std::system(("gpasswd -d carma-test-carol " + group + " >/dev/null 2>&1").c_str());
-    (void)std::system(("groupdel " + group + " >/dev/null 2>&1").c_str());
+    EXPECT_EQ(shares_of(client(), "carma-test-dana"), 5);
+    (void)account_command("gpasswd -d carma-test-dana " + group + " >/dev/null 2>&1");
+    (void)account_command("groupdel " + group + " >/dev/null 2>&1");
 }
 
 }  // namespace
