@@ -96,8 +96,8 @@ double Simulation::world_speed(std::size_t i, std::size_t g) {
             const model::WorkloadProfile& p = tasks_[j].profile;
             // As the daemon does under --mps, a share runs with its share of the SMs as its cap.
             const int milli = tasks_[j].spec.gpu_milli;
-            const double cap =
-                config_.sharing == model::SharingMode::Mps && milli > 0 ? static_cast<double>(milli) / kMilliPerGpu : 1.0;
+            const bool capped = config_.sharing == model::SharingMode::Mps && milli > 0;
+            const double cap = capped ? static_cast<double>(milli) / kMilliPerGpu : 1.0;
             world_tasks_.push_back(
                 model::WorldTask{tasks_[j].world_id, p.util, p.smact, p.smocc, p.drama, cap});
         }
