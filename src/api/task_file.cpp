@@ -166,6 +166,9 @@ nlohmann::json request_body(const SubmitRequest& r) {
     if (r.requeue) {
         body["requeue"] = true;
     }
+    if (!r.script.empty()) {
+        body["script"] = {{"text", r.script}, {"arg", r.script_arg}};
+    }
     if (!r.array.empty()) {
         body["array"] = r.array;
     }

@@ -73,6 +73,10 @@ struct SubmitRequest {
     std::optional<int> nice;
     // sbatch's --requeue: may be stopped for an under-served user's task and queued again.
     bool requeue = false;
+    // `carma submit SCRIPT`: the batch script's text, run in place of the file command[script_arg]
+    // names (sbatch's copy, core/task.h); "": the command runs as given.
+    std::string script;
+    std::size_t script_arg = 0;
     // What the reader noticed and did not read ("gpt2_xl.rad:13: ..."): printed at submit and
     // kept in the task's events, so a file that says more than CARMA reads does not lose it
     // silently.

@@ -2,6 +2,7 @@
 // What a user tells CARMA about a training task. Everything about memory is optional: the
 // policies differ precisely in how much of it they may use (spec §2.2).
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -78,6 +79,11 @@ struct TaskSpec {
     // workdir; "" = none. With only `output`, stderr goes there too, as with sbatch.
     std::string output;
     std::string error;
+    // sbatch's copy of a batch script (`carma submit SCRIPT`): its text as submitted, which the
+    // attempt runs in place of the file command[script_arg] names, so that an edit after submit
+    // changes later submissions only, as with sbatch. Empty: the command runs as given.
+    std::string script;
+    std::size_t script_arg = 0;
     // sbatch's --mail-type bits (core/mail.h) and --mail-user; 0 = no mail.
     unsigned mail_types = 0;
     std::string mail_user;

@@ -236,6 +236,8 @@ std::optional<Daemon::PreparedLaunch> Daemon::prepare_launch(const Placement& p)
 
     exec::LaunchRequest& req = l.request;
     req.argv = task.spec.command;
+    req.script = task.spec.script;
+    req.script_arg = task.spec.script_arg;
     req.workdir = task.workdir;
     req.env = attempt_environment(task, live, p);
     req.uid = task.uid;

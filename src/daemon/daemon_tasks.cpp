@@ -109,6 +109,11 @@ api::ApiResult<nlohmann::json> Daemon::show_task(const api::Caller& caller, std:
         return tl::unexpected(task.error());
     }
     nlohmann::json j = visible_task_json(caller, *task);
+    // The copied script, as sbatch's `scontrol write batch_script`: to its owner and root only,
+    // since a script may hold what its environment would.
+    if (!task->spec.script.empty() && (caller.uid == 0 || caller.uid == task->uid)) {
+        j["script"]["text"] = task->spec.script;
+    }
     auto attempts = store_->attempts(id);
     if (!attempts) {
         return tl::unexpected(store_error(attempts.error()));

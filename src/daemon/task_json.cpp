@@ -58,6 +58,36 @@ api::ApiResult<std::string> c_string(const nlohmann::json& body, const char* key
     return v.get<std::string>();
 }
 
+// `script`: {"text": the batch script as submitted, "arg": the index in `command` of the path
+// it replaces}, sbatch's copy (core/task.h).
+api::ApiResult<void> script_from_submission(const nlohmann::json& body, TaskSpec& spec) {
+    if (!body.contains("script") || body["script"].is_null()) {
+        return {};
+    }
+    const nlohmann::json& v = body["script"];
+    constexpr const char* kShape =
+        "'script' must be {\"text\": the script, \"arg\": the index in 'command' of its path}";
+    if (!v.is_object() || !v.contains("text") || !v.contains("arg") || v.size() != 2) {
+        return api::api_fail(400, kShape);
+    }
+    const nlohmann::json& text = v["text"];
+    if (!text.is_string() || text.get<std::string>().empty() || has_nul(text.get<std::string>())) {
+        return api::api_fail(400, "'script.text' must be the script's text, not empty and "
+                                  "without NUL characters");
+    }
+    const nlohmann::json& arg = v["arg"];
+    // argv[0] is the interpreter that reads the script: the script is never the program.
+    if (!arg.is_number_integer() || arg.get<std::int64_t>() < 1 ||
+        arg.get<std::int64_t>() >= static_cast<std::int64_t>(spec.command.size())) {
+        return api::api_fail(400, fmt::format("'script.arg' must be the index of the script's "
+                                              "path in 'command', from 1 to {}",
+                                              spec.command.size() - 1));
+    }
+    spec.script = text.get<std::string>();
+    spec.script_arg = static_cast<std::size_t>(arg.get<std::int64_t>());
+    return {};
+}
+
 // `after` (afterok: [12, "12_3", "12_*"]) and `dependencies` ([{"type", "task"}]), in that
 // order; the daemon checks that the tasks exist.
 api::ApiResult<std::vector<Dependency>> dependencies_from_submission(const nlohmann::json& body) {
@@ -109,6 +139,15 @@ api::ApiResult<std::vector<Dependency>> dependencies_from_submission(const nlohm
     return out;
 }
 
+// What a task view says of its copied script: where it stands in the command and its size; the
+// text itself only in one task's view, to its owner (daemon_tasks.cpp).
+nlohmann::json script_json(const TaskSpec& spec) {
+    if (spec.script.empty()) {
+        return nullptr;
+    }
+    return {{"arg", spec.script_arg}, {"bytes", spec.script.size()}};
+}
+
 }  // namespace
 
 nlohmann::json learned_to_json(const Learned& l) {
@@ -152,6 +191,7 @@ nlohmann::json task_to_json(const store::TaskRow& t) {
             {"array", array_json(t.spec.array)},
             {"output", t.spec.output.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.output)},
             {"error", t.spec.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.spec.error)},
+            {"script", script_json(t.spec)},
             {"mail_type", t.spec.mail_types == 0 ? nlohmann::json(nullptr)
                                                   : nlohmann::json(format_mail_types(t.spec.mail_types))},
             {"mail_user", t.spec.mail_types == 0 ? nlohmann::json(nullptr)
@@ -248,7 +288,7 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         "after",        "dependencies", "hold",  "array",        "output", "error",
         "mail_type",    "mail_user",    "warnings", "explicit_env", "exclusive",
         "max_slowdown", "nice",         "requeue",  "cpus",      "host_mem_mib",
-        "gpu_share"};
+        "gpu_share",    "script"};
     for (const auto& [key, value] : body.items()) {
         if (!known.contains(key)) {
             return api::api_fail(400, fmt::format("unknown field '{}'; known fields: {}", key,
@@ -547,6 +587,9 @@ api::ApiResult<store::TaskRow> task_from_submission(const nlohmann::json& body) 
         }
         t.spec.requeue = body["requeue"].get<bool>();
     }
+    if (auto ok = script_from_submission(body, t.spec); !ok) {
+        return tl::unexpected(ok.error());
+    }
     return t;
 }
 
@@ -609,7 +652,7 @@ std::size_t submission_bytes(const store::TaskRow& task) {
     const TaskSpec& s = task.spec;
     std::size_t n = kStoredTaskRowBytes;
     for (const std::string* text : {&s.name, &task.workdir, &s.workload, &s.output, &s.error,
-                                    &s.mail_user, &s.conda, &s.venv, &task.user}) {
+                                    &s.mail_user, &s.conda, &s.venv, &task.user, &s.script}) {
         n += text->size();
     }
     for (const std::string& a : s.command) {

@@ -84,6 +84,12 @@ Result<void> validate_strings(const LaunchRequest& r) {
                                     *copy));
         }
     }
+    if (!r.script.empty() && (r.script_arg == 0 || r.script_arg >= r.argv.size())) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("the script's argument {} is not in the command (1 to {}): the "
+                                "copy replaces the path an interpreter reads",
+                                r.script_arg, r.argv.size() - 1));
+    }
     for (const TaskFile& f : r.files) {
         // The shim runs in "/": a relative path would name another file there.
         if (f.path.empty() || f.path[0] != '/' || has_nul(f.path)) {

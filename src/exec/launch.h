@@ -55,6 +55,11 @@ struct LaunchRequest {
     std::string attempt_dir;    // created by launch(); must not exist yet
     double kill_grace_s = 10;
     std::vector<TaskFile> files;  // opened by the shim for the task (see TaskFile)
+    // A batch script's copy taken at submit (core/task.h): the shim writes it into the attempt
+    // directory as kScriptFile and runs the task with argv[script_arg] naming it through an
+    // open descriptor (/dev/fd/N), since the task's user cannot enter that directory. "": none.
+    std::string script;
+    std::size_t script_arg = 0;
     // sbatch's --output/--error: files in the user's directories that the shim also writes the
     // task's stdout and stderr to, beside stdout.log and stderr.log (shim_output.cpp). Absolute;
     // "" = none; the same path for both is one file. Opened with the task's user's rights,
@@ -131,6 +136,7 @@ inline constexpr std::string_view kExitFile = "exit.json";
 // Room claimed for exit.json before the task starts, renamed to it at the end.
 inline constexpr std::string_view kExitReserveFile = "exit.json.reserve";
 inline constexpr std::string_view kShimLogFile = "shim.log";  // the shim's own stderr
+inline constexpr std::string_view kScriptFile = "script";     // the batch script's copy
 
 // How the shim's first process tells launch() how detaching went (`carma-shim --detach FD`):
 // fixed-size records on the pipe at FD, one write() each, which a pipe keeps whole; launch()

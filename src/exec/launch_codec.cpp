@@ -135,6 +135,10 @@ Result<std::string> request_to_json(const LaunchRequest& r) {
     if (r.fence) {
         j["fence"] = fence_to_json(*r.fence);
     }
+    if (!r.script.empty()) {
+        j["script"] = r.script;
+        j["script_arg"] = r.script_arg;
+    }
     try {
         return j.dump(2) + "\n";
     } catch (const json::exception& e) {
@@ -181,6 +185,9 @@ Result<LaunchRequest> request_from_json(std::string_view text) {
         if (j->contains("fence") && !j->at("fence").is_null()) {
             r.fence = fence_from_json(j->at("fence"));
         }
+        // Optional: only a batch script submitted with its copy has it.
+        r.script = j->value("script", "");
+        r.script_arg = r.script.empty() ? 0 : number_at<std::size_t>(*j, "script_arg", 1);
         return r;
     } catch (const std::exception& e) {  // json::exception and the range checks above
         return fail(ErrorCode::InvalidArgument,

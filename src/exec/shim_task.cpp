@@ -12,11 +12,13 @@
 
 #include <cerrno>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/text.h"
+#include "exec/fd.h"
 #include "exec/launch.h"
 #include "exec/launch_internal.h"
 #include "exec/shim.h"
@@ -62,6 +64,38 @@ TaskExec prepare_exec(LaunchRequest& request, const std::string& dir) {
     x.stdout_path = attempt_file(dir, kStdoutFile);
     x.stderr_path = attempt_file(dir, kStderrFile);
     return x;
+}
+
+// The batch script's copy (LaunchRequest::script), written into the attempt directory as the
+// record of what ran and opened for the task without O_CLOEXEC: the interpreter reads it as
+// /dev/fd/N, which works for a user who cannot enter the directory (the file itself is 0644).
+// Sets argv[script_arg] to that path; the descriptor, or -1 with `why`.
+int open_script(LaunchRequest& request, const std::string& dir, std::string& why) {
+    const std::string path = attempt_file(dir, kScriptFile);
+    Fd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (out.get() < 0 || ::fchmod(out.get(), 0644) != 0) {
+        why = fmt::format("cannot write the script's copy {}: {}", path, errno_text(errno));
+        return -1;
+    }
+    std::string_view rest = request.script;
+    while (!rest.empty()) {
+        const ssize_t n = ::write(out.get(), rest.data(), rest.size());
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            why = fmt::format("cannot write the script's copy {}: {}", path, errno_text(errno));
+            return -1;
+        }
+        rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW);
+    if (fd < 0) {
+        why = fmt::format("cannot open the script's copy {}: {}", path, errno_text(errno));
+        return -1;
+    }
+    request.argv[request.script_arg] = fmt::format("/dev/fd/{}", fd);
+    return fd;
 }
 
 // Sends the reason to the shim through the O_CLOEXEC pipe and exits; the shim writes it into
@@ -195,6 +229,14 @@ Started start_task(LaunchRequest& request, const std::string& dir, OutputCopier&
     if (std::string why = copier.open(request, dir); !why.empty()) {
         return {-1, why};
     }
+    Fd script;
+    if (!request.script.empty()) {
+        std::string why;
+        script.reset(open_script(request, dir, why));
+        if (script.get() < 0) {
+            return {-1, why};
+        }
+    }
     TaskExec x = prepare_exec(request, dir);
     if (std::string why = create_task_fence(request); !why.empty()) {
         return {-1, why};
@@ -218,6 +260,7 @@ Started start_task(LaunchRequest& request, const std::string& dir, OutputCopier&
         run_task_child(fds[1], request, x, copier);
     }
     ::close(fds[1]);
+    script.reset();  // the task holds its own
     copier.after_fork();
     std::string error = read_child_error(fds[0]);
     ::close(fds[0]);

@@ -183,6 +183,9 @@ json spec_to_json(const TaskSpec& s) {
     if (!s.error.empty()) {
         j["error"] = s.error;
     }
+    if (!s.script.empty()) {
+        j["script"] = {{"text", s.script}, {"arg", s.script_arg}};
+    }
     if (s.mail_types != 0) {
         j["mail_type"] = format_mail_types(s.mail_types);
         j["mail_user"] = s.mail_user;
@@ -243,6 +246,10 @@ TaskSpec spec_from_json(const json& j) {
     }
     s.output = j.value("output", "");
     s.error = j.value("error", "");
+    if (auto it = j.find("script"); it != j.end() && it->is_object()) {
+        s.script = it->at("text").get<std::string>();
+        s.script_arg = it->at("arg").get<std::size_t>();
+    }
     if (auto it = j.find("mail_type"); it != j.end() && it->is_string()) {
         auto types = parse_mail_types(it->get<std::string>());
         if (!types) {

@@ -108,6 +108,34 @@ TEST_F(SbatchScriptTest, ScriptRunsWithItsDirectives) {
     EXPECT_EQ(noexec.err.find("PATH"), std::string::npos) << noexec.err;
 }
 
+// This test verifies that a script runs as it was when it was submitted, as sbatch keeps a copy:
+// an edit while the task waits (here held) changes later submissions only. The task's view
+// gives the copy's size, and its owner sees the text. Before, the edited file ran.
+TEST_F(SbatchScriptTest, AnEditAfterSubmitDoesNotChangeTheTask) {
+    start("exclusive");
+    const std::string work = dir_ + "/work";
+    fs::create_directories(work);
+    const std::string first = "#!/bin/sh\n#SBATCH -J copy\necho \"version one, $1\"\n";
+    std::ofstream(work + "/train.sh") << first;
+    const Run r = submit_cli(work, "--json --hold -g 0 train.sh arg");
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    const TaskId id = json::parse(r.out)["id"];
+    std::ofstream(work + "/train.sh") << "#!/bin/sh\necho version two\n";
+    const json held = task(id);
+    EXPECT_EQ(held["script"]["arg"], 1) << held.dump();
+    EXPECT_EQ(held["script"]["bytes"], first.size()) << held.dump();
+    EXPECT_EQ(held["script"]["text"], first) << held.dump();
+    const std::string show = fmt::format("{} show --socket {} {} --script > {}/show.out", CARMA_BIN,
+                                         socket_, id, dir_);
+    ASSERT_EQ(std::system(show.c_str()), 0);
+    EXPECT_EQ(read_text(dir_ + "/show.out"), first);
+    ASSERT_TRUE(client().hold(TaskRef::of(id), false));
+    ASSERT_TRUE(eventually([&] { return state(id) == "succeeded"; })) << task(id).dump();
+    auto log = client().logs(id, api::LogRequest{});
+    ASSERT_TRUE(log) << log.error().message;
+    EXPECT_EQ(log->text, "version one, arg\n");
+}
+
 // This test verifies sbatch's throttle: of `--array=0-5%2`, at most two members are let in at
 // once (waiting in the queue or running), the others wait with the throttle named, and all six
 // run in the end. Before, "0-5%2" was refused with a garbled message.

@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <set>
@@ -237,6 +238,11 @@ void print_task(const json& t, double now, bool env_all, const json& warnings) {
             print_line(stdout, "  {:<11} {}", field, value);
         }
     }
+    if (const json* script = member(t, "script"); script != nullptr && script->is_object()) {
+        print_line(stdout, "  script      copy of {} bytes taken at submit runs, not the file "
+                           "(`carma show {} --script` prints it)",
+                   text_of(*script, "bytes"), text_of(t, "id"));
+    }
     if (const json* array = member(t, "array"); array != nullptr && array->is_object()) {
         print_line(stdout, "  array       {}_{} (CARMA_ARRAY_INDEX={})", text_of(*array, "id"),
                    text_of(*array, "index"), text_of(*array, "index"));
@@ -258,6 +264,7 @@ struct ShowOptions {
     std::string id;
     bool json = false;
     bool env_all = false;
+    bool script = false;
 };
 
 // The task's `warning` events; none where the daemon keeps no events for it (an older daemon,
@@ -280,6 +287,22 @@ int run_show(const ShowOptions& o) {
     const TaskRef ref = or_die(parse_one_task(o.id));
     api::ApiClient client = connect(o.socket);
     const json task = or_die(client.task(ref));
+    if (o.script) {
+        // As sbatch's `scontrol write batch_script ID -`: the copy that runs, as it was taken.
+        const json* script = member(task, "script");
+        if (script == nullptr || !script->is_object()) {
+            die(fmt::format("task {} has no script copy: it runs its command as given (`carma "
+                            "show {}` shows it)",
+                            o.id, o.id));
+        }
+        const json* text = member(*script, "text");
+        if (text == nullptr || !text->is_string()) {
+            die(fmt::format("task {}'s script is shown to its owner and root only", o.id));
+        }
+        std::fwrite(text->get_ref<const std::string&>().data(), 1,
+                    text->get_ref<const std::string&>().size(), stdout);
+        return 0;
+    }
     if (o.json) {
         print_json(task);
     } else {
@@ -300,6 +323,9 @@ Action add_show_command(CLI::App& app) {
     cmd->add_flag("--env-all", o->env_all,
                   "Print every environment variable, also those exported from the submitter's "
                   "shell (by default only those set with --env or a task file's env:)");
+    cmd->add_flag("--script", o->script,
+                  "Print the batch script's copy the task runs (taken at submit, as sbatch "
+                  "keeps one); its owner and root only");
     add_socket_option(cmd, o->socket);
     return [o] { return run_show(*o); };
 }

@@ -271,6 +271,7 @@ bool starts_with_shebang(const fs::path& path) {
 struct ScriptSubmission {
     fs::path path;
     BatchScript script;
+    std::string text;
 };
 
 // Whether args name an sbatch batch script (batch_script.h's is_batch_script); dies with chmod
@@ -291,7 +292,7 @@ std::optional<ScriptSubmission> batch_script_of(const std::vector<std::string>& 
     const std::string text = read_script(*path);
     BatchScript script = or_die(read_batch_script(text, args.front()));
     if (is_batch_script(path->filename().string(), script, executable)) {
-        return ScriptSubmission{*path, std::move(script)};
+        return ScriptSubmission{*path, std::move(script), text};
     }
     if (!executable) {
         die_not_executable(args.front());
@@ -440,6 +441,16 @@ api::SubmitRequest build_submit_request(const SubmitOptions& o) {
         r.command = script->script.interpreter;
         r.command.push_back(script->path.string());
         r.command.insert(r.command.end(), o.args.begin() + 1, o.args.end());
+        // As sbatch, the script as it is now runs, whatever the file says by then.
+        if (invalid_utf8_at(script->text) == std::string::npos &&
+            script->text.find('\0') == std::string::npos) {
+            r.script = script->text;
+            r.script_arg = script->script.interpreter.size();
+        } else {
+            print_line(stderr, "carma: note: {} is not UTF-8 text, so no copy of it is kept: the "
+                               "task runs the file as it is when the task starts",
+                       o.args.front());
+        }
         r.workdir = cwd.string();
         r.name = script->path.filename().string();
         CLI::App parser;
