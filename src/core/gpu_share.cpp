@@ -151,4 +151,17 @@ int mps_thread_percentage(int milli) {
     return std::clamp((milli + 9) / 10, 1, 100);
 }
 
+Result<int> parse_active_thread_percentage(std::string_view text) {
+    double percent = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), percent);
+    if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(percent) ||
+        percent <= 0 || percent > 100) {
+        return fail(ErrorCode::InvalidArgument,
+                    fmt::format("{}='{}' is not a percentage above 0 and at most 100 (the share "
+                                "of the SMs an MPS client may use, such as 50)",
+                                kMpsThreadPercentageEnv, text));
+    }
+    return std::max(1, static_cast<int>(std::lround(percent * 10)));
+}
+
 }  // namespace carma

@@ -49,4 +49,9 @@ bool shared_by_shares(const TaskSpec& task, const GpuView& gpu);
 // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE for a share: whole percent, rounded up, at least 1.
 int mps_thread_percentage(int milli);
 
+// An MPS client's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE as the share of the SMs it caps the client
+// at, in thousandths: "50" → 500, "12.5" → 125. A percentage above 0 and at most 100; the error
+// names the variable and its value.
+Result<int> parse_active_thread_percentage(std::string_view text);
+
 }  // namespace carma

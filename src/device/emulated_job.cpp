@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/gpu_share.h"
 #include "core/mps_limit.h"
 #include "core/text.h"
 #include "device/emulated.h"
@@ -149,17 +150,34 @@ Result<std::vector<int>> parse_visible_devices(std::string_view text, int gpu_co
 
 Result<JobHandle> JobHandle::attach(const std::string& file, std::string_view visible_devices,
                                     const JobProfile& profile) {
-    const std::string name(kMpsMemLimitEnv);
-    const char* limit = std::getenv(name.c_str());
-    return attach(file, visible_devices, profile,
-                  limit != nullptr ? std::optional<std::string_view>(limit) : std::nullopt);
+    const auto from_env = [](std::string_view name) -> std::optional<std::string_view> {
+        const char* value = std::getenv(std::string(name).c_str());
+        return value != nullptr ? std::optional<std::string_view>(value) : std::nullopt;
+    };
+    return attach(file, visible_devices, profile, from_env(kMpsMemLimitEnv),
+                  from_env(kMpsThreadPercentageEnv));
 }
 
 Result<JobHandle> JobHandle::attach(const std::string& file, std::string_view visible_devices,
                                     const JobProfile& profile,
                                     std::optional<std::string_view> pinned_mem_limit) {
+    return attach(file, visible_devices, profile, pinned_mem_limit, std::nullopt);
+}
+
+Result<JobHandle> JobHandle::attach(const std::string& file, std::string_view visible_devices,
+                                    const JobProfile& profile,
+                                    std::optional<std::string_view> pinned_mem_limit,
+                                    std::optional<std::string_view> active_thread_percentage) {
     if (auto ok = check_profile(profile); !ok) {
         return tl::unexpected(ok.error());
+    }
+    std::uint32_t sm_cap_permille = 0;
+    if (active_thread_percentage) {
+        auto cap = parse_active_thread_percentage(*active_thread_percentage);
+        if (!cap) {
+            return tl::unexpected(cap.error());
+        }
+        sm_cap_permille = static_cast<std::uint32_t>(*cap);
     }
     auto opened = emu::EmulatorFile::open_for_job(file);
     if (!opened) {
@@ -206,6 +224,7 @@ Result<JobHandle> JobHandle::attach(const std::string& file, std::string_view vi
     slot.smact = profile.smact;
     slot.smocc = profile.smocc;
     slot.drama = profile.drama;
+    slot.sm_cap_permille = sm_cap_permille;
     slot.pid = static_cast<std::int32_t>(job.pid_);
     s.slots[job.slot_] = slot;
     job.serial_ = slot.serial;

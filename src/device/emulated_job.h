@@ -57,14 +57,23 @@ Result<std::vector<int>> parse_visible_devices(std::string_view text, int gpu_co
 // forked child does not take its parent's slot with it).
 class JobHandle {
   public:
-    // The memory limit is read from $CUDA_MPS_PINNED_DEVICE_MEM_LIMIT; a malformed one, or one
-    // naming a GPU the job cannot see, is an error (InvalidArgument) that says what is wrong.
+    // The memory limit is read from $CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, and the share of the SMs
+    // from $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; a malformed one, or a limit naming a GPU the job
+    // cannot see, is an error (InvalidArgument) that says what is wrong.
     static Result<JobHandle> attach(const std::string& file, std::string_view visible_devices,
                                     const JobProfile& profile);
-    // The same with the limit's value given (nullopt: no limit), for tests and embedders.
+    // The same with the limit's value given (nullopt: no limit) and no SM cap, for tests and
+    // embedders.
     static Result<JobHandle> attach(const std::string& file, std::string_view visible_devices,
                                     const JobProfile& profile,
                                     std::optional<std::string_view> pinned_mem_limit);
+    // The same with both values given. Under MPS a job capped below its solo utilisation runs
+    // at cap/util of its solo speed, alone too (model::World); under time-slicing, where no MPS
+    // server reads the variable, the cap does nothing.
+    static Result<JobHandle> attach(const std::string& file, std::string_view visible_devices,
+                                    const JobProfile& profile,
+                                    std::optional<std::string_view> pinned_mem_limit,
+                                    std::optional<std::string_view> active_thread_percentage);
 
     JobHandle(JobHandle&& other) noexcept;
     JobHandle& operator=(JobHandle&& other) noexcept;

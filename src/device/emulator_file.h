@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -64,6 +65,10 @@ struct Slot {
     // process CARMA cannot match is (started outside the task's process tree, or seen from a
     // daemon in a container). In what was padding, so the layout holds.
     std::uint32_t hidden;
+    // The share of the SMs the job may use as an MPS client, in thousandths
+    // (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE × 10); 0: uncapped. Counts only while the emulator
+    // shares its GPUs with MPS, as the variable does. In what was padding, so the layout holds.
+    std::uint32_t sm_cap_permille;
     std::uint64_t serial;       // unique per attach, so a handle notices a recycled slot
     std::uint64_t start_ticks;  // /proc/<pid>/stat starttime: tells a reused pid from the job
     std::uint64_t gpu_mask;     // bit i: emulator GPU i
@@ -75,6 +80,8 @@ struct Slot {
     double progress;          // 0..1, as the job reports it
     double speed;             // derived: its progress rate now (0 while starting)
 };
+// sm_cap_permille sits in what was padding: every field after it keeps its offset.
+static_assert(offsetof(Slot, serial) == 16 && sizeof(Slot) == 96);
 
 struct Header {
     // Fixed prefix: identical in every version, so any build can tell what it is looking at.

@@ -47,7 +47,8 @@ model::GpuActivity gpu_activity(const State& s, int gpu) {
 }
 
 void derive(State& s) {
-    const model::World world(world_of(s.header), sharing_of(s.header));
+    const model::SharingMode sharing = sharing_of(s.header);
+    const model::World world(world_of(s.header), sharing);
     const int count = std::clamp(s.header.gpu_count, 0, kMaxGpus);
     for (Slot& slot : s.slots) {
         slot.speed = slot.pid != 0 && slot.phase == Phase::Active ? 1.0 : 0.0;
@@ -64,8 +65,13 @@ void derive(State& s) {
             if (on_gpu(slot, g) && slot.phase == Phase::Active) {
                 const std::string key = fmt::format("{:a}|{:a}|{:a}|{:a}", slot.util, slot.smact,
                                                     slot.smocc, slot.drama);
+                // An MPS client's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; without an MPS server
+                // nothing reads it.
+                const bool capped =
+                    sharing == model::SharingMode::Mps && slot.sm_cap_permille > 0;
+                const double cap = capped ? slot.sm_cap_permille / 1000.0 : 1.0;
                 tasks.push_back(model::WorldTask{model::world_id(key), slot.util, slot.smact,
-                                                 slot.smocc, slot.drama});
+                                                 slot.smocc, slot.drama, cap});
                 of.push_back(&slot);
             }
         }

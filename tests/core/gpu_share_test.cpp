@@ -53,6 +53,22 @@ TEST(GpuShareTest, ReadsFractionsAndRefusesWhatIsNotAShare) {
     EXPECT_EQ(mps_thread_percentage(1), 1);
 }
 
+// This test verifies that an MPS client's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE reads back as the
+// share of the SMs it caps, in thousandths, including what mps_thread_percentage writes, and
+// that anything but a percentage above 0 and at most 100 is refused naming the variable.
+TEST(GpuShareTest, AThreadPercentageReadsAsThousandthsOfTheSms) {
+    EXPECT_EQ(*parse_active_thread_percentage("50"), 500);
+    EXPECT_EQ(*parse_active_thread_percentage("12.5"), 125);
+    EXPECT_EQ(*parse_active_thread_percentage("100"), 1000);
+    EXPECT_EQ(*parse_active_thread_percentage(std::to_string(mps_thread_percentage(125))), 130);
+    for (const char* bad : {"0", "-5", "100.5", "1e9", "nan", "half", " 50", ""}) {
+        auto r = parse_active_thread_percentage(bad);
+        ASSERT_FALSE(r) << bad;
+        EXPECT_THAT(r.error().message,
+                    HasSubstr(std::string("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE='") + bad + "'"));
+    }
+}
+
 // This test verifies the rule on one GPU: a share joins shares while they fit in one GPU, never a
 // whole-GPU task or another program's processes; a whole-GPU task never joins shares.
 TEST(GpuShareTest, SharesFillOneGpuAndNeverMixWithWholeTasks) {

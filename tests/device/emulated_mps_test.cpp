@@ -1,7 +1,7 @@
 // Emulated GPUs under an MPS memory limit (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT): a job is refused
 // the allocation that would take it past its own limit on a GPU, however much the GPU has free;
 // its co-runners are not limited. In process through JobHandle, and end to end with
-// carma-fakejob.
+// carma-fakejob. And under an SM cap (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), in process.
 
 #include <signal.h>
 
@@ -20,6 +20,7 @@
 #include "device/emulated_job.h"
 #include "device/fakejob_runner.h"
 #include "model/constants.h"
+#include "model/gpu_type.h"
 
 namespace carma::device {
 namespace {
@@ -164,6 +165,54 @@ TEST_F(EmulatedMpsTest, MalformedLimitExits2WithOneLine) {
     const std::string err = job->err();
     EXPECT_THAT(err, HasSubstr("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT='0=12': '12' is not an amount"));
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+// This test verifies CUDA_MPS_ACTIVE_THREAD_PERCENTAGE as NVIDIA documents it for an MPS client:
+// a job capped at 25 % of the SMs, below its solo utilisation of 60 %, runs at 25/60 of its pace
+// alone, and weighs less on a co-runner than the same job uncapped; under time-slicing, where
+// no MPS server reads the variable, it runs at its full pace.
+TEST_F(EmulatedMpsTest, AThreadPercentageCapsTheJobsSmsUnderMps) {
+    auto capped = JobHandle::attach(file_, "0", kProfile, std::nullopt, "25");
+    ASSERT_TRUE(capped.has_value()) << capped.error().message;
+    auto uncapped = JobHandle::attach(file_, "1", kProfile, std::nullopt, std::nullopt);
+    ASSERT_TRUE(uncapped.has_value()) << uncapped.error().message;
+    ASSERT_TRUE(capped->set_active(true));
+    ASSERT_TRUE(uncapped->set_active(true));
+    EXPECT_NEAR(*capped->current_speed(), 0.25 / 0.60, 1e-9);
+    EXPECT_EQ(*uncapped->current_speed(), 1.0);
+
+    auto beside_capped = JobHandle::attach(file_, "0", kProfile, std::nullopt, std::nullopt);
+    auto beside_uncapped = JobHandle::attach(file_, "1", kProfile, std::nullopt, std::nullopt);
+    ASSERT_TRUE(beside_capped && beside_uncapped);
+    ASSERT_TRUE(beside_capped->set_active(true));
+    ASSERT_TRUE(beside_uncapped->set_active(true));
+    EXPECT_GT(*beside_capped->current_speed(), *beside_uncapped->current_speed());
+    beside_capped->detach();
+    beside_uncapped->detach();
+
+    auto set = model::parse_gpu_set("2xA100-40GB");
+    ASSERT_TRUE(set.has_value());
+    auto timeslice = open_emulated(EmulatorOptions{*set, model::SharingMode::Timeslice, file_});
+    ASSERT_TRUE(timeslice.has_value()) << timeslice.error().message;
+    EXPECT_EQ(*capped->current_speed(), 1.0);
+}
+
+// This test verifies that attach refuses a percentage that is not one above 0 and at most 100,
+// naming the variable, and that the three-argument attach reads it from the environment.
+TEST_F(EmulatedMpsTest, BadThreadPercentagesAreRefusedAndTheEnvironmentIsRead) {
+    for (const char* bad : {"0", "150", "half", "50%", ""}) {
+        auto job = JobHandle::attach(file_, "0", kProfile, std::nullopt, bad);
+        ASSERT_FALSE(job.has_value()) << bad;
+        EXPECT_THAT(job.error().message,
+                    HasSubstr(std::string("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE='") + bad +
+                              "' is not a percentage above 0 and at most 100"));
+    }
+    ASSERT_EQ(::setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "30", 1), 0);
+    auto from_env = JobHandle::attach(file_, "0", kProfile);
+    ::unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    ASSERT_TRUE(from_env.has_value()) << from_env.error().message;
+    ASSERT_TRUE(from_env->set_active(true));
+    EXPECT_NEAR(*from_env->current_speed(), 0.30 / 0.60, 1e-9);
 }
 
 }  // namespace
