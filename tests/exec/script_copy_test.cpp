@@ -3,20 +3,20 @@
 // a task's user who cannot enter the attempt directory.
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <optional>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "exec/launch.h"
+#include "support.h"
 #include "users.h"
 
 namespace carma::exec {
@@ -25,10 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string read_file(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream out;
-    out << in.rdbuf();
-    return out.str();
+    return test_support::read_text(path.string());
 }
 
 class ScriptCopyTest : public ::testing::Test {
@@ -67,15 +64,12 @@ protected:
             ADD_FAILURE() << "launch: " << handle.error().message;
             return std::nullopt;
         }
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        while (std::chrono::steady_clock::now() < deadline) {
-            if (auto record = read_exit(handle->attempt_dir)) {
-                return record;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::optional<ExitRecord> record;
+        if (!test_support::eventually(
+                [&] { return (record = read_exit(handle->attempt_dir)).has_value(); })) {
+            ADD_FAILURE() << "no exit.json in " << handle->attempt_dir;
         }
-        ADD_FAILURE() << "no exit.json in " << handle->attempt_dir;
-        return std::nullopt;
+        return record;
     }
 
     std::string attempt_file(std::string_view name) const {
