@@ -9,26 +9,20 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "exec/cgroup.h"
 #include "exec/launch.h"
-
-#ifndef CARMA_SHIM_PATH
-#error "CARMA_SHIM_PATH must name the carma-shim executable"
-#endif
+#include "exec/launch_wait.h"
 
 namespace carma::exec {
 namespace {
@@ -40,18 +34,6 @@ std::string read_file(const fs::path& path) {
     std::ostringstream out;
     out << in.rdbuf();
     return out.str();
-}
-
-// Polls with a generous deadline, as launch_test.cpp does: nothing asserts how long it took.
-bool wait_until(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!done()) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            return false;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return true;
 }
 
 // Launches with a fence on this machine's cgroup v1 hierarchies, under a root of the test's own
@@ -94,18 +76,7 @@ class FencedLaunchTest : public ::testing::Test {
     }
 
     // Launches and waits for exit.json; fails the test if either does not happen.
-    std::optional<ExitRecord> run(const LaunchRequest& r) {
-        auto handle = launch(r, CARMA_SHIM_PATH);
-        if (!handle) {
-            ADD_FAILURE() << "launch: " << handle.error().message;
-            return std::nullopt;
-        }
-        std::optional<ExitRecord> record;
-        if (!wait_until([&] { return (record = read_exit(handle->attempt_dir)).has_value(); })) {
-            ADD_FAILURE() << "no exit.json in " << handle->attempt_dir;
-        }
-        return record;
-    }
+    std::optional<ExitRecord> run(const LaunchRequest& r) { return launch_and_wait(r); }
 
     std::string attempt_file(std::string_view name) const {
         return (root_ / "attempt" / name).string();

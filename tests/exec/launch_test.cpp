@@ -2,6 +2,7 @@
 // deadline (CI machines are slow, sanitizer builds slower); nothing asserts how long things took.
 
 #include "exec/launch.h"
+#include "exec/launch_wait.h"
 
 #include <grp.h>
 #include <pwd.h>
@@ -107,18 +108,7 @@ protected:
     }
 
     // Launches and waits for the end; fails the test if either does not happen.
-    std::optional<ExitRecord> run(const LaunchRequest& r) {
-        auto handle = launch(r, CARMA_SHIM_PATH);
-        if (!handle) {
-            ADD_FAILURE() << "launch: " << handle.error().message;
-            return std::nullopt;
-        }
-        auto record = wait_for_exit(handle->attempt_dir);
-        if (!record) {
-            ADD_FAILURE() << "no exit.json in " << handle->attempt_dir;
-        }
-        return record;
-    }
+    std::optional<ExitRecord> run(const LaunchRequest& r) { return launch_and_wait(r); }
 
     std::string attempt_file(std::string_view name) const {
         return (root_ / "attempt" / name).string();

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "exec/launch.h"
+#include "exec/launch_wait.h"
 #include "support.h"
 #include "users.h"
 
@@ -58,19 +59,7 @@ protected:
         return r;
     }
 
-    std::optional<ExitRecord> run(const LaunchRequest& r) {
-        auto handle = launch(r, CARMA_SHIM_PATH);
-        if (!handle) {
-            ADD_FAILURE() << "launch: " << handle.error().message;
-            return std::nullopt;
-        }
-        std::optional<ExitRecord> record;
-        if (!test_support::eventually(
-                [&] { return (record = read_exit(handle->attempt_dir)).has_value(); })) {
-            ADD_FAILURE() << "no exit.json in " << handle->attempt_dir;
-        }
-        return record;
-    }
+    std::optional<ExitRecord> run(const LaunchRequest& r) { return launch_and_wait(r); }
 
     std::string attempt_file(std::string_view name) const {
         return (root_ / "attempt" / name).string();
