@@ -72,22 +72,14 @@ TaskExec prepare_exec(LaunchRequest& request, const std::string& dir) {
 // Sets argv[script_arg] to that path; the descriptor, or -1 with `why`.
 int open_script(LaunchRequest& request, const std::string& dir, std::string& why) {
     const std::string path = attempt_file(dir, kScriptFile);
-    Fd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (out.get() < 0 || ::fchmod(out.get(), 0644) != 0) {
-        why = fmt::format("cannot write the script's copy {}: {}", path, errno_text(errno));
+    if (auto written = write_file_atomic(path, request.script); !written) {
+        why = fmt::format("cannot write the script's copy: {}", written.error().message);
         return -1;
     }
-    std::string_view rest = request.script;
-    while (!rest.empty()) {
-        const ssize_t n = ::write(out.get(), rest.data(), rest.size());
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            why = fmt::format("cannot write the script's copy {}: {}", path, errno_text(errno));
-            return -1;
-        }
-        rest.remove_prefix(static_cast<std::size_t>(n));
+    if (::chmod(path.c_str(), 0644) != 0) {
+        why = fmt::format("cannot make the script's copy {} readable: {}", path,
+                          errno_text(errno));
+        return -1;
     }
     const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW);
     if (fd < 0) {
